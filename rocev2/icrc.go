@@ -92,7 +92,7 @@ func icrcV4(p []byte) uint32 {
 	m[10], m[11] = 0xFF, 0xFF              // header checksum
 	m[26], m[27] = 0xFF, 0xFF              // UDP checksum
 	m[ipv4HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-	crc := crc32.Update(icrcSeed, crc32.IEEETable, m[:])
+	crc := updateSmall(icrcSeed, m[:])
 	return crc32.Update(crc, crc32.IEEETable, p[maskedV4:])
 }
 
@@ -106,6 +106,44 @@ func icrcV6(p []byte) uint32 {
 	m[7] = 0xFF                            // hop limit
 	m[46], m[47] = 0xFF, 0xFF              // UDP checksum
 	m[ipv6HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-	crc := crc32.Update(icrcSeed, crc32.IEEETable, m[:])
+	crc := updateSmall(icrcSeed, m[:])
 	return crc32.Update(crc, crc32.IEEETable, p[maskedV6:])
+}
+
+// slicing8 holds the tables of a slicing-by-8 CRC-32/ISO-HDLC.
+var slicing8 = func() (t [8][256]uint32) {
+	for i := range 256 {
+		c := uint32(i)
+		for range 8 {
+			if c&1 != 0 {
+				c = c>>1 ^ 0xEDB88320
+			} else {
+				c >>= 1
+			}
+		}
+		t[0][i] = c
+	}
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			t[k][i] = t[k-1][i]>>8 ^ t[0][t[k-1][i]&0xFF]
+		}
+	}
+	return t
+}()
+
+// updateSmall is crc32.Update for the short masked prefix. It exists because
+// crc32.Update calls through a function variable, which makes a stack buffer
+// passed to it escape to the heap; this one keeps the prefix on the stack.
+func updateSmall(crc uint32, p []byte) uint32 {
+	crc = ^crc
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = slicing8[0][p[7]] ^ slicing8[1][p[6]] ^ slicing8[2][p[5]] ^ slicing8[3][p[4]] ^
+			slicing8[4][crc>>24] ^ slicing8[5][crc>>16&0xFF] ^ slicing8[6][crc>>8&0xFF] ^ slicing8[7][crc&0xFF]
+		p = p[8:]
+	}
+	for _, c := range p {
+		crc = slicing8[0][byte(crc)^c] ^ crc>>8
+	}
+	return ^crc
 }

@@ -197,6 +197,7 @@ func randomFrame(r *rand.Rand, v6 bool) Frame {
 		binary.BigEndian.PutUint64(b[8:], r.Uint64())
 		f.Src, f.Dst = netip.AddrFrom16(a), netip.AddrFrom16(b)
 		f.FlowLabel = r.Uint32() & 0xFFFFF
+		f.ID, f.DontFragment = 0, false
 	} else {
 		var a, b [4]byte
 		binary.BigEndian.PutUint32(a[:], r.Uint32())

@@ -144,34 +144,35 @@ type opcodeInfo struct {
 	// packet ends with its last extension header.
 	payload bool
 	valid   bool
+	extLen  uint8 // headers.Len(), cached for the hot paths
 }
 
 // operations describes the operation of each low five bits; a transport
 // allows a subset of them (opcodeTable).
 var operations = [32]opcodeInfo{
-	opSendFirst:          {"SEND First", 0, true, true},
-	opSendMiddle:         {"SEND Middle", 0, true, true},
-	opSendLast:           {"SEND Last", 0, true, true},
-	opSendLastImm:        {"SEND Last with Immediate", HasImmDt, true, true},
-	opSendOnly:           {"SEND Only", 0, true, true},
-	opSendOnlyImm:        {"SEND Only with Immediate", HasImmDt, true, true},
-	opWriteFirst:         {"RDMA WRITE First", HasRETH, true, true},
-	opWriteMiddle:        {"RDMA WRITE Middle", 0, true, true},
-	opWriteLast:          {"RDMA WRITE Last", 0, true, true},
-	opWriteLastImm:       {"RDMA WRITE Last with Immediate", HasImmDt, true, true},
-	opWriteOnly:          {"RDMA WRITE Only", HasRETH, true, true},
-	opWriteOnlyImm:       {"RDMA WRITE Only with Immediate", HasRETH | HasImmDt, true, true},
-	opReadRequest:        {"RDMA READ Request", HasRETH, false, true},
-	opReadResponseFirst:  {"RDMA READ response First", HasAETH, true, true},
-	opReadResponseMiddle: {"RDMA READ response Middle", 0, true, true},
-	opReadResponseLast:   {"RDMA READ response Last", HasAETH, true, true},
-	opReadResponseOnly:   {"RDMA READ response Only", HasAETH, true, true},
-	opAcknowledge:        {"Acknowledge", HasAETH, false, true},
-	opAtomicAcknowledge:  {"ATOMIC Acknowledge", HasAETH | HasAtomicAckETH, false, true},
-	opCompareSwap:        {"CmpSwap", HasAtomicETH, false, true},
-	opFetchAdd:           {"FetchAdd", HasAtomicETH, false, true},
-	opSendLastInvalidate: {"SEND Last with Invalidate", HasIETH, true, true},
-	opSendOnlyInvalidate: {"SEND Only with Invalidate", HasIETH, true, true},
+	opSendFirst:          {"SEND First", 0, true, true, 0},
+	opSendMiddle:         {"SEND Middle", 0, true, true, 0},
+	opSendLast:           {"SEND Last", 0, true, true, 0},
+	opSendLastImm:        {"SEND Last with Immediate", HasImmDt, true, true, 0},
+	opSendOnly:           {"SEND Only", 0, true, true, 0},
+	opSendOnlyImm:        {"SEND Only with Immediate", HasImmDt, true, true, 0},
+	opWriteFirst:         {"RDMA WRITE First", HasRETH, true, true, 0},
+	opWriteMiddle:        {"RDMA WRITE Middle", 0, true, true, 0},
+	opWriteLast:          {"RDMA WRITE Last", 0, true, true, 0},
+	opWriteLastImm:       {"RDMA WRITE Last with Immediate", HasImmDt, true, true, 0},
+	opWriteOnly:          {"RDMA WRITE Only", HasRETH, true, true, 0},
+	opWriteOnlyImm:       {"RDMA WRITE Only with Immediate", HasRETH | HasImmDt, true, true, 0},
+	opReadRequest:        {"RDMA READ Request", HasRETH, false, true, 0},
+	opReadResponseFirst:  {"RDMA READ response First", HasAETH, true, true, 0},
+	opReadResponseMiddle: {"RDMA READ response Middle", 0, true, true, 0},
+	opReadResponseLast:   {"RDMA READ response Last", HasAETH, true, true, 0},
+	opReadResponseOnly:   {"RDMA READ response Only", HasAETH, true, true, 0},
+	opAcknowledge:        {"Acknowledge", HasAETH, false, true, 0},
+	opAtomicAcknowledge:  {"ATOMIC Acknowledge", HasAETH | HasAtomicAckETH, false, true, 0},
+	opCompareSwap:        {"CmpSwap", HasAtomicETH, false, true, 0},
+	opFetchAdd:           {"FetchAdd", HasAtomicETH, false, true, 0},
+	opSendLastInvalidate: {"SEND Last with Invalidate", HasIETH, true, true, 0},
+	opSendOnlyInvalidate: {"SEND Only with Invalidate", HasIETH, true, true, 0},
 }
 
 // opcodeTable holds every opcode's description, built once from operations
@@ -191,6 +192,9 @@ var opcodeTable = func() (t [256]opcodeInfo) {
 			ud.headers |= HasDETH
 			t[transportUD|uint8(op)] = ud
 		}
+	}
+	for i := range t {
+		t[i].extLen = uint8(t[i].headers.Len())
 	}
 	return t
 }()

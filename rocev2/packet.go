@@ -23,7 +23,7 @@ type Packet struct {
 }
 
 // HeaderLen returns the length of the BTH and the extension headers.
-func (p *Packet) HeaderLen() int { return BTHLen + p.BTH.Opcode.Headers().Len() }
+func (p *Packet) HeaderLen() int { return BTHLen + int(opcodeTable[p.BTH.Opcode].extLen) }
 
 // padLen returns the pad bytes that make the payload a multiple of 4.
 func (p *Packet) padLen() int { return -len(p.Payload) & 3 }
@@ -135,7 +135,7 @@ func (p *Packet) Decode(b []byte) error {
 	}
 	p.BTH = bth
 	h := bth.Opcode.Headers()
-	end := BTHLen + h.Len()
+	end := BTHLen + int(opcodeTable[bth.Opcode].extLen)
 	if len(b) < end+ICRCLen {
 		if len(b) < end {
 			return errShortExt
