@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
 )
 
 func TestTsharkDissectsFrames(t *testing.T) {
