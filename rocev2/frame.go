@@ -3,6 +3,8 @@ package rocev2
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/klauspost/crc32"
 )
 
 // Ethernet and IP constants of a RoCEv2 frame.
@@ -115,21 +117,36 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 		s, d := f.Src.As4(), f.Dst.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum((*[ipv4HeaderLen]byte)(ip)))
 	}
 	udp := ip[hl:]
 	binary.BigEndian.PutUint16(udp[0:], f.SrcPort)
 	binary.BigEndian.PutUint16(udp[2:], UDPPort)
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	binary.BigEndian.PutUint16(udp[6:], f.UDPChecksum)
 	end := len(w) - ICRCLen
 	f.Packet.put(w[etherHeaderLen+hl+udpHeaderLen : end])
-	var icrc uint32
+	// The ICRC is computed in one pass over the buffer with the variant
+	// fields set to ones, which are then given their values.
+	udp[6], udp[7] = 0xFF, 0xFF
+	udp[udpHeaderLen+4] = 0xFF
 	if hl == ipv6HeaderLen {
-		icrc = icrcV6(ip[:end-etherHeaderLen])
+		ip[0] |= 0x0F
+		ip[1], ip[2], ip[3] = 0xFF, 0xFF, 0xFF
+		ip[7] = 0xFF
 	} else {
-		icrc = icrcV4(ip[:end-etherHeaderLen])
+		ip[1], ip[8] = 0xFF, 0xFF
+		ip[10], ip[11] = 0xFF, 0xFF
 	}
+	icrc := crc32.Update(icrcSeed, crc32.IEEETable, ip[:end-etherHeaderLen])
+	if hl == ipv6HeaderLen {
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(f.TOS)<<20|f.FlowLabel)
+		ip[7] = f.TTL
+	} else {
+		ip[1], ip[8] = f.TOS, f.TTL
+		ip[10], ip[11] = 0, 0
+		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum((*[ipv4HeaderLen]byte)(ip)))
+	}
+	binary.BigEndian.PutUint16(udp[6:], f.UDPChecksum)
+	udp[udpHeaderLen+4] = bit(f.BTH.FECN, 7) | bit(f.BTH.BECN, 6)
 	binary.LittleEndian.PutUint32(w[end:], icrc)
 	return b, nil
 }
