@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+
+	"github.com/klauspost/crc32"
 )
 
 // icrcReference computes the ICRC the slow, obvious way: copy the IP packet,
@@ -298,6 +300,26 @@ func TestICRCMatchesReference(t *testing.T) {
 		}
 		if ref := icrcReference(ip); got != ref {
 			t.Fatalf("frame %d (%v): ICRC %#x, reference %#x", k, f.BTH.Opcode, got, ref)
+		}
+	}
+}
+
+func TestUpdateSmallMatchesCRC32(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	buf := make([]byte, 140)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	for n := range len(buf) {
+		for _, off := range []int{0, 1, 3} {
+			if off+n > len(buf) {
+				continue
+			}
+			p := buf[off : off+n]
+			seed := r.Uint32()
+			if got, want := updateSmall(seed, p), crc32.Update(seed, crc32.IEEETable, p); got != want {
+				t.Fatalf("len %d off %d: %#x, want %#x", n, off, got, want)
+			}
 		}
 	}
 }
