@@ -161,6 +161,8 @@ type Message interface {
 	// AppendTo appends the 232-byte message body (after the MAD header) to b.
 	// Bits of a field beyond its width are dropped; reserved bits are 0.
 	AppendTo(b []byte) []byte
+	// String summarises the message on one line.
+	String() string
 	// decode fills the message from a 232-byte body.
 	decode(body *[BodyLen]byte)
 }

@@ -287,3 +287,22 @@ func TestGopacketMADLayer(t *testing.T) {
 		t.Errorf("MAD layer %+v", l)
 	}
 }
+
+func TestStrings(t *testing.T) {
+	req := sampleREQ(t)
+	want := "REQ comm 0x1234 service 0x10612b8 QPN 0x111 PSN 0xabcd P_Key 0xffff MTU code 3 resp res 16 init depth 16 retry 7 RNR retry 7 GIDs 10.0.0.1 -> 10.0.0.2 IP CM 10.0.0.1:49152 -> 10.0.0.2"
+	if s := req.String(); s != want {
+		t.Errorf("REQ string\n got %q\nwant %q", s, want)
+	}
+	b := connectFrame(t, req)
+	pkt := gopacket.NewPacket(b, layers.LayerTypeEthernet, gopacket.Default)
+	if s := gopacket.LayerString(pkt.Layer(LayerTypeMAD)); !bytes.Contains([]byte(s), []byte(want)) || !bytes.Contains([]byte(s), []byte("AttrID=ConnectRequest")) {
+		t.Errorf("MAD layer string %q", s)
+	}
+	for _, m := range []Message{&ConnectReply{LocalCommID: 5}, &ReadyToUse{LocalCommID: 5}, &Reject{LocalCommID: 5},
+		&DisconnectRequest{LocalCommID: 5}, &DisconnectReply{LocalCommID: 5}} {
+		if s := m.String(); !bytes.Contains([]byte(s), []byte("comm 0x5")) {
+			t.Errorf("%T: %q", m, s)
+		}
+	}
+}
