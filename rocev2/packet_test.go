@@ -418,3 +418,42 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestSyndrome(t *testing.T) {
+	for s := range 256 {
+		syn := Syndrome(s)
+		kinds := 0
+		for _, k := range []bool{syn.IsACK(), syn.IsRNRNAK(), syn.IsNAK()} {
+			if k {
+				kinds++
+			}
+		}
+		// Bit 7 is reserved and 0x40-0x5F is reserved: neither is any kind.
+		want := 1
+		if s&0x80 != 0 || s&0x60 == 0x40 {
+			want = 0
+		}
+		if kinds != want {
+			t.Errorf("%#x: %d kinds", s, kinds)
+		}
+		if syn.Value() != uint8(s&0x1F) {
+			t.Errorf("%#x: value %d", s, syn.Value())
+		}
+	}
+	if !SyndromeACK.IsACK() || SyndromeACK.Value() != 31 || !SyndromeNAKPSNSequenceError.IsNAK() ||
+		SyndromeNAKRemoteAccessError.Value() != 2 || !(SyndromeRNRNAK | 5).IsRNRNAK() {
+		t.Error("named syndromes")
+	}
+}
+
+func TestHeadersLen(t *testing.T) {
+	if n := (HasDETH | HasRETH | HasAtomicETH | HasAETH | HasAtomicAckETH | HasImmDt | HasIETH).Len(); n != 8+16+28+4+8+4+4 {
+		t.Errorf("all headers: %d bytes", n)
+	}
+	for i := range 256 {
+		op := Opcode(i)
+		if int(opcodeTable[op].extLen) != op.Headers().Len() {
+			t.Errorf("%v: cached length", op)
+		}
+	}
+}
