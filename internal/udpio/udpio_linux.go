@@ -25,9 +25,9 @@ type sysConn struct {
 	raw       syscall.RawConn
 	is4       bool // the socket is AF_INET, not a dual-stack AF_INET6 one
 	connected bool
-	hdrs  []mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6
+	hdrs      []mmsghdr
+	iovs      []unix.Iovec
+	names     []unix.RawSockaddrInet6
 
 	// The arguments and results of the call under way; readFn and writeFn
 	// are bound once so the calls allocate no closure.
