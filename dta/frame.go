@@ -1,0 +1,126 @@
+package dta
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// Lengths of the headers a [FrameBuilder] writes before the report.
+const (
+	EthernetLen = 14
+	IPv4Len     = 20 // no options
+	UDPLen      = 8
+	// FrameOverhead is the bytes a frame carries before its report.
+	FrameOverhead = EthernetLen + IPv4Len + UDPLen
+)
+
+// FrameBuilder builds Ethernet/IPv4/UDP frames carrying DTA reports, as a
+// reporter sends them. Set the addresses once and call AppendFrame per
+// report; for a UDP socket, [AppendPayload] gives the datagram alone.
+//
+// Frames carry IPv4 without options, type of service 0, identification 0,
+// the don't-fragment flag, and computed IPv4 and UDP checksums (section 8.1
+// of docs/DTA-WIRE.md).
+type FrameBuilder struct {
+	SrcMAC, DstMAC [6]byte
+	SrcIP, DstIP   netip.Addr // both IPv4
+	SrcPort        uint16     // sent as is
+	DstPort        uint16     // 0 means ReportPort
+	TTL            uint8      // 0 means 64
+}
+
+// AppendFrame appends the whole frame carrying r to b and returns the
+// extended slice. It validates r ([Report.Validate]) and the addresses
+// first, and returns b unchanged with an error when either is wrong. It
+// does not allocate when b has room for [FrameOverhead] + r.Len() bytes.
+func (f *FrameBuilder) AppendFrame(b []byte, r *Report) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return b, err
+	}
+	if !f.SrcIP.Is4() || !f.DstIP.Is4() {
+		return b, errFrameNotIPv4
+	}
+	udpLen := UDPLen + r.Len()
+	if IPv4Len+udpLen > 0xffff {
+		return b, errFrameTooLarge
+	}
+	b = append(b, f.DstMAC[:]...)
+	b = append(b, f.SrcMAC[:]...)
+	b = append(b, 0x08, 0x00) // EtherType IPv4
+
+	ip := len(b)
+	ttl := f.TTL
+	if ttl == 0 {
+		ttl = 64
+	}
+	src, dst := f.SrcIP.As4(), f.DstIP.As4()
+	b = append(b,
+		0x45, 0, // version 4, IHL 5; type of service
+		byte((IPv4Len+udpLen)>>8), byte(IPv4Len+udpLen),
+		0, 0, // identification
+		0x40, 0, // don't fragment
+		ttl, 17, // TTL, protocol UDP
+		0, 0, // checksum, below
+		src[0], src[1], src[2], src[3],
+		dst[0], dst[1], dst[2], dst[3],
+	)
+	binary.BigEndian.PutUint16(b[ip+10:], ^fold(sum16(b[ip:ip+IPv4Len], 0)))
+
+	udp := len(b)
+	dport := f.DstPort
+	if dport == 0 {
+		dport = ReportPort
+	}
+	b = append(b,
+		byte(f.SrcPort>>8), byte(f.SrcPort),
+		byte(dport>>8), byte(dport),
+		byte(udpLen>>8), byte(udpLen),
+		0, 0, // checksum, below
+	)
+	b = r.AppendTo(b)
+
+	// UDP checksum over the pseudo-header (addresses, protocol, length)
+	// and the datagram; 0 is sent as 0xffff (RFC 768).
+	s := sum16(b[ip+12:ip+20], 17+uint64(udpLen))
+	c := ^fold(sum16(b[udp:], s))
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(b[udp+6:], c)
+	return b, nil
+}
+
+// AppendPayload appends r's encoding, the payload of a UDP datagram to
+// [ReportPort], to b after validating r, and returns the extended slice. It
+// does not allocate when b has room for r.Len() bytes.
+func AppendPayload(b []byte, r *Report) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return b, err
+	}
+	return r.AppendTo(b), nil
+}
+
+// sum16 adds b, as big-endian 16-bit words (an odd last byte padded with
+// zero), to s without folding. 64 bits hold the carries of any datagram.
+func sum16(b []byte, s uint64) uint64 {
+	for len(b) >= 8 {
+		s += uint64(binary.BigEndian.Uint32(b)) + uint64(binary.BigEndian.Uint32(b[4:]))
+		b = b[8:]
+	}
+	for len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return s
+}
+
+// fold folds a 64-bit sum of 16-bit words into a one's-complement 16-bit sum.
+func fold(s uint64) uint16 {
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
