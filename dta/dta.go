@@ -116,8 +116,8 @@ var (
 	errAppendNoData    = newError("append", ErrDataLength, "no data")
 	errAppendDataAlign = newError("append", ErrDataLength, "not a multiple of 4")
 
-	errPostcardShort    = newError("postcarding", ErrTruncated, "need 10 bytes")
-	errPostcardTrailing = newError("postcarding", ErrTrailingBytes, "more than 11 bytes")
+	errPostcardShort    = newError("postcarding", ErrTruncated, "need 9 bytes")
+	errPostcardTrailing = newError("postcarding", ErrTrailingBytes, "more than 10 bytes")
 	errPostcardHopZero  = newError("postcarding", ErrHopZero, "")
 
 	errAckShort    = newError("ack", ErrTruncated, "need 2 bytes")

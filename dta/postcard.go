@@ -2,7 +2,7 @@ package dta
 
 import "encoding/binary"
 
-// Postcarding sub-header (spec section 3), 10 bytes, or 11 with the path
+// Postcarding sub-header (spec section 3), 9 bytes, or 10 with the path
 // length:
 //
 //	+-------------------------------------------------------------+
@@ -21,15 +21,15 @@ type Postcard struct {
 	// PathLength is the number of hops on the flow's path, 0 = unknown.
 	PathLength uint8
 	// HasPathLength reports whether the path-length byte is on the wire.
-	// Decoding sets it when the sub-header is 11 bytes long; encoding
+	// Decoding sets it when the sub-header is 10 bytes long; encoding
 	// writes the byte when it is set or PathLength is not 0.
 	HasPathLength bool
 }
 
 // Encoded lengths of a Postcarding sub-header.
 const (
-	PostcardLen     = 10 // without the path length
-	PostcardLongLen = 11 // with it
+	PostcardLen     = 9  // without the path length
+	PostcardLongLen = 10 // with it
 )
 
 // Len returns the encoded length: [PostcardLongLen] when the path length is
@@ -62,7 +62,7 @@ func (p Postcard) Validate() error {
 }
 
 // ParsePostcard decodes a Postcarding sub-header: b is everything after the
-// base header and must be 10 or 11 bytes. It does not allocate.
+// base header and must be 9 or 10 bytes. It does not allocate.
 func ParsePostcard(b []byte) (Postcard, error) {
 	if len(b) < PostcardLen {
 		return Postcard{}, errPostcardShort
