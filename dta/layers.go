@@ -65,7 +65,7 @@ func (l *ReportLayer) NextLayerType() gopacket.LayerType { return gopacket.Layer
 // first and does not allocate.
 func (l *ReportLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	l.contents = data
-	if err := l.Report.decode(data); err != nil {
+	if err := l.Report.Decode(data); err != nil {
 		if errors.Is(err, ErrTruncated) {
 			df.SetTruncated()
 		}

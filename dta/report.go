@@ -1,5 +1,7 @@
 package dta
 
+import "encoding/binary"
+
 // Report is one DTA report, the whole payload of a UDP datagram to
 // [ReportPort]: a base header and the sub-header its opcode names. Only the
 // sub-header field matching Header.Opcode is meaningful; the others are
@@ -71,35 +73,86 @@ func (r *Report) Validate() error {
 
 // ParseReport decodes a whole DTA report, the payload of a UDP datagram.
 // Data fields alias b. On error the returned report is the zero value.
-// It does not allocate.
+// It does not allocate. [Report.Decode] fills a report in place, which
+// saves copying the value.
 func ParseReport(b []byte) (Report, error) {
 	var r Report
-	err := r.decode(b)
+	err := r.Decode(b)
 	return r, err
 }
 
-// decode fills r from b, leaving r zero on error.
-func (r *Report) decode(b []byte) error {
+// Decode sets r to the report b holds, as [ParseReport] does: Data fields
+// alias b, and on error r is the zero value. It does not allocate.
+//
+// It is the translator's hot path, so it decodes the base header and the
+// sub-header in one pass rather than through [ParseHeader] and the
+// sub-header parsers; FuzzParseReport checks that the two agree.
+func (r *Report) Decode(b []byte) error {
 	*r = Report{}
-	h, err := ParseHeader(b)
-	if err != nil {
-		return err
+	if len(b) < 2 {
+		return errHeaderShort
 	}
-	rest := b[h.Len():]
-	switch h.Opcode {
+	op, flags := Opcode(b[0]), b[1]
+	if !op.IsValid() {
+		return errUnknownOpcode[op]
+	}
+	rest := b[2:]
+	var seq uint8
+	if flags&flagSequenced != 0 {
+		if len(rest) == 0 {
+			return errHeaderSeqShort
+		}
+		seq, rest = rest[0], rest[1:]
+	}
+	switch op {
 	case OpKeyWrite:
-		r.KeyWrite, err = ParseKeyWrite(rest)
+		if len(rest) < keyWriteFixed {
+			return errKeyWriteShort
+		}
+		if rest[0] == 0 {
+			return errKeyWriteRedundancy
+		}
+		if err := checkData(len(rest)-keyWriteFixed, errKeyWriteNoData, errKeyWriteDataAlign); err != nil {
+			return err
+		}
+		r.KeyWrite.Redundancy = rest[0]
+		r.KeyWrite.Key = binary.BigEndian.Uint32(rest[1:5])
+		r.KeyWrite.Data = rest[keyWriteFixed:]
 	case OpAppend:
-		r.Append, err = ParseAppend(rest)
+		if len(rest) < appendFixed {
+			return errAppendShort
+		}
+		if err := checkData(len(rest)-appendFixed, errAppendNoData, errAppendDataAlign); err != nil {
+			return err
+		}
+		r.Append.ListID = binary.BigEndian.Uint32(rest[0:4])
+		r.Append.Data = rest[appendFixed:]
 	case OpKeyIncrement:
-		r.KeyIncrement, err = ParseKeyIncrement(rest)
-	default: // OpPostcard; ParseHeader rejected the rest
-		r.Postcard, err = ParsePostcard(rest)
+		if len(rest) != KeyIncrementLen {
+			if len(rest) < KeyIncrementLen {
+				return errKeyIncrementShort
+			}
+			return errKeyIncrementTrailing
+		}
+		if rest[0] == 0 {
+			return errKeyIncrementRedundancy
+		}
+		r.KeyIncrement.Redundancy = rest[0]
+		r.KeyIncrement.Key = binary.BigEndian.Uint32(rest[1:5])
+		r.KeyIncrement.Counter = binary.BigEndian.Uint64(rest[5:13])
+	default: // OpPostcard
+		p, err := ParsePostcard(rest)
+		if err != nil {
+			return err
+		}
+		r.Postcard = p
 	}
-	if err != nil {
-		*r = Report{}
-		return err
+	r.Header = Header{
+		Opcode:    op,
+		Immediate: flags&flagImmediate != 0,
+		Sequenced: flags&flagSequenced != 0,
+		Seq:       seq,
+		Reserved:  flags & reservedMask,
 	}
-	r.Header = h
 	return nil
 }
