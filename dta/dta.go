@@ -63,7 +63,7 @@ var (
 	ErrTruncated     = errors.New("truncated header")
 	ErrUnknownOpcode = errors.New("unknown opcode")
 	ErrRedundancy    = errors.New("redundancy 0")
-	ErrDataLength    = errors.New("data length not a positive multiple of 4")
+	ErrDataLength    = errors.New("bad data length")
 	ErrHopZero       = errors.New("hop number 0")
 	ErrTrailingBytes = errors.New("trailing bytes after fixed-size header")
 	// ErrInvalidField is returned only when encoding: a field out of its
@@ -105,23 +105,23 @@ var (
 
 	errKeyWriteShort      = newError("key-write", ErrTruncated, "need 5 bytes before the data")
 	errKeyWriteRedundancy = newError("key-write", ErrRedundancy, "")
-	errKeyWriteNoData     = newError("key-write", ErrDataLength, "no data")
-	errKeyWriteDataAlign  = newError("key-write", ErrDataLength, "not a multiple of 4")
+	errKeyWriteNoData     = newError("key-write", ErrDataLength, "no data, want a positive multiple of 4 bytes")
+	errKeyWriteDataAlign  = newError("key-write", ErrDataLength, "not a multiple of 4 bytes")
 
 	errKeyIncrementShort      = newError("key-increment", ErrTruncated, "need 13 bytes")
-	errKeyIncrementTrailing   = newError("key-increment", ErrTrailingBytes, "more than 13 bytes")
+	errKeyIncrementTrailing   = newError("key-increment", ErrTrailingBytes, "sub-header is 13 bytes")
 	errKeyIncrementRedundancy = newError("key-increment", ErrRedundancy, "")
 
 	errAppendShort     = newError("append", ErrTruncated, "need 4 bytes before the data")
-	errAppendNoData    = newError("append", ErrDataLength, "no data")
-	errAppendDataAlign = newError("append", ErrDataLength, "not a multiple of 4")
+	errAppendNoData    = newError("append", ErrDataLength, "no data, want a positive multiple of 4 bytes")
+	errAppendDataAlign = newError("append", ErrDataLength, "not a multiple of 4 bytes")
 
 	errPostcardShort    = newError("postcarding", ErrTruncated, "need 9 bytes")
-	errPostcardTrailing = newError("postcarding", ErrTrailingBytes, "more than 10 bytes")
+	errPostcardTrailing = newError("postcarding", ErrTrailingBytes, "sub-header is at most 10 bytes")
 	errPostcardHopZero  = newError("postcarding", ErrHopZero, "")
 
 	errAckShort    = newError("ack", ErrTruncated, "need 2 bytes")
-	errAckTrailing = newError("ack", ErrTrailingBytes, "more than 2 bytes")
+	errAckTrailing = newError("ack", ErrTrailingBytes, "header is 2 bytes")
 	errAckReserved = newError("ack", ErrInvalidField, "reserved bits wider than 7 bits")
 
 	errFrameNotIPv4  = newError("frame", ErrInvalidField, "source and destination must be IPv4 addresses")
