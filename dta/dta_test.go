@@ -130,7 +130,10 @@ func TestRoundTripAllFlags(t *testing.T) {
 					if err := r.Validate(); err != nil {
 						t.Fatalf("%+v: Validate: %v", r, err)
 					}
-					b := r.AppendTo(nil)
+					b := r.AppendTo([]byte{0xee})[1:]
+					if slow := composeAppend(&r, nil); !bytes.Equal(b, slow) {
+						t.Fatalf("Report.AppendTo = % x, headers' AppendTo = % x", b, slow)
+					}
 					if len(b) != r.Len() {
 						t.Fatalf("%+v: encoded %d bytes, Len %d", r, len(b), r.Len())
 					}

@@ -37,12 +37,46 @@ func (f *FrameBuilder) AppendFrame(b []byte, r *Report) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return b, err
 	}
-	if !f.SrcIP.Is4() || !f.DstIP.Is4() {
-		return b, errFrameNotIPv4
+	dport := f.DstPort
+	if dport == 0 {
+		dport = ReportPort
 	}
-	udpLen := UDPLen + r.Len()
+	b, ip, err := f.appendHeaders(b, dport, r.Len())
+	if err != nil {
+		return b, err
+	}
+	return finishUDP(r.AppendTo(b), ip), nil
+}
+
+// AppendAckFrame appends a whole frame carrying the acknowledgement a to b,
+// as a translator sends it, and returns the extended slice. A zero DstPort
+// means [AckPort] here. It does not allocate when b has room for
+// [FrameOverhead] + [AckLen] bytes.
+func (f *FrameBuilder) AppendAckFrame(b []byte, a Ack) ([]byte, error) {
+	if err := a.Validate(); err != nil {
+		return b, err
+	}
+	dport := f.DstPort
+	if dport == 0 {
+		dport = AckPort
+	}
+	b, ip, err := f.appendHeaders(b, dport, AckLen)
+	if err != nil {
+		return b, err
+	}
+	return finishUDP(a.AppendTo(b), ip), nil
+}
+
+// appendHeaders appends the Ethernet, IPv4 and UDP headers of a datagram
+// with n payload bytes, the UDP checksum left 0, and returns the offset of
+// the IPv4 header. It returns b unchanged on error.
+func (f *FrameBuilder) appendHeaders(b []byte, dport uint16, n int) ([]byte, int, error) {
+	if !f.SrcIP.Is4() || !f.DstIP.Is4() {
+		return b, 0, errFrameNotIPv4
+	}
+	udpLen := UDPLen + n
 	if IPv4Len+udpLen > 0xffff {
-		return b, errFrameTooLarge
+		return b, 0, errFrameTooLarge
 	}
 	b = append(b, f.DstMAC[:]...)
 	b = append(b, f.SrcMAC[:]...)
@@ -63,31 +97,28 @@ func (f *FrameBuilder) AppendFrame(b []byte, r *Report) ([]byte, error) {
 		0, 0, // checksum, below
 		src[0], src[1], src[2], src[3],
 		dst[0], dst[1], dst[2], dst[3],
-	)
-	binary.BigEndian.PutUint16(b[ip+10:], ^fold(sum16(b[ip:ip+IPv4Len], 0)))
-
-	udp := len(b)
-	dport := f.DstPort
-	if dport == 0 {
-		dport = ReportPort
-	}
-	b = append(b,
 		byte(f.SrcPort>>8), byte(f.SrcPort),
 		byte(dport>>8), byte(dport),
 		byte(udpLen>>8), byte(udpLen),
-		0, 0, // checksum, below
+		0, 0, // UDP checksum, finishUDP
 	)
-	b = r.AppendTo(b)
+	binary.BigEndian.PutUint16(b[ip+10:], ^fold(sum16(b[ip:ip+IPv4Len], 0)))
+	return b, ip, nil
+}
 
-	// UDP checksum over the pseudo-header (addresses, protocol, length)
-	// and the datagram; 0 is sent as 0xffff (RFC 768).
-	s := sum16(b[ip+12:ip+20], 17+uint64(udpLen))
+// finishUDP fills in the UDP checksum of the datagram that starts after the
+// IPv4 header at b[ip:] and runs to the end of b: the one's-complement sum
+// over the pseudo-header (addresses, protocol, UDP length) and the
+// datagram, with 0 sent as 0xffff (RFC 768).
+func finishUDP(b []byte, ip int) []byte {
+	udp := ip + IPv4Len
+	s := sum16(b[ip+12:ip+20], 17+uint64(len(b)-udp))
 	c := ^fold(sum16(b[udp:], s))
 	if c == 0 {
 		c = 0xffff
 	}
 	binary.BigEndian.PutUint16(b[udp+6:], c)
-	return b, nil
+	return b
 }
 
 // AppendPayload appends r's encoding, the payload of a UDP datagram to

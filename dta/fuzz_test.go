@@ -137,6 +137,9 @@ func FuzzParseReport(f *testing.F) {
 		if err := r.Validate(); err != nil {
 			t.Fatalf("decoded %+v fails Validate: %v", r, err)
 		}
+		if got := composeAppend(&r, nil); !bytes.Equal(got, b) {
+			t.Fatalf("headers' AppendTo = % x, input % x", got, b)
+		}
 		if got := r.AppendTo(nil); !bytes.Equal(got, b) || r.Len() != len(b) {
 			t.Fatalf("re-encoded % x (Len %d), input % x", got, r.Len(), b)
 		}
@@ -170,4 +173,21 @@ func composeParse(b []byte) (Report, error) {
 	}
 	r.Header = h
 	return r, nil
+}
+
+// composeAppend encodes r with the headers' own AppendTo methods, the slow
+// way Report.AppendTo must agree with.
+func composeAppend(r *Report, b []byte) []byte {
+	b = r.Header.AppendTo(b)
+	switch r.Header.Opcode {
+	case OpKeyWrite:
+		b = r.KeyWrite.AppendTo(b)
+	case OpAppend:
+		b = r.Append.AppendTo(b)
+	case OpKeyIncrement:
+		b = r.KeyIncrement.AppendTo(b)
+	case OpPostcard:
+		b = r.Postcard.AppendTo(b)
+	}
+	return b
 }

@@ -112,6 +112,30 @@ func ackFrame(t *testing.T, payload []byte) []byte {
 	return buf.Bytes()
 }
 
+func TestAppendAckFrame(t *testing.T) {
+	f := FrameBuilder{SrcMAC: testBuilder.DstMAC, DstMAC: testBuilder.SrcMAC, SrcIP: testBuilder.DstIP, DstIP: testBuilder.SrcIP, SrcPort: ReportPort}
+	frame, err := f.AppendAckFrame(nil, Ack{Seq: 200, NACK: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frame) != FrameOverhead+AckLen {
+		t.Fatalf("ack frame is %d bytes", len(frame))
+	}
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	l, ok := p.Layer(LayerTypeAck).(*AckLayer)
+	if !ok || l.Ack != (Ack{Seq: 200, NACK: true}) {
+		t.Fatalf("decoded %v", p)
+	}
+	udp := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
+	_ = udp.SetNetworkLayerForChecksum(p.NetworkLayer())
+	if err, res := udp.VerifyChecksum(); err != nil || !res.Valid || udp.DstPort != AckPort || udp.SrcPort != ReportPort {
+		t.Errorf("ports %d -> %d, checksum %v %+v", udp.SrcPort, udp.DstPort, err, res)
+	}
+	if b, err := f.AppendAckFrame([]byte("x"), Ack{Reserved: 0x80}); !errors.Is(err, ErrInvalidField) || string(b) != "x" {
+		t.Errorf("bad ack: %q, %v", b, err)
+	}
+}
+
 func TestAckLayer(t *testing.T) {
 	// Source port 40040, destination 40044: the destination port decides.
 	p := gopacket.NewPacket(ackFrame(t, []byte{0x33, 0x80}), layers.LayerTypeEthernet, gopacket.Default)
@@ -255,6 +279,7 @@ func TestAllocs(t *testing.T) {
 		{"AppendPayload", func() { buf, _ = AppendPayload(buf[:0], &testReports[1]) }},
 		{"Report.AppendTo", func() { buf = testReports[4].AppendTo(buf[:0]) }},
 		{"Ack.AppendTo", func() { buf = Ack{Seq: 1}.AppendTo(buf[:0]) }},
+		{"AppendAckFrame", func() { buf, _ = testBuilder.AppendAckFrame(buf[:0], Ack{Seq: 1}) }},
 	}
 	for _, c := range checks {
 		if n := testing.AllocsPerRun(100, c.f); n != 0 {

@@ -1,6 +1,9 @@
 package dta
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // Report is one DTA report, the whole payload of a UDP datagram to
 // [ReportPort]: a base header and the sub-header its opcode names. Only the
@@ -37,17 +40,44 @@ func (r *Report) Len() int {
 // the base header, then the sub-header Header.Opcode names (nothing for an
 // unknown opcode). It does not check the fields ([Report.Validate] does)
 // and does not allocate when b has room for [Report.Len] more bytes.
+//
+// It grows b once and writes at fixed offsets: this is a reporter's hot
+// path. TestRoundTripAllFlags and FuzzParseReport check it against the
+// headers' own AppendTo methods.
 func (r *Report) AppendTo(b []byte) []byte {
-	b = r.Header.AppendTo(b)
-	switch r.Header.Opcode {
+	n := r.Len()
+	off := len(b)
+	b = slices.Grow(b, n)[:off+n]
+	p := b[off:]
+	h := &r.Header
+	p[0] = byte(h.Opcode)
+	p[1] = h.Reserved & reservedMask
+	if h.Immediate {
+		p[1] |= flagImmediate
+	}
+	i := 2
+	if h.Sequenced {
+		p[1] |= flagSequenced
+		p[2] = h.Seq
+		i = 3
+	}
+	p = p[i:]
+	switch h.Opcode {
 	case OpKeyWrite:
-		b = r.KeyWrite.AppendTo(b)
+		_ = p[4]
+		p[0] = r.KeyWrite.Redundancy
+		binary.BigEndian.PutUint32(p[1:5], r.KeyWrite.Key)
+		copy(p[keyWriteFixed:], r.KeyWrite.Data)
 	case OpAppend:
-		b = r.Append.AppendTo(b)
+		binary.BigEndian.PutUint32(p[0:4], r.Append.ListID)
+		copy(p[appendFixed:], r.Append.Data)
 	case OpKeyIncrement:
-		b = r.KeyIncrement.AppendTo(b)
+		_ = p[12]
+		p[0] = r.KeyIncrement.Redundancy
+		binary.BigEndian.PutUint32(p[1:5], r.KeyIncrement.Key)
+		binary.BigEndian.PutUint64(p[5:13], r.KeyIncrement.Counter)
 	case OpPostcard:
-		b = r.Postcard.AppendTo(b)
+		r.Postcard.AppendTo(p[:0])
 	}
 	return b
 }
