@@ -4,15 +4,23 @@
 // docs/DTA-WIRE.md define them.
 //
 // Each header is a small value type with an AppendTo encoder and a Parse
-// decoder; [Report] is one whole DTA datagram (base header, sub-header,
-// data) and [ParseReport] decodes a UDP payload into one without gopacket.
+// decoder. [Report] is one whole DTA datagram (base header, sub-header and
+// data); [ParseReport] and [Report.Decode] decode a UDP payload into one
+// without gopacket, which is what a software translator needs, and
+// [AppendPayload] encodes one for a socket sender.
+//
 // [ReportLayer] and [AckLayer] are the gopacket layers, bound to UDP ports
-// [ReportPort] and [AckPort] when the package is imported, and
-// [FrameBuilder] builds whole Ethernet/IPv4/UDP frames for reporters.
+// [ReportPort] and [AckPort] when the package is imported. Each holds the
+// whole UDP payload and is the packet's last layer, so a
+// gopacket.DecodingLayerParser over Ethernet, IPv4, UDP, ReportLayer and
+// AckLayer decodes a frame without allocating (DecodingLayerSparse is the
+// fastest container). [FrameBuilder] builds whole Ethernet/IPv4/UDP frames
+// for reporters, and acknowledgement frames for translators.
 //
 // Decoders alias their input (Data fields point into the decoded bytes),
 // never allocate, and report malformed input with an [*Error] wrapping one
-// of the sentinel errors below.
+// of the sentinel errors below. Section 8.1 of docs/DTA-WIRE.md records the
+// details this package decides.
 package dta
 
 import (
