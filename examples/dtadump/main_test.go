@@ -43,7 +43,7 @@ var reporter = dta.FrameBuilder{
 	SrcPort: 40041,
 }
 
-func reportFrame(t *testing.T, r dta.Report) []byte {
+func reportFrame(t testing.TB, r dta.Report) []byte {
 	t.Helper()
 	b, err := reporter.AppendFrame(nil, &r)
 	if err != nil {
@@ -54,7 +54,7 @@ func reportFrame(t *testing.T, r dta.Report) []byte {
 
 // udpFrame builds an Ethernet/IPv4/UDP frame around any payload with
 // gopacket's own serializer, so malformed reports can be shipped.
-func udpFrame(t *testing.T, sport, dport uint16, payload []byte) []byte {
+func udpFrame(t testing.TB, sport, dport uint16, payload []byte) []byte {
 	t.Helper()
 	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IP{10, 0, 0, 200}, DstIP: net.IP{10, 0, 0, 51}}
 	udp := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
@@ -71,7 +71,7 @@ func udpFrame(t *testing.T, sport, dport uint16, payload []byte) []byte {
 	return append([]byte(nil), buf.Bytes()...)
 }
 
-func samples(t *testing.T) []sample {
+func samples(t testing.TB) []sample {
 	d := func(b ...byte) []byte { return b }
 	return []sample{
 		{frame: reportFrame(t, dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: 4, Key: 1, Data: d(0, 0, 0, 1)}}),
@@ -264,4 +264,32 @@ func TestDamagedCapture(t *testing.T) {
 	if err := dump(strings.NewReader("this is not a capture"), &out); err == nil {
 		t.Error("not a capture: no error")
 	}
+}
+
+// FuzzDump checks that any frame prints exactly one JSON line, carrying
+// either DTA fields or an error, and never stops dtadump.
+func FuzzDump(f *testing.F) {
+	for _, s := range samples(f) {
+		f.Add(s.frame)
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		capture := writeCapture(t, []sample{{frame: frame}})
+		var out bytes.Buffer
+		if err := dump(bytes.NewReader(capture), &out); err != nil {
+			t.Fatalf("dump: %v", err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil || strings.Count(out.String(), "\n") != 1 {
+			t.Fatalf("output is not one JSON line: %v\n%s", err, out.String())
+		}
+		n := 0
+		for _, k := range []string{"dta", "dta_ack", "error"} {
+			if _, ok := got[k]; ok {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("want exactly one of dta, dta_ack and error: %s", out.String())
+		}
+	})
 }
