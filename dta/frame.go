@@ -3,6 +3,7 @@ package dta
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 )
 
 // Lengths of the headers a [FrameBuilder] writes before the report.
@@ -69,41 +70,46 @@ func (f *FrameBuilder) AppendAckFrame(b []byte, a Ack) ([]byte, error) {
 
 // appendHeaders appends the Ethernet, IPv4 and UDP headers of a datagram
 // with n payload bytes, the UDP checksum left 0, and returns the offset of
-// the IPv4 header. It returns b unchanged on error.
+// the IPv4 header. It grows b once for the whole frame and returns b
+// unchanged on error.
 func (f *FrameBuilder) appendHeaders(b []byte, dport uint16, n int) ([]byte, int, error) {
 	if !f.SrcIP.Is4() || !f.DstIP.Is4() {
 		return b, 0, errFrameNotIPv4
 	}
 	udpLen := UDPLen + n
-	if IPv4Len+udpLen > 0xffff {
+	ipLen := IPv4Len + udpLen
+	if ipLen > 0xffff {
 		return b, 0, errFrameTooLarge
 	}
-	b = append(b, f.DstMAC[:]...)
-	b = append(b, f.SrcMAC[:]...)
-	b = append(b, 0x08, 0x00) // EtherType IPv4
+	off := len(b)
+	b = slices.Grow(b, FrameOverhead+n)[:off+FrameOverhead]
+	h := b[off:]
+	_ = h[FrameOverhead-1]
+	copy(h[0:6], f.DstMAC[:])
+	copy(h[6:12], f.SrcMAC[:])
+	h[12], h[13] = 0x08, 0x00 // EtherType IPv4
 
-	ip := len(b)
+	ip := h[EthernetLen:]
 	ttl := f.TTL
 	if ttl == 0 {
 		ttl = 64
 	}
-	src, dst := f.SrcIP.As4(), f.DstIP.As4()
-	b = append(b,
-		0x45, 0, // version 4, IHL 5; type of service
-		byte((IPv4Len+udpLen)>>8), byte(IPv4Len+udpLen),
-		0, 0, // identification
-		0x40, 0, // don't fragment
-		ttl, 17, // TTL, protocol UDP
-		0, 0, // checksum, below
-		src[0], src[1], src[2], src[3],
-		dst[0], dst[1], dst[2], dst[3],
-		byte(f.SrcPort>>8), byte(f.SrcPort),
-		byte(dport>>8), byte(dport),
-		byte(udpLen>>8), byte(udpLen),
-		0, 0, // UDP checksum, finishUDP
-	)
-	binary.BigEndian.PutUint16(b[ip+10:], ^fold(sum16(b[ip:ip+IPv4Len], 0)))
-	return b, ip, nil
+	ip[0], ip[1] = 0x45, 0 // version 4, IHL 5; type of service
+	binary.BigEndian.PutUint16(ip[2:], uint16(ipLen))
+	ip[4], ip[5] = 0, 0    // identification
+	ip[6], ip[7] = 0x40, 0 // don't fragment
+	ip[8], ip[9] = ttl, 17 // TTL, protocol UDP
+	ip[10], ip[11] = 0, 0  // checksum, below
+	*(*[4]byte)(ip[12:16]) = f.SrcIP.As4()
+	*(*[4]byte)(ip[16:20]) = f.DstIP.As4()
+	binary.BigEndian.PutUint16(ip[10:], ^fold(sum16(ip[:IPv4Len], 0)))
+
+	udp := ip[IPv4Len:]
+	binary.BigEndian.PutUint16(udp[0:], f.SrcPort)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
+	udp[6], udp[7] = 0, 0 // checksum, finishUDP
+	return b, off + EthernetLen, nil
 }
 
 // finishUDP fills in the UDP checksum of the datagram that starts after the
