@@ -39,7 +39,7 @@ func decodeAlone([]byte, gopacket.PacketBuilder) error { return errExtAlone }
 // in wire order, then the payload. Each embeds the header's value type.
 type (
 	// BTHLayer is the BTH; it also holds the packet's ICRC, which trails the
-	// payload and belongs to no layer's contents. gopacket.NewPacket does not
+	// payload and pad and, like them, belongs to no layer's contents. gopacket.NewPacket does not
 	// verify it (it needs the IP header; see VerifyICRC and Frame.Decode).
 	BTHLayer struct {
 		layers.BaseLayer
@@ -95,7 +95,9 @@ func decodeRoCEv2(data []byte, pb gopacket.PacketBuilder) error {
 		}
 		return err
 	}
-	end := len(data) - ICRCLen
+	// Layer payloads stop before the pad bytes and the ICRC, which belong to
+	// no layer: the last layer's payload is the message payload.
+	end := len(data) - ICRCLen - int(p.BTH.PadCount)
 	base := func(o, n int) layers.BaseLayer {
 		return layers.BaseLayer{Contents: data[o : o+n], Payload: data[o+n : end]}
 	}

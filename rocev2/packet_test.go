@@ -457,3 +457,17 @@ func TestHeadersLen(t *testing.T) {
 		}
 	}
 }
+
+func TestGopacketPayloadWithoutPad(t *testing.T) {
+	f := writeOnlyFrame()
+	f.Payload = []byte{1, 2, 3, 4, 5}
+	f.RETH.DMALength = 5
+	b, err := f.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkt := gopacket.NewPacket(b, layers.LayerTypeEthernet, gopacket.Default)
+	if al := pkt.ApplicationLayer(); al == nil || !bytes.Equal(al.Payload(), f.Payload) {
+		t.Errorf("payload %v, want %v", al, f.Payload)
+	}
+}
