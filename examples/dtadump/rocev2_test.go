@@ -72,7 +72,7 @@ func roceSamples(t testing.TB) []roceSample {
 	w := roceFrame(t, false, rocev2.Packet{BTH: bth(rocev2.RCWriteOnly, 0x11, true, 0xFFFFFF),
 		RETH: rocev2.RETH{VA: 0x7f0000001000, RKey: 0xabcd, DMALength: 8}, Payload: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
 	add(w, map[string]string{
-		"bth": `{"opcode":"RC RDMA WRITE Only","opcode_value":10,"solicited":false,"mig_req":false,"pad_count":0,"version":0,"pkey":"0xffff","fecn":false,"becn":false,"dest_qp":"0x11","ack_req":true,"psn":16777215,"icrc":"` + icrcOf(w) + `","payload":"0102030405060708","icrc_valid":true}`,
+		"bth":  `{"opcode":"RC RDMA WRITE Only","opcode_value":10,"solicited":false,"mig_req":false,"pad_count":0,"version":0,"pkey":"0xffff","fecn":false,"becn":false,"dest_qp":"0x11","ack_req":true,"psn":16777215,"icrc":"` + icrcOf(w) + `","payload":"0102030405060708","icrc_valid":true}`,
 		"reth": `{"va":"0x7f0000001000","rkey":"0xabcd","dma_length":8}`,
 	})
 	bad := bytes.Clone(w)
