@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -132,30 +133,32 @@ func TestICRCVectors(t *testing.T) {
 		if !bytes.Equal(enc, frame) {
 			t.Errorf("line %d: re-encoded frame differs\n got %x\nwant %x", n+1, enc, frame)
 		}
-		// Every single-bit flip of an unmasked bit of the IP packet (the
-		// ICRC included) must fail verification; a masked one must not.
-		pkt := bytes.Clone(frame[etherHeaderLen:])
-		for i := range len(pkt) * 8 {
-			pkt[i/8] ^= 1 << (7 - i%8)
-			err := VerifyICRC(pkt)
-			if ipv4Masked(i) {
-				if err != nil {
-					t.Errorf("line %d: flipping masked bit %d: %v", n+1, i, err)
-				}
-			} else if !flipRejected(err, i/8 == 0) {
-				t.Fatalf("line %d: flipping bit %d: err %v, want ErrBadICRC", n+1, i, err)
-			}
-			pkt[i/8] ^= 1 << (7 - i%8)
-		}
+		checkFlips(t, fmt.Sprintf("line %d", n+1), bytes.Clone(frame[etherHeaderLen:]), ipv4Masked,
+			func(i int) bool { return i/8 == 0 })
 	}
 }
 
-// flipRejected reports whether err rejects a frame with one bit flipped:
-// ErrBadICRC, or another error when the bit is in a field VerifyICRC checks
-// before computing (IP version and IPv4 header length, which decide the
-// layout, and IPv6 next header).
-func flipRejected(err error, checkedField bool) bool {
-	return errors.Is(err, ErrBadICRC) || checkedField && err != nil
+// checkFlips flips every bit of the IP packet pkt (ICRC included) in turn:
+// VerifyICRC must accept the packet when the bit is masked, and reject it
+// otherwise, with ErrBadICRC, or with any error when the bit lies in a field
+// VerifyICRC reads before computing (checked: IP version and IPv4 header
+// length, which decide the layout, and IPv6 next header).
+func checkFlips(t *testing.T, name string, pkt []byte, masked, checked func(bit int) bool) {
+	t.Helper()
+	for i := range len(pkt) * 8 {
+		pkt[i/8] ^= 1 << (7 - i%8)
+		err := VerifyICRC(pkt)
+		switch {
+		case masked(i):
+			if err != nil {
+				t.Errorf("%s: flipping masked bit %d: %v", name, i, err)
+			}
+		case errors.Is(err, ErrBadICRC), checked(i) && err != nil:
+		default:
+			t.Fatalf("%s: flipping bit %d: err %v, want ErrBadICRC", name, i, err)
+		}
+		pkt[i/8] ^= 1 << (7 - i%8)
+	}
 }
 
 // ipv6Masked is ipv4Masked for an IPv6 packet: traffic class, flow label,
@@ -270,18 +273,7 @@ func TestICRCIPv6MaskingRules(t *testing.T) {
 		if err := g.Decode(frame); err != nil {
 			t.Fatalf("frame %d: decode: %v", k, err)
 		}
-		for i := range len(pkt) * 8 {
-			pkt[i/8] ^= 1 << (7 - i%8)
-			err := VerifyICRC(pkt)
-			if ipv6Masked(i) {
-				if err != nil {
-					t.Errorf("frame %d: flipping masked bit %d: %v", k, i, err)
-				}
-			} else if !flipRejected(err, i < 4 || i/8 == 6) {
-				t.Fatalf("frame %d: flipping bit %d: err %v, want ErrBadICRC", k, i, err)
-			}
-			pkt[i/8] ^= 1 << (7 - i%8)
-		}
+		checkFlips(t, fmt.Sprintf("frame %d", k), pkt, ipv6Masked, func(i int) bool { return i < 4 || i/8 == 6 })
 	}
 }
 
