@@ -3,8 +3,6 @@ package rocev2
 import (
 	"encoding/binary"
 	"net/netip"
-
-	"github.com/klauspost/crc32"
 )
 
 // Ethernet and IP constants of a RoCEv2 frame.
@@ -136,7 +134,7 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 		ip[1], ip[8] = 0xFF, 0xFF
 		ip[10], ip[11] = 0xFF, 0xFF
 	}
-	icrc := crc32.Update(icrcSeed, crc32.IEEETable, ip[:end-etherHeaderLen])
+	icrc := crcUpdate(icrcSeed, ip[:end-etherHeaderLen])
 	if hl == ipv6HeaderLen {
 		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(f.TOS)<<20|f.FlowLabel)
 		ip[7] = f.TTL
@@ -152,11 +150,13 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 }
 
 // ipv4Checksum returns the header checksum of h, whose checksum field is zero.
+// It adds 32-bit words and folds: the ones' complement sum is the same.
 func ipv4Checksum(h *[ipv4HeaderLen]byte) uint16 {
-	var sum uint32
-	for i := 0; i < ipv4HeaderLen; i += 2 {
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
-	}
+	sum := uint64(binary.BigEndian.Uint32(h[0:])) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	sum = sum>>32 + sum&0xFFFFFFFF
+	sum = sum>>16 + sum&0xFFFF
 	sum = sum>>16 + sum&0xFFFF
 	sum += sum >> 16
 	return ^uint16(sum)

@@ -471,3 +471,31 @@ func TestGopacketPayloadWithoutPad(t *testing.T) {
 		t.Errorf("payload %v, want %v", al, f.Payload)
 	}
 }
+
+func TestIPv4Checksum(t *testing.T) {
+	// RFC 1071 by 16-bit words, the obvious way.
+	ref := func(h *[20]byte) uint16 {
+		var sum uint32
+		for i := 0; i < 20; i += 2 {
+			sum += uint32(h[i])<<8 | uint32(h[i+1])
+		}
+		for sum > 0xFFFF {
+			sum = sum>>16 + sum&0xFFFF
+		}
+		return ^uint16(sum)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	for k := range 100000 {
+		var h [20]byte
+		for i := range h {
+			h[i] = byte(r.Uint32())
+			if k%3 == 0 {
+				h[i] |= 0xF0 // many carries
+			}
+		}
+		h[10], h[11] = 0, 0
+		if got, want := ipv4Checksum(&h), ref(&h); got != want {
+			t.Fatalf("% x: %#x, want %#x", h, got, want)
+		}
+	}
+}
