@@ -167,10 +167,18 @@ func ipv4Checksum(h *[ipv4HeaderLen]byte) uint16 {
 // IPv4 and IPv6, IPv4 options, fragments and bad header checksums, IPv6
 // extension headers, UDP to another port than 4791, IP and UDP lengths that
 // disagree with the frame, and a bad ICRC ([*ICRCError]). Bytes after the IP
-// packet (Ethernet padding) are ignored. Payload aliases b. It does not
-// allocate, except for the [*ICRCError] of a frame with a bad ICRC.
+// packet (Ethernet padding) are ignored. Payload aliases b. On a bad ICRC f
+// holds the decoded frame, for the caller to log; on any other error f is
+// zero. It does not allocate, except for the [*ICRCError].
 func (f *Frame) Decode(b []byte) error {
-	*f = Frame{}
+	err := f.decode(b)
+	if _, badICRC := err.(*ICRCError); err != nil && !badICRC {
+		*f = Frame{}
+	}
+	return err
+}
+
+func (f *Frame) decode(b []byte) error {
 	if len(b) < etherHeaderLen {
 		return errShortEther
 	}
@@ -210,6 +218,7 @@ func (f *Frame) Decode(b []byte) error {
 		hl = ipv4HeaderLen
 		ip = h[:total]
 		f.TOS = h[1]
+		f.FlowLabel = 0
 		f.ID = binary.BigEndian.Uint16(h[4:])
 		f.DontFragment = h[6]&0x40 != 0
 		f.TTL = h[8]
@@ -236,6 +245,7 @@ func (f *Frame) Decode(b []byte) error {
 		ip = h[:total]
 		f.TOS = uint8(v >> 20)
 		f.FlowLabel = v & 0xFFFFF
+		f.ID, f.DontFragment = 0, false
 		f.TTL = h[7]
 		f.Src = netip.AddrFrom16([16]byte(h[8:24]))
 		f.Dst = netip.AddrFrom16([16]byte(h[24:40]))

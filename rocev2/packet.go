@@ -15,7 +15,8 @@ type Packet struct {
 	AtomicAckETH AtomicAckETH
 	ImmDt        ImmDt
 	IETH         IETH
-	// Payload is the payload without pad bytes. Decode aliases its input.
+	// Payload is the payload without pad bytes, nil when empty. Decode
+	// aliases its input.
 	Payload []byte
 	// ICRC is the ICRC found by Decode (as a number; the wire holds it
 	// least-significant byte first). Encoders compute it and ignore this field.
@@ -120,28 +121,30 @@ func (p *Packet) put(w []byte) {
 // cut short, a payload on an opcode that carries none and a pad count
 // inconsistent with the length. It does not verify the ICRC, which covers the
 // IP and UDP headers ([Frame.Decode] and [VerifyICRC] do). Payload aliases b.
-// It does not allocate.
+// On an error p is zero. It does not allocate.
 func (p *Packet) Decode(b []byte) error {
-	*p = Packet{}
 	bth, err := DecodeBTH(b)
+	switch {
+	case err != nil:
+	case bth.Version != 0:
+		err = errTVer
+	default:
+		err = bth.Opcode.check()
+	}
 	if err != nil {
+		*p = Packet{}
 		return err
 	}
-	if bth.Version != 0 {
-		return errTVer
-	}
-	if err := bth.Opcode.check(); err != nil {
-		return err
-	}
-	p.BTH = bth
 	h := bth.Opcode.Headers()
 	end := BTHLen + int(opcodeTable[bth.Opcode].extLen)
 	if len(b) < end+ICRCLen {
+		*p = Packet{}
 		if len(b) < end {
 			return errShortExt
 		}
 		return errShortICRC
 	}
+	*p = Packet{BTH: bth}
 	// The length is checked: the header decoders below cannot fail.
 	o := BTHLen
 	if h&HasDETH != 0 {
@@ -177,13 +180,19 @@ func (p *Packet) Decode(b []byte) error {
 	pad := int(bth.PadCount)
 	switch {
 	case !bth.Opcode.HasPayload() && (len(rest) != 0 || pad != 0):
-		return errUnexpectedPayload
+		err = errUnexpectedPayload
 	case len(rest)&3 != 0:
-		return errPadUnaligned
+		err = errPadUnaligned
 	case pad > len(rest):
-		return errPadTooLong
+		err = errPadTooLong
 	}
-	p.Payload = rest[: len(rest)-pad : len(rest)-pad]
+	if err != nil {
+		*p = Packet{}
+		return err
+	}
+	if n := len(rest) - pad; n > 0 {
+		p.Payload = rest[:n:n]
+	}
 	p.ICRC = binary.LittleEndian.Uint32(b[n:])
 	return nil
 }

@@ -499,3 +499,70 @@ func TestIPv4Checksum(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeResets(t *testing.T) {
+	w := writeOnlyFrame()
+	wb, _ := w.AppendTo(nil)
+	ack := writeOnlyFrame()
+	ack.BTH.Opcode, ack.Payload, ack.AETH = RCAcknowledge, nil, AETH{Syndrome: SyndromeACK, MSN: 9}
+	ab, _ := ack.AppendTo(nil)
+	var f Frame
+	if err := f.Decode(wb); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Decode(ab); err != nil {
+		t.Fatal(err)
+	}
+	if f.RETH != (RETH{}) || f.Payload != nil || f.AETH != ack.AETH {
+		t.Errorf("after an ACK: RETH %+v payload %v AETH %+v", f.RETH, f.Payload, f.AETH)
+	}
+	for _, bad := range [][]byte{wb[:40], wb[:60]} {
+		if err := f.Decode(wb); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Decode(bad); err == nil {
+			t.Fatal("bad frame accepted")
+		}
+		if f.BTH != (BTH{}) || f.RETH != (RETH{}) || f.Payload != nil || f.Src.IsValid() {
+			t.Errorf("after an error: %+v", f)
+		}
+	}
+	// A bad ICRC leaves the decoded frame for the caller to log.
+	if err := f.Decode(append(bytes.Clone(wb[:len(wb)-4]), 0, 0, 0, 0)); !errors.Is(err, ErrBadICRC) ||
+		f.BTH != w.BTH || f.RETH != w.RETH || !bytes.Equal(f.Payload, w.Payload) || f.ICRC != 0 {
+		t.Errorf("bad ICRC: %v, %+v", err, f.Packet)
+	}
+	var p Packet
+	udp := wb[etherHeaderLen+ipv4HeaderLen+udpHeaderLen:]
+	for _, bad := range [][]byte{udp[:5], udp[:20], udp[:len(udp)-1]} {
+		if err := p.Decode(udp); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Decode(bad); err == nil || p.BTH != (BTH{}) || p.Payload != nil {
+			t.Errorf("after error %v: %+v", err, p)
+		}
+	}
+}
+
+func TestDecodeResetsAcrossFamilies(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	var f Frame
+	for k := range 200 {
+		want := randomFrame(r, k%2 == 0)
+		b, err := want.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		want.BTH.PadCount = uint8(-len(want.Payload) & 3)
+		want.ICRC = f.ICRC
+		if len(want.Payload) == 0 {
+			want.Payload = nil
+		}
+		if !reflect.DeepEqual(f, want) {
+			t.Fatalf("frame %d decoded into a reused Frame:\n got %+v\nwant %+v", k, f, want)
+		}
+	}
+}
