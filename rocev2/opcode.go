@@ -49,6 +49,11 @@ const (
 	opSendLastInvalidate = 0x16
 	opSendOnlyInvalidate = 0x17
 
+	// IBA 1.5 added RDMA FLUSH and ATOMIC WRITE to RC; this package does not
+	// implement them.
+	rcFlush       = Opcode(0x1C)
+	rcAtomicWrite = Opcode(0x1D)
+
 	transportRC = uint8(RC) << 5
 	transportUC = uint8(UC) << 5
 	transportUD = uint8(UD) << 5
@@ -231,7 +236,12 @@ func (o Opcode) check() error {
 		return nil
 	}
 	switch o.Transport() {
-	case RC, UC, UD:
+	case RC:
+		if o == rcFlush || o == rcAtomicWrite {
+			return errUnsupported
+		}
+		return errReserved
+	case UC, UD:
 		return errReserved
 	}
 	return errUnsupported
