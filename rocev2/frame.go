@@ -86,14 +86,16 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 	copy(w[6:12], f.SrcMAC[:])
 	ip := w[etherHeaderLen:]
 	udpLen := udpHeaderLen + f.Packet.Len()
+	// The headers are written as the ICRC sees them, their variant fields
+	// all ones; those get their values once the ICRC is computed.
 	var hl int
 	if f.IsIPv6() {
 		binary.BigEndian.PutUint16(w[12:], etherTypeIPv6)
 		hl = ipv6HeaderLen
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(f.TOS)<<20|f.FlowLabel)
+		binary.BigEndian.PutUint32(ip[0:], 0x6FFFFFFF) // traffic class, flow label
 		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
 		ip[6] = ipProtoUDP
-		ip[7] = f.TTL
+		ip[7] = 0xFF // hop limit
 		s, d := f.Src.As16(), f.Dst.As16()
 		copy(ip[8:24], s[:])
 		copy(ip[24:40], d[:])
@@ -101,7 +103,7 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 		binary.BigEndian.PutUint16(w[12:], etherTypeIPv4)
 		hl = ipv4HeaderLen
 		ip[0] = 0x45
-		ip[1] = f.TOS
+		ip[1] = 0xFF // type of service
 		binary.BigEndian.PutUint16(ip[2:], uint16(hl+udpLen))
 		binary.BigEndian.PutUint16(ip[4:], f.ID)
 		var flags uint16
@@ -109,9 +111,9 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 			flags = ipv4DF
 		}
 		binary.BigEndian.PutUint16(ip[6:], flags)
-		ip[8] = f.TTL
+		ip[8] = 0xFF // TTL
 		ip[9] = ipProtoUDP
-		ip[10], ip[11] = 0, 0
+		ip[10], ip[11] = 0xFF, 0xFF // header checksum
 		s, d := f.Src.As4(), f.Dst.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
@@ -120,20 +122,10 @@ func (f *Frame) AppendTo(b []byte) ([]byte, error) {
 	binary.BigEndian.PutUint16(udp[0:], f.SrcPort)
 	binary.BigEndian.PutUint16(udp[2:], UDPPort)
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
+	udp[6], udp[7] = 0xFF, 0xFF // checksum
 	end := len(w) - ICRCLen
 	f.Packet.put(w[etherHeaderLen+hl+udpHeaderLen : end])
-	// The ICRC is computed in one pass over the buffer with the variant
-	// fields set to ones, which are then given their values.
-	udp[6], udp[7] = 0xFF, 0xFF
-	udp[udpHeaderLen+4] = 0xFF
-	if hl == ipv6HeaderLen {
-		ip[0] |= 0x0F
-		ip[1], ip[2], ip[3] = 0xFF, 0xFF, 0xFF
-		ip[7] = 0xFF
-	} else {
-		ip[1], ip[8] = 0xFF, 0xFF
-		ip[10], ip[11] = 0xFF, 0xFF
-	}
+	udp[udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
 	icrc := crcUpdate(icrcSeed, ip[:end-etherHeaderLen])
 	if hl == ipv6HeaderLen {
 		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(f.TOS)<<20|f.FlowLabel)
