@@ -1,0 +1,164 @@
+package postcard
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Path is a decoded path: Hops[:Len] are the values of hops 1..Len.
+type Path struct {
+	Len  int
+	Hops [MaxHops]uint32
+}
+
+// Values returns the path's values. They alias p.
+func (p *Path) Values() []uint32 { return p.Hops[:p.Len] }
+
+// Outcome says how a query ended.
+type Outcome uint8
+
+const (
+	// NotFound: no copy of the flow's chunk is valid for its key.
+	NotFound Outcome = iota
+	// Found: at least one copy is valid and all valid copies agree.
+	Found
+	// Conflict: valid copies decode to different paths; no answer.
+	Conflict
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case NotFound:
+		return "not found"
+	case Found:
+		return "found"
+	case Conflict:
+		return "conflict"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Store is a Postcarding region in the collector's memory: the bytes the
+// translator's writes land in. Writes through Apply and queries may not run
+// concurrently; queries may run concurrently with each other.
+type Store struct {
+	c   *Codec
+	mem []byte
+}
+
+// NewStore returns the store of c's layout over mem, which must hold at
+// least RegionSize bytes (only those are used).
+func NewStore(c *Codec, mem []byte) (*Store, error) {
+	n := c.l.RegionSize()
+	if uint64(len(mem)) < n {
+		return nil, fmt.Errorf("new store: %w: region of %d bytes, layout needs %d", ErrRegion, len(mem), n)
+	}
+	return &Store{c: c, mem: mem[:n]}, nil
+}
+
+// Bytes returns the region. It aliases the store.
+func (s *Store) Bytes() []byte { return s.mem }
+
+// Apply performs w on the region as the NIC would. w must write exactly one
+// whole chunk. It does not allocate.
+func (s *Store) Apply(w Write) error {
+	cs := uint64(s.c.csize)
+	if uint64(len(w.Data)) != cs || w.Offset%cs != 0 || w.Offset >= uint64(len(s.mem)) {
+		return fmt.Errorf("apply: %w: %d bytes at offset %d, want one %d-byte chunk inside %d bytes", ErrRegion, len(w.Data), w.Offset, cs, len(s.mem))
+	}
+	copy(s.mem[w.Offset:], w.Data)
+	return nil
+}
+
+// Query decodes key's path from its N copies: a copy is valid when slots
+// 1..l decode to values of t's universe and slots l+1..B to the blank (l ≥
+// 1); the answer is given only when the valid copies agree. It does not
+// allocate.
+func (s *Store) Query(t *Table, key uint32) (Path, Outcome) {
+	var p Path
+	o := s.query(t, key, &p)
+	return p, o
+}
+
+// QueryBatch runs Query for every key, writing paths[i] and outcomes[i]. It
+// loads the chunks of a group of keys before decoding them, so that their
+// memory accesses overlap. It does not allocate.
+func (s *Store) QueryBatch(t *Table, keys []uint32, paths []Path, outcomes []Outcome) {
+	const group = 16
+	paths, outcomes = paths[:len(keys)], outcomes[:len(keys)]
+	var sink byte
+	for base := 0; base < len(keys); base += group {
+		end := min(base+group, len(keys))
+		// Touch every copy's chunk first: independent loads the CPU can
+		// keep in flight together.
+		for _, k := range keys[base:end] {
+			for j := range s.c.l.Copies {
+				sink ^= s.mem[uint64(s.c.ChunkIndex(k, j))*uint64(s.c.csize)]
+			}
+		}
+		for i := base; i < end; i++ {
+			outcomes[i] = s.query(t, keys[i], &paths[i])
+		}
+	}
+	touchSink = sink
+}
+
+// touchSink keeps the touching loads of QueryBatch alive.
+var touchSink byte
+
+func (s *Store) query(t *Table, key uint32, out *Path) Outcome {
+	c := s.c
+	var chk [MaxHops]uint32
+	for i := range c.l.Hops {
+		chk[i] = c.hop[i].eval(key)
+	}
+	cs := uint64(c.csize)
+	var prev []byte
+	found := false
+	for j := range c.l.Copies {
+		off := uint64(c.ChunkIndex(key, j)) * cs
+		chunk := s.mem[off : off+cs]
+		if prev != nil && bytes.Equal(chunk, prev) {
+			continue // same bytes, same verdict
+		}
+		var p Path
+		valid := decodeChunk(t, c.l.Hops, c.l.SlotBits, &chk, chunk, &p)
+		prev = chunk
+		if !valid {
+			continue
+		}
+		if !found {
+			*out, found = p, true
+		} else if p != *out {
+			*out = Path{}
+			return Conflict
+		}
+	}
+	if !found {
+		*out = Path{}
+		return NotFound
+	}
+	return Found
+}
+
+// decodeChunk applies the validity rule to one chunk.
+func decodeChunk(t *Table, hops, bits int, chk *[MaxHops]uint32, chunk []byte, p *Path) bool {
+	blank := false
+	for i := range hops {
+		code := getSlot(chunk, bits, i) ^ chk[i]
+		if code == 0 {
+			blank = true
+			continue
+		}
+		if blank {
+			return false
+		}
+		v, ok := t.Decode(code)
+		if !ok {
+			return false
+		}
+		p.Hops[i] = v
+		p.Len = i + 1
+	}
+	return p.Len > 0
+}
