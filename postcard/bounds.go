@@ -13,12 +13,17 @@ type Bounds struct {
 	// validity rule for the queried key, its slots behaving as independent
 	// uniform b-bit words: sum over l = 1..B of (|V|/2^b)^l · (1/2^b)^(B-l).
 	FalseValid float64
+	// AllOverwritten is the probability that every copy was overwritten:
+	// p^N when copies collide independently (PerCopyAddressing), p under
+	// SwitchAddressing, whose copies are overwritten together.
+	AllOverwritten float64
 	// NoOutput bounds the probability of no answer: every copy overwritten
 	// and none falsely valid, or a falsely valid copy disagreeing with
-	// another valid one: p^N + N·p·q.
+	// another valid one: AllOverwritten + N·p·q.
 	NoOutput float64
 	// Wrong bounds the probability of a wrong answer: every copy
-	// overwritten and at least one falsely valid: p^N·(1 - (1-q)^N) ≤ N·p^N·q.
+	// overwritten and at least one falsely valid:
+	// AllOverwritten·(1 - (1-q)^N) ≤ N·AllOverwritten·q.
 	Wrong float64
 }
 
@@ -36,9 +41,12 @@ func (l Layout) Bounds(alpha float64, universe int) Bounds {
 	for k := 1; k <= l.Hops; k++ {
 		b.FalseValid += math.Pow(inV, float64(k)) * math.Pow(1/space, float64(l.Hops-k))
 	}
-	pN := math.Pow(b.Overwrite, n)
-	b.NoOutput = math.Min(1, pN+n*b.Overwrite*b.FalseValid)
+	b.AllOverwritten = b.Overwrite
+	if l.Addressing == PerCopyAddressing {
+		b.AllOverwritten = math.Pow(b.Overwrite, n)
+	}
+	b.NoOutput = math.Min(1, b.AllOverwritten+n*b.Overwrite*b.FalseValid)
 	// 1-(1-q)^N without cancellation.
-	b.Wrong = pN * -math.Expm1(n*math.Log1p(-b.FalseValid))
+	b.Wrong = b.AllOverwritten * -math.Expm1(n*math.Log1p(-b.FalseValid))
 	return b
 }

@@ -33,6 +33,26 @@ var DefaultPolys = [MaxHops]uint32{
 	0x041C7887,
 }
 
+// CopyPolys are the chunk-hash polynomials (normal form) of copies 1..15
+// under PerCopyAddressing: CRC-32 reflected, init and xor-out 0xFFFFFFFF,
+// over le32(key) ‖ u8(j), like the switch's CRC32 with another polynomial.
+// They continue the irreducible search of DefaultPolys.
+var CopyPolys = [MaxCopies - 1]uint32{
+	0x043AD9CF, 0x4703E211, 0x46FD8991, 0x399194A9, 0x7C4B9D93,
+	0x13B0EE47, 0x02C6FACD, 0x23F19063, 0x3738174D, 0x18297CED,
+	0xEFF16215, 0x9EC88A79, 0xD374EA93, 0x780CD079, 0x924AEAD3,
+}
+
+// CopyCRC returns the chunk-hash CRC of copy j (0-based) under a. The input
+// is le32(key) ‖ u8(j).
+func CopyCRC(a Addressing, j int) tofino.CRC {
+	c := tofino.CRC{Width: 32, Poly: 0x04C11DB7, Reversed: true, Init: 0xFFFFFFFF, XorOut: 0xFFFFFFFF}
+	if a == PerCopyAddressing && j > 0 {
+		c.Poly = uint64(CopyPolys[j-1])
+	}
+	return c
+}
+
 // prototypePolys are the reference prototype's hop polynomials, hops 1..5.
 // 0x1E12A700 and 0x7A40A908 are even.
 var prototypePolys = [5]uint32{0x1E12A700, 0x65B96595, 0x49CF878B, 0x36518F0D, 0x7A40A908}
@@ -92,8 +112,7 @@ type Codec struct {
 	mask     uint32 // Chunks-1
 	slotMask uint32 // 2^b - 1
 	csize    int
-	chunk    *affine               // CRC32(le32(key) ‖ u8(0))
-	copyXor  [MaxCopies]uint32     // CRC32(le32(key) ‖ u8(j)) XOR the above
+	chunk    [MaxCopies]*affine    // chunk hash of copy j
 	hop      [MaxHops]*affine      // truncated hop checksums
 	cacheIdx *affine               // CRC32(le32(key)), the cache index
 	g        *affine               // value code, nil for b = 32
@@ -110,10 +129,16 @@ func NewCodec(l Layout) (*Codec, error) {
 	l = l.withDefaults()
 	c := &Codec{l: l, mask: l.Chunks - 1, csize: l.ChunkSize()}
 	c.slotMask = uint32(1<<l.SlotBits - 1)
-	c.chunk = newAffine(func(k uint32) uint32 { return tofino.Switch.Slot(k, 0) })
 	c.cacheIdx = newAffine(tofino.Switch.Checksum)
 	for j := range l.Copies {
-		c.copyXor[j] = tofino.Switch.Slot(0, uint8(j)) ^ tofino.Switch.Slot(0, 0)
+		h, err := tofino.NewHash(32, CopyCRC(l.Addressing, j))
+		if err != nil {
+			return nil, fmt.Errorf("postcard: copy %d hash: %w", j, err)
+		}
+		c.chunk[j] = newAffine(func(k uint32) uint32 {
+			b := [5]byte{byte(k), byte(k >> 8), byte(k >> 16), byte(k >> 24), byte(j)}
+			return uint32(h.SumBytes(b[:]))
+		})
 	}
 	for i := range l.Hops {
 		h, err := tofino.NewHash(32, HopCRC(l.Checksums, i+1))
@@ -153,10 +178,10 @@ func sumKey(h *tofino.Hash, key uint32, bigEndian bool) uint64 {
 // Layout returns the codec's layout with defaults filled in.
 func (c *Codec) Layout() Layout { return c.l }
 
-// ChunkIndex returns the chunk of copy j (0-based) of key,
-// CRC32(le32(key) ‖ u8(j)) & (C-1). It does not allocate.
+// ChunkIndex returns the chunk of copy j (0-based) of key: under
+// SwitchAddressing CRC32(le32(key) ‖ u8(j)) & (C-1). It does not allocate.
 func (c *Codec) ChunkIndex(key uint32, j int) uint32 {
-	return (c.chunk.eval(key) ^ c.copyXor[j]) & c.mask
+	return c.chunk[j].eval(key) & c.mask
 }
 
 // Checksum returns the full 32-bit checksum of hop (1-based) for key, computed

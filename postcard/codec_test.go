@@ -270,3 +270,41 @@ func TestLayoutValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestCopyAddressing(t *testing.T) {
+	seen := map[uint32]bool{0x04C11DB7: true}
+	for _, p := range DefaultPolys {
+		seen[p] = true
+	}
+	for j, p := range CopyPolys {
+		if seen[p] || !irreducible(p) {
+			t.Errorf("copy %d: polynomial %#x repeated or not irreducible", j+1, p)
+		}
+		seen[p] = true
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	sw := mustCodec(t, Layout{Chunks: 1 << 20, Copies: 4})
+	pc := mustCodec(t, Layout{Chunks: 1 << 20, Copies: 4, Addressing: PerCopyAddressing})
+	together := 0
+	for range 1000 {
+		x, y := rng.Uint32(), rng.Uint32()
+		for j := 1; j < 4; j++ {
+			// Switch addressing: copy j is copy 0 XOR a key-independent
+			// constant, the finding section 8.5 records.
+			dx := sw.ChunkIndex(x, j) ^ sw.ChunkIndex(x, 0)
+			dy := sw.ChunkIndex(y, j) ^ sw.ChunkIndex(y, 0)
+			if dx != dy {
+				t.Fatalf("switch addressing: copy offsets differ between keys")
+			}
+			if pc.ChunkIndex(x, j)^pc.ChunkIndex(x, 0) == pc.ChunkIndex(y, j)^pc.ChunkIndex(y, 0) {
+				together++
+			}
+		}
+		if pc.ChunkIndex(x, 0) != sw.ChunkIndex(x, 0) {
+			t.Fatal("per-copy addressing changed copy 0")
+		}
+	}
+	if together > 5 {
+		t.Errorf("per-copy addressing: %d of 3000 copy offsets shared between random keys", together)
+	}
+}

@@ -55,6 +55,23 @@ const (
 	PrototypeChecksums
 )
 
+// Addressing selects how the chunk of each copy is found.
+type Addressing uint8
+
+const (
+	// SwitchAddressing is spec section 4: copy j at
+	// CRC32(le32(key) ‖ u8(j)) & (C-1). A CRC is affine, so the copies of
+	// one key sit at a key-independent XOR of each other: two flows that
+	// share one copy's chunk share every copy's chunk, and redundancy does
+	// not protect against overwriting (see Layout.Bounds).
+	SwitchAddressing Addressing = iota
+	// PerCopyAddressing hashes copy 0 as SwitchAddressing does and copy
+	// j ≥ 1 with its own polynomial, CopyPolys[j-1], over the same input,
+	// so copies collide independently and N copies give the paper's
+	// bounds (docs/DTA-WIRE.md section 8.5).
+	PerCopyAddressing
+)
+
 // Layout is the geometry of one Postcarding region.
 type Layout struct {
 	// Hops is B, the slots per chunk (1..MaxHops; 0 means 5).
@@ -67,6 +84,8 @@ type Layout struct {
 	Copies int
 	// Checksums selects the hop checksum functions.
 	Checksums Checksums
+	// Addressing selects the chunk hash of each copy.
+	Addressing Addressing
 }
 
 // withDefaults fills the zero fields.
@@ -109,6 +128,9 @@ func (l Layout) Validate() error {
 		}
 	default:
 		return fmt.Errorf("%w: unknown checksum set %d", ErrLayout, l.Checksums)
+	}
+	if l.Addressing > PerCopyAddressing {
+		return fmt.Errorf("%w: unknown addressing %d", ErrLayout, l.Addressing)
 	}
 	return nil
 }
