@@ -76,8 +76,13 @@ func (s *Store) Apply(w Write) error {
 // 1); the answer is given only when the valid copies agree. It does not
 // allocate.
 func (s *Store) Query(t *Table, key uint32) (Path, Outcome) {
+	var offs [MaxCopies]uint64
+	cs := uint64(s.c.csize)
+	for j := range s.c.l.Copies {
+		offs[j] = uint64(s.c.ChunkIndex(key, j)) * cs
+	}
 	var p Path
-	o := s.query(t, key, &p)
+	o := s.query(t, key, &offs, &p)
 	return p, o
 }
 
@@ -85,26 +90,32 @@ func (s *Store) Query(t *Table, key uint32) (Path, Outcome) {
 // loads the chunks of a group of keys before decoding them, so that their
 // memory accesses overlap. It does not allocate.
 func (s *Store) QueryBatch(t *Table, keys []uint32, paths []Path, outcomes []Outcome) {
-	const group = 16
+	const group = 32
 	paths, outcomes = paths[:len(keys)], outcomes[:len(keys)]
+	var offs [group][MaxCopies]uint64
 	var sink byte
+	cs := uint64(s.c.csize)
+	copies := s.c.l.Copies
 	for base := 0; base < len(keys); base += group {
-		end := min(base+group, len(keys))
+		g := keys[base:min(base+group, len(keys))]
 		// Touch every copy's chunk first: independent loads the CPU can
 		// keep in flight together.
-		for _, k := range keys[base:end] {
-			for j := range s.c.l.Copies {
-				sink ^= s.mem[uint64(s.c.ChunkIndex(k, j))*uint64(s.c.csize)]
+		for i, k := range g {
+			for j := range copies {
+				off := uint64(s.c.ChunkIndex(k, j)) * cs
+				offs[i][j] = off
+				sink ^= s.mem[off]
 			}
 		}
-		for i := base; i < end; i++ {
-			outcomes[i] = s.query(t, keys[i], &paths[i])
+		for i, k := range g {
+			outcomes[base+i] = s.query(t, k, &offs[i], &paths[base+i])
 		}
 	}
 	runtime.KeepAlive(sink) // keeps the touching loads
 }
 
-func (s *Store) query(t *Table, key uint32, out *Path) Outcome {
+// query decodes key's path from the chunks at offs.
+func (s *Store) query(t *Table, key uint32, offs *[MaxCopies]uint64, out *Path) Outcome {
 	c := s.c
 	var chk [MaxHops]uint32
 	for i := range c.l.Hops {
@@ -114,8 +125,7 @@ func (s *Store) query(t *Table, key uint32, out *Path) Outcome {
 	var prev []byte
 	found := false
 	for j := range c.l.Copies {
-		off := uint64(c.ChunkIndex(key, j)) * cs
-		chunk := s.mem[off : off+cs]
+		chunk := s.mem[offs[j] : offs[j]+cs]
 		if prev != nil && bytes.Equal(chunk, prev) {
 			continue // same bytes, same verdict
 		}
