@@ -31,7 +31,7 @@ func FuzzReader(f *testing.F) {
 				t.Fatalf("read %d entries into %d bytes, err %v", n, len(dst), err)
 			}
 			for i := range n {
-				if allZero(dst[4*i : 4*i+4]) && !markers {
+				if allZero(dst[4*i:4*i+4]) && !markers {
 					t.Fatal("returned an all-zero entry")
 				}
 			}
