@@ -44,7 +44,7 @@ var CopyPolys = [MaxCopies - 1]uint32{
 }
 
 // CopyCRC returns the chunk-hash CRC of copy j (0-based) under a. The input
-// is le32(key) ‖ u8(j).
+// is le32(key) ‖ u8(j), or be32(key) under PrototypeAddressing.
 func CopyCRC(a Addressing, j int) tofino.CRC {
 	c := tofino.CRC{Width: 32, Poly: 0x04C11DB7, Reversed: true, Init: 0xFFFFFFFF, XorOut: 0xFFFFFFFF}
 	if a == PerCopyAddressing && j > 0 {
@@ -134,6 +134,10 @@ func NewCodec(l Layout) (*Codec, error) {
 		h, err := tofino.NewHash(32, CopyCRC(l.Addressing, j))
 		if err != nil {
 			return nil, fmt.Errorf("postcard: copy %d hash: %w", j, err)
+		}
+		if l.Addressing == PrototypeAddressing {
+			c.chunk[j] = newAffine(func(k uint32) uint32 { return uint32(sumKey(h, k, true)) })
+			continue
 		}
 		c.chunk[j] = newAffine(func(k uint32) uint32 {
 			b := [5]byte{byte(k), byte(k >> 8), byte(k >> 16), byte(k >> 24), byte(j)}

@@ -172,6 +172,8 @@ func TestCodecMatchesModel(t *testing.T) {
 		{Hops: 16, SlotBits: 16, Chunks: 1 << 20, Copies: 16},
 		{Hops: 7, SlotBits: 8, Chunks: 1, Copies: 2},
 		{Hops: 5, SlotBits: 32, Chunks: 1 << 12, Copies: 1, Checksums: PrototypeChecksums},
+		{Hops: 5, SlotBits: 32, Chunks: 1 << 12, Copies: 3, Addressing: PerCopyAddressing},
+		{Hops: 5, SlotBits: 32, Chunks: 1 << 15, Copies: 1, Checksums: PrototypeChecksums, Addressing: PrototypeAddressing},
 	} {
 		c, err := NewCodec(l)
 		if err != nil {
@@ -180,7 +182,16 @@ func TestCodecMatchesModel(t *testing.T) {
 		for range 200 {
 			k := rng.Uint32()
 			for j := range l.Copies {
-				if got, want := c.ChunkIndex(k, j), tofino.Switch.Slot(k, uint8(j))&(l.Chunks-1); got != want {
+				want := tofino.Switch.Slot(k, uint8(j)) & (l.Chunks - 1)
+				switch {
+				case l.Addressing == PrototypeAddressing:
+					want = tofino.Switch.Checksum(bits.ReverseBytes32(k)) & (l.Chunks - 1) // CRC32(be32(key))
+				case l.Addressing == PerCopyAddressing && j > 0:
+					h, _ := tofino.NewHash(32, CopyCRC(PerCopyAddressing, j))
+					b := [5]byte{byte(k), byte(k >> 8), byte(k >> 16), byte(k >> 24), byte(j)}
+					want = uint32(h.SumBytes(b[:])) & (l.Chunks - 1)
+				}
+				if got := c.ChunkIndex(k, j); got != want {
 					t.Fatalf("%+v: ChunkIndex(%#x, %d) = %d, want %d", l, k, j, got, want)
 				}
 			}
@@ -257,6 +268,8 @@ func TestLayoutValidate(t *testing.T) {
 		{Layout{Chunks: 8, Copies: 17}, 0, false},
 		{Layout{Chunks: 8, Hops: 6, Checksums: PrototypeChecksums}, 0, false},
 		{Layout{Chunks: 8, Checksums: 9}, 0, false},
+		{Layout{Chunks: 8, Copies: 2, Addressing: PrototypeAddressing}, 0, false},
+		{Layout{Chunks: 8, Addressing: 7}, 0, false},
 	} {
 		err := tc.l.Validate()
 		if (err == nil) != tc.ok {

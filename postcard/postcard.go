@@ -70,6 +70,10 @@ const (
 	// so copies collide independently and N copies give the paper's
 	// bounds (docs/DTA-WIRE.md section 8.5).
 	PerCopyAddressing
+	// PrototypeAddressing is the reference prototype's: one copy, at
+	// CRC32(be32(key)) & (C-1). With PrototypeChecksums it reads memory the
+	// prototype wrote.
+	PrototypeAddressing
 )
 
 // Layout is the geometry of one Postcarding region.
@@ -129,7 +133,13 @@ func (l Layout) Validate() error {
 	default:
 		return fmt.Errorf("%w: unknown checksum set %d", ErrLayout, l.Checksums)
 	}
-	if l.Addressing > PerCopyAddressing {
+	switch l.Addressing {
+	case SwitchAddressing, PerCopyAddressing:
+	case PrototypeAddressing:
+		if l.Copies != 1 {
+			return fmt.Errorf("%w: prototype addressing has 1 copy, not %d", ErrLayout, l.Copies)
+		}
+	default:
 		return fmt.Errorf("%w: unknown addressing %d", ErrLayout, l.Addressing)
 	}
 	return nil

@@ -1,10 +1,14 @@
 package postcard
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dtakit/dtakit/dta/tofino"
 )
 
 func mustCodec(t testing.TB, l Layout) *Codec {
@@ -442,5 +446,45 @@ func monteCarlo(t *testing.T, a Addressing) {
 	}
 	if rateOld < bound.NoOutput*0.6 {
 		t.Errorf("oldest flows' no-output rate %.4f far below bound %.4f: model broken?", rateOld, bound.NoOutput)
+	}
+}
+
+// TestReadsPrototypeMemory builds memory the way the reference prototype's
+// translator writes it (five bit<32> slots value XOR checksum over
+// be32(key), emitted big-endian, 20 bytes at CRC32(be32(key))·32) with the
+// tofino model directly, and reads it back.
+func TestReadsPrototypeMemory(t *testing.T) {
+	l := Layout{Hops: 5, Chunks: 1 << 15, Copies: 1, Checksums: PrototypeChecksums, Addressing: PrototypeAddressing}
+	f := newFixture(t, l, 16, universe(1000))
+	mem := f.s.Bytes()
+	rng := rand.New(rand.NewPCG(11, 12))
+	keys := make([]uint32, 200)
+	paths := make([][5]uint32, len(keys))
+	for i := range keys {
+		keys[i] = rng.Uint32()
+		var be [4]byte
+		binary.BigEndian.PutUint32(be[:], keys[i])
+		slot := tofino.Switch.Checksum(bits.ReverseBytes32(keys[i])) & (l.Chunks - 1)
+		for h := range 5 {
+			paths[i][h] = 1 + rng.Uint32N(1000)
+			hh, err := tofino.NewHash(32, HopCRC(PrototypeChecksums, h+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			binary.BigEndian.PutUint32(mem[int(slot)*32+4*h:], paths[i][h]^uint32(hh.SumBytes(be[:])))
+		}
+	}
+	ok := 0
+	for i, k := range keys {
+		p, o := f.s.Query(f.tab, k)
+		if o == Found {
+			if !equal(p.Values(), paths[i][:]) {
+				t.Fatalf("key %#x: %v, want %v", k, p.Values(), paths[i])
+			}
+			ok++
+		}
+	}
+	if ok < len(keys)*9/10 { // a few chunks are shared and overwritten
+		t.Errorf("read %d of %d prototype paths", ok, len(keys))
 	}
 }
