@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta/tofino"
@@ -487,4 +488,31 @@ func TestReadsPrototypeMemory(t *testing.T) {
 	if ok < len(keys)*9/10 { // a few chunks are shared and overwritten
 		t.Errorf("read %d of %d prototype paths", ok, len(keys))
 	}
+}
+
+func TestConcurrentQueries(t *testing.T) {
+	s, tab, keys := benchStore(t, 1<<14)
+	want := make([]Outcome, len(keys))
+	for i, k := range keys {
+		_, want[i] = s.Query(tab, k)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			paths := make([]Path, 64)
+			outs := make([]Outcome, 64)
+			for i := g; i+64 <= len(keys); i += 64 {
+				s.QueryBatch(tab, keys[i:i+64], paths, outs)
+				for j := range outs {
+					if outs[j] != want[i+j] {
+						t.Errorf("key %d: %v, want %v", i+j, outs[j], want[i+j])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
