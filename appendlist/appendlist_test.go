@@ -316,12 +316,17 @@ func TestImmediateWakesReader(t *testing.T) {
 	}
 	cancel()
 	got := make(chan uint32)
+	dst := make([]byte, 64)
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if n, err := rd.ReadWait(ctx, dst); n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReadWait on an empty list = %d, %v", n, err)
+	}
+	cancel()
 	go func() {
-		if err := rd.Wait(context.Background()); err != nil {
+		n, err := rd.ReadWait(context.Background(), dst)
+		if err != nil {
 			t.Error(err)
 		}
-		dst := make([]byte, 64)
-		n, _ := rd.Read(dst)
 		got <- uint32(n)
 	}()
 	g.appendN(t, 0, 0, 2, true) // list 0's immediate must not wake list 1

@@ -171,6 +171,22 @@ func (rd *Reader) readMarked(dst []byte) (int, error) {
 		want := marker(rd.tail, logE)
 		run := min(max-n, int(ents)-slot)
 		k := 0
+		if e == 4 { // 8-byte slots: marker and data in one load
+			src := rd.mem[slot*8 : (slot+run)*8]
+			out := dst[n*4 : (n+run)*4]
+			for ; k < run; k++ {
+				w := binary.LittleEndian.Uint64(src[k*8:])
+				if uint32(w) != want {
+					break
+				}
+				binary.LittleEndian.PutUint32(out[k*4:], uint32(w>>32))
+			}
+			if k < run && k == 0 && n == 0 {
+				if m := binary.LittleEndian.Uint32(src); m != 0 {
+					return 0, rd.resync(slot, m, want)
+				}
+			}
+		}
 		for ; k < run; k++ {
 			s := rd.mem[(slot+k)*ss:][:ss]
 			m := binary.LittleEndian.Uint32(s)
@@ -212,6 +228,20 @@ func (rd *Reader) resync(slot int, got, want uint32) error {
 	lost := pos - rd.tail
 	rd.tail = pos
 	return &LapError{List: rd.list, Lost: lost}
+}
+
+// ReadWait is Read that blocks, waiting for notifications (see Wait), until
+// it returns at least one entry, an error, or ctx is done.
+func (rd *Reader) ReadWait(ctx context.Context, dst []byte) (int, error) {
+	for {
+		n, err := rd.Read(dst)
+		if n > 0 || err != nil || len(dst) < rd.r.l.EntrySize {
+			return n, err
+		}
+		if err := rd.Wait(ctx); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // Wait blocks until the list is notified (see Region.Notify) or ctx is
