@@ -257,6 +257,10 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%+v: NewBatcher accepted", bad)
 		}
 	}
+	huge := Layout{Lists: 1 << 20, Entries: 1 << 12, EntrySize: 4096, Batch: 1 << 12}
+	if _, err := NewBatcher(huge); !errors.Is(err, ErrLayout) {
+		t.Errorf("batcher of 16 TiB of buffers: %v", err)
+	}
 }
 
 func TestLapDetection(t *testing.T) {
@@ -378,9 +382,12 @@ func TestListsReadConcurrently(t *testing.T) {
 				}
 			}
 		}()
+		rd, err := r.Reader(list) // before the writer can notify
+		if err != nil {
+			t.Fatal(err)
+		}
 		go func() {
 			defer wg.Done()
-			rd, _ := r.Reader(list)
 			dst := make([]byte, 8*16)
 			next := uint32(1)
 			for next <= per {

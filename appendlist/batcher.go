@@ -18,12 +18,18 @@ type Batcher struct {
 	buf   []byte   // B slots per list
 }
 
+// maxBatcherBytes bounds the memory of a batcher's pending batches.
+const maxBatcherBytes = 1 << 30
+
 // NewBatcher returns a batcher for l, every list's head at 0.
 func NewBatcher(l Layout) (*Batcher, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	l = l.withDefaults()
+	if size := uint64(l.Lists) * uint64(l.Batch) * uint64(l.SlotSize()); size > maxBatcherBytes {
+		return nil, fmt.Errorf("%w: batch buffers of %d bytes, more than %d", ErrLayout, size, maxBatcherBytes)
+	}
 	return &Batcher{
 		l:     l,
 		slot:  l.SlotSize(),

@@ -5,16 +5,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 )
 
 // Region is an Append region in the collector's memory. Apply and Notify
 // may be called concurrently for different lists, and each list's Reader
 // used by its own goroutine.
 type Region struct {
-	l     Layout
-	logE  uint
-	mem   []byte
-	notes []chan struct{}
+	l    Layout
+	logE uint
+	mem  []byte
+	// notes holds each list's wake-up channel, made by Reader: a list
+	// without a reader needs none, as readers read memory before waiting.
+	notes []atomic.Pointer[chan struct{}]
 }
 
 // NewRegion returns the region of l over mem, which must hold at least
@@ -28,11 +31,7 @@ func NewRegion(l Layout, mem []byte) (*Region, error) {
 	if uint64(len(mem)) < n {
 		return nil, fmt.Errorf("new region: %w: %d bytes, layout needs %d", ErrRegion, len(mem), n)
 	}
-	r := &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n], notes: make([]chan struct{}, l.Lists)}
-	for i := range r.notes {
-		r.notes[i] = make(chan struct{}, 1)
-	}
-	return r, nil
+	return &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n], notes: make([]atomic.Pointer[chan struct{}], l.Lists)}, nil
 }
 
 // Bytes returns the region's memory. It aliases the region.
@@ -69,9 +68,11 @@ func (r *Region) Notify(list uint32) error {
 }
 
 func (r *Region) notify(list uint32) {
-	select {
-	case r.notes[list] <- struct{}{}:
-	default:
+	if c := r.notes[list].Load(); c != nil {
+		select {
+		case *c <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -81,8 +82,10 @@ func (r *Region) Reader(list uint32) (*Reader, error) {
 	if list >= uint32(r.l.Lists) {
 		return nil, fmt.Errorf("reader: %w: list %d of %d", ErrList, list, r.l.Lists)
 	}
+	c := make(chan struct{}, 1)
+	r.notes[list].CompareAndSwap(nil, &c)
 	off := r.l.ListOffset(list)
-	return &Reader{r: r, list: list, mem: r.mem[off : off+r.l.ListSize()]}, nil
+	return &Reader{r: r, list: list, mem: r.mem[off : off+r.l.ListSize()], note: *r.notes[list].Load()}, nil
 }
 
 // Reader consumes one list in append order. It is not safe for concurrent
@@ -92,6 +95,7 @@ type Reader struct {
 	list uint32
 	mem  []byte
 	tail uint64 // absolute position of the next entry to read
+	note chan struct{}
 }
 
 // Tail returns the absolute position of the next entry the reader returns.
@@ -245,10 +249,11 @@ func (rd *Reader) ReadWait(ctx context.Context, dst []byte) (int, error) {
 }
 
 // Wait blocks until the list is notified (see Region.Notify) or ctx is
-// done. A notification that arrived since the last Wait returns at once.
+// done. A notification that arrived since the last Wait (and after the
+// reader was made) returns at once.
 func (rd *Reader) Wait(ctx context.Context) error {
 	select {
-	case <-rd.r.notes[rd.list]:
+	case <-rd.note:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
