@@ -3,6 +3,8 @@ package postcard
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dtakit/dtakit/dta"
 )
 
 // benchStore fills a store of chunks chunks at load 0.1 with random 5-hop
@@ -103,7 +105,7 @@ func BenchmarkCacheInsert(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		// Flows of 5 postcards, 4 interleaved.
 		f := i / 5
-		p := Postcard{Key: keys[(f&^3|i&3)%len(keys)], Hop: uint8(1 + (i/4)%5), Value: uint32(i) | 1}
+		p := dta.Postcard{Key: keys[(f&^3|i&3)%len(keys)], Hop: uint8(1 + (i/4)%5), Value: uint32(i) | 1}
 		out, _ = ca.Insert(p, out[:0])
 		for j := range out {
 			ws = c.Writes(&out[j], ws[:0])
@@ -127,7 +129,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		"Query":      func() { s.Query(tab, keys[i%len(keys)]); i++ },
 		"QueryBatch": func() { s.QueryBatch(tab, keys[:8], paths, outs) },
 		"Insert": func() {
-			out, _ = ca.Insert(Postcard{Key: uint32(i / 5), Hop: uint8(1 + i%5), Value: 7}, out[:0])
+			out, _ = ca.Insert(dta.Postcard{Key: uint32(i / 5), Hop: uint8(1 + i%5), Value: 7}, out[:0])
 			i++
 		},
 		"Writes": func() { ws = c.Writes(&one[0], ws[:0]) },

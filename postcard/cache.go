@@ -3,16 +3,9 @@ package postcard
 import (
 	"fmt"
 	"math/bits"
-)
 
-// Postcard is one Postcarding report (spec section 3).
-type Postcard struct {
-	Key   uint32 // flow ID
-	Hop   uint8  // 1-based hop number
-	Value uint32 // the hop's value; 0 is the blank and is rejected
-	// PathLen is the path length, 0 when unknown.
-	PathLen uint8
-}
+	"github.com/dtakit/dtakit/dta"
+)
 
 // Chunk is one flow's chunk, emitted by a Cache and ready to be written.
 type Chunk struct {
@@ -72,15 +65,16 @@ func NewCache(c *Codec, n int) (*Cache, error) {
 // Insert adds p to its flow's entry and appends to out the chunks it makes
 // ready: the chunk of a different flow p evicted from the entry (written
 // with what it has, the missing hops blank), and p's own flow once B
-// postcards, or PathLen of them, have arrived. A hop that arrives twice
+// postcards, or PathLength of them, have arrived. Value 0 (the blank) is
+// rejected. A hop that arrives twice
 // keeps its last value. It does not allocate when out has room for 2 chunks.
-func (ca *Cache) Insert(p Postcard, out []Chunk) ([]Chunk, error) {
+func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
 	l := &ca.c.l
 	if p.Hop == 0 || int(p.Hop) > l.Hops {
 		return out, fmt.Errorf("insert: %w: hop %d, want 1..%d", ErrHop, p.Hop, l.Hops)
 	}
-	if int(p.PathLen) > l.Hops || (p.PathLen != 0 && p.PathLen < p.Hop) {
-		return out, fmt.Errorf("insert: %w: path length %d with hop %d, %d hops", ErrPathLen, p.PathLen, p.Hop, l.Hops)
+	if int(p.PathLength) > l.Hops || (p.PathLength != 0 && p.PathLength < p.Hop) {
+		return out, fmt.Errorf("insert: %w: path length %d with hop %d, %d hops", ErrPathLen, p.PathLength, p.Hop, l.Hops)
 	}
 	if p.Value == 0 {
 		return out, fmt.Errorf("insert: %w: value 0 is the blank", ErrValue)
@@ -94,8 +88,8 @@ func (ca *Cache) Insert(p Postcard, out []Chunk) ([]Chunk, error) {
 	}
 	e.have |= 1 << (p.Hop - 1)
 	e.values[p.Hop-1] = p.Value
-	if p.PathLen > e.pathLen {
-		e.pathLen = p.PathLen
+	if p.PathLength > e.pathLen {
+		e.pathLen = p.PathLength
 	}
 	want := l.Hops
 	if e.pathLen != 0 {

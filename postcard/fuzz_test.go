@@ -2,6 +2,8 @@ package postcard
 
 import (
 	"testing"
+
+	"github.com/dtakit/dtakit/dta"
 )
 
 // FuzzQuery decodes arbitrary chunk bytes: a query must never panic, and an
@@ -76,11 +78,11 @@ func FuzzCacheInsert(f *testing.F) {
 		s, _ := NewStore(c, make([]byte, c.l.RegionSize()))
 		var out []Chunk
 		for ; len(b) >= 10; b = b[10:] {
-			p := Postcard{
-				Key:     uint32(b[0]) | uint32(b[1])<<8,
-				Hop:     b[2],
-				Value:   uint32(b[3]) | uint32(b[4])<<8 | uint32(b[5])<<16 | uint32(b[6])<<24,
-				PathLen: b[7],
+			p := dta.Postcard{
+				Key:        uint32(b[0]) | uint32(b[1])<<8,
+				Hop:        b[2],
+				Value:      uint32(b[3]) | uint32(b[4])<<8 | uint32(b[5])<<16 | uint32(b[6])<<24,
+				PathLength: b[7],
 			}
 			var err error
 			out, err = ca.Insert(p, out[:0])

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
 )
 
@@ -56,7 +57,7 @@ func newFixture(t testing.TB, l Layout, cacheSize int, v []uint32) *fixture {
 }
 
 // insert feeds p to the cache and applies the writes it makes.
-func (f *fixture) insert(t testing.TB, p Postcard) int {
+func (f *fixture) insert(t testing.TB, p dta.Postcard) int {
 	t.Helper()
 	var err error
 	f.ch, err = f.ca.Insert(p, f.ch[:0])
@@ -77,7 +78,7 @@ func (f *fixture) insert(t testing.TB, p Postcard) int {
 func (f *fixture) path(t testing.TB, key uint32, values []uint32, pathLen uint8) {
 	t.Helper()
 	for i, v := range values {
-		f.insert(t, Postcard{Key: key, Hop: uint8(i + 1), Value: v, PathLen: pathLen})
+		f.insert(t, dta.Postcard{Key: key, Hop: uint8(i + 1), Value: v, PathLength: pathLen})
 	}
 }
 
@@ -151,7 +152,7 @@ func TestEvictionWritesEvictedFlowToItsOwnChunks(t *testing.T) {
 		t.Fatalf("x answered before it was written: %v", o)
 	}
 	var err error
-	f.ch, err = f.ca.Insert(Postcard{Key: y, Hop: 1, Value: 42}, f.ch[:0])
+	f.ch, err = f.ca.Insert(dta.Postcard{Key: y, Hop: 1, Value: 42}, f.ch[:0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,10 +183,10 @@ func TestEvictionWritesEvictedFlowToItsOwnChunks(t *testing.T) {
 
 func TestPathLengthCompletesFlow(t *testing.T) {
 	f := newFixture(t, Layout{Hops: 5, Chunks: 1 << 10, Copies: 1}, 16, universe(10))
-	if n := f.insert(t, Postcard{Key: 1, Hop: 2, Value: 3, PathLen: 2}); n != 0 {
+	if n := f.insert(t, dta.Postcard{Key: 1, Hop: 2, Value: 3, PathLength: 2}); n != 0 {
 		t.Fatalf("emitted after 1 of 2 postcards")
 	}
-	if n := f.insert(t, Postcard{Key: 1, Hop: 1, Value: 4}); n != 1 {
+	if n := f.insert(t, dta.Postcard{Key: 1, Hop: 1, Value: 4}); n != 1 {
 		t.Fatalf("emitted %d chunks after 2 of 2 postcards (length from the first), want 1", n)
 	}
 	if p, o := f.s.Query(f.tab, 1); o != Found || !equal(p.Values(), []uint32{4, 3}) {
@@ -196,14 +197,14 @@ func TestPathLengthCompletesFlow(t *testing.T) {
 func TestCacheRejectsBadPostcards(t *testing.T) {
 	f := newFixture(t, Layout{Hops: 5, Chunks: 8}, 8, universe(3))
 	for _, tc := range []struct {
-		p    Postcard
+		p    dta.Postcard
 		want error
 	}{
-		{Postcard{Key: 1, Hop: 0, Value: 1}, ErrHop},
-		{Postcard{Key: 1, Hop: 6, Value: 1}, ErrHop},
-		{Postcard{Key: 1, Hop: 1, Value: 1, PathLen: 6}, ErrPathLen},
-		{Postcard{Key: 1, Hop: 3, Value: 1, PathLen: 2}, ErrPathLen},
-		{Postcard{Key: 1, Hop: 1, Value: 0}, ErrValue},
+		{dta.Postcard{Key: 1, Hop: 0, Value: 1}, ErrHop},
+		{dta.Postcard{Key: 1, Hop: 6, Value: 1}, ErrHop},
+		{dta.Postcard{Key: 1, Hop: 1, Value: 1, PathLength: 6}, ErrPathLen},
+		{dta.Postcard{Key: 1, Hop: 3, Value: 1, PathLength: 2}, ErrPathLen},
+		{dta.Postcard{Key: 1, Hop: 1, Value: 0}, ErrValue},
 	} {
 		out, err := f.ca.Insert(tc.p, nil)
 		if !errors.Is(err, tc.want) || len(out) != 0 {
