@@ -47,6 +47,20 @@ func FuzzQuery(f *testing.F) {
 				}
 			}
 		}
+		// The fast decoder agrees with the generic one on the raw chunk.
+		if c.l.SlotBits == 32 && tab.bitmap != nil {
+			var chk [MaxHops]uint32
+			for h := range c.l.Hops {
+				chk[h] = c.hop[h].eval(key)
+			}
+			off := uint64(c.ChunkIndex(key, 0)) * uint64(c.csize)
+			var p1, p2 Path
+			ok1 := decode32Bitmap(tab.bitmap, c.l.Hops, &chk, region[off:off+uint64(c.csize)], &p1)
+			ok2 := decodeGeneric(tab, c.l.Hops, 32, &chk, region[off:off+uint64(c.csize)], &p2)
+			if ok1 != ok2 || (ok1 && p1 != p2) {
+				t.Fatalf("fast decoder %v %v, generic %v %v", ok1, p1.Values(), ok2, p2.Values())
+			}
+		}
 		p, o := s.Query(tab, key)
 		if o == Found {
 			if p.Len < 1 || p.Len > c.l.Hops {

@@ -2,6 +2,7 @@ package postcard
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 )
@@ -151,6 +152,14 @@ func (s *Store) query(t *Table, key uint32, offs *[MaxCopies]uint64, out *Path) 
 
 // decodeChunk applies the validity rule to one chunk.
 func decodeChunk(t *Table, hops, bits int, chk *[MaxHops]uint32, chunk []byte, p *Path) bool {
+	if bits == 32 && t.bitmap != nil {
+		return decode32Bitmap(t.bitmap, hops, chk, chunk, p)
+	}
+	return decodeGeneric(t, hops, bits, chk, chunk, p)
+}
+
+// decodeGeneric is decodeChunk for any slot width and table.
+func decodeGeneric(t *Table, hops, bits int, chk *[MaxHops]uint32, chunk []byte, p *Path) bool {
 	blank := false
 	for i := range hops {
 		code := getSlot(chunk, bits, i) ^ chk[i]
@@ -169,4 +178,34 @@ func decodeChunk(t *Table, hops, bits int, chk *[MaxHops]uint32, chunk []byte, p
 		p.Len = i + 1
 	}
 	return p.Len > 0
+}
+
+// decode32Bitmap is decodeChunk for the common case: 32-bit slots and a
+// universe of small values held in a bitmap.
+func decode32Bitmap(bm []uint64, hops int, chk *[MaxHops]uint32, chunk []byte, p *Path) bool {
+	chunk = chunk[:hops*4]
+	n := 0
+	for i := range hops {
+		v := binary.BigEndian.Uint32(chunk[i*4:]) ^ chk[i]
+		if v == 0 {
+			if n == 0 {
+				return false
+			}
+			// The rest must be blank too.
+			for j := i + 1; j < hops; j++ {
+				if binary.BigEndian.Uint32(chunk[j*4:]) != chk[j] {
+					return false
+				}
+			}
+			break
+		}
+		w := v / 64
+		if w >= uint32(len(bm)) || bm[w]&(1<<(v%64)) == 0 {
+			return false
+		}
+		p.Hops[i] = v
+		n = i + 1
+	}
+	p.Len = n
+	return true
 }
