@@ -93,23 +93,37 @@ func (s *Store) Query(t *Table, key uint32) (Path, Outcome) {
 func (s *Store) QueryBatch(t *Table, keys []uint32, paths []Path, outcomes []Outcome) {
 	const group = 32
 	paths, outcomes = paths[:len(keys)], outcomes[:len(keys)]
-	var offs [group][MaxCopies]uint64
+	var offs [2][group][MaxCopies]uint64
 	var sink byte
-	cs := uint64(s.c.csize)
-	copies := s.c.l.Copies
-	for base := 0; base < len(keys); base += group {
+	// touch computes the chunk offsets of keys[base:] (at most a group) and
+	// loads one byte of each: independent loads the CPU keeps in flight
+	// while the previous group is decoded.
+	touch := func(o *[group][MaxCopies]uint64, base int) {
 		g := keys[base:min(base+group, len(keys))]
-		// Touch every copy's chunk first: independent loads the CPU can
-		// keep in flight together.
+		cs := uint64(s.c.csize)
+		copies := s.c.l.Copies
 		for i, k := range g {
 			for j := range copies {
-				off := uint64(s.c.ChunkIndex(k, j)) * cs
-				offs[i][j] = off
-				sink ^= s.mem[off]
+				o[i][j] = uint64(s.c.ChunkIndex(k, j)) * cs
 			}
 		}
+		// A tight loop of loads, so that many fit in the CPU's window.
+		for i := range g {
+			for j := range copies {
+				sink ^= s.mem[o[i][j]]
+			}
+		}
+	}
+	if len(keys) > 0 {
+		touch(&offs[0], 0)
+	}
+	for base, cur := 0, 0; base < len(keys); base, cur = base+group, cur^1 {
+		if next := base + group; next < len(keys) {
+			touch(&offs[cur^1], next)
+		}
+		g := keys[base:min(base+group, len(keys))]
 		for i, k := range g {
-			outcomes[base+i] = s.query(t, k, &offs[i], &paths[base+i])
+			outcomes[base+i] = s.query(t, k, &offs[cur][i], &paths[base+i])
 		}
 	}
 	runtime.KeepAlive(sink) // keeps the touching loads
