@@ -21,7 +21,7 @@ var DefaultPolys = [MaxHops]uint32{
 	0x814141AB, // CRC-32Q
 	0xA833982B, // CRC-32D
 	0xF4ACFB13, // CRC-32/AUTOSAR
-	0x7B88D0B3, // irreducible, search below
+	0x7B88D0B3, // irreducible (docs/DTA-WIRE.md section 8.5)
 	0xA133A629,
 	0x39792063,
 	0xA9901ACD,
