@@ -9,6 +9,12 @@
 // checksum and looks the code up in a [Table] built from the value universe
 // V; a chunk is valid for x when its first l slots decode to values of V and
 // the rest to the blank (value 0).
+//
+// Copies are addressed as spec section 4 says by default; that addressing
+// puts all copies of two colliding flows on the same chunks, so N > 1 only
+// protects against overwriting with PerCopyAddressing (see [Addressing]
+// and [Layout.Bounds]). [Store.QueryBatch] is the fast way to query: it
+// overlaps the memory accesses of many keys.
 package postcard
 
 import (

@@ -517,3 +517,52 @@ func TestConcurrentQueries(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestMonteCarloSmallSlotsWithinBound: with 8-bit slots and 200 values an
+// overwritten chunk often passes the validity rule, so wrong answers occur;
+// their rate for the oldest flows stays within the bound.
+func TestMonteCarloSmallSlotsWithinBound(t *testing.T) {
+	chunks := uint32(1 << 15)
+	if testing.Short() {
+		chunks = 1 << 13
+	}
+	const alpha, nV = 0.2, 200
+	l := Layout{Hops: 5, SlotBits: 8, Chunks: chunks, Copies: 2, Addressing: PerCopyAddressing}
+	flows := int(alpha * float64(chunks))
+	oldest := flows / 10
+	f := newFixture(t, l, 1024, universe(nV))
+	rng := rand.New(rand.NewPCG(21, 22))
+	keys := make([]uint32, flows)
+	paths := make([][]uint32, flows)
+	for i := range keys {
+		keys[i] = rng.Uint32()
+		paths[i] = make([]uint32, 5)
+		for h := range paths[i] {
+			paths[i][h] = 1 + rng.Uint32N(nV)
+		}
+		f.path(t, keys[i], paths[i], 0)
+	}
+	var wrong, none int
+	for i, k := range keys[:oldest] {
+		got, o := f.s.Query(f.tab, k)
+		switch {
+		case o == Found && !equal(got.Values(), paths[i]):
+			wrong++
+		case o != Found:
+			none++
+		}
+	}
+	b := l.Bounds(alpha, nV)
+	rw, rn := float64(wrong)/float64(oldest), float64(none)/float64(oldest)
+	t.Logf("oldest %d flows: wrong %.4f (bound %.4f), no output %.4f (bound %.4f)", oldest, rw, b.Wrong, rn, b.NoOutput)
+	tol := func(p float64) float64 { return 4 * math.Sqrt(p/float64(oldest)) }
+	if rw > b.Wrong+tol(b.Wrong) {
+		t.Errorf("wrong-answer rate %.4f above bound %.4f", rw, b.Wrong)
+	}
+	if rn > b.NoOutput+tol(b.NoOutput) {
+		t.Errorf("no-output rate %.4f above bound %.4f", rn, b.NoOutput)
+	}
+	if wrong == 0 && oldest >= 600 {
+		t.Errorf("no wrong answers among %d old flows; 8-bit slots should produce some (bound %.4f)", oldest, b.Wrong)
+	}
+}
