@@ -44,7 +44,7 @@ func (e *LapError) Error() string {
 // Is reports whether target is ErrLapped.
 func (e *LapError) Is(target error) bool { return target == ErrLapped }
 
-// MarkerSize is the bytes of the lap marker that leads each entry when
+// MarkerSize is the bytes of the lap marker that ends each entry when
 // Layout.Markers is set.
 const MarkerSize = 4
 
@@ -60,9 +60,10 @@ type Layout struct {
 	// Batch is B, the entries written at once, a power of two dividing E
 	// (0 means 1).
 	Batch int
-	// Markers stores each entry as le32(marker) ‖ data, the marker naming
-	// the lap the entry was written in, so readers detect lapping. Off is
-	// the reference-compatible layout.
+	// Markers stores each entry as data ‖ le32(marker), the marker naming
+	// the lap the entry was written in, so readers detect lapping; written
+	// last, it also tells a reader the entry is complete. Off is the
+	// reference-compatible layout.
 	Markers bool
 }
 

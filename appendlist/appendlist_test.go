@@ -433,3 +433,20 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkerLayoutInMemory(t *testing.T) {
+	g := newRig(t, Layout{Lists: 2, Entries: 4, EntrySize: 8, Batch: 2, Markers: true})
+	g.appendN(t, 1, 0, 6, false) // one lap and a half
+	mem := g.r.Bytes()[4*12:]    // list 1: 4 slots of 12 bytes
+	for slot, want := range []struct{ v, marker uint32 }{{4, 2}, {5, 2}, {2, 1}, {3, 1}} {
+		s := mem[slot*12:]
+		if value(s) != want.v || binary.LittleEndian.Uint32(s[8:]) != want.marker {
+			t.Errorf("slot %d: value %d marker %d, want %d and %d", slot, value(s), binary.LittleEndian.Uint32(s[8:]), want.v, want.marker)
+		}
+	}
+	for _, b := range g.r.Bytes()[:4*12] {
+		if b != 0 {
+			t.Fatal("list 0 written")
+		}
+	}
+}

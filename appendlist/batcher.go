@@ -62,8 +62,8 @@ func (b *Batcher) Append(list uint32, data []byte, imm bool, out []Write) ([]Wri
 	n := b.count[list]
 	s := b.buf[(int(list)*b.l.Batch+int(n))*b.slot:][:b.slot]
 	if b.l.Markers {
-		binary.LittleEndian.PutUint32(s, marker(b.heads[list]+uint64(n), b.logE))
-		copy(s[MarkerSize:], data)
+		copy(s, data)
+		binary.LittleEndian.PutUint32(s[b.l.EntrySize:], marker(b.heads[list]+uint64(n), b.logE))
 	} else {
 		copy(s, data)
 	}

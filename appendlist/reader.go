@@ -175,32 +175,27 @@ func (rd *Reader) readMarked(dst []byte) (int, error) {
 		want := marker(rd.tail, logE)
 		run := min(max-n, int(ents)-slot)
 		k := 0
-		if e == 4 { // 8-byte slots: marker and data in one load
+		if e == 4 { // 8-byte slots: data and marker in one load
 			src := rd.mem[slot*8 : (slot+run)*8]
 			out := dst[n*4 : (n+run)*4]
 			for ; k < run; k++ {
 				w := binary.LittleEndian.Uint64(src[k*8:])
-				if uint32(w) != want {
+				if uint32(w>>32) != want {
 					break
 				}
-				binary.LittleEndian.PutUint32(out[k*4:], uint32(w>>32))
-			}
-			if k < run && k == 0 && n == 0 {
-				if m := binary.LittleEndian.Uint32(src); m != 0 {
-					return 0, rd.resync(slot, m, want)
-				}
+				binary.LittleEndian.PutUint32(out[k*4:], uint32(w))
 			}
 		}
 		for ; k < run; k++ {
 			s := rd.mem[(slot+k)*ss:][:ss]
-			m := binary.LittleEndian.Uint32(s)
+			m := binary.LittleEndian.Uint32(s[e:])
 			if m != want {
 				if m != 0 && n == 0 && k == 0 {
 					return 0, rd.resync(slot, m, want)
 				}
 				break
 			}
-			copy(dst[(n+k)*e:], s[MarkerSize:])
+			copy(dst[(n+k)*e:], s[:e])
 		}
 		clear(rd.mem[slot*ss : (slot+k)*ss])
 		n += k
@@ -224,7 +219,7 @@ func (rd *Reader) resync(slot int, got, want uint32) error {
 	pos := rd.tail + laps*ents                                     // position held at the tail's slot
 	for steps := uint64(1); steps < ents; steps++ {
 		prev := (uint64(slot) - steps) & (ents - 1)
-		if binary.LittleEndian.Uint32(rd.mem[prev*uint64(ss):]) != marker(pos-1, rd.r.logE) {
+		if binary.LittleEndian.Uint32(rd.mem[prev*uint64(ss)+uint64(l.EntrySize):]) != marker(pos-1, rd.r.logE) {
 			break
 		}
 		pos--
