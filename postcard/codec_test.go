@@ -195,6 +195,9 @@ func TestCodecMatchesModel(t *testing.T) {
 					t.Fatalf("%+v: ChunkIndex(%#x, %d) = %d, want %d", l, k, j, got, want)
 				}
 			}
+			if got, want := c.cacheIdx.eval(k), tofino.Switch.Checksum(k); got != want {
+				t.Fatalf("cache index hash %#x, want CRC32(le32(key)) %#x", got, want)
+			}
 			for hop := 1; hop <= l.Hops; hop++ {
 				want := modelChecksum(t, l.Checksums, hop)(k)
 				if got := c.Checksum(hop, k); got != want {
