@@ -1,0 +1,93 @@
+package tofino
+
+import "encoding/binary"
+
+// tables are slicing-by-8 tables: t[0][x] is the register change caused by
+// byte x, t[k][x] the change caused by byte x followed by k zero bytes.
+//
+// A reflected CRC keeps its register reflected in the low Width bits and shifts
+// right; any other keeps it in the top Width bits of 64 and shifts left. Either
+// way one 64-bit register serves every width, and eight input bytes fold into
+// it at once.
+type tables [8][256]uint64
+
+func newTables(c CRC) *tables {
+	t := new(tables)
+	w := c.Width
+	if c.Reversed {
+		p := reflect(c.Poly, w)
+		for i := range 256 {
+			r := uint64(i)
+			for range 8 {
+				if r&1 != 0 {
+					r = r>>1 ^ p
+				} else {
+					r >>= 1
+				}
+			}
+			t[0][i] = r
+		}
+		for k := 1; k < 8; k++ {
+			for i := range 256 {
+				r := t[k-1][i]
+				t[k][i] = r>>8 ^ t[0][byte(r)]
+			}
+		}
+		return t
+	}
+	p := c.Poly << (64 - w)
+	for i := range 256 {
+		r := uint64(i) << 56
+		for range 8 {
+			if r>>63 != 0 {
+				r = r<<1 ^ p
+			} else {
+				r <<= 1
+			}
+		}
+		t[0][i] = r
+	}
+	for k := 1; k < 8; k++ {
+		for i := range 256 {
+			r := t[k-1][i]
+			t[k][i] = r<<8 ^ t[0][r>>56]
+		}
+	}
+	return t
+}
+
+// update runs the register reg over b.
+func (t *tables) update(reg uint64, b []byte, reflected bool) uint64 {
+	if reflected {
+		for len(b) >= 8 {
+			reg ^= binary.LittleEndian.Uint64(b)
+			reg = t[7][byte(reg)] ^ t[6][byte(reg>>8)] ^ t[5][byte(reg>>16)] ^ t[4][byte(reg>>24)] ^
+				t[3][byte(reg>>32)] ^ t[2][byte(reg>>40)] ^ t[1][byte(reg>>48)] ^ t[0][reg>>56]
+			b = b[8:]
+		}
+		if len(b) >= 4 {
+			reg ^= uint64(binary.LittleEndian.Uint32(b))
+			reg = t[3][byte(reg)] ^ t[2][byte(reg>>8)] ^ t[1][byte(reg>>16)] ^ t[0][byte(reg>>24)] ^ reg>>32
+			b = b[4:]
+		}
+		for _, x := range b {
+			reg = t[0][byte(reg)^x] ^ reg>>8
+		}
+		return reg
+	}
+	for len(b) >= 8 {
+		reg ^= binary.BigEndian.Uint64(b)
+		reg = t[7][reg>>56] ^ t[6][byte(reg>>48)] ^ t[5][byte(reg>>40)] ^ t[4][byte(reg>>32)] ^
+			t[3][byte(reg>>24)] ^ t[2][byte(reg>>16)] ^ t[1][byte(reg>>8)] ^ t[0][byte(reg)]
+		b = b[8:]
+	}
+	if len(b) >= 4 {
+		reg ^= uint64(binary.BigEndian.Uint32(b)) << 32
+		reg = t[3][reg>>56] ^ t[2][byte(reg>>48)] ^ t[1][byte(reg>>40)] ^ t[0][byte(reg>>32)] ^ reg<<32
+		b = b[4:]
+	}
+	for _, x := range b {
+		reg = t[0][byte(reg>>56)^x] ^ reg<<8
+	}
+	return reg
+}
