@@ -11,8 +11,7 @@ import "encoding/binary"
 // it at once.
 type tables [8][256]uint64
 
-func newTables(c CRC) *tables {
-	t := new(tables)
+func (t *tables) fill(c CRC) {
 	w := c.Width
 	if c.Reversed {
 		p := reflect(c.Poly, w)
@@ -33,7 +32,7 @@ func newTables(c CRC) *tables {
 				t[k][i] = r>>8 ^ t[0][byte(r)]
 			}
 		}
-		return t
+		return
 	}
 	p := c.Poly << (64 - w)
 	for i := range 256 {
@@ -53,19 +52,32 @@ func newTables(c CRC) *tables {
 			t[k][i] = r<<8 ^ t[0][r>>56]
 		}
 	}
-	return t
 }
 
-// update runs the register reg over b.
-func (t *tables) update(reg uint64, b []byte, reflected bool) uint64 {
-	if reflected {
+// SumBytes returns the hash of a byte-aligned field list.
+// It does not allocate.
+//
+// Eight bytes fold into the register per step; a tail of 4 or 5 bytes (a key,
+// a key and a copy number) folds in with one step too, so short inputs cost
+// one round of parallel table loads. Both orientations live in this one
+// function so that a hash costs a single call.
+func (h *Hash) SumBytes(b []byte) uint64 {
+	t := &h.tab
+	reg := h.start
+	if h.crc.Reversed {
 		for len(b) >= 8 {
 			reg ^= binary.LittleEndian.Uint64(b)
 			reg = t[7][byte(reg)] ^ t[6][byte(reg>>8)] ^ t[5][byte(reg>>16)] ^ t[4][byte(reg>>24)] ^
 				t[3][byte(reg>>32)] ^ t[2][byte(reg>>40)] ^ t[1][byte(reg>>48)] ^ t[0][reg>>56]
 			b = b[8:]
 		}
-		if len(b) >= 4 {
+		switch len(b) {
+		case 5:
+			reg ^= uint64(binary.LittleEndian.Uint32(b)) | uint64(b[4])<<32
+			reg = t[4][byte(reg)] ^ t[3][byte(reg>>8)] ^ t[2][byte(reg>>16)] ^ t[1][byte(reg>>24)] ^
+				t[0][byte(reg>>32)] ^ reg>>40
+			b = nil
+		case 4, 6, 7:
 			reg ^= uint64(binary.LittleEndian.Uint32(b))
 			reg = t[3][byte(reg)] ^ t[2][byte(reg>>8)] ^ t[1][byte(reg>>16)] ^ t[0][byte(reg>>24)] ^ reg>>32
 			b = b[4:]
@@ -73,15 +85,22 @@ func (t *tables) update(reg uint64, b []byte, reflected bool) uint64 {
 		for _, x := range b {
 			reg = t[0][byte(reg)^x] ^ reg>>8
 		}
-		return reg
+		return (reg ^ h.crc.XorOut) * h.mul & h.outMsk
 	}
+	// A normal-form register: the same steps, mirrored.
 	for len(b) >= 8 {
 		reg ^= binary.BigEndian.Uint64(b)
 		reg = t[7][reg>>56] ^ t[6][byte(reg>>48)] ^ t[5][byte(reg>>40)] ^ t[4][byte(reg>>32)] ^
 			t[3][byte(reg>>24)] ^ t[2][byte(reg>>16)] ^ t[1][byte(reg>>8)] ^ t[0][byte(reg)]
 		b = b[8:]
 	}
-	if len(b) >= 4 {
+	switch len(b) {
+	case 5:
+		reg ^= uint64(binary.BigEndian.Uint32(b))<<32 | uint64(b[4])<<24
+		reg = t[4][reg>>56] ^ t[3][byte(reg>>48)] ^ t[2][byte(reg>>40)] ^ t[1][byte(reg>>32)] ^
+			t[0][byte(reg>>24)] ^ reg<<40
+		b = nil
+	case 4, 6, 7:
 		reg ^= uint64(binary.BigEndian.Uint32(b)) << 32
 		reg = t[3][reg>>56] ^ t[2][byte(reg>>48)] ^ t[1][byte(reg>>40)] ^ t[0][byte(reg>>32)] ^ reg<<32
 		b = b[4:]
@@ -89,5 +108,5 @@ func (t *tables) update(reg uint64, b []byte, reflected bool) uint64 {
 	for _, x := range b {
 		reg = t[0][byte(reg>>56)^x] ^ reg<<8
 	}
-	return reg
+	return (reg>>h.shift ^ h.crc.XorOut) * h.mul & h.outMsk
 }

@@ -108,11 +108,12 @@ type Hash struct {
 	// start is the register before the first byte: Init reflected when the
 	// CRC is reflected (the register then holds the CRC bit-reversed, least
 	// significant byte next), else Init in the register's top Width bits.
-	start  uint64
-	shift  uint   // 64-Width: how far a normal-form register sits above bit 0
+	start uint64
+	shift uint // 64-Width: how far a normal-form register sits above bit 0
+	// The output is (CRC * mul) & outMsk: mul repeats the CRC when extended.
 	mul    uint64 // 1, or 1 + 2^w + 2^2w + ... to repeat an extended result
 	outMsk uint64
-	tab    *tables
+	tab    tables
 }
 
 // NewHash returns Hash<bit<outBits>> computed with c, or an error wrapping
@@ -125,7 +126,8 @@ func NewHash(outBits int, c CRC) (*Hash, error) {
 		return nil, fmt.Errorf("%w: output width %d, want 1..64", ErrInvalidCRC, outBits)
 	}
 	w := c.Width
-	h := &Hash{crc: c, outBits: outBits, mul: 1, tab: newTables(c)}
+	h := &Hash{crc: c, outBits: outBits, mul: 1}
+	h.tab.fill(c)
 	if c.Reversed {
 		h.start = reflect(c.Init, w)
 	} else {
@@ -150,12 +152,6 @@ func (h *Hash) CRC() CRC { return h.crc }
 // OutBits returns W, the width of h's output.
 func (h *Hash) OutBits() int { return h.outBits }
 
-// SumBytes returns the hash of a byte-aligned field list.
-// It does not allocate.
-func (h *Hash) SumBytes(b []byte) uint64 {
-	return h.finish(h.tab.update(h.start, b, h.crc.Reversed))
-}
-
 // Sum returns the hash of the field list f, or f's sticky error (wrapping
 // ErrFieldList) when building f failed.
 // It does not allocate.
@@ -176,13 +172,6 @@ func (h *Hash) Sum(f *FieldList) (uint64, error) {
 		prev = x
 	}
 	return h.SumBytes(b[:n]), nil
-}
-
-// finish turns the register into the output: xor-out, then truncate or
-// repeat.
-func (h *Hash) finish(reg uint64) uint64 {
-	r := reg>>h.shift ^ h.crc.XorOut
-	return r * h.mul & h.outMsk
 }
 
 // reflect returns the low w bits of v in reverse order.
