@@ -28,16 +28,9 @@ type switchHasher struct{}
 
 var crc32Hash, _ = NewPredefined(32, "crc_32")
 
-// crc32Tab holds crc_32's slicing tables narrowed to 32 bits: the Switch
-// hasher's key is exactly four bytes, one slicing-by-4 step.
-var crc32Tab = func() (t [4][256]uint32) {
-	for k := range t {
-		for i := range t[k] {
-			t[k][i] = uint32(crc32Hash.tab[k][i])
-		}
-	}
-	return t
-}()
+// crc32Tab is crc_32's slicing tables, shared with crc32Hash. The Switch
+// hasher's key is exactly four bytes: one slicing-by-4 step.
+var crc32Tab = crc32Hash.tab32
 
 // keyReg returns the crc_32 register after le32(key), before the xor-out.
 func keyReg(key uint32) uint32 {

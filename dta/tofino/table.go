@@ -11,6 +11,19 @@ import "encoding/binary"
 // it at once.
 type tables [8][256]uint64
 
+// tables32 are tables for a reflected 32-bit CRC, whose register fits 32 bits.
+type tables32 [8][256]uint32
+
+func (t *tables) narrow() *tables32 {
+	t32 := new(tables32)
+	for k := range t {
+		for i, v := range t[k] {
+			t32[k][i] = uint32(v)
+		}
+	}
+	return t32
+}
+
 func (t *tables) fill(c CRC) {
 	w := c.Width
 	if c.Reversed {
@@ -62,7 +75,31 @@ func (t *tables) fill(c CRC) {
 // one round of parallel table loads. Both orientations live in this one
 // function so that a hash costs a single call.
 func (h *Hash) SumBytes(b []byte) uint64 {
-	t := &h.tab
+	if t := h.tab32; t != nil {
+		reg := uint32(h.start)
+		for len(b) >= 8 {
+			lo := reg ^ binary.LittleEndian.Uint32(b)
+			hi := binary.LittleEndian.Uint32(b[4:])
+			reg = t[7][byte(lo)] ^ t[6][byte(lo>>8)] ^ t[5][byte(lo>>16)] ^ t[4][lo>>24] ^
+				t[3][byte(hi)] ^ t[2][byte(hi>>8)] ^ t[1][byte(hi>>16)] ^ t[0][hi>>24]
+			b = b[8:]
+		}
+		switch len(b) {
+		case 5:
+			reg ^= binary.LittleEndian.Uint32(b)
+			reg = t[4][byte(reg)] ^ t[3][byte(reg>>8)] ^ t[2][byte(reg>>16)] ^ t[1][reg>>24] ^ t[0][b[4]]
+			b = nil
+		case 4, 6, 7:
+			reg ^= binary.LittleEndian.Uint32(b)
+			reg = t[3][byte(reg)] ^ t[2][byte(reg>>8)] ^ t[1][byte(reg>>16)] ^ t[0][reg>>24]
+			b = b[4:]
+		}
+		for _, x := range b {
+			reg = t[0][byte(reg)^x] ^ reg>>8
+		}
+		return uint64(reg^uint32(h.crc.XorOut)) * h.mul & h.outMsk
+	}
+	t := h.tab
 	reg := h.start
 	if h.crc.Reversed {
 		for len(b) >= 8 {

@@ -113,7 +113,10 @@ type Hash struct {
 	// The output is (CRC * mul) & outMsk: mul repeats the CRC when extended.
 	mul    uint64 // 1, or 1 + 2^w + 2^2w + ... to repeat an extended result
 	outMsk uint64
-	tab    tables
+	// Slicing tables: tab32 for reflected 32-bit CRCs, DTA's every hash,
+	// whose 32-bit entries take half the cache; tab for the others.
+	tab   *tables
+	tab32 *tables32
 }
 
 // NewHash returns Hash<bit<outBits>> computed with c, or an error wrapping
@@ -127,7 +130,13 @@ func NewHash(outBits int, c CRC) (*Hash, error) {
 	}
 	w := c.Width
 	h := &Hash{crc: c, outBits: outBits, mul: 1}
-	h.tab.fill(c)
+	t := new(tables)
+	t.fill(c)
+	if w == 32 && c.Reversed {
+		h.tab32 = t.narrow()
+	} else {
+		h.tab = t
+	}
 	if c.Reversed {
 		h.start = reflect(c.Init, w)
 	} else {
