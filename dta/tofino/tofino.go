@@ -101,17 +101,20 @@ func widthMask(w int) uint64 {
 	return 1<<w - 1
 }
 
-// Hash is Hash<bit<W>> over one CRC. It is safe for concurrent use.
+// Hash is Hash<bit<W>> over one CRC. It is safe for concurrent use. It holds
+// 8 KiB (reflected CRC-32) or 16 KiB of tables, built by NewHash: build a Hash
+// once and share it.
 type Hash struct {
 	crc     CRC
 	outBits int
-	// start is the register before the first byte: Init reflected when the
-	// CRC is reflected (the register then holds the CRC bit-reversed, least
-	// significant byte next), else Init in the register's top Width bits.
+	// start is the register before the first byte. A reflected CRC keeps its
+	// register reflected, in the low Width bits, so it starts at Init
+	// reflected; any other keeps it in the top Width bits of 64.
 	start uint64
-	shift uint // 64-Width: how far a normal-form register sits above bit 0
-	// The output is (CRC * mul) & outMsk: mul repeats the CRC when extended.
-	mul    uint64 // 1, or 1 + 2^w + 2^2w + ... to repeat an extended result
+	shift uint // 64-Width for a normal-form register, else 0
+	// The output is (CRC * mul) & outMsk. mul is 1, or 1 + 2^w + 2^2w + ...
+	// to repeat the CRC when extended.
+	mul    uint64
 	outMsk uint64
 	// Slicing tables: tab32 for reflected 32-bit CRCs, DTA's every hash,
 	// whose 32-bit entries take half the cache; tab for the others.
