@@ -1,0 +1,224 @@
+package translator
+
+import (
+	"fmt"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2"
+)
+
+// instance is one primitive instance of a collector: its CM port, its QP,
+// its region (from the advertisement) and the translation state of its
+// primitive.
+type instance struct {
+	col     *collector
+	port    uint16
+	qp      *qp
+	err     error // why the instance is not usable
+	retryAt int64 // when a failed instance tries to connect again (0: never)
+
+	prim dta.Opcode
+	ad   dta.Advertisement // Geometry owned by the instance
+	geom string            // the geometry as advertised, to notice a change
+
+	pc       *postcard.Codec
+	cache    *postcard.Cache
+	al       appendlist.Layout
+	batcher  *appendlist.Batcher
+	alMaxPkt int // packets one append can produce
+}
+
+// configure sets up in's translation state from its advertisement. It is the
+// one place that turns an advertised geometry into a primitive's layout.
+// A repeated advertisement (after a reconnection) with the same primitive
+// and geometry keeps the state (cached postcards, pending appends); the
+// region's address and rkey are taken from the new one.
+func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
+	if ad.IsReference() {
+		return fmt.Errorf("%w: a reference-only advertisement names no primitive", ErrUnsupported)
+	}
+	geom := string(ad.Geometry)
+	ad.Geometry = []byte(geom)
+	if in.prim == ad.Primitive && in.geom == geom {
+		in.ad = ad
+		return nil
+	}
+	switch ad.Primitive {
+	case dta.OpPostcard:
+		l, err := parsePostcardGeometry(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		c, err := postcard.NewCodec(l)
+		if err != nil {
+			return err
+		}
+		if c.Layout().RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, c.Layout().RegionSize())
+		}
+		cache, err := postcard.NewCache(c, cfg.PostcardCache)
+		if err != nil {
+			return err
+		}
+		in.pc, in.cache = c, cache
+	case dta.OpAppend:
+		l, err := parseAppendGeometry(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		b, err := appendlist.NewBatcher(l)
+		if err != nil {
+			return err
+		}
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
+		in.al, in.batcher = l, b
+		batch := max(l.Batch, 1) * l.SlotSize()
+		// A batch crossing the ring's end is two writes.
+		in.alMaxPkt = (batch+MTU-1)/MTU + 1
+	default:
+		return fmt.Errorf("%w: %v", ErrUnsupported, ad.Primitive)
+	}
+	in.prim, in.ad, in.geom = ad.Primitive, ad, geom
+	return nil
+}
+
+// scratch is the translation paths' reusable space.
+type scratch struct {
+	pkt    rocev2.Packet
+	chunks []postcard.Chunk
+	pcw    []postcard.Write
+	alw    []appendlist.Write
+}
+
+func (s *scratch) init() {
+	s.chunks = make([]postcard.Chunk, 0, 2)
+	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies)
+	s.alw = make([]appendlist.Write, 0, 2)
+}
+
+// translate turns r into in's operations. It returns false when in's QP
+// cannot take them now (the caller drops r); a report the geometry refuses
+// is counted as Rejected and reported as handled.
+func (e *Engine) translate(in *instance, r *dta.Report) bool {
+	q := in.qp
+	switch in.prim {
+	case dta.OpPostcard:
+		copies := in.pc.Layout().Copies
+		if !e.room(q, 2*copies) {
+			return false
+		}
+		chunks, err := in.cache.Insert(r.Postcard, e.sc.chunks[:0])
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		for i := range chunks {
+			for _, w := range in.pc.Writes(&chunks[i], e.sc.pcw[:0]) {
+				e.write(in, w.Offset, w.Data, false, 0)
+			}
+		}
+	case dta.OpAppend:
+		if !e.room(q, in.alMaxPkt) {
+			return false
+		}
+		ws, err := in.batcher.Append(r.Append.ListID, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		for _, w := range ws {
+			e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
+		}
+	}
+	return true
+}
+
+// write posts one RDMA WRITE of data at offset off of in's region: WRITE
+// Only, or First/Middle/Last when data exceeds the MTU; with imm, the last
+// packet carries the immediate. A write that would reach past the region is
+// refused (counted), never sent.
+func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData uint32) {
+	if off > uint64(in.ad.Length) || uint64(len(data)) > uint64(in.ad.Length)-off {
+		e.c.EncodeErrors++
+		return
+	}
+	q, p := in.qp, &e.sc.pkt
+	e.c.Writes++
+	if len(data) <= MTU {
+		*p = rocev2.Packet{
+			BTH:     rocev2.BTH{Opcode: rocev2.RCWriteOnly},
+			RETH:    rocev2.RETH{VA: in.ad.VA + off, RKey: in.ad.RKey, DMALength: uint32(len(data))},
+			Payload: data,
+		}
+		if imm {
+			p.BTH.Opcode = rocev2.RCWriteOnlyImm
+			p.ImmDt.Data = immData
+		}
+		e.post(q, p)
+		return
+	}
+	*p = rocev2.Packet{
+		BTH:     rocev2.BTH{Opcode: rocev2.RCWriteFirst},
+		RETH:    rocev2.RETH{VA: in.ad.VA + off, RKey: in.ad.RKey, DMALength: uint32(len(data))},
+		Payload: data[:MTU],
+	}
+	e.post(q, p)
+	for data = data[MTU:]; len(data) > MTU; data = data[MTU:] {
+		*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteMiddle}, Payload: data[:MTU]}
+		e.post(q, p)
+	}
+	*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteLast}, Payload: data}
+	if imm {
+		p.BTH.Opcode = rocev2.RCWriteLastImm
+		p.ImmDt.Data = immData
+	}
+	e.post(q, p)
+}
+
+// Flush writes what the translator holds back: every cached postcard flow's
+// chunks and every partial append batch, on every ready instance, whatever
+// the rate limit. What does not fit a retransmit ring, or belongs to an
+// instance that is not ready, is counted in FlushLost.
+func (e *Engine) Flush() {
+	for _, col := range e.collectors {
+		for _, in := range col.instances {
+			ready := in.qp != nil && in.qp.state == qpReady
+			if in.cache != nil {
+				chunks := in.cache.Flush(nil)
+				for i := range chunks {
+					n := in.pc.Layout().Copies
+					if !ready || in.qp.inFlight()+n > len(in.qp.lens) {
+						e.c.FlushLost++
+						continue
+					}
+					for _, w := range in.pc.Writes(&chunks[i], nil) {
+						e.write(in, w.Offset, w.Data, false, 0)
+					}
+				}
+			}
+			if in.batcher != nil {
+				for l := range in.al.Lists {
+					if in.batcher.Pending(uint32(l)) == 0 {
+						continue
+					}
+					if !ready || in.qp.inFlight()+in.alMaxPkt > len(in.qp.lens) {
+						e.c.FlushLost++
+						continue
+					}
+					ws, err := in.batcher.Flush(uint32(l), nil)
+					if err != nil {
+						e.c.FlushLost++
+						continue
+					}
+					for _, w := range ws {
+						e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
+					}
+				}
+			}
+		}
+	}
+}
