@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // The analysis of the paper's Appendix A.5, under its model: every slot hash
@@ -104,6 +105,88 @@ func WrongProbFirstMatch(n, b int, alpha float64) float64 {
 	return q * p * sum
 }
 
+// The switch's addressing breaks the model's independence. CRC is affine
+// over GF(2) for inputs of one length, so
+//
+//	slot(x, n) = slot(x, 0) XOR (A(n) & (S-1)),
+//
+// A(n) being the CRC of the byte n with zero init and xor-out (the CRC
+// table entry; A(1) = 0x77073096), whatever the key. Copy n of a later key y
+// lands on copy c of x exactly when slot(y, 0) = slot(x, 0) XOR A(c XOR n).
+// So a later key overwrites x's copies only when its copy-0 slot is one of
+// the 2^d slots slot(x, 0) XOR A(j), j < 2^d, d = ceil(log2 N) — each with
+// probability 1/S — and at offset j it overwrites the copies
+// O_j = {c < N : c XOR j < N}. With u = 1 - e^(-α), the chance that a given
+// offset is taken by some later key, the empty-return probability is
+//
+//	P(empty) = Σ_{J ⊆ [0, 2^d), ∪_{j∈J} O_j = [0, N)} u^|J|·(1-u)^(2^d-|J|)
+//
+// For N a power of two every O_j is all of x's copies and P(empty) =
+// 1 - e^(-αN): the copies share one fate and redundancy only adds load.
+// N = 1 minimises it for every α. EmptyProbSwitch computes it.
+
+// MaxSwitchAnalysisRedundancy is the largest N EmptyProbSwitch handles.
+const MaxSwitchAnalysisRedundancy = 16
+
+// EmptyProbSwitch returns the probability that a query with redundancy n
+// (1..16) finds no copy of its key at load α when slots are addressed with
+// the switch's CRC (tofino.Switch), ignoring checksum collisions, in the
+// limit of many slots. It returns NaN for n outside 1..16.
+func EmptyProbSwitch(n int, alpha float64) float64 {
+	return emptySwitch(n, OverwriteProb(1, alpha))
+}
+
+// emptySwitch is EmptyProbSwitch with u, the probability that a given
+// copy-0 offset was taken by a later key.
+func emptySwitch(n int, u float64) float64 {
+	if n < 1 || n > MaxSwitchAnalysisRedundancy {
+		return math.NaN()
+	}
+	return emptyFromCovers(switchCovers(n), u)
+}
+
+// switchCovers returns, for k = 0..2^d, the number of sets of k copy-0
+// offsets whose later keys together overwrite all n copies.
+func switchCovers(n int) []float64 {
+	offsets := 1
+	for offsets < n {
+		offsets <<= 1
+	}
+	var cover [MaxSwitchAnalysisRedundancy]uint32 // O_j as a bit set of copies
+	for j := range offsets {
+		for c := range n {
+			if c^j < n {
+				cover[j] |= 1 << c
+			}
+		}
+	}
+	all := uint32(1)<<n - 1
+	counts := make([]float64, offsets+1)
+	for set := 1; set < 1<<offsets; set++ {
+		var got uint32
+		for j := range offsets {
+			if set>>j&1 != 0 {
+				got |= cover[j]
+			}
+		}
+		if got == all {
+			counts[bits.OnesCount(uint(set))]++
+		}
+	}
+	return counts
+}
+
+func emptyFromCovers(counts []float64, u float64) float64 {
+	offsets := len(counts) - 1
+	var p float64
+	for k, c := range counts {
+		if c != 0 {
+			p += c * math.Pow(u, float64(k)) * math.Pow(1-u, float64(offsets-k))
+		}
+	}
+	return p
+}
+
 func binom(n, k int) float64 {
 	if k < 0 || k > n {
 		return 0
@@ -118,9 +201,22 @@ func binom(n, k int) float64 {
 // ErrSizing is returned by Size for a target it cannot meet or understand.
 var ErrSizing = errors.New("keywrite: cannot size")
 
-// MaxSizingRedundancy is the largest N Size considers. The memory needed for
-// a target falls with N only until e^(-αN) = 1/2, i.e. N = log2(1/(1-target)),
-// which is 20 for a one-in-a-million miss rate.
+// Addressing says how the slots of a key's copies relate, for Size.
+type Addressing uint8
+
+const (
+	// Independent copy hashes, the paper's model: a software hasher such as
+	// xxhash over le32(key) ‖ u8(n).
+	Independent Addressing = iota
+	// SwitchCRC is tofino.Switch: copy slots are copy 0's XOR constants
+	// (see EmptyProbSwitch), and N = 1 is always best.
+	SwitchCRC
+)
+
+// MaxSizingRedundancy is the largest N Size considers. With independent
+// hashes the memory needed for a target falls with N only until
+// e^(-αN) = 1/2, i.e. N = log2(1/(1-target)), which is 20 for a
+// one-in-a-million miss rate.
 const MaxSizingRedundancy = 64
 
 // Sizing is a region geometry that meets a success target.
@@ -129,17 +225,26 @@ type Sizing struct {
 	N        int     // redundancy, for reports and queries
 	SlotSize int     // bytes per slot
 	Bytes    uint64  // Slots·SlotSize
-	Success  float64 // probability a query finds its key, 1 - q^N with finite S
+	Success  float64 // probability a query finds its key (finite S)
 }
 
 // Size returns the smallest region (fewest bytes, then smallest N) in
 // which a key queried after later other distinct keys were written is found
-// with probability at least success, for data of dataSize bytes. Success is
-// 1 - q^N with the finite-S q of eq. 1; wrong outputs (at most ~1e-11 with
-// 32-bit checksums) are ignored.
-func Size(later uint64, success float64, dataSize int) (Sizing, error) {
+// with probability at least success, for data of dataSize bytes and slots
+// addressed as a says. Success is 1 - P(empty) with the finite-S
+// probabilities of eq. 1 (independent) or EmptyProbSwitch's (switch CRC);
+// wrong outputs (at most ~1e-11 with 32-bit checksums) are ignored.
+func Size(later uint64, success float64, dataSize int, a Addressing) (Sizing, error) {
 	if !(success > 0 && success < 1) {
 		return Sizing{}, fmt.Errorf("size: %w: success probability %v not in (0, 1)", ErrSizing, success)
+	}
+	maxN := MaxSizingRedundancy
+	switch a {
+	case Independent:
+	case SwitchCRC:
+		maxN = MaxSwitchAnalysisRedundancy
+	default:
+		return Sizing{}, fmt.Errorf("size: %w: unknown addressing %d", ErrSizing, a)
 	}
 	l, err := NewLayout(1, dataSize)
 	if err != nil {
@@ -147,18 +252,24 @@ func Size(later uint64, success float64, dataSize int) (Sizing, error) {
 	}
 	slotSize := uint64(l.SlotSize())
 	var best Sizing
-	for n := 1; n <= MaxSizingRedundancy; n++ {
+	for n := 1; n <= maxN; n++ {
+		var covers []float64
+		if a == SwitchCRC {
+			covers = switchCovers(n)
+		}
 		for e := 0; e <= 32; e++ {
 			slots := uint64(1) << e
 			bytes := slots * slotSize
-			if best.N != 0 && bytes >= best.Bytes {
+			if (best.N != 0 && bytes >= best.Bytes) || bytes > math.MaxInt {
 				break
 			}
-			p := 1 - math.Pow(OverwriteProbSlots(n, later, slots), float64(n))
+			var p float64
+			if a == Independent {
+				p = 1 - math.Pow(OverwriteProbSlots(n, later, slots), float64(n))
+			} else {
+				p = 1 - emptyFromCovers(covers, OverwriteProbSlots(1, later, slots))
+			}
 			if p >= success {
-				if bytes > math.MaxInt {
-					break
-				}
 				best = Sizing{Slots: slots, N: n, SlotSize: int(slotSize), Bytes: bytes, Success: p}
 				break
 			}
