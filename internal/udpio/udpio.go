@@ -1,0 +1,84 @@
+// Package udpio moves batches of UDP datagrams with one system call each way
+// (recvmmsg and sendmmsg on Linux), which is what lets a software translator,
+// target or reporter keep up with millions of small datagrams per second.
+// Elsewhere it falls back to one datagram per call with the same API.
+package udpio
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// Message is one datagram of a batch.
+type Message struct {
+	// Buf holds the datagram: for ReadBatch, the buffer to fill (its length
+	// is the most that is read); for WriteBatch, the bytes to send.
+	Buf []byte
+	// N is the number of bytes ReadBatch received into Buf.
+	N int
+	// Addr is the source after ReadBatch and the destination for WriteBatch.
+	// It is ignored by WriteBatch on a connected Conn.
+	Addr netip.AddrPort
+}
+
+// ErrBatch is wrapped by errors about the arguments of a batch call.
+var ErrBatch = errors.New("udpio: invalid batch")
+
+// Conn reads and writes batches of datagrams on a UDP socket. A Conn is not
+// safe for concurrent use by several goroutines in the same direction; one
+// reader and one writer may run at once.
+type Conn struct {
+	uc  *net.UDPConn
+	max int
+	sys sysConn
+}
+
+// New wraps uc for batches of at most maxBatch datagrams. The Conn uses uc's
+// file descriptor; closing uc ends it.
+func New(uc *net.UDPConn, maxBatch int) (*Conn, error) {
+	if maxBatch < 1 || maxBatch > 1024 {
+		return nil, fmt.Errorf("udpio.New: %w: batch size %d, want 1..1024", ErrBatch, maxBatch)
+	}
+	c := &Conn{uc: uc, max: maxBatch}
+	if err := c.sys.init(uc, maxBatch); err != nil {
+		return nil, fmt.Errorf("udpio.New: %w", err)
+	}
+	return c, nil
+}
+
+// UDPConn returns the socket under c.
+func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
+
+// ReadBatch blocks until at least one datagram arrives (or the socket's read
+// deadline passes), then fills ms[0:n] with up to len(ms) datagrams that are
+// already queued, and returns n. A datagram longer than its Buf is truncated
+// to it. It does not allocate.
+func (c *Conn) ReadBatch(ms []Message) (int, error) {
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	if len(ms) > c.max {
+		ms = ms[:c.max]
+	}
+	return c.sys.readBatch(c.uc, ms)
+}
+
+// WriteBatch sends ms in order and returns how many were sent; an error
+// stops the batch at the datagram that failed. It does not allocate.
+func (c *Conn) WriteBatch(ms []Message) (int, error) {
+	sent := 0
+	for sent < len(ms) {
+		chunk := ms[sent:]
+		if len(chunk) > c.max {
+			chunk = chunk[:c.max]
+		}
+		n, err := c.sys.writeBatch(c.uc, chunk)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}

@@ -1,0 +1,38 @@
+//go:build !(linux && (amd64 || arm64))
+
+package udpio
+
+import "net"
+
+// sysConn moves one datagram per system call where recvmmsg and sendmmsg
+// are not wired up.
+type sysConn struct{ connected bool }
+
+func (s *sysConn) init(uc *net.UDPConn, max int) error {
+	s.connected = uc.RemoteAddr() != nil
+	return nil
+}
+
+func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
+	n, addr, err := uc.ReadFromUDPAddrPort(ms[0].Buf)
+	if err != nil {
+		return 0, err
+	}
+	ms[0].N, ms[0].Addr = n, addr
+	return 1, nil
+}
+
+func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
+	for i := range ms {
+		var err error
+		if s.connected {
+			_, err = uc.Write(ms[i].Buf)
+		} else {
+			_, err = uc.WriteToUDPAddrPort(ms[i].Buf, ms[i].Addr)
+		}
+		if err != nil {
+			return i, err
+		}
+	}
+	return len(ms), nil
+}

@@ -1,0 +1,203 @@
+package udpio
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+)
+
+func listen(t testing.TB, network, addr string) *net.UDPConn {
+	t.Helper()
+	uc, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+	if err != nil {
+		t.Skipf("no %s loopback here: %v", network, err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	return uc
+}
+
+func newConn(t testing.TB, uc *net.UDPConn, max int) *Conn {
+	t.Helper()
+	c, err := New(uc, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// readAll reads until want datagrams have arrived or a second passes.
+func readAll(t *testing.T, c *Conn, want int, size int) []Message {
+	t.Helper()
+	var got []Message
+	c.UDPConn().SetReadDeadline(time.Now().Add(2 * time.Second))
+	for len(got) < want {
+		ms := make([]Message, want-len(got))
+		for i := range ms {
+			ms[i].Buf = make([]byte, size)
+		}
+		n, err := c.ReadBatch(ms)
+		if err != nil {
+			t.Fatalf("ReadBatch after %d of %d datagrams: %v", len(got), want, err)
+		}
+		if n < 1 {
+			t.Fatalf("ReadBatch returned %d with no error", n)
+		}
+		got = append(got, ms[:n]...)
+	}
+	return got
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ network, addr string }{
+		{"udp4", "127.0.0.1:0"},
+		{"udp6", "[::1]:0"},
+		{"udp", "127.0.0.1:0"},
+	} {
+		t.Run(tc.network, func(t *testing.T) {
+			rx := newConn(t, listen(t, tc.network, tc.addr), 16)
+			txc := listen(t, tc.network, tc.addr)
+			tx := newConn(t, txc, 16)
+			dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+			const count = 40 // more than one batch each way
+			out := make([]Message, count)
+			for i := range out {
+				out[i] = Message{Buf: []byte(fmt.Sprintf("datagram %02d", i)), Addr: dst}
+			}
+			n, err := tx.WriteBatch(out)
+			if err != nil || n != count {
+				t.Fatalf("WriteBatch = %d, %v; want %d, nil", n, err, count)
+			}
+			got := readAll(t, rx, count, 64)
+			src := txc.LocalAddr().(*net.UDPAddr).AddrPort()
+			for i, m := range got {
+				if want := fmt.Sprintf("datagram %02d", i); string(m.Buf[:m.N]) != want {
+					t.Errorf("datagram %d = %q, want %q", i, m.Buf[:m.N], want)
+				}
+				if m.Addr.Port() != src.Port() || m.Addr.Addr() != src.Addr().Unmap() {
+					t.Errorf("datagram %d from %v, want %v", i, m.Addr, src)
+				}
+			}
+		})
+	}
+}
+
+func TestTruncatedDatagram(t *testing.T) {
+	rx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 4)
+	tx := listen(t, "udp4", "127.0.0.1:0")
+	if _, err := tx.WriteToUDPAddrPort(bytes.Repeat([]byte{7}, 100), rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, rx, 1, 10)
+	if got[0].N != 10 {
+		t.Errorf("N = %d for a 100-byte datagram into 10 bytes, want 10", got[0].N)
+	}
+}
+
+func TestConnectedWrite(t *testing.T) {
+	rxc := listen(t, "udp4", "127.0.0.1:0")
+	rx := newConn(t, rxc, 8)
+	txc, err := net.DialUDP("udp4", nil, rxc.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txc.Close()
+	tx := newConn(t, txc, 8)
+	// Addr is ignored on a connected socket.
+	if n, err := tx.WriteBatch([]Message{{Buf: []byte("a")}, {Buf: []byte("bc")}}); n != 2 || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	got := readAll(t, rx, 2, 8)
+	if string(got[0].Buf[:got[0].N]) != "a" || string(got[1].Buf[:got[1].N]) != "bc" {
+		t.Errorf("got %q, %q", got[0].Buf[:got[0].N], got[1].Buf[:got[1].N])
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	uc := listen(t, "udp4", "127.0.0.1:0")
+	for _, max := range []int{0, -1, 1025} {
+		if _, err := New(uc, max); !errors.Is(err, ErrBatch) {
+			t.Errorf("New(max=%d) error = %v, want ErrBatch", max, err)
+		}
+	}
+	c := newConn(t, uc, 4)
+	// An IPv4 socket cannot send to an IPv6 address; nor to no address.
+	for _, dst := range []netip.AddrPort{{}, netip.MustParseAddrPort("[2001:db8::1]:9")} {
+		n, err := c.WriteBatch([]Message{{Buf: []byte("x"), Addr: dst}})
+		if err == nil || n != 0 {
+			t.Errorf("WriteBatch to %v = %d, %v; want 0 and an error", dst, n, err)
+		}
+	}
+}
+
+func TestReadDeadline(t *testing.T) {
+	c := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 4)
+	c.UDPConn().SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err := c.ReadBatch([]Message{{Buf: make([]byte, 8)}})
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("ReadBatch past deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	rx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 8)
+	tx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 8)
+	dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+	out := make([]Message, 8)
+	in := make([]Message, 8)
+	for i := range out {
+		out[i] = Message{Buf: make([]byte, 32), Addr: dst}
+		in[i].Buf = make([]byte, 64)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := tx.WriteBatch(out); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < len(out); {
+			n, err := rx.ReadBatch(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("a write and read of a batch allocates %v times, want 0", allocs)
+	}
+}
+
+func BenchmarkLoopback(b *testing.B) {
+	for _, batch := range []int{1, 32} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			rx := newConn(b, listen(b, "udp4", "127.0.0.1:0"), batch)
+			tx := newConn(b, listen(b, "udp4", "127.0.0.1:0"), batch)
+			rx.UDPConn().SetReadBuffer(4 << 20)
+			dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+			out := make([]Message, batch)
+			in := make([]Message, batch)
+			for i := range out {
+				out[i] = Message{Buf: make([]byte, 24), Addr: dst}
+				in[i].Buf = make([]byte, 64)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for sent := 0; sent < b.N; sent += batch {
+				if _, err := tx.WriteBatch(out); err != nil {
+					b.Fatal(err)
+				}
+				for got := 0; got < batch; {
+					n, err := rx.ReadBatch(in)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got += n
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
+		})
+	}
+}
