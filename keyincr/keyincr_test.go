@@ -14,13 +14,39 @@ import (
 	"github.com/dtakit/dtakit/dta/tofino"
 )
 
-// ieeeHasher is tofino.Switch computed with hash/crc32 (checked by
-// TestIEEEHasherMatchesSwitch), so heavy tests do not depend on tofino's speed.
+// ieeeHasher is tofino.Switch computed with slicing-by-4 CRC-32 tables
+// (checked by TestIEEEHasherMatchesSwitch), so heavy tests and the
+// benchmarks' fill do not depend on tofino's speed.
 type ieeeHasher struct{}
 
+var ieeeTables = func() (t [4][256]uint32) {
+	for i := range 256 {
+		c := uint32(i)
+		for range 8 {
+			if c&1 != 0 {
+				c = c>>1 ^ 0xedb88320
+			} else {
+				c >>= 1
+			}
+		}
+		t[0][i] = c
+	}
+	for i := range 256 {
+		for k := 1; k < 4; k++ {
+			t[k][i] = t[k-1][i]>>8 ^ t[0][t[k-1][i]&0xff]
+		}
+	}
+	return t
+}()
+
+func ieeeState(key uint32) uint32 {
+	c := ^uint32(0) ^ key
+	return ieeeTables[3][c&0xff] ^ ieeeTables[2][c>>8&0xff] ^ ieeeTables[1][c>>16&0xff] ^ ieeeTables[0][c>>24]
+}
+
 func (ieeeHasher) Slot(key uint32, n uint8) uint32 {
-	b := [5]byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24), n}
-	return crc32.ChecksumIEEE(b[:])
+	c := ieeeState(key)
+	return ^(c>>8 ^ ieeeTables[0][(c^uint32(n))&0xff])
 }
 
 func (h ieeeHasher) Slots(key uint32, dst []uint32) {
@@ -29,11 +55,7 @@ func (h ieeeHasher) Slots(key uint32, dst []uint32) {
 	}
 }
 
-func (ieeeHasher) Checksum(key uint32) uint32 {
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], key)
-	return crc32.ChecksumIEEE(b[:])
-}
+func (ieeeHasher) Checksum(key uint32) uint32 { return ^ieeeState(key) }
 
 // xxHasher gives copies independent-looking slots (the paper's model).
 type xxHasher struct{ ieeeHasher }

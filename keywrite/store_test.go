@@ -429,3 +429,44 @@ func TestChecksumIsBijection(t *testing.T) {
 		seen[c] = key
 	}
 }
+
+// FuzzStore applies arbitrary writes to a small store and queries it: never
+// a panic, never a byte changed outside the write, and queries on whatever
+// the memory holds agree between the single and batch paths.
+func FuzzStore(f *testing.F) {
+	f.Add(uint64(0), []byte{1, 2, 3, 4, 5, 6, 7, 8}, uint32(7), uint8(2))
+	f.Add(uint64(120), []byte{9, 9, 9, 9, 9, 9, 9, 9, 9}, uint32(1), uint8(255))
+	f.Add(uint64(math.MaxUint64), []byte{1}, uint32(0), uint8(0))
+	f.Fuzz(func(t *testing.T, off uint64, payload []byte, key uint32, n uint8) {
+		l := mustLayout(t, 16, 4, WithHasher(ieeeHasher{}))
+		backing := make([]byte, l.RegionSize()+16)
+		s := mustStore(t, l, backing)
+		// Seed the region with key's copies so queries have something to find.
+		_ = s.Put(key, []byte{1, 2, 3, 4}, 3)
+		before := bytes.Clone(backing)
+		err := s.Apply(Write{Offset: off, Payload: payload})
+		fits := off <= l.RegionSize() && uint64(len(payload)) <= l.RegionSize()-off
+		if (err == nil) != fits {
+			t.Fatalf("Apply(offset %d, %d bytes): error %v", off, len(payload), err)
+		}
+		for i := range backing {
+			inWrite := fits && uint64(i) >= off && uint64(i) < off+uint64(len(payload))
+			if !inWrite && backing[i] != before[i] {
+				t.Fatalf("byte %d changed by a write at %d of %d bytes", i, off, len(payload))
+			}
+		}
+		for _, p := range []Policy{Plurality, FirstMatch, Consensus(2)} {
+			r, err := s.Query(key, int(n), p)
+			if (err != nil) != (n == 0) {
+				t.Fatalf("Query(n=%d): %v", n, err)
+			}
+			var res [1]Result
+			if err := s.QueryBatch([]uint32{key}, int(n), p, res[:]); (err != nil) != (n == 0) {
+				t.Fatalf("QueryBatch(n=%d): %v", n, err)
+			}
+			if res[0].Status != r.Status || !bytes.Equal(res[0].Data, r.Data) {
+				t.Fatalf("n=%d %v: batch %+v, single %+v", n, p, res[0], r)
+			}
+		}
+	})
+}
