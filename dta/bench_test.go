@@ -1,0 +1,128 @@
+package dta
+
+import (
+	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// keyWriteBench is the reference prototype's report: Key-Write,
+// redundancy 4, 4 bytes of data.
+var keyWriteBench = Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 4, Key: 0x0a000001, Data: []byte{0, 0, 0, 1}}}
+
+// BenchmarkParseReport decodes the DTA part alone (the UDP payload), as a
+// software translator does.
+func BenchmarkParseReport(b *testing.B) {
+	payload := keyWriteBench.AppendTo(nil)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	var sink uint32
+	for b.Loop() {
+		r, err := ParseReport(payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sink += r.KeyWrite.Key
+	}
+	_ = sink
+}
+
+// BenchmarkReportDecode is ParseReport without the copy of the result.
+func BenchmarkReportDecode(b *testing.B) {
+	payload := keyWriteBench.AppendTo(nil)
+	var r Report
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.Decode(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReportLayerDecode is the DTA layer's DecodeFromBytes alone, the
+// DTA share of a DecodingLayerParser pass.
+func BenchmarkReportLayerDecode(b *testing.B) {
+	payload := keyWriteBench.AppendTo(nil)
+	var l ReportLayer
+	df := gopacket.NilDecodeFeedback
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.DecodeFromBytes(payload, df); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodingLayerParser decodes a whole Ethernet/IPv4/UDP/DTA
+// Key-Write frame, with gopacket's default map container and with the
+// faster sparse one.
+func BenchmarkDecodingLayerParser(b *testing.B) {
+	frame, err := testBuilder.AppendFrame(nil, &keyWriteBench)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		container gopacket.DecodingLayerContainer
+	}{
+		{"container=map", nil},
+		{"container=sparse", gopacket.DecodingLayerSparse(nil)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var (
+				eth  layers.Ethernet
+				ip4  layers.IPv4
+				udp  layers.UDP
+				rep  ReportLayer
+				seen = make([]gopacket.LayerType, 0, 8)
+			)
+			parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet)
+			if c.container != nil {
+				parser.SetDecodingLayerContainer(c.container)
+			}
+			for _, l := range []gopacket.DecodingLayer{&eth, &ip4, &udp, &rep} {
+				parser.AddDecodingLayer(l)
+			}
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := parser.DecodeLayers(frame, &seen); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if len(seen) != 4 || rep.KeyWrite.Key != keyWriteBench.KeyWrite.Key {
+				b.Fatalf("decoded %v, %+v", seen, rep.Report)
+			}
+		})
+	}
+}
+
+// BenchmarkAppendPayload encodes a Key-Write report (validated) into a
+// reused buffer, as a socket sender does.
+func BenchmarkAppendPayload(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = AppendPayload(buf[:0], &keyWriteBench); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendFrame builds a whole Ethernet/IPv4/UDP/DTA Key-Write
+// frame, both checksums included, into a reused buffer.
+func BenchmarkAppendFrame(b *testing.B) {
+	buf := make([]byte, 0, 128)
+	f := testBuilder
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = f.AppendFrame(buf[:0], &keyWriteBench); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
