@@ -141,6 +141,7 @@ func BenchmarkTranslate(b *testing.B) {
 			l, _ := NewLayout(1<<20, WithHasher(h.h))
 			ops := make([]FetchAdd, 0, benchN)
 			b.ReportAllocs()
+			b.ResetTimer()
 			for i := range b.N {
 				ops, _ = l.AppendOps(ops[:0], uint32(i), 1, benchN)
 			}
