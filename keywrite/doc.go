@@ -11,4 +11,10 @@
 // CRC32(le32(key)) (spec sections 4 and 5). Later reports overwrite slots; a
 // query recomputes the N slots, keeps the copies whose checksum matches and
 // votes. See docs/DTA-WIRE.md section 8.4 for the decisions made here.
+//
+// The paper's bounds (EmptyProb, WrongProbBounds) assume every copy is
+// hashed independently. The switch's CRC does not do that: copy n's slot is
+// copy 0's XOR a constant, so copies share their fate and, for N a power of
+// two, redundancy does not lower the empty rate at all (EmptyProbSwitch).
+// Size takes the addressing into account.
 package keywrite
