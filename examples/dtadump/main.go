@@ -1,16 +1,20 @@
 // Command dtadump prints every packet of a capture as one JSON object per
-// line, with each decoded Ethernet, IPv4, UDP and DTA field (reports on UDP
-// port 40040, acknowledgements on 40044). A packet that does not decode as
-// DTA gets an "error" field saying why; dtadump goes on to the next one.
+// line, with each decoded Ethernet, IPv4 or IPv6, UDP and DTA field (reports
+// on UDP port 40040, acknowledgements on 40044), and the RoCEv2 packets a
+// translator sends and receives (UDP port 4791): the BTH and extension
+// headers, the payload, whether the ICRC is right, and the RDMA CM messages
+// on QP 1. A packet that does not decode as either gets an "error" field
+// saying why; dtadump goes on to the next one.
 //
 // It needs only a capture: a pcap or pcapng file named on the command line,
 // or read from standard input.
 //
 //	go run ./examples/dtadump testdata/reports.pcap
+//	go run ./examples/dtadump examples/dtadump/testdata/rocev2.pcap
 //	tcpdump -w - udp port 40040 | go run ./examples/dtadump
 package main
 
-//go:generate go test -run ^TestReportsPcap$ -update .
+//go:generate go test -run ^(TestReportsPcap|TestRoCEv2Pcap)$ -update .
 
 import (
 	"bufio"
@@ -24,6 +28,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
@@ -137,9 +143,20 @@ type layerPrinter struct {
 var printers = map[gopacket.LayerType]layerPrinter{
 	layers.LayerTypeEthernet: {name: "ethernet", fields: ethernetFields},
 	layers.LayerTypeIPv4:     {name: "ipv4", fields: ipv4Fields},
+	layers.LayerTypeIPv6:     {name: "ipv6", fields: ipv6Fields},
 	layers.LayerTypeUDP:      {name: "udp", fields: udpFields},
 	dta.LayerTypeReport:      {name: "dta", fields: reportFields, target: true},
 	dta.LayerTypeAck:         {name: "dta_ack", fields: ackFields, target: true},
+	// RoCEv2 (rocev2.go).
+	rocev2.LayerTypeBTH:          {name: "bth", fields: bthFields, target: true},
+	rocev2.LayerTypeDETH:         {name: "deth", fields: dethFields},
+	rocev2.LayerTypeRETH:         {name: "reth", fields: rethFields},
+	rocev2.LayerTypeAtomicETH:    {name: "atomic_eth", fields: atomicETHFields},
+	rocev2.LayerTypeAETH:         {name: "aeth", fields: aethFields},
+	rocev2.LayerTypeAtomicAckETH: {name: "atomic_ack_eth", fields: atomicAckETHFields},
+	rocev2.LayerTypeImmDt:        {name: "immdt", fields: immDtFields},
+	rocev2.LayerTypeIETH:         {name: "ieth", fields: iethFields},
+	cm.LayerTypeMAD:              {name: "cm", fields: madFields},
 }
 
 // describe returns the JSON object for packet number n.
@@ -155,7 +172,13 @@ func describe(n int, ci gopacket.CaptureInfo, p gopacket.Packet) object {
 	found := false
 	for _, l := range p.Layers() {
 		if pr, ok := printers[l.LayerType()]; ok {
-			o = append(o, field{pr.name, pr.fields(l)})
+			fs := pr.fields(l)
+			if l.LayerType() == rocev2.LayerTypeBTH {
+				// What the BTH layer alone cannot tell: the payload and
+				// whether the ICRC (which covers the IP header) is right.
+				fs = append(fs, roceTrailer(p)...)
+			}
+			o = append(o, field{pr.name, fs})
 			found = found || pr.target
 		}
 	}
@@ -170,8 +193,11 @@ func describe(n int, ci gopacket.CaptureInfo, p gopacket.Packet) object {
 		// gopacket stops at an empty UDP payload; say what is missing.
 		_, err := dta.ParseReport(nil)
 		o = append(o, field{"error", err.Error()})
+	case emptyRoCEv2Datagram(p):
+		var pk rocev2.Packet
+		o = append(o, field{"error", pk.Decode(nil).Error()})
 	default:
-		o = append(o, field{"error", "not a DTA packet"})
+		o = append(o, field{"error", "not a DTA or RoCEv2 packet"})
 	}
 	return o
 }

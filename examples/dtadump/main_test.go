@@ -18,7 +18,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
-var update = flag.Bool("update", false, "rewrite ../../testdata/reports.pcap and testdata/reports.jsonl from the generator")
+var update = flag.Bool("update", false, "rewrite ../../testdata/reports.pcap, testdata/reports.jsonl, testdata/rocev2.pcap and testdata/rocev2.jsonl from the generators")
 
 const (
 	pcapPath   = "../../testdata/reports.pcap"
@@ -109,7 +109,7 @@ func samples(t testing.TB) []sample {
 		{frame: udpFrame(t, 40041, 40040, d(0x01, 0x40)),
 			wantErr: "dta: base header: truncated header (S flag set"},
 		{frame: udpFrame(t, 5353, 9999, d(1, 2, 3, 4)),
-			wantErr: "not a DTA packet"},
+			wantErr: "not a DTA or RoCEv2 packet"},
 		{frame: reportFrame(t, dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Seq: 255}, KeyWrite: dta.KeyWrite{Redundancy: 255, Key: 0xffffffff, Data: d(0, 0, 0, 0)}}),
 			key: "dta", want: `{"opcode":"key-write","immediate":false,"sequenced":true,"seq":255,"reserved":0,"redundancy":255,"key":4294967295,"data":"00000000"}`},
 	}
@@ -272,6 +272,9 @@ func FuzzDump(f *testing.F) {
 	for _, s := range samples(f) {
 		f.Add(s.frame)
 	}
+	for _, s := range roceSamples(f) {
+		f.Add(s.frame)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		capture := writeCapture(t, []sample{{frame: frame}})
 		var out bytes.Buffer
@@ -283,13 +286,17 @@ func FuzzDump(f *testing.F) {
 			t.Fatalf("output is not one JSON line: %v\n%s", err, out.String())
 		}
 		n := 0
-		for _, k := range []string{"dta", "dta_ack", "error"} {
+		for _, k := range []string{"dta", "dta_ack", "bth", "error"} {
 			if _, ok := got[k]; ok {
 				n++
 			}
 		}
-		if n != 1 {
-			t.Fatalf("want exactly one of dta, dta_ack and error: %s", out.String())
+		// A RoCEv2 packet whose headers decode but whose CM MAD does not
+		// has both bth and error.
+		_, bth := got["bth"]
+		_, hasErr := got["error"]
+		if n != 1 && !(n == 2 && bth && hasErr) {
+			t.Fatalf("want exactly one of dta, dta_ack, bth and error: %s", out.String())
 		}
 	})
 }

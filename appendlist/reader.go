@@ -1,0 +1,256 @@
+package appendlist
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+)
+
+// Region is an Append region in the collector's memory. Apply and Notify
+// may be called concurrently for different lists, and each list's Reader
+// used by its own goroutine.
+type Region struct {
+	l    Layout
+	logE uint
+	mem  []byte
+	// notes holds each list's wake-up channel, made by Reader: a list
+	// without a reader needs none, as readers read memory before waiting.
+	notes []atomic.Pointer[chan struct{}]
+}
+
+// NewRegion returns the region of l over mem, which must hold at least
+// RegionSize bytes (only those are used) and start zeroed.
+func NewRegion(l Layout, mem []byte) (*Region, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	l = l.withDefaults()
+	n := l.RegionSize()
+	if uint64(len(mem)) < n {
+		return nil, fmt.Errorf("new region: %w: %d bytes, layout needs %d", ErrRegion, len(mem), n)
+	}
+	return &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n], notes: make([]atomic.Pointer[chan struct{}], l.Lists)}, nil
+}
+
+// Bytes returns the region's memory. It aliases the region.
+func (r *Region) Bytes() []byte { return r.mem }
+
+// Apply performs w as the NIC would: w must cover whole entries of a single
+// list. A write with an immediate then notifies the list it names. It does
+// not allocate.
+func (r *Region) Apply(w Write) error {
+	ls, ss := r.l.ListSize(), uint64(r.l.SlotSize())
+	n := uint64(len(w.Data))
+	if n == 0 || n%ss != 0 || w.Offset%ss != 0 || w.Offset >= uint64(len(r.mem)) || n > ls-w.Offset%ls {
+		return fmt.Errorf("apply: %w: %d bytes at offset %d, want whole %d-byte entries of one list inside %d bytes", ErrRegion, n, w.Offset, ss, len(r.mem))
+	}
+	if w.Imm && w.ImmData >= uint32(r.l.Lists) {
+		return fmt.Errorf("apply: %w: immediate names list %d of %d", ErrList, w.ImmData, r.l.Lists)
+	}
+	copy(r.mem[w.Offset:], w.Data)
+	if w.Imm {
+		r.notify(w.ImmData)
+	}
+	return nil
+}
+
+// Notify records that a WRITE with Immediate naming list arrived, waking
+// the list's reader if it waits. Notifications do not queue up: one
+// pending wake-up stands for any number.
+func (r *Region) Notify(list uint32) error {
+	if list >= uint32(r.l.Lists) {
+		return fmt.Errorf("notify: %w: list %d of %d", ErrList, list, r.l.Lists)
+	}
+	r.notify(list)
+	return nil
+}
+
+func (r *Region) notify(list uint32) {
+	if c := r.notes[list].Load(); c != nil {
+		select {
+		case *c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Reader returns a reader of list starting at position 0. Use one reader
+// per list.
+func (r *Region) Reader(list uint32) (*Reader, error) {
+	if list >= uint32(r.l.Lists) {
+		return nil, fmt.Errorf("reader: %w: list %d of %d", ErrList, list, r.l.Lists)
+	}
+	c := make(chan struct{}, 1)
+	r.notes[list].CompareAndSwap(nil, &c)
+	off := r.l.ListOffset(list)
+	return &Reader{r: r, list: list, mem: r.mem[off : off+r.l.ListSize()], note: *r.notes[list].Load()}, nil
+}
+
+// Reader consumes one list in append order. It is not safe for concurrent
+// use.
+type Reader struct {
+	r    *Region
+	list uint32
+	mem  []byte
+	tail uint64 // absolute position of the next entry to read
+	note chan struct{}
+}
+
+// Tail returns the absolute position of the next entry the reader returns.
+func (rd *Reader) Tail() uint64 { return rd.tail }
+
+// Read copies the next entries, in append order, into dst (EntrySize bytes
+// each, without markers), zeroes their slots and returns how many it
+// copied. It stops at the first unwritten (all-zero) entry, so 0 with a
+// nil error means nothing new. With Markers, when the writer has lapped the
+// reader, Read skips to the oldest entry still in memory and returns 0 and
+// a *LapError (matching ErrLapped) with the number of entries lost; entries
+// read before the loss are returned first, the error by the next call.
+// Without Markers lapping cannot be seen. It does not allocate.
+func (rd *Reader) Read(dst []byte) (int, error) {
+	if rd.r.l.Markers {
+		return rd.readMarked(dst)
+	}
+	e := rd.r.l.EntrySize
+	max := len(dst) / e
+	ents := uint64(rd.r.l.Entries)
+	n := 0
+	for n < max {
+		slot := int(rd.tail & (ents - 1))
+		run := min(max-n, int(ents)-slot)
+		src := rd.mem[slot*e : (slot+run)*e]
+		k := written(src, e)
+		if k == 0 {
+			break
+		}
+		copy(dst[n*e:], src[:k*e])
+		clear(src[:k*e])
+		n += k
+		rd.tail += uint64(k)
+		if k < run {
+			break
+		}
+	}
+	return n, nil
+}
+
+// written returns how many entries of size e at the start of b are not all
+// zero.
+func written(b []byte, e int) int {
+	if e == 4 {
+		i := 0
+		for ; i+8 <= len(b); i += 8 {
+			w := binary.LittleEndian.Uint64(b[i:])
+			if uint32(w) == 0 {
+				return i / 4
+			}
+			if w>>32 == 0 {
+				return i/4 + 1
+			}
+		}
+		if i < len(b) && binary.LittleEndian.Uint32(b[i:]) == 0 {
+			return i / 4
+		}
+		return len(b) / 4
+	}
+	for i := 0; i < len(b); i += e {
+		if allZero(b[i : i+e]) {
+			return i / e
+		}
+	}
+	return len(b) / e
+}
+
+func (rd *Reader) readMarked(dst []byte) (int, error) {
+	l := &rd.r.l
+	e, ss := l.EntrySize, l.SlotSize()
+	ents := uint64(l.Entries)
+	logE := rd.r.logE
+	max := len(dst) / e
+	n := 0
+	for n < max {
+		slot := int(rd.tail & (ents - 1))
+		want := marker(rd.tail, logE)
+		run := min(max-n, int(ents)-slot)
+		k := 0
+		if e == 4 { // 8-byte slots: data and marker in one load
+			src := rd.mem[slot*8 : (slot+run)*8]
+			out := dst[n*4 : (n+run)*4]
+			for ; k < run; k++ {
+				w := binary.LittleEndian.Uint64(src[k*8:])
+				if uint32(w>>32) != want {
+					break
+				}
+				binary.LittleEndian.PutUint32(out[k*4:], uint32(w))
+			}
+		}
+		for ; k < run; k++ {
+			s := rd.mem[(slot+k)*ss:][:ss]
+			m := binary.LittleEndian.Uint32(s[e:])
+			if m != want {
+				if m != 0 && n == 0 && k == 0 {
+					return 0, rd.resync(slot, m, want)
+				}
+				break
+			}
+			copy(dst[(n+k)*e:], s[:e])
+		}
+		clear(rd.mem[slot*ss : (slot+k)*ss])
+		n += k
+		rd.tail += uint64(k)
+		if k < run {
+			break
+		}
+	}
+	return n, nil
+}
+
+// resync handles a slot at the reader's tail holding an entry of a later
+// lap: the writer lapped the reader. The entries still in memory run back
+// from that one, slot by slot, while each holds the position before; the
+// reader skips to the oldest of them.
+func (rd *Reader) resync(slot int, got, want uint32) error {
+	l := &rd.r.l
+	ss := l.SlotSize()
+	ents := uint64(l.Entries)
+	laps := (uint64(got) + 0xFFFFFFFF - uint64(want)) % 0xFFFFFFFF // lap difference
+	pos := rd.tail + laps*ents                                     // position held at the tail's slot
+	for steps := uint64(1); steps < ents; steps++ {
+		prev := (uint64(slot) - steps) & (ents - 1)
+		if binary.LittleEndian.Uint32(rd.mem[prev*uint64(ss)+uint64(l.EntrySize):]) != marker(pos-1, rd.r.logE) {
+			break
+		}
+		pos--
+	}
+	lost := pos - rd.tail
+	rd.tail = pos
+	return &LapError{List: rd.list, Lost: lost}
+}
+
+// ReadWait is Read that blocks, waiting for notifications (see Wait), until
+// it returns at least one entry, an error, or ctx is done.
+func (rd *Reader) ReadWait(ctx context.Context, dst []byte) (int, error) {
+	for {
+		n, err := rd.Read(dst)
+		if n > 0 || err != nil || len(dst) < rd.r.l.EntrySize {
+			return n, err
+		}
+		if err := rd.Wait(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Wait blocks until the list is notified (see Region.Notify) or ctx is
+// done. A notification that arrived since the last Wait (and after the
+// reader was made) returns at once.
+func (rd *Reader) Wait(ctx context.Context) error {
+	select {
+	case <-rd.note:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,142 @@
+package postcard
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/dtakit/dtakit/dta"
+)
+
+// Chunk is one flow's chunk, emitted by a Cache and ready to be written.
+type Chunk struct {
+	Key  uint32
+	Len  int // bytes of Data in use: the layout's chunk size
+	Data [MaxChunkSize]byte
+}
+
+// Bytes returns the chunk's bytes. They alias c.
+func (c *Chunk) Bytes() []byte { return c.Data[:c.Len] }
+
+// Write is one RDMA WRITE into the region: Data at byte Offset.
+type Write struct {
+	Offset uint64
+	Data   []byte
+}
+
+// Writes appends to dst the N writes of ch, one per copy, at
+// ChunkIndex(key, j)·ChunkSize. Their Data aliases ch. Copies that land on
+// the same chunk are written once per copy all the same, as the switch does.
+// It does not allocate when dst has room for N writes.
+func (c *Codec) Writes(ch *Chunk, dst []Write) []Write {
+	data := ch.Bytes()
+	for j := range c.l.Copies {
+		off := uint64(c.ChunkIndex(ch.Key, j)) * uint64(c.csize)
+		dst = append(dst, Write{Offset: off, Data: data})
+	}
+	return dst
+}
+
+type entry struct {
+	key     uint32
+	used    bool
+	pathLen uint8
+	have    uint16 // bit i: hop i+1 arrived
+	values  [MaxHops]uint32
+}
+
+// Cache is the translator's postcard cache, with the switch's constraints: a
+// fixed number of entries, each holding one flow, chosen by
+// CRC32(le32(key)) & (entries-1). It is not safe for concurrent use.
+type Cache struct {
+	c       *Codec
+	mask    uint32
+	idx     *affine
+	entries []entry
+}
+
+// NewCache returns a cache of n entries (a power of two) for c's layout.
+func NewCache(c *Codec, n int) (*Cache, error) {
+	if n < 1 || n&(n-1) != 0 || n > 1<<30 {
+		return nil, fmt.Errorf("%w: cache of %d entries, want a power of two up to 2^30", ErrLayout, n)
+	}
+	return &Cache{c: c, mask: uint32(n - 1), idx: c.cacheIdx, entries: make([]entry, n)}, nil
+}
+
+// Insert adds p to its flow's entry and appends to out the chunks it makes
+// ready: the chunk of a different flow p evicted from the entry (written
+// with what it has, the missing hops blank), and p's own flow once B
+// postcards, or PathLength of them, have arrived. Value 0 (the blank) is
+// rejected. A hop that arrives twice
+// keeps its last value. It does not allocate when out has room for 2 chunks.
+func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
+	l := &ca.c.l
+	if p.Hop == 0 || int(p.Hop) > l.Hops {
+		return out, fmt.Errorf("insert: %w: hop %d, want 1..%d", ErrHop, p.Hop, l.Hops)
+	}
+	if int(p.PathLength) > l.Hops || (p.PathLength != 0 && p.PathLength < p.Hop) {
+		return out, fmt.Errorf("insert: %w: path length %d with hop %d, %d hops", ErrPathLen, p.PathLength, p.Hop, l.Hops)
+	}
+	if p.Value == 0 {
+		return out, fmt.Errorf("insert: %w: value 0 is the blank", ErrValue)
+	}
+	e := &ca.entries[ca.idx.eval(p.Key)&ca.mask]
+	if e.used && e.key != p.Key {
+		out = ca.emit(e, out)
+	}
+	if !e.used {
+		*e = entry{key: p.Key, used: true}
+	}
+	e.have |= 1 << (p.Hop - 1)
+	e.values[p.Hop-1] = p.Value
+	if p.PathLength > e.pathLen {
+		e.pathLen = p.PathLength
+	}
+	want := l.Hops
+	if e.pathLen != 0 {
+		want = int(e.pathLen)
+	}
+	if bits.OnesCount16(e.have) >= want {
+		out = ca.emit(e, out)
+	}
+	return out, nil
+}
+
+// Flush appends the chunks of every flow still cached and empties the cache
+// (for shutdown and tests).
+func (ca *Cache) Flush(out []Chunk) []Chunk {
+	for i := range ca.entries {
+		if ca.entries[i].used {
+			out = ca.emit(&ca.entries[i], out)
+		}
+	}
+	return out
+}
+
+// Len returns the number of flows cached.
+func (ca *Cache) Len() int {
+	n := 0
+	for i := range ca.entries {
+		if ca.entries[i].used {
+			n++
+		}
+	}
+	return n
+}
+
+// emit appends e's chunk to out and frees e. Hops that did not arrive are
+// blank.
+func (ca *Cache) emit(e *entry, out []Chunk) []Chunk {
+	out = append(out, Chunk{})
+	ch := &out[len(out)-1]
+	ch.Key = e.key
+	ch.Len = ca.c.csize
+	var vals [MaxHops]uint32
+	for i := range ca.c.l.Hops {
+		if e.have&(1<<i) != 0 {
+			vals[i] = e.values[i]
+		}
+	}
+	ca.c.EncodeChunk(ch.Data[:], e.key, vals[:ca.c.l.Hops])
+	e.used = false
+	return out
+}

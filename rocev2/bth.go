@@ -1,0 +1,99 @@
+package rocev2
+
+import "encoding/binary"
+
+// BTHLen is the length of the base transport header.
+const BTHLen = 12
+
+// BTH is the InfiniBand base transport header (IBTA vol. 1, 9.2):
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|    OpCode     |S|M|Pad| TVer  |            P_Key              |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|F|B|  Resv6    |              Destination QP                   |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|A|   Resv7     |                    PSN                        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//
+// The reserved bits are sent as zero and ignored on receipt. The zero value is
+// an RC SEND First to QP 0 with P_Key 0: set at least Opcode, PKey and DestQP.
+type BTH struct {
+	Opcode    Opcode
+	Solicited bool   // SE: solicited event
+	MigReq    bool   // M: migration state
+	PadCount  uint8  // 2 bits: pad bytes after the payload
+	Version   uint8  // TVer, 4 bits: transport header version, always 0
+	PKey      uint16 // partition key
+	FECN      bool   // F: forward explicit congestion notification
+	BECN      bool   // B: backward explicit congestion notification
+	DestQP    uint32 // 24 bits: destination queue pair number
+	AckReq    bool   // A: the requester asks for an acknowledgement
+	PSN       PSN    // 24 bits
+}
+
+// Validate reports a field wider than its bits, or an opcode this package does
+// not implement.
+func (h BTH) Validate() error {
+	switch {
+	case h.PadCount > 3:
+		return errBTHPad
+	case h.Version > 15:
+		return errBTHVersion
+	case h.DestQP > PSNMask:
+		return errBTHQP
+	case !h.PSN.Valid():
+		return errBTHPSN
+	}
+	return h.Opcode.check()
+}
+
+// AppendTo appends the 12-byte header to b and returns the extended slice.
+// Bits of a field beyond its width are dropped; Validate reports them. It does
+// not allocate when b has room.
+func (h BTH) AppendTo(b []byte) []byte {
+	var w [BTHLen]byte
+	h.put(&w)
+	return append(b, w[:]...)
+}
+
+func (h *BTH) put(w *[BTHLen]byte) {
+	w[0] = byte(h.Opcode)
+	w[1] = bit(h.Solicited, 7) | bit(h.MigReq, 6) | (h.PadCount&3)<<4 | h.Version&15
+	binary.BigEndian.PutUint16(w[2:], h.PKey)
+	binary.BigEndian.PutUint32(w[4:], h.DestQP&PSNMask)
+	w[4] = bit(h.FECN, 7) | bit(h.BECN, 6)
+	binary.BigEndian.PutUint32(w[8:], uint32(h.PSN)&PSNMask)
+	w[8] = bit(h.AckReq, 7)
+}
+
+// DecodeBTH decodes a BTH from the first 12 bytes of b. It checks only the
+// length: opcode and version are checked by [Packet.Decode]. It does not
+// allocate.
+func DecodeBTH(b []byte) (BTH, error) {
+	if len(b) < BTHLen {
+		return BTH{}, errShortBTH
+	}
+	_ = b[11]
+	return BTH{
+		Opcode:    Opcode(b[0]),
+		Solicited: b[1]&0x80 != 0,
+		MigReq:    b[1]&0x40 != 0,
+		PadCount:  b[1] >> 4 & 3,
+		Version:   b[1] & 15,
+		PKey:      binary.BigEndian.Uint16(b[2:]),
+		FECN:      b[4]&0x80 != 0,
+		BECN:      b[4]&0x40 != 0,
+		DestQP:    binary.BigEndian.Uint32(b[4:]) & PSNMask,
+		AckReq:    b[8]&0x80 != 0,
+		PSN:       PSN(binary.BigEndian.Uint32(b[8:]) & PSNMask),
+	}, nil
+}
+
+func bit(v bool, n uint) byte {
+	if v {
+		return 1 << n
+	}
+	return 0
+}
