@@ -15,7 +15,6 @@ var bench struct {
 	once    sync.Once
 	err     error
 	store   *Store // addressed with tofino.Switch
-	table   *Store // the same region addressed with table CRC-32 (same slots)
 	keys    uint32
 	memKind hugemem.Kind
 }
@@ -42,10 +41,8 @@ func benchStore(b *testing.B) {
 		if bench.store, bench.err = NewStore(l, mem.Bytes()); bench.err != nil {
 			return
 		}
-		lt, _ := NewLayout(slots, WithHasher(ieeeHasher{}))
-		bench.table, _ = NewStore(lt, mem.Bytes())
 		for i := range keys {
-			if err := bench.table.Add(mix(i), uint64(i&7)+1, benchN); err != nil {
+			if err := bench.store.Add(mix(i), uint64(i&7)+1, benchN); err != nil {
 				bench.err = err
 				return
 			}
@@ -71,12 +68,7 @@ func (r *rng) next() uint32 {
 func benchStores(b *testing.B, run func(b *testing.B, s *Store)) {
 	benchStore(b)
 	b.Logf("store: %d counters, %d keys, N=%d, memory %v", bench.store.Layout().Slots(), bench.keys, benchN, bench.memKind)
-	for _, tc := range []struct {
-		name string
-		s    *Store
-	}{{"hash=switch", bench.store}, {"hash=table-crc32", bench.table}} {
-		b.Run(tc.name, func(b *testing.B) { run(b, tc.s) })
-	}
+	run(b, bench.store)
 }
 
 // BenchmarkQueryBatch: count-min over N=2, random existing keys, one core.
@@ -136,7 +128,7 @@ func BenchmarkTranslate(b *testing.B) {
 	for _, h := range []struct {
 		name string
 		h    tofino.Hasher
-	}{{"hash=switch", tofino.Switch}, {"hash=table-crc32", ieeeHasher{}}} {
+	}{{"hash=switch", tofino.Switch}, {"hash=xxhash", tofino.XXHash}} {
 		b.Run(h.name, func(b *testing.B) {
 			l, _ := NewLayout(1<<20, WithHasher(h.h))
 			ops := make([]FetchAdd, 0, benchN)

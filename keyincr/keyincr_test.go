@@ -10,60 +10,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/dtakit/dtakit/dta/tofino"
 )
-
-// ieeeHasher is tofino.Switch computed with slicing-by-4 CRC-32 tables
-// (checked by TestIEEEHasherMatchesSwitch), so heavy tests and the
-// benchmarks' fill do not depend on tofino's speed.
-type ieeeHasher struct{}
-
-var ieeeTables = func() (t [4][256]uint32) {
-	for i := range 256 {
-		c := uint32(i)
-		for range 8 {
-			if c&1 != 0 {
-				c = c>>1 ^ 0xedb88320
-			} else {
-				c >>= 1
-			}
-		}
-		t[0][i] = c
-	}
-	for i := range 256 {
-		for k := 1; k < 4; k++ {
-			t[k][i] = t[k-1][i]>>8 ^ t[0][t[k-1][i]&0xff]
-		}
-	}
-	return t
-}()
-
-func ieeeState(key uint32) uint32 {
-	c := ^uint32(0) ^ key
-	return ieeeTables[3][c&0xff] ^ ieeeTables[2][c>>8&0xff] ^ ieeeTables[1][c>>16&0xff] ^ ieeeTables[0][c>>24]
-}
-
-func (ieeeHasher) Slot(key uint32, n uint8) uint32 {
-	c := ieeeState(key)
-	return ^(c>>8 ^ ieeeTables[0][(c^uint32(n))&0xff])
-}
-
-func (h ieeeHasher) Slots(key uint32, dst []uint32) {
-	for n := range dst {
-		dst[n] = h.Slot(key, uint8(n))
-	}
-}
-
-func (ieeeHasher) Checksum(key uint32) uint32 { return ^ieeeState(key) }
-
-// xxHasher gives copies independent-looking slots (the paper's model).
-type xxHasher struct{ ieeeHasher }
-
-func (xxHasher) Slot(key uint32, n uint8) uint32 {
-	b := [5]byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24), n}
-	return uint32(xxhash.Sum64(b[:]))
-}
 
 func mix(i uint32) uint32 {
 	i ^= i >> 15
@@ -87,11 +35,12 @@ func mustStore(t testing.TB, slots uint64, opts ...Option) *Store {
 	return s
 }
 
-func TestIEEEHasherMatchesSwitch(t *testing.T) {
+func TestSwitchMatchesCRC32(t *testing.T) {
 	for i := range uint32(100) {
+		b := binary.LittleEndian.AppendUint32(nil, mix(i))
 		for n := range uint8(3) {
-			if (ieeeHasher{}).Slot(mix(i), n) != tofino.Switch.Slot(mix(i), n) {
-				t.Fatalf("key %#x copy %d: hashes differ", mix(i), n)
+			if tofino.Switch.Slot(mix(i), n) != crc32.ChecksumIEEE(append(b[:4:4], n)) {
+				t.Fatalf("key %#x copy %d: tofino.Switch is not CRC-32 over le32(key) ‖ n", mix(i), n)
 			}
 		}
 	}
@@ -195,7 +144,7 @@ func TestAddMatchesApplyOps(t *testing.T) {
 // TestConcurrentAdds hammers shared counters from several goroutines; run
 // with -race. Totals must be exact and queries never underestimate.
 func TestConcurrentAdds(t *testing.T) {
-	s := mustStore(t, 1<<6, WithHasher(ieeeHasher{}))
+	s := mustStore(t, 1<<6, WithHasher(tofino.Switch))
 	const workers, keys, n = 4, 50, 3
 	rounds := 2000
 	if testing.Short() {
@@ -242,7 +191,7 @@ func TestConcurrentAdds(t *testing.T) {
 }
 
 func TestQueryAndBatch(t *testing.T) {
-	s := mustStore(t, 1<<10, WithHasher(ieeeHasher{}))
+	s := mustStore(t, 1<<10, WithHasher(tofino.Switch))
 	truth := map[uint32]uint64{}
 	for i := range uint32(3000) {
 		key := mix(i % 500)
@@ -358,7 +307,7 @@ func TestCountMinMonteCarlo(t *testing.T) {
 	}
 	const n = 2
 	eps := Epsilon(slots, n, 0.05)
-	frac, _ := countMin(t, xxHasher{}, slots, n, keys, eps)
+	frac, _ := countMin(t, tofino.XXHash, slots, n, keys, eps)
 	if sd := math.Sqrt(0.05 * 0.95 / float64(keys)); frac > 0.05+5*sd {
 		t.Errorf("independent hashes: %.4f of keys overestimated by ≥ ε·T, bound δ = 0.05", frac)
 	}
@@ -368,8 +317,8 @@ func TestCountMinMonteCarlo(t *testing.T) {
 	// single-counter bound holds; at the same ε independent hashes do
 	// clearly better.
 	eps = float64(n) / (0.3 * float64(slots)) // FailureProbAny = 0.3
-	frac, equal := countMin(t, ieeeHasher{}, slots, n, keys, eps)
-	indep, _ := countMin(t, xxHasher{}, slots, n, keys, eps)
+	frac, equal := countMin(t, tofino.Switch, slots, n, keys, eps)
+	indep, _ := countMin(t, tofino.XXHash, slots, n, keys, eps)
 	if !equal {
 		t.Error("switch CRC, N=2: a key's counters differ; the XOR-coset structure should make them equal")
 	}

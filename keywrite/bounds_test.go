@@ -6,30 +6,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/dtakit/dtakit/dta/tofino"
 )
-
-// xxHasher gives every copy an independent-looking slot: xxhash64 of
-// le32(key) ‖ u8(n), the kind of hasher a software-only deployment would
-// use, and the paper's model.
-type xxHasher struct{}
-
-func (xxHasher) Slot(key uint32, n uint8) uint32 {
-	b := [5]byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24), n}
-	return uint32(xxhash.Sum64(b[:]))
-}
-
-func (h xxHasher) Slots(key uint32, dst []uint32) {
-	for n := range dst {
-		dst[n] = h.Slot(key, uint8(n))
-	}
-}
-
-func (xxHasher) Checksum(key uint32) uint32 {
-	b := [4]byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24)}
-	return uint32(xxhash.Sum64(b[:]) >> 32)
-}
 
 func TestPaperNumbers(t *testing.T) {
 	// Section A.5 at b = 32, α = 0.1: N=1 9.5 %, N=2 < 3.3 %, N=4 1.2 %.
@@ -195,7 +173,7 @@ func TestMonteCarloIndependent(t *testing.T) {
 	slots, trials := mcSize()
 	later := int(slots / 10)
 	for _, n := range []int{1, 2, 4} {
-		c := monteCarlo(t, xxHasher{}, slots, n, later, trials, Plurality)
+		c := monteCarlo(t, tofino.XXHash, slots, n, later, trials, Plurality)
 		want := math.Pow(OverwriteProbSlots(n, uint64(later), slots), float64(n))
 		if !within(c.empty, c.trials, want, 5) || c.wrong != 0 || c.ambiguous != 0 || c.found+c.empty != c.trials {
 			t.Errorf("N=%d α=0.1: %+v; empty rate %.4f, want %.4f ± 5σ and no wrong answers",
@@ -212,7 +190,7 @@ func TestMonteCarloSwitch(t *testing.T) {
 	later := int(slots / 10)
 	alpha := float64(later) / float64(slots)
 	for _, n := range []int{1, 2, 3, 4} {
-		c := monteCarlo(t, ieeeHasher{}, slots, n, later, trials, Plurality)
+		c := monteCarlo(t, tofino.Switch, slots, n, later, trials, Plurality)
 		want := EmptyProbSwitch(n, alpha)
 		if !within(c.empty, c.trials, want, 5) || c.wrong != 0 {
 			t.Errorf("N=%d: %+v; empty rate %.4f, want %.4f ± 5σ", n, c, float64(c.empty)/float64(c.trials), want)
@@ -231,7 +209,7 @@ func TestMonteCarloWrongOutput(t *testing.T) {
 	slots, trials := mcSize()
 	later := int(slots / 10)
 	const b = 4
-	h := truncHasher{xxHasher{}, b}
+	h := truncHasher{tofino.XXHash, b}
 	for _, n := range []int{1, 2} {
 		c := monteCarlo(t, h, slots, n, later, trials, Plurality)
 		empty := EmptyProb(n, b, 0.1)
@@ -301,7 +279,7 @@ func TestSizeMonteCarlo(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, trials := mcSize()
-	c := monteCarlo(t, xxHasher{}, sz.Slots, sz.N, later, trials, Plurality)
+	c := monteCarlo(t, tofino.XXHash, sz.Slots, sz.N, later, trials, Plurality)
 	rate := float64(c.found) / float64(c.trials)
 	sd := math.Sqrt(0.95 * 0.05 / float64(c.trials))
 	if rate < 0.95-5*sd || !within(c.found, c.trials, sz.Success, 5) {

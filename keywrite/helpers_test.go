@@ -2,56 +2,11 @@ package keywrite
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta/tofino"
 )
-
-// ieeeHasher computes the same hashes as tofino.Switch with slicing-by-4
-// tables of CRC-32/ISO-HDLC (the IEEE CRC). Heavy tests and the benchmarks'
-// fill use it so their cost does not depend on tofino's implementation;
-// TestIEEEHasherMatchesSwitch checks the two agree.
-type ieeeHasher struct{}
-
-var ieeeTables = func() (t [4][256]uint32) {
-	for i := range 256 {
-		c := uint32(i)
-		for range 8 {
-			if c&1 != 0 {
-				c = c>>1 ^ 0xedb88320
-			} else {
-				c >>= 1
-			}
-		}
-		t[0][i] = c
-	}
-	for i := range 256 {
-		for k := 1; k < 4; k++ {
-			t[k][i] = t[k-1][i]>>8 ^ t[0][t[k-1][i]&0xff]
-		}
-	}
-	return t
-}()
-
-// ieeeState is the CRC register (before the final xor) after le32(key).
-func ieeeState(key uint32) uint32 {
-	c := ^uint32(0) ^ key
-	return ieeeTables[3][c&0xff] ^ ieeeTables[2][c>>8&0xff] ^ ieeeTables[1][c>>16&0xff] ^ ieeeTables[0][c>>24]
-}
-
-func (ieeeHasher) Slot(key uint32, n uint8) uint32 {
-	c := ieeeState(key)
-	return ^(c>>8 ^ ieeeTables[0][(c^uint32(n))&0xff])
-}
-
-func (h ieeeHasher) Slots(key uint32, dst []uint32) {
-	c := ieeeState(key)
-	for n := range dst {
-		dst[n] = ^(c>>8 ^ ieeeTables[0][(c^uint32(n))&0xff])
-	}
-}
-
-func (ieeeHasher) Checksum(key uint32) uint32 { return ^ieeeState(key) }
 
 // truncHasher keeps only the low bits of another hasher's checksum, to make
 // checksum collisions frequent enough to measure.
@@ -107,16 +62,20 @@ func mustStore(t testing.TB, l Layout, region []byte) *Store {
 	return s
 }
 
-func TestIEEEHasherMatchesSwitch(t *testing.T) {
+// TestSwitchMatchesCRC32 checks the addressing the package relies on:
+// tofino.Switch is CRC-32/ISO-HDLC (hash/crc32's IEEE) over le32(key) ‖ u8(n)
+// and le32(key).
+func TestSwitchMatchesCRC32(t *testing.T) {
 	for i := range uint32(200) {
 		key := mix(i)
+		b := binary.LittleEndian.AppendUint32(nil, key)
 		for n := range uint8(4) {
-			if got, want := (ieeeHasher{}).Slot(key, n), tofino.Switch.Slot(key, n); got != want {
-				t.Fatalf("Slot(%#x, %d) = %#x, tofino.Switch says %#x", key, n, got, want)
+			if got, want := tofino.Switch.Slot(key, n), crc32.ChecksumIEEE(append(b[:4:4], n)); got != want {
+				t.Fatalf("Slot(%#x, %d) = %#x, CRC-32 says %#x", key, n, got, want)
 			}
 		}
-		if got, want := (ieeeHasher{}).Checksum(key), tofino.Switch.Checksum(key); got != want {
-			t.Fatalf("Checksum(%#x) = %#x, tofino.Switch says %#x", key, got, want)
+		if got, want := tofino.Switch.Checksum(key), crc32.ChecksumIEEE(b); got != want {
+			t.Fatalf("Checksum(%#x) = %#x, CRC-32 says %#x", key, got, want)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"math"
 	"testing"
+
+	"github.com/dtakit/dtakit/dta/tofino"
 )
 
 func TestNewLayout(t *testing.T) {
@@ -298,7 +300,7 @@ func TestQueryPolicies(t *testing.T) {
 // once. With the switch's CRC, copy n's slot is copy 0's XOR a constant
 // (CRC is affine); with 4 slots copy 2's constant masks to 0.
 func TestQueryDuplicateSlots(t *testing.T) {
-	l := mustLayout(t, 4, 4, WithHasher(ieeeHasher{}))
+	l := mustLayout(t, 4, 4)
 	s := mustStore(t, l, nil)
 	key := uint32(0x1234)
 	if l.Slot(key, 0) != l.Slot(key, 2) || l.Slot(key, 0) == l.Slot(key, 1) {
@@ -344,7 +346,7 @@ func TestQueryBadInput(t *testing.T) {
 // a crowded store (collisions, ties, duplicates), for every policy and a
 // range of N including ones that split rounds oddly.
 func TestQueryBatchMatchesQuery(t *testing.T) {
-	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{ieeeHasher{}, 6}))
+	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{tofino.Switch, 6}))
 	s := mustStore(t, l, nil)
 	for i := range uint32(1500) {
 		key := mix(i)
@@ -419,7 +421,7 @@ func TestChecksumIsBijection(t *testing.T) {
 		n = 1 << 16
 	}
 	seen := make(map[uint32]uint32, n)
-	h := ieeeHasher{}
+	h := tofino.Switch
 	for i := range uint32(n) {
 		key := mix(i)
 		c := h.Checksum(key)
@@ -438,7 +440,7 @@ func FuzzStore(f *testing.F) {
 	f.Add(uint64(120), []byte{9, 9, 9, 9, 9, 9, 9, 9, 9}, uint32(1), uint8(255))
 	f.Add(uint64(math.MaxUint64), []byte{1}, uint32(0), uint8(0))
 	f.Fuzz(func(t *testing.T, off uint64, payload []byte, key uint32, n uint8) {
-		l := mustLayout(t, 16, 4, WithHasher(ieeeHasher{}))
+		l := mustLayout(t, 16, 4)
 		backing := make([]byte, l.RegionSize()+16)
 		s := mustStore(t, l, backing)
 		// Seed the region with key's copies so queries have something to find.
