@@ -2,7 +2,6 @@ package translator
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 
 	"github.com/dtakit/dtakit/dta"
@@ -52,7 +51,7 @@ func (e *Engine) connect(in *instance) {
 	}
 	e.nextComm++
 	e.tid++
-	start := rocev2.PSN(rand.Uint32() & rocev2.PSNMask)
+	start := rocev2.PSN(e.randPSN() & rocev2.PSNMask)
 	q := &qp{
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm, tid: e.tid,

@@ -91,6 +91,7 @@ type Engine struct {
 	tid        uint64
 	cmPSN      rocev2.PSN
 	started    bool
+	randPSN    func() uint32 // starting PSNs; tests replace it
 
 	out     []Datagram
 	touched []*qp
@@ -124,6 +125,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		nextComm: rand.Uint32(),
 		tid:      rand.Uint64() &^ 0xFFFF_FFFF,
 		nacks:    make([]byte, 0, 4096),
+		randPSN:  rand.Uint32,
 	}
 	for i, a := range cfg.Collectors {
 		e.collectors = append(e.collectors, &collector{index: i, addr: unmap(a)})

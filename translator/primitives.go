@@ -5,6 +5,8 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/rocev2"
 )
@@ -23,6 +25,8 @@ type instance struct {
 	ad   dta.Advertisement // Geometry owned by the instance
 	geom string            // the geometry as advertised, to notice a change
 
+	kw       keywrite.Layout
+	ki       keyincr.Layout
 	pc       *postcard.Codec
 	cache    *postcard.Cache
 	al       appendlist.Layout
@@ -46,6 +50,24 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		return nil
 	}
 	switch ad.Primitive {
+	case dta.OpKeyWrite:
+		l, err := parseKeyWriteGeometry(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
+		in.kw = l
+	case dta.OpKeyIncrement:
+		l, err := parseKeyIncrementGeometry(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
+		in.ki = l
 	case dta.OpPostcard:
 		l, err := parsePostcardGeometry(ad.Geometry)
 		if err != nil {
@@ -89,12 +111,18 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 // scratch is the translation paths' reusable space.
 type scratch struct {
 	pkt    rocev2.Packet
+	kwOps  []keywrite.Write
+	kwBuf  []byte
+	kiOps  []keyincr.FetchAdd
 	chunks []postcard.Chunk
 	pcw    []postcard.Write
 	alw    []appendlist.Write
 }
 
 func (s *scratch) init() {
+	s.kwOps = make([]keywrite.Write, 0, keywrite.MaxRedundancy)
+	s.kwBuf = make([]byte, 0, maxReport)
+	s.kiOps = make([]keyincr.FetchAdd, 0, keyincr.MaxRedundancy)
 	s.chunks = make([]postcard.Chunk, 0, 2)
 	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies)
 	s.alw = make([]appendlist.Write, 0, 2)
@@ -106,6 +134,32 @@ func (s *scratch) init() {
 func (e *Engine) translate(in *instance, r *dta.Report) bool {
 	q := in.qp
 	switch in.prim {
+	case dta.OpKeyWrite:
+		kw := &r.KeyWrite
+		if !e.room(q, int(kw.Redundancy)) {
+			return false
+		}
+		ops, _, err := in.kw.AppendWrites(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy))
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		for _, w := range ops {
+			e.write(in, w.Offset, w.Payload, false, 0)
+		}
+	case dta.OpKeyIncrement:
+		ki := &r.KeyIncrement
+		if !e.room(q, int(ki.Redundancy)) {
+			return false
+		}
+		ops, err := in.ki.AppendOps(e.sc.kiOps[:0], ki.Key, ki.Counter, int(ki.Redundancy))
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		for _, op := range ops {
+			e.fetchAdd(in, op.Offset, op.Add)
+		}
 	case dta.OpPostcard:
 		copies := in.pc.Layout().Copies
 		if !e.room(q, 2*copies) {
@@ -177,6 +231,22 @@ func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData 
 		p.ImmDt.Data = immData
 	}
 	e.post(q, p)
+}
+
+// fetchAdd posts one FETCH_ADD of add to the counter at offset off of in's
+// region, with AckReq as every atomic.
+func (e *Engine) fetchAdd(in *instance, off, add uint64) {
+	if off > uint64(in.ad.Length) || uint64(in.ad.Length)-off < 8 || (in.ad.VA+off)%8 != 0 {
+		e.c.EncodeErrors++
+		return
+	}
+	p := &e.sc.pkt
+	*p = rocev2.Packet{
+		BTH:       rocev2.BTH{Opcode: rocev2.RCFetchAdd, AckReq: true},
+		AtomicETH: rocev2.AtomicETH{VA: in.ad.VA + off, RKey: in.ad.RKey, SwapAddData: add},
+	}
+	e.c.FetchAdds++
+	e.post(in.qp, p)
 }
 
 // Flush writes what the translator holds back: every cached postcard flow's
