@@ -45,6 +45,9 @@ type Config struct {
 	HandleNACKs bool
 	// AckPort is the port NACKs arrive on (default 40044, dta.AckPort).
 	AckPort uint16
+	// MaxResends bounds the resends of one report (default 3), so that a
+	// translator that keeps refusing it does not make the two ping-pong.
+	MaxResends int
 	// Batch is the number of reports sent per system call (default 64).
 	Batch int
 }
@@ -55,6 +58,7 @@ type Counters struct {
 	Resent  uint64 // reports resent after a NACK
 	NACKs   uint64 // NACKs received
 	Unknown uint64 // NACKs for a sequence number not in the window, and malformed acks
+	GaveUp  uint64 // NACKs not answered: the report was resent MaxResends times
 	Errors  uint64 // datagrams the socket refused
 }
 
@@ -68,6 +72,7 @@ type Reporter struct {
 	slab    []byte // the batch's bytes
 	seq     uint8
 	window  [256][]byte // the last report sent with each sequence number
+	resends [256]int    // how often it was resent
 	c       Counters
 	closed  bool
 	wg      sync.WaitGroup
@@ -88,6 +93,9 @@ func New(cfg Config) (*Reporter, error) {
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = DefaultBatch
+	}
+	if cfg.MaxResends == 0 {
+		cfg.MaxResends = 3
 	}
 	if cfg.Batch < 1 || cfg.Batch > 1024 {
 		return nil, fmt.Errorf("%w: batch of %d, want 1..1024", ErrConfig, cfg.Batch)
@@ -166,6 +174,7 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	msg := b[n:len(b):len(b)]
 	if r.cfg.Sequenced {
 		r.window[r.seq] = append(r.window[r.seq][:0], msg...)
+		r.resends[r.seq] = 0
 		r.seq++
 	}
 	r.batch = append(r.batch, udpio.Message{Buf: msg})
@@ -287,10 +296,14 @@ func (r *Reporter) readAcks() {
 				continue
 			}
 			r.c.NACKs++
-			if w := r.window[a.Seq]; w != nil {
-				resend = append(resend, w)
-			} else {
+			switch w := r.window[a.Seq]; {
+			case w == nil:
 				r.c.Unknown++
+			case r.resends[a.Seq] >= r.cfg.MaxResends:
+				r.c.GaveUp++
+			default:
+				r.resends[a.Seq]++
+				resend = append(resend, w)
 			}
 		}
 		for _, b := range resend {
