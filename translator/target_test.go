@@ -64,15 +64,13 @@ type fakeTarget struct {
 	rejectReason uint16 // reason for ports past the last instance (default 8)
 	nakAccess    bool   // answer data with a remote access error
 	noAck        bool   // never acknowledge data
-	startPSN     func() rocev2.PSN
 
-	reqs      []cm.ConnectRequest
-	rtus      int
-	dreqs     int
-	executed  int // data packets executed
-	dups      int // duplicates received
-	out       [][]byte
-	curOpcode rocev2.Opcode
+	reqs     []cm.ConnectRequest
+	rtus     int
+	dreqs    int
+	executed int // data packets executed
+	dups     int // duplicates received
+	out      [][]byte
 }
 
 func newFakeTarget(t testing.TB, insts ...*fakeInst) *fakeTarget {
@@ -314,14 +312,13 @@ func (ft *fakeTarget) flushAcks() {
 
 // harness connects an engine to fake targets in memory.
 type harness struct {
-	t       testing.TB
-	e       *Engine
-	fts     []*fakeTarget
-	now     time.Time
-	nacks   []Datagram // NACKs the engine sent, copied
-	toT     func([]Datagram) []Datagram
-	toE     func([][]byte) [][]byte
-	sentREQ int
+	t     testing.TB
+	e     *Engine
+	fts   []*fakeTarget
+	now   time.Time
+	nacks []Datagram // NACKs the engine sent, copied
+	toT   func([]Datagram) []Datagram
+	toE   func([][]byte) [][]byte
 }
 
 func newHarness(t testing.TB, cfg Config, fts ...*fakeTarget) *harness {

@@ -14,9 +14,10 @@ import (
 
 // Socket batch sizes and buffers.
 const (
-	batchSize   = 64
-	maxReport   = 65536 // the largest UDP payload
-	maxRoCERecv = 2048  // ACKs, CM MADs and advertisements are smaller
+	batchSize    = 64
+	maxReport    = 65536 // the largest UDP payload
+	maxRoCERecv  = 2048  // ACKs, CM MADs and advertisements are smaller
+	socketBuffer = 8 << 20
 )
 
 // Translator runs an Engine on UDP sockets: one for reports (Config.ReportAddr,
@@ -24,15 +25,18 @@ const (
 // own goroutine in batches, and a ticker for timeouts. One mutex serialises
 // the engine.
 type Translator struct {
-	mu      sync.Mutex
-	e       *Engine
-	rep     *udpio.Conn
-	roce    *udpio.Conn
-	tick    time.Duration
-	started bool
-	closed  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	mu sync.Mutex
+	e  *Engine
+	// Each socket has one Conn per direction: udpio's Conn keeps its
+	// system-call arrays per Conn, so a read and a write on one Conn at once
+	// would share them.
+	rep, repW   *udpio.Conn
+	roce, roceW *udpio.Conn
+	tick        time.Duration
+	started     bool
+	closed      bool
+	stop        chan struct{}
+	wg          sync.WaitGroup
 
 	roceOut []udpio.Message // send scratch, under mu
 	repOut  []udpio.Message
@@ -59,6 +63,10 @@ func New(cfg Config) (*Translator, error) {
 		return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
 	}
 	closeAll := func() { ruc.Close(); cuc.Close() }
+	// Reports come in bursts: ask for a deep receive queue (the kernel caps
+	// it at net.core.rmem_max).
+	_ = ruc.SetReadBuffer(socketBuffer)
+	_ = cuc.SetReadBuffer(socketBuffer)
 	cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
 	cfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
 	e, err := NewEngine(cfg)
@@ -66,20 +74,19 @@ func New(cfg Config) (*Translator, error) {
 		closeAll()
 		return nil, err
 	}
-	rep, err := udpio.New(ruc, batchSize)
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	roce, err := udpio.New(cuc, batchSize)
-	if err != nil {
-		closeAll()
-		return nil, err
+	t := &Translator{e: e, stop: make(chan struct{})}
+	for _, c := range []struct {
+		conn **udpio.Conn
+		uc   *net.UDPConn
+	}{{&t.rep, ruc}, {&t.repW, ruc}, {&t.roce, cuc}, {&t.roceW, cuc}} {
+		if *c.conn, err = udpio.New(c.uc, batchSize); err != nil {
+			closeAll()
+			return nil, err
+		}
 	}
 	cfg = e.Config()
-	tick := min(cfg.AckTimeout, cfg.CMTimeout) / 4
-	tick = max(tick, time.Millisecond)
-	return &Translator{e: e, rep: rep, roce: roce, tick: tick, stop: make(chan struct{})}, nil
+	t.tick = max(min(cfg.AckTimeout, cfg.CMTimeout)/4, time.Millisecond)
+	return t, nil
 }
 
 // ReportAddr returns the address the translator receives reports on.
@@ -201,8 +208,8 @@ func (t *Translator) sendLocked() {
 			t.roceOut = append(t.roceOut, m)
 		}
 	}
-	writeAll(t.roce, t.roceOut)
-	writeAll(t.rep, t.repOut)
+	writeAll(t.roceW, t.roceOut)
+	writeAll(t.repW, t.repOut)
 	clear(t.roceOut)
 	clear(t.repOut)
 	t.e.ResetOutput()
