@@ -203,16 +203,7 @@ func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData 
 	q, p := in.qp, &e.sc.pkt
 	e.c.Writes++
 	if len(data) <= MTU {
-		*p = rocev2.Packet{
-			BTH:     rocev2.BTH{Opcode: rocev2.RCWriteOnly},
-			RETH:    rocev2.RETH{VA: in.ad.VA + off, RKey: in.ad.RKey, DMALength: uint32(len(data))},
-			Payload: data,
-		}
-		if imm {
-			p.BTH.Opcode = rocev2.RCWriteOnlyImm
-			p.ImmDt.Data = immData
-		}
-		e.post(q, p)
+		e.postWriteOnly(q, in.ad.VA+off, in.ad.RKey, data, imm, immData)
 		return
 	}
 	*p = rocev2.Packet{
@@ -240,13 +231,8 @@ func (e *Engine) fetchAdd(in *instance, off, add uint64) {
 		e.c.EncodeErrors++
 		return
 	}
-	p := &e.sc.pkt
-	*p = rocev2.Packet{
-		BTH:       rocev2.BTH{Opcode: rocev2.RCFetchAdd, AckReq: true},
-		AtomicETH: rocev2.AtomicETH{VA: in.ad.VA + off, RKey: in.ad.RKey, SwapAddData: add},
-	}
 	e.c.FetchAdds++
-	e.post(in.qp, p)
+	e.postFetchAdd(in.qp, in.ad.VA+off, in.ad.RKey, add)
 }
 
 // Flush writes what the translator holds back: every cached postcard flow's

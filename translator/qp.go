@@ -65,6 +65,8 @@ type qp struct {
 	roundPSN  rocev2.PSN
 	roundNeed bool // that packet has no AckReq yet
 
+	icrc [4]icrcEntry // fast-path ICRC cache
+
 	// Token bucket, in packets.
 	tokens     float64
 	lastRefill int64
@@ -115,18 +117,14 @@ func (e *Engine) room(q *qp, n int) bool {
 }
 
 // post sends p on q: it fills in the BTH's P_Key, destination QP, PSN and
-// the AckReq policy, stores the datagram in the ring and queues it.
+// the AckReq policy, stores the datagram in the ring and queues it. The
+// one-packet WRITEs and FETCH_ADDs take the fast path (fastpath.go); post
+// serves the multi-packet WRITEs.
 func (e *Engine) post(q *qp, p *rocev2.Packet) {
 	p.BTH.PKey = rocev2.DefaultPKey
 	p.BTH.DestQP = q.remoteQPN
 	p.BTH.PSN = q.next
-	q.sinceAckReq++
-	if q.sinceAckReq >= AckReqInterval {
-		p.BTH.AckReq = true
-	}
-	if p.BTH.AckReq {
-		q.sinceAckReq = 0
-	}
+	p.BTH.AckReq = q.ackReqPolicy(p.BTH.AckReq)
 	b, err := p.AppendDatagram(q.slot(q.next), e.cfg.Local, q.remote)
 	if err != nil || len(b) > slotCap {
 		// The translation code builds only packets that encode; count
@@ -134,6 +132,12 @@ func (e *Engine) post(q *qp, p *rocev2.Packet) {
 		e.c.EncodeErrors++
 		return
 	}
+	e.queued(q, b, p.BTH.AckReq)
+}
+
+// queued records b, the datagram just written into q's ring slot for its
+// next PSN, and queues it for sending.
+func (e *Engine) queued(q *qp, b []byte, ackReq bool) {
 	q.lens[uint32(q.next)&q.mask] = uint16(len(b))
 	if q.una == q.next {
 		q.lastProgress = e.now
@@ -144,7 +148,7 @@ func (e *Engine) post(q *qp, p *rocev2.Packet) {
 		e.touched = append(e.touched, q)
 	}
 	q.roundPSN = q.next
-	q.roundNeed = !p.BTH.AckReq
+	q.roundNeed = !ackReq
 	q.next = q.next.Next()
 	if e.cfg.RateLimit > 0 {
 		q.tokens--
