@@ -41,8 +41,9 @@ func (e *Engine) probe(col *collector) {
 func (e *Engine) connect(in *instance) {
 	var ring []byte
 	var lens []uint16
+	var slotSize int
 	if old := in.qp; old != nil {
-		ring, lens = old.ring, old.lens
+		ring, lens, slotSize = old.ring, old.lens, old.slotSize
 		e.closeQP(old)
 	}
 	e.nextQPN = (e.nextQPN + 1) & rocev2.PSNMask
@@ -56,7 +57,7 @@ func (e *Engine) connect(in *instance) {
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm, tid: e.tid,
 		una: start, next: start,
-		mask: uint32(e.cfg.RingSize - 1), ring: ring, lens: lens,
+		mask: uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize,
 	}
 	in.qp = q
 	e.qps[q.qpn] = q
@@ -308,8 +309,11 @@ func (e *Engine) handleSend(q *qp) {
 		return
 	}
 	in.err = nil
-	if q.ring == nil {
-		q.ring = make([]byte, e.cfg.RingSize*slotCap)
+	// Ring slots as large as the instance's largest packet, so that a ring
+	// of small packets stays in cache.
+	if size := (in.maxPacket() + 63) &^ 63; q.ring == nil || q.slotSize != size {
+		q.slotSize = size
+		q.ring = make([]byte, e.cfg.RingSize*size)
 		q.lens = make([]uint16, e.cfg.RingSize)
 	}
 	q.tokens = float64(e.cfg.RateBurst)

@@ -50,7 +50,42 @@ func (e *Engine) icrc(q *qp, b []byte) uint32 {
 		}
 		*en = icrcEntry{prefix: prefix, n: n, k: k}
 	}
-	return en.k ^ ^crc32.Update(0xFFFFFFFF, crc32.IEEETable, b[8:])
+	return en.k ^ crc0(b[8:])
+}
+
+// crc0Tables are slicing-by-8 tables of CRC-32/ISO-HDLC (reflected
+// polynomial 0xEDB88320): crc0Tables[k][v] is the CRC of byte v followed by
+// k zero bytes.
+var crc0Tables = func() (t [8][256]uint32) {
+	for i := range 256 {
+		t[0][i] = crc32.IEEETable[i]
+	}
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			c := t[k-1][i]
+			t[k][i] = t[0][c&0xFF] ^ c>>8
+		}
+	}
+	return t
+}()
+
+// crc0 is the CRC-32/ISO-HDLC of p with initial value 0 and no final XOR:
+// the linear part of the CRC. klauspost/crc32 hands inputs this short to a
+// byte-at-a-time loop; slicing by 8 is about three times faster. It equals
+// ^crc32.Update(0xFFFFFFFF, crc32.IEEETable, p) (TestCRC0).
+func crc0(p []byte) uint32 {
+	var crc uint32
+	t := &crc0Tables
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[7][crc&0xFF] ^ t[6][crc>>8&0xFF] ^ t[5][crc>>16&0xFF] ^ t[4][crc>>24] ^
+			t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]]
+		p = p[8:]
+	}
+	for _, c := range p {
+		crc = t[0][byte(crc)^c] ^ crc>>8
+	}
+	return crc
 }
 
 // ackReqPolicy decides the AckReq bit of q's next packet: always for

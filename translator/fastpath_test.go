@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/klauspost/crc32"
+
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -23,7 +25,7 @@ func TestFastPathMatchesRocev2(t *testing.T) {
 			t.Fatal(err)
 		}
 		rng := rand.New(rand.NewPCG(7, 8))
-		q := &qp{remote: fam.remote, mask: 3, ring: make([]byte, 4*slotCap), lens: make([]uint16, 4)}
+		q := &qp{remote: fam.remote, mask: 3, ring: make([]byte, 4*slotCap), lens: make([]uint16, 4), slotSize: slotCap}
 		data := make([]byte, MTU)
 		for i := range data {
 			data[i] = byte(rng.Uint32())
@@ -75,6 +77,25 @@ func TestFastPathMatchesRocev2(t *testing.T) {
 			wb, _ := want.AppendDatagram(nil, fam.local, fam.remote)
 			if got := e.Output()[0].Buf; !bytes.Equal(got, wb) {
 				t.Fatalf("fetch-add:\n got %x\nwant %x", got, wb)
+			}
+		}
+	}
+}
+
+func TestCRC0(t *testing.T) {
+	p := make([]byte, 300)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	for n := range len(p) {
+		for off := range 8 {
+			if off > n {
+				break
+			}
+			b := p[off:n]
+			if got, want := crc0(b), ^crc32.Update(0xFFFFFFFF, crc32.IEEETable, b); got != want {
+				t.Fatalf("crc0 of %d bytes = %#x, want %#x", len(b), got, want)
 			}
 		}
 	}

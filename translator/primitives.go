@@ -108,6 +108,22 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 	return nil
 }
 
+// maxPacket returns the longest datagram in's translation sends.
+func (in *instance) maxPacket() int {
+	const write = rocev2.BTHLen + rocev2.RETHLen + rocev2.ImmDtLen + 3 + rocev2.ICRCLen
+	switch in.prim {
+	case dta.OpKeyWrite:
+		return write + in.kw.PayloadSize()
+	case dta.OpKeyIncrement:
+		return rocev2.BTHLen + rocev2.AtomicETHLen + rocev2.ICRCLen
+	case dta.OpPostcard:
+		return write + in.pc.Layout().ChunkSize()
+	case dta.OpAppend:
+		return write + min(max(in.al.Batch, 1)*in.al.SlotSize(), MTU)
+	}
+	return maxPacketLen
+}
+
 // scratch is the translation paths' reusable space.
 type scratch struct {
 	pkt    rocev2.Packet

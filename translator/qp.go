@@ -21,7 +21,7 @@ const (
 // RETH, ImmDt, one MTU of payload, pad and ICRC.
 const maxPacketLen = rocev2.BTHLen + rocev2.RETHLen + rocev2.ImmDtLen + MTU + 3 + rocev2.ICRCLen
 
-// slotCap is the capacity of one retransmit ring slot.
+// slotCap is the capacity of the largest retransmit ring slot.
 const slotCap = (maxPacketLen + 63) &^ 63
 
 // qp is the requester side of one RC queue pair to a collector instance,
@@ -51,7 +51,8 @@ type qp struct {
 	// the ring at slot psn & mask.
 	una, next    rocev2.PSN
 	mask         uint32
-	ring         []byte // RingSize slots of slotCap bytes
+	ring         []byte // RingSize slots of slot bytes
+	slotSize     int    // the instance's largest packet, rounded up to 64 bytes
 	lens         []uint16
 	sinceAckReq  int   // packets since the last one with AckReq
 	lastProgress int64 // last ACK that moved una, or the first send into an empty ring
@@ -77,14 +78,14 @@ func (q *qp) inFlight() int { return int(q.next.Diff(q.una)) }
 
 // slot returns the ring slot of psn, empty, with room for a packet.
 func (q *qp) slot(psn rocev2.PSN) []byte {
-	i := int(uint32(psn)&q.mask) * slotCap
-	return q.ring[i : i : i+slotCap]
+	i := int(uint32(psn)&q.mask) * q.slotSize
+	return q.ring[i : i : i+q.slotSize]
 }
 
 // packet returns the stored datagram of psn.
 func (q *qp) packet(psn rocev2.PSN) []byte {
 	i := uint32(psn) & q.mask
-	o := int(i) * slotCap
+	o := int(i) * q.slotSize
 	return q.ring[o : o+int(q.lens[i])]
 }
 
@@ -126,7 +127,7 @@ func (e *Engine) post(q *qp, p *rocev2.Packet) {
 	p.BTH.PSN = q.next
 	p.BTH.AckReq = q.ackReqPolicy(p.BTH.AckReq)
 	b, err := p.AppendDatagram(q.slot(q.next), e.cfg.Local, q.remote)
-	if err != nil || len(b) > slotCap {
+	if err != nil || len(b) > q.slotSize {
 		// The translation code builds only packets that encode; count
 		// rather than panic if that ever changes.
 		e.c.EncodeErrors++
