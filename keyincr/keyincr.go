@@ -33,7 +33,7 @@ const CounterSize = 8
 type Option func(*Layout)
 
 // WithHasher makes the layout address counters with h instead of
-// tofino.Switch. Memory a switch updates must be read with tofino.Switch.
+// tofino.Reference. Memory a switch updates must be read with tofino.Reference.
 func WithHasher(h tofino.Hasher) Option {
 	return func(l *Layout) { l.hasher = h }
 }
@@ -55,7 +55,7 @@ func NewLayout(slots uint64, opts ...Option) (Layout, error) {
 	if slots > uint64(^uint(0)>>1)/CounterSize {
 		return Layout{}, fmt.Errorf("new layout: %w: %d counters do not fit in memory", ErrLayout, slots)
 	}
-	l := Layout{hasher: tofino.Switch, slots: slots, mask: uint32(slots - 1)}
+	l := Layout{hasher: tofino.Reference, slots: slots, mask: uint32(slots - 1)}
 	for _, o := range opts {
 		o(&l)
 	}

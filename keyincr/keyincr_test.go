@@ -39,8 +39,8 @@ func TestSwitchMatchesCRC32(t *testing.T) {
 	for i := range uint32(100) {
 		b := binary.LittleEndian.AppendUint32(nil, mix(i))
 		for n := range uint8(3) {
-			if tofino.Switch.Slot(mix(i), n) != crc32.ChecksumIEEE(append(b[:4:4], n)) {
-				t.Fatalf("key %#x copy %d: tofino.Switch is not CRC-32 over le32(key) ‖ n", mix(i), n)
+			if tofino.Reference.Slot(mix(i), n) != crc32.ChecksumIEEE(append(b[:4:4], n)) {
+				t.Fatalf("key %#x copy %d: tofino.Reference is not CRC-32 over le32(key) ‖ n", mix(i), n)
 			}
 		}
 	}
@@ -48,7 +48,7 @@ func TestSwitchMatchesCRC32(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	l, err := NewLayout(1 << 10)
-	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.Switch {
+	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.Reference {
 		t.Fatalf("NewLayout(1024) = %+v, %v", l, err)
 	}
 	for _, bad := range []uint64{0, 3, 1000, 1 << 33} {
@@ -144,7 +144,7 @@ func TestAddMatchesApplyOps(t *testing.T) {
 // TestConcurrentAdds hammers shared counters from several goroutines; run
 // with -race. Totals must be exact and queries never underestimate.
 func TestConcurrentAdds(t *testing.T) {
-	s := mustStore(t, 1<<6, WithHasher(tofino.Switch))
+	s := mustStore(t, 1<<6, WithHasher(tofino.Reference))
 	const workers, keys, n = 4, 50, 3
 	rounds := 2000
 	if testing.Short() {
@@ -191,7 +191,7 @@ func TestConcurrentAdds(t *testing.T) {
 }
 
 func TestQueryAndBatch(t *testing.T) {
-	s := mustStore(t, 1<<10, WithHasher(tofino.Switch))
+	s := mustStore(t, 1<<10, WithHasher(tofino.Reference))
 	truth := map[uint32]uint64{}
 	for i := range uint32(3000) {
 		key := mix(i % 500)
@@ -317,7 +317,7 @@ func TestCountMinMonteCarlo(t *testing.T) {
 	// single-counter bound holds; at the same ε independent hashes do
 	// clearly better.
 	eps = float64(n) / (0.3 * float64(slots)) // FailureProbAny = 0.3
-	frac, equal := countMin(t, tofino.Switch, slots, n, keys, eps)
+	frac, equal := countMin(t, tofino.Reference, slots, n, keys, eps)
 	indep, _ := countMin(t, tofino.XXHash, slots, n, keys, eps)
 	if !equal {
 		t.Error("switch CRC, N=2: a key's counters differ; the XOR-coset structure should make them equal")

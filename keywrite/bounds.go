@@ -39,7 +39,7 @@ import (
 // Both are N·q^N·2^-b to first order in 2^-b: at b = 32, α = 0.1 this is
 // 2.2e-11 for N = 1 and at most 1.6e-11 (1.53e-11 at N = 2, 1.57e-11 at
 // N = 8) for 2 <= N <= 8, the paper's figure; it grows again for larger N,
-// where more copies land on colliding slots. With tofino.Switch and b = 32 collisions cannot happen at all
+// where more copies land on colliding slots. With tofino.Reference and b = 32 collisions cannot happen at all
 // between distinct 4-byte keys, because CRC-32 over 32 bits is a bijection;
 // the bound matters for truncated or software checksums.
 
@@ -130,7 +130,7 @@ const MaxSwitchAnalysisRedundancy = 16
 
 // EmptyProbSwitch returns the probability that a query with redundancy n
 // (1..16) finds no copy of its key at load α when slots are addressed with
-// the switch's CRC (tofino.Switch), ignoring checksum collisions, in the
+// the switch's CRC (tofino.Reference), ignoring checksum collisions, in the
 // limit of many slots. It returns NaN for n outside 1..16.
 func EmptyProbSwitch(n int, alpha float64) float64 {
 	return emptySwitch(n, OverwriteProb(1, alpha))
@@ -208,7 +208,7 @@ const (
 	// Independent copy hashes, the paper's model: a software hasher such as
 	// xxhash over le32(key) ‖ u8(n).
 	Independent Addressing = iota
-	// SwitchCRC is tofino.Switch: copy slots are copy 0's XOR constants
+	// SwitchCRC is tofino.Reference: copy slots are copy 0's XOR constants
 	// (see EmptyProbSwitch), and N = 1 is always best.
 	SwitchCRC
 )

@@ -75,15 +75,15 @@ func TestOverwriteProbSlots(t *testing.T) {
 // switch's CRC, slot(x, n) XOR slot(x, 0) does not depend on x.
 func TestSwitchSlotsXOR(t *testing.T) {
 	for n := uint8(1); n < 8; n++ {
-		want := tofino.Switch.Slot(0, n) ^ tofino.Switch.Slot(0, 0)
+		want := tofino.Reference.Slot(0, n) ^ tofino.Reference.Slot(0, 0)
 		for i := range uint32(50) {
 			key := mix(i)
-			if got := tofino.Switch.Slot(key, n) ^ tofino.Switch.Slot(key, 0); got != want {
+			if got := tofino.Reference.Slot(key, n) ^ tofino.Reference.Slot(key, 0); got != want {
 				t.Fatalf("key %#x copy %d: XOR offset %#x, key 0 has %#x", key, n, got, want)
 			}
 		}
 	}
-	if got := tofino.Switch.Slot(0, 1) ^ tofino.Switch.Slot(0, 0); got != 0x77073096 {
+	if got := tofino.Reference.Slot(0, 1) ^ tofino.Reference.Slot(0, 0); got != 0x77073096 {
 		t.Errorf("copy 1 offset %#x, want the CRC table's entry 1, 0x77073096", got)
 	}
 }
@@ -190,7 +190,7 @@ func TestMonteCarloSwitch(t *testing.T) {
 	later := int(slots / 10)
 	alpha := float64(later) / float64(slots)
 	for _, n := range []int{1, 2, 3, 4} {
-		c := monteCarlo(t, tofino.Switch, slots, n, later, trials, Plurality)
+		c := monteCarlo(t, tofino.Reference, slots, n, later, trials, Plurality)
 		want := EmptyProbSwitch(n, alpha)
 		if !within(c.empty, c.trials, want, 5) || c.wrong != 0 {
 			t.Errorf("N=%d: %+v; empty rate %.4f, want %.4f ± 5σ", n, c, float64(c.empty)/float64(c.trials), want)

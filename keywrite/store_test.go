@@ -346,7 +346,7 @@ func TestQueryBadInput(t *testing.T) {
 // a crowded store (collisions, ties, duplicates), for every policy and a
 // range of N including ones that split rounds oddly.
 func TestQueryBatchMatchesQuery(t *testing.T) {
-	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{tofino.Switch, 6}))
+	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{tofino.Reference, 6}))
 	s := mustStore(t, l, nil)
 	for i := range uint32(1500) {
 		key := mix(i)
@@ -413,7 +413,7 @@ func TestAllocs(t *testing.T) {
 }
 
 // TestChecksumIsBijection checks the property that makes wrong outputs
-// impossible with tofino.Switch's 32-bit checksums: distinct keys never
+// impossible with tofino.Reference's 32-bit checksums: distinct keys never
 // share a checksum (CRC-32 of a 32-bit message is a bijection).
 func TestChecksumIsBijection(t *testing.T) {
 	n := 1 << 20
@@ -421,7 +421,7 @@ func TestChecksumIsBijection(t *testing.T) {
 		n = 1 << 16
 	}
 	seen := make(map[uint32]uint32, n)
-	h := tofino.Switch
+	h := tofino.Reference
 	for i := range uint32(n) {
 		key := mix(i)
 		c := h.Checksum(key)

@@ -129,7 +129,7 @@ func NewCodec(l Layout) (*Codec, error) {
 	l = l.withDefaults()
 	c := &Codec{l: l, mask: l.Chunks - 1, csize: l.ChunkSize()}
 	c.slotMask = uint32(1<<l.SlotBits - 1)
-	c.cacheIdx = newAffine(tofino.Switch.Checksum)
+	c.cacheIdx = newAffine(tofino.Reference.Checksum)
 	for j := range l.Copies {
 		h, err := tofino.NewHash(32, CopyCRC(l.Addressing, j))
 		if err != nil {

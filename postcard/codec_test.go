@@ -182,10 +182,10 @@ func TestCodecMatchesModel(t *testing.T) {
 		for range 200 {
 			k := rng.Uint32()
 			for j := range l.Copies {
-				want := tofino.Switch.Slot(k, uint8(j)) & (l.Chunks - 1)
+				want := tofino.Reference.Slot(k, uint8(j)) & (l.Chunks - 1)
 				switch {
 				case l.Addressing == PrototypeAddressing:
-					want = tofino.Switch.Checksum(bits.ReverseBytes32(k)) & (l.Chunks - 1) // CRC32(be32(key))
+					want = tofino.Reference.Checksum(bits.ReverseBytes32(k)) & (l.Chunks - 1) // CRC32(be32(key))
 				case l.Addressing == PerCopyAddressing && j > 0:
 					h, _ := tofino.NewHash(32, CopyCRC(PerCopyAddressing, j))
 					b := [5]byte{byte(k), byte(k >> 8), byte(k >> 16), byte(k >> 24), byte(j)}
@@ -195,7 +195,7 @@ func TestCodecMatchesModel(t *testing.T) {
 					t.Fatalf("%+v: ChunkIndex(%#x, %d) = %d, want %d", l, k, j, got, want)
 				}
 			}
-			if got, want := c.cacheIdx.eval(k), tofino.Switch.Checksum(k); got != want {
+			if got, want := c.cacheIdx.eval(k), tofino.Reference.Checksum(k); got != want {
 				t.Fatalf("cache index hash %#x, want CRC32(le32(key)) %#x", got, want)
 			}
 			for hop := 1; hop <= l.Hops; hop++ {

@@ -466,7 +466,7 @@ func TestReadsPrototypeMemory(t *testing.T) {
 		keys[i] = rng.Uint32()
 		var be [4]byte
 		binary.BigEndian.PutUint32(be[:], keys[i])
-		slot := tofino.Switch.Checksum(bits.ReverseBytes32(keys[i])) & (l.Chunks - 1)
+		slot := tofino.Reference.Checksum(bits.ReverseBytes32(keys[i])) & (l.Chunks - 1)
 		for h := range 5 {
 			paths[i][h] = 1 + rng.Uint32N(1000)
 			hh, err := tofino.NewHash(32, HopCRC(PrototypeChecksums, h+1))
