@@ -55,7 +55,7 @@ func NewLayout(slots uint64, opts ...Option) (Layout, error) {
 	if slots > uint64(^uint(0)>>1)/CounterSize {
 		return Layout{}, fmt.Errorf("new layout: %w: %d counters do not fit in memory", ErrLayout, slots)
 	}
-	l := Layout{hasher: tofino.Reference, slots: slots, mask: uint32(slots - 1)}
+	l := Layout{hasher: tofino.PerCopy, slots: slots, mask: uint32(slots - 1)}
 	for _, o := range opts {
 		o(&l)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"sync"
 	"testing"
 	"unsafe"
@@ -35,7 +36,7 @@ func mustStore(t testing.TB, slots uint64, opts ...Option) *Store {
 	return s
 }
 
-func TestSwitchMatchesCRC32(t *testing.T) {
+func TestReferenceMatchesCRC32(t *testing.T) {
 	for i := range uint32(100) {
 		b := binary.LittleEndian.AppendUint32(nil, mix(i))
 		for n := range uint8(3) {
@@ -48,7 +49,7 @@ func TestSwitchMatchesCRC32(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	l, err := NewLayout(1 << 10)
-	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.Reference {
+	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.PerCopy {
 		t.Fatalf("NewLayout(1024) = %+v, %v", l, err)
 	}
 	for _, bad := range []uint64{0, 3, 1000, 1 << 33} {
@@ -64,19 +65,33 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestAppendOpsGolden recomputes the offsets with hash/crc32: CRC-32/IEEE
+// for reference addressing, the same CRC with tofino.CopyPolynomial(n)
+// (reflected for hash/crc32) for the default, per-copy addressing.
 func TestAppendOpsGolden(t *testing.T) {
-	l, _ := NewLayout(1 << 12)
 	key := uint32(0x01020304)
-	ops, err := l.AppendOps(nil, key, 77, 3)
-	if err != nil || len(ops) != 3 {
-		t.Fatalf("AppendOps = %v, %v", ops, err)
-	}
-	for n, op := range ops {
-		want := uint64(crc32.ChecksumIEEE([]byte{4, 3, 2, 1, byte(n)})&(1<<12-1)) * 8
-		if op.Offset != want || op.Add != 77 || l.Offset(key, uint8(n)) != want || l.Slot(key, uint8(n))*8 != want {
-			t.Errorf("copy %d: %+v, want offset %d add 77", n, op, want)
+	for _, perCopy := range []bool{true, false} {
+		l, _ := NewLayout(1 << 12)
+		if !perCopy {
+			l, _ = NewLayout(1<<12, WithHasher(tofino.Reference))
+		}
+		ops, err := l.AppendOps(nil, key, 77, 3)
+		if err != nil || len(ops) != 3 {
+			t.Fatalf("AppendOps = %v, %v", ops, err)
+		}
+		for n, op := range ops {
+			in := []byte{4, 3, 2, 1, byte(n)}
+			h := crc32.ChecksumIEEE(in)
+			if perCopy {
+				h = crc32.Checksum(in, crc32.MakeTable(bits.Reverse32(tofino.CopyPolynomial(uint8(n)))))
+			}
+			want := uint64(h&(1<<12-1)) * 8
+			if op.Offset != want || op.Add != 77 || l.Offset(key, uint8(n)) != want || l.Slot(key, uint8(n))*8 != want {
+				t.Errorf("per-copy %v: copy %d: %+v, want offset %d add 77", perCopy, n, op, want)
+			}
 		}
 	}
+	l, _ := NewLayout(1 << 12)
 	for _, n := range []int{0, -1, 256} {
 		dst := make([]FetchAdd, 1)
 		if got, err := l.AppendOps(dst, key, 1, n); !errors.Is(err, ErrRedundancy) || len(got) != 1 {

@@ -60,7 +60,7 @@ func NewLayout(slots uint64, dataSize int, opts ...Option) (Layout, error) {
 		return Layout{}, fmt.Errorf("new layout: %w: %d slots of %d bytes do not fit in memory", ErrLayout, slots, 1<<shift)
 	}
 	l := Layout{
-		hasher:    tofino.Reference,
+		hasher:    tofino.PerCopy,
 		slots:     slots,
 		mask:      uint32(slots - 1),
 		dataSize:  dataSize,
