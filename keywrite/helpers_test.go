@@ -62,10 +62,10 @@ func mustStore(t testing.TB, l Layout, region []byte) *Store {
 	return s
 }
 
-// TestSwitchMatchesCRC32 checks the addressing the package relies on:
+// TestReferenceMatchesCRC32 checks the addressing the package relies on:
 // tofino.Reference is CRC-32/ISO-HDLC (hash/crc32's IEEE) over le32(key) ‖ u8(n)
 // and le32(key).
-func TestSwitchMatchesCRC32(t *testing.T) {
+func TestReferenceMatchesCRC32(t *testing.T) {
 	for i := range uint32(200) {
 		key := mix(i)
 		b := binary.LittleEndian.AppendUint32(nil, key)
