@@ -155,12 +155,19 @@ type copyTable [4][256]uint32
 // Reference's and never built.
 var copyTables [256]atomic.Pointer[copyTable]
 
-// copyTab returns copy n's table, building it on first use. Two goroutines
-// may build it at once; both get the first one stored.
+// copyTab returns copy n's table, building it on first use. It is small
+// enough to inline; the first use takes newCopyTab.
 func copyTab(n uint8) *copyTable {
-	if t := copyTables[n].Load(); t != nil {
-		return t
+	t := copyTables[n].Load()
+	if t == nil {
+		t = newCopyTab(n)
 	}
+	return t
+}
+
+// newCopyTab builds copy n's table and stores it. Two goroutines may build
+// it at once; both get the first one stored.
+func newCopyTab(n uint8) *copyTable {
 	t := buildCopyTable(n)
 	if copyTables[n].CompareAndSwap(nil, t) {
 		return t
@@ -210,7 +217,11 @@ func (perCopyHasher) Slots(key uint32, dst []uint32) {
 	r := keyReg(key)
 	dst[0] = ^(crc32Tab[0][byte(r)] ^ r>>8)
 	for n := 1; n < len(dst); n++ {
-		dst[n] = copyTab(uint8(n)).eval(key)
+		t := copyTables[uint8(n)].Load() // copyTab, inlined by hand
+		if t == nil {
+			t = newCopyTab(uint8(n))
+		}
+		dst[n] = t.eval(key)
 	}
 }
 

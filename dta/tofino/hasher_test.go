@@ -163,6 +163,14 @@ func TestPerCopyMatchesModel(t *testing.T) {
 		}
 	}
 	PerCopy.Slots(1, nil) // no copies: nothing to do, no panic
+	// More than 256 copies: the copy byte wraps, as Slot's uint8 does.
+	long := make([]uint32, 300)
+	PerCopy.Slots(0xdeadbeef, long)
+	for n := 256; n < len(long); n++ {
+		if long[n] != long[n-256] {
+			t.Fatalf("Slots with %d copies: copy %d = %#x, copy %d = %#x", len(long), n, long[n], n-256, long[n-256])
+		}
+	}
 }
 
 // TestCopyOffsets shows the finding PerCopy exists for: under Reference the
