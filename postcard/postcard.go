@@ -102,7 +102,8 @@ type Layout struct {
 	Copies int
 	// Checksums selects the hop checksum functions.
 	Checksums Checksums
-	// Addressing selects the chunk hash of each copy.
+	// Addressing selects the chunk hash of each copy (0 means
+	// PerCopyAddressing).
 	Addressing Addressing
 }
 
