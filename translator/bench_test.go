@@ -69,7 +69,7 @@ func benchInst(tb testing.TB, op dta.Opcode) *fakeInst {
 	case dta.OpKeyIncrement:
 		return kiInst(tb)
 	case dta.OpPostcard:
-		return &fakeInst{prim: dta.OpPostcard, geom: appendGeometry(nil, benchPC), mem: make([]byte, benchPC.RegionSize())}
+		return &fakeInst{prim: dta.OpPostcard, geom: geometry(benchPC), mem: make([]byte, benchPC.RegionSize())}
 	default:
 		return alInst(tb, benchAL)
 	}

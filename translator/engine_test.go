@@ -20,34 +20,38 @@ import (
 
 // Test geometries, small enough to compare whole regions.
 var (
-	testKW = tempKeyWrite{Slots: 1 << 10, DataSize: 4}
-	testKI = tempKeyIncrement{Slots: 1 << 10}
+	testKW = must(keywrite.NewLayout(1<<10, 4))
+	testKI = must(keyincr.NewLayout(1 << 10))
 	testPC = postcard.Layout{Hops: 5, Chunks: 1 << 10, Copies: 2, Addressing: postcard.PerCopyAddressing}
 	testAL = appendlist.Layout{Lists: 4, Entries: 64, EntrySize: 8, Batch: 4, Markers: true}
 )
 
-func kwInst(t testing.TB) *fakeInst {
-	l, err := parseKeyWriteGeometry(appendGeometry(nil, testKW))
+func must[T any](v T, err error) T {
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	return &fakeInst{prim: dta.OpKeyWrite, geom: appendGeometry(nil, testKW), mem: make([]byte, l.RegionSize())}
+	return v
 }
 
-func kiInst(t testing.TB) *fakeInst {
-	l, err := parseKeyIncrementGeometry(appendGeometry(nil, testKI))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeInst{prim: dta.OpKeyIncrement, geom: appendGeometry(nil, testKI), mem: make([]byte, l.RegionSize())}
+// geometry encodes a layout for an advertisement.
+func geometry(l interface{ AppendBinary([]byte) ([]byte, error) }) []byte {
+	return must(l.AppendBinary(nil))
+}
+
+func kwInst(_ testing.TB) *fakeInst {
+	return &fakeInst{prim: dta.OpKeyWrite, geom: geometry(testKW), mem: make([]byte, testKW.RegionSize())}
+}
+
+func kiInst(_ testing.TB) *fakeInst {
+	return &fakeInst{prim: dta.OpKeyIncrement, geom: geometry(testKI), mem: make([]byte, testKI.RegionSize())}
 }
 
 func pcInst(_ testing.TB) *fakeInst {
-	return &fakeInst{prim: dta.OpPostcard, geom: appendGeometry(nil, testPC), mem: make([]byte, testPC.RegionSize())}
+	return &fakeInst{prim: dta.OpPostcard, geom: geometry(testPC), mem: make([]byte, testPC.RegionSize())}
 }
 
 func alInst(_ testing.TB, l appendlist.Layout) *fakeInst {
-	return &fakeInst{prim: dta.OpAppend, geom: appendGeometry(nil, l), mem: make([]byte, l.RegionSize())}
+	return &fakeInst{prim: dta.OpAppend, geom: geometry(l), mem: make([]byte, l.RegionSize())}
 }
 
 func allInsts(t testing.TB) []*fakeInst {
@@ -218,9 +222,9 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	h := newHarness(t, Config{}, ft)
 	h.connect()
 
-	kwl, _ := parseKeyWriteGeometry(insts[0].geom)
+	kwl, _ := keywrite.ParseLayout(insts[0].geom)
 	kws, _ := keywrite.NewStore(kwl, nil)
-	kil, _ := parseKeyIncrementGeometry(insts[1].geom)
+	kil, _ := keyincr.ParseLayout(insts[1].geom)
 	kis, _ := keyincr.NewStore(kil, nil)
 	pcc, _ := postcard.NewCodec(testPC)
 	pcs, _ := postcard.NewStore(pcc, make([]byte, testPC.RegionSize()))
@@ -385,7 +389,7 @@ func TestCollectorChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kwl, _ := parseKeyWriteGeometry(a.geom)
+	kwl, _ := keywrite.ParseLayout(a.geom)
 	sa, _ := keywrite.NewStore(kwl, nil)
 	sb, _ := keywrite.NewStore(kwl, nil)
 	for k := range uint32(300) {

@@ -34,8 +34,8 @@ type instance struct {
 	alMaxPkt int // packets one append can produce
 }
 
-// configure sets up in's translation state from its advertisement. It is the
-// one place that turns an advertised geometry into a primitive's layout.
+// configure sets up in's translation state from its advertisement: the
+// geometry is decoded by the primitive's package (ParseLayout).
 // A repeated advertisement (after a reconnection) with the same primitive
 // and geometry keeps the state (cached postcards, pending appends); the
 // region's address and rkey are taken from the new one.
@@ -51,7 +51,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 	}
 	switch ad.Primitive {
 	case dta.OpKeyWrite:
-		l, err := parseKeyWriteGeometry(ad.Geometry)
+		l, err := keywrite.ParseLayout(ad.Geometry)
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		}
 		in.kw = l
 	case dta.OpKeyIncrement:
-		l, err := parseKeyIncrementGeometry(ad.Geometry)
+		l, err := keyincr.ParseLayout(ad.Geometry)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		}
 		in.ki = l
 	case dta.OpPostcard:
-		l, err := parsePostcardGeometry(ad.Geometry)
+		l, err := postcard.ParseLayout(ad.Geometry)
 		if err != nil {
 			return err
 		}
@@ -86,7 +86,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		}
 		in.pc, in.cache = c, cache
 	case dta.OpAppend:
-		l, err := parseAppendGeometry(ad.Geometry)
+		l, err := appendlist.ParseLayout(ad.Geometry)
 		if err != nil {
 			return err
 		}

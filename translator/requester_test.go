@@ -30,7 +30,7 @@ func kwSetup(t *testing.T, cfg Config) (*harness, *fakeInst, *keywrite.Store) {
 	ft := newFakeTarget(t, in)
 	h := newHarness(t, cfg, ft)
 	h.connect()
-	l, _ := parseKeyWriteGeometry(in.geom)
+	l, _ := keywrite.ParseLayout(in.geom)
 	st, _ := keywrite.NewStore(l, nil)
 	return h, in, st
 }
@@ -76,7 +76,7 @@ func TestReorderingDoesNotReapplyAtomics(t *testing.T) {
 	ft := newFakeTarget(t, in)
 	h := newHarness(t, Config{}, ft)
 	h.connect()
-	l, _ := parseKeyIncrementGeometry(in.geom)
+	l, _ := keyincr.ParseLayout(in.geom)
 	st, _ := keyincr.NewStore(l, nil)
 	swapped := false
 	h.toT = func(d []Datagram) []Datagram {
@@ -179,7 +179,7 @@ func TestPSNWraps(t *testing.T) {
 	h := newHarness(t, Config{}, ft)
 	h.e.randPSN = func() uint32 { return rocev2.PSNMask - 5 }
 	h.connect()
-	l, _ := parseKeyWriteGeometry(in.geom)
+	l, _ := keywrite.ParseLayout(in.geom)
 	st, _ := keywrite.NewStore(l, nil)
 	lost := false
 	h.toT = func(d []Datagram) []Datagram {

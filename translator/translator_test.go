@@ -92,7 +92,7 @@ func TestTranslatorOverLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _ := parseKeyWriteGeometry(kw.geom)
+	l, _ := keywrite.ParseLayout(kw.geom)
 	st, _ := keywrite.NewStore(l, nil)
 	const n = 2000
 	for k := range uint32(n) {
