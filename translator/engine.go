@@ -102,6 +102,10 @@ type Engine struct {
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
+	// The fast path's crc0 of the bytes the copies of one report share
+	// (fastpath.go): valid while shareTail is set and tailOK.
+	tail              uint32
+	tailOK, shareTail bool
 }
 
 // NewEngine returns an engine for cfg, which must name its Local address

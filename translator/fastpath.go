@@ -2,6 +2,7 @@ package translator
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/klauspost/crc32"
 
@@ -10,7 +11,7 @@ import (
 
 // The fast path: one-packet WRITEs and FETCH_ADDs, the translator's hot
 // operations, are written straight into the ring slot, and their ICRC is
-// derived from a per-QP cached value instead of recomputed over the whole
+// derived from per-QP cached values instead of recomputed over the whole
 // pseudo-header.
 //
 // A CRC is affine: for messages x and y of the same length, crc(x) ^ crc(y)
@@ -19,11 +20,14 @@ import (
 // length and the same first 8 BTH bytes (opcode, pad count, P_Key, destination
 // QP; byte 4 is masked by the ICRC anyway) differ only from BTH byte 8 on, so
 //
-//	ICRC(p) = ICRC(p0) ^ crc0(p[8:])
+//	ICRC(p) = K ^ H(p[8:20]) ^ crc0(p[20:])
 //
-// where p0 is p with bytes 8 and after zeroed. ICRC(p0) is computed once per
-// (QP, prefix, length) with rocev2.DatagramICRC and cached; a packet then
-// costs one CRC over its BTH tail, extension header and payload.
+// where K is the ICRC of p[:8] followed by zeros (computed once with
+// rocev2.DatagramICRC), H(x) = crc0(x followed by len(p)-20 zeros), a sum of
+// one table lookup per byte (tables built once per length), and p[8:20] the
+// AckReq bit, the PSN and the VA (RETH or AtomicETH), the bytes in which the
+// N copies of one report differ. crc0(p[20:]) (rkey, length or add, payload)
+// is the same for every copy, so it is computed once per report.
 // TestFastPathMatchesRocev2 checks every fast packet against
 // rocev2.Packet.AppendDatagram.
 
@@ -32,6 +36,7 @@ type icrcEntry struct {
 	prefix uint64 // BTH bytes 0..7, byte 4 set to 0xFF
 	n      int    // datagram length without the ICRC
 	k      uint32
+	h      [12][256]uint32 // h[j][v]: crc0 of v at byte 8+j, zeros after
 }
 
 var zeroSlot [slotCap]byte
@@ -40,17 +45,51 @@ var zeroSlot [slotCap]byte
 func (e *Engine) icrc(q *qp, b []byte) uint32 {
 	prefix := binary.BigEndian.Uint64(b) | 0xFF<<24
 	n := len(b)
-	en := &q.icrc[(n>>2)&(len(q.icrc)-1)]
-	if en.prefix != prefix || en.n != n {
-		var tmp [slotCap]byte
-		copy(tmp[:8], b[:8])
-		k, err := rocev2.DatagramICRC(e.cfg.Local, q.remote, tmp[:n])
-		if err != nil {
-			e.c.EncodeErrors++
+	i := (n >> 2) & (len(q.icrc) - 1)
+	en := q.icrc[i]
+	if en == nil || en.prefix != prefix || en.n != n {
+		if en == nil {
+			en = new(icrcEntry)
+			q.icrc[i] = en
 		}
-		*en = icrcEntry{prefix: prefix, n: n, k: k}
+		e.fillICRC(q, en, b[:8], n)
 	}
-	return en.k ^ crc0(b[8:])
+	if !e.tailOK || !e.shareTail {
+		e.tail = crc0(b[20:])
+		e.tailOK = true
+	}
+	h := &en.h
+	return en.k ^ e.tail ^
+		h[0][b[8]] ^ h[1][b[9]] ^ h[2][b[10]] ^ h[3][b[11]] ^
+		h[4][b[12]] ^ h[5][b[13]] ^ h[6][b[14]] ^ h[7][b[15]] ^
+		h[8][b[16]] ^ h[9][b[17]] ^ h[10][b[18]] ^ h[11][b[19]]
+}
+
+// fillICRC computes the cached values for datagrams of n bytes starting
+// with prefix.
+func (e *Engine) fillICRC(q *qp, en *icrcEntry, prefix []byte, n int) {
+	var tmp [slotCap]byte
+	copy(tmp[:8], prefix)
+	k, err := rocev2.DatagramICRC(e.cfg.Local, q.remote, tmp[:n])
+	if err != nil {
+		e.c.EncodeErrors++
+	}
+	en.prefix, en.n, en.k = binary.BigEndian.Uint64(prefix)|0xFF<<24, n, k
+	clear(tmp[:8])
+	msg := tmp[8:n]
+	for j := range 12 {
+		var base [8]uint32
+		for bit := range 8 {
+			msg[j] = 1 << bit
+			base[bit] = crc0(msg)
+		}
+		msg[j] = 0
+		t := &en.h[j]
+		t[0] = 0
+		for v := 1; v < 256; v++ {
+			t[v] = t[v&(v-1)] ^ base[bits.TrailingZeros(uint(v))]
+		}
+	}
 }
 
 // crc0Tables are slicing-by-8 tables of CRC-32/ISO-HDLC (reflected
@@ -81,6 +120,11 @@ func crc0(p []byte) uint32 {
 		crc = t[7][crc&0xFF] ^ t[6][crc>>8&0xFF] ^ t[5][crc>>16&0xFF] ^ t[4][crc>>24] ^
 			t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]]
 		p = p[8:]
+	}
+	if len(p) >= 4 { // packets are padded to 4 bytes: this is the usual tail
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[3][crc&0xFF] ^ t[2][crc>>8&0xFF] ^ t[1][crc>>16&0xFF] ^ t[0][crc>>24]
+		p = p[4:]
 	}
 	for _, c := range p {
 		crc = t[0][byte(crc)^c] ^ crc>>8

@@ -62,6 +62,34 @@ func TestFastPathMatchesRocev2(t *testing.T) {
 				}
 			}
 		}
+		// Copies of one report share the crc0 of their tail.
+		for n := 4; n <= 64; n += 4 {
+			e.ResetOutput()
+			e.shareTail, e.tailOK = true, false
+			q.sinceAckReq = 0 // no AckReq in three packets
+			var want [][]byte
+			for range 3 {
+				va, psn := rng.Uint64(), q.next
+				e.postWriteOnly(q, va, 0x1234, data[:n], false, 0)
+				p := rocev2.Packet{
+					BTH:     rocev2.BTH{Opcode: rocev2.RCWriteOnly, PKey: 0xFFFF, DestQP: q.remoteQPN, PSN: psn},
+					RETH:    rocev2.RETH{VA: va, RKey: 0x1234, DMALength: uint32(n)},
+					Payload: data[:n],
+				}
+				wb, _ := p.AppendDatagram(nil, fam.local, fam.remote)
+				want = append(want, wb)
+			}
+			e.shareTail = false
+			out := e.Output()
+			if len(out) != 3 {
+				t.Fatalf("%d packets, want 3", len(out))
+			}
+			for i, d := range out {
+				if !bytes.Equal(d.Buf, want[i]) {
+					t.Fatalf("copy %d of a %d-byte write:\n got %x\nwant %x", i, n, d.Buf, want[i])
+				}
+			}
+		}
 		for range 200 {
 			q.next = rocev2.PSN(rng.Uint32() & rocev2.PSNMask)
 			q.una = q.next

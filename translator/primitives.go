@@ -160,9 +160,11 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 			e.c.Rejected++
 			return true
 		}
+		e.shareTail, e.tailOK = true, false
 		for _, w := range ops {
 			e.write(in, w.Offset, w.Payload, false, 0)
 		}
+		e.shareTail = false
 	case dta.OpKeyIncrement:
 		ki := &r.KeyIncrement
 		if !e.room(q, int(ki.Redundancy)) {
@@ -173,9 +175,11 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 			e.c.Rejected++
 			return true
 		}
+		e.shareTail, e.tailOK = true, false
 		for _, op := range ops {
 			e.fetchAdd(in, op.Offset, op.Add)
 		}
+		e.shareTail = false
 	case dta.OpPostcard:
 		copies := in.pc.Layout().Copies
 		if !e.room(q, 2*copies) {
@@ -187,9 +191,11 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 			return true
 		}
 		for i := range chunks {
+			e.shareTail, e.tailOK = true, false
 			for _, w := range in.pc.Writes(&chunks[i], e.sc.pcw[:0]) {
 				e.write(in, w.Offset, w.Data, false, 0)
 			}
+			e.shareTail = false
 		}
 	case dta.OpAppend:
 		if !e.room(q, in.alMaxPkt) {

@@ -66,7 +66,7 @@ type qp struct {
 	roundPSN  rocev2.PSN
 	roundNeed bool // that packet has no AckReq yet
 
-	icrc [4]icrcEntry // fast-path ICRC cache
+	icrc [4]*icrcEntry // fast-path ICRC cache, by length
 
 	// Token bucket, in packets.
 	tokens     float64
