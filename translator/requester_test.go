@@ -11,6 +11,7 @@ import (
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
 )
 
 // dataPSN decodes a datagram to the target and returns its PSN and whether
@@ -324,5 +325,63 @@ func TestNoProgressReconnects(t *testing.T) {
 	}
 	if len(ft.reqs) != 3 { // discovery: instance, REJ probe; then the new QP
 		t.Errorf("%d REQs, want 3", len(ft.reqs))
+	}
+}
+
+func TestCollectorDisconnectReconnects(t *testing.T) {
+	h, in, st := kwSetup(t, Config{})
+	ft := h.fts[0]
+	var q *fakeQP
+	for _, x := range ft.qps {
+		q = x
+	}
+	delete(ft.qps, q.qpn)
+	delete(ft.byComm, q.peerComm)
+	ft.sendCM(cm.Header(77, cm.AttrDREQ), &cm.DisconnectRequest{LocalCommID: q.commID, RemoteCommID: q.peerComm, RemoteQPN: q.peerQPN})
+	drep := false
+	h.toT = func(d []Datagram) []Datagram {
+		for _, x := range d {
+			var p rocev2.Packet
+			if p.DecodeDatagram(x.Buf, testLocal, testTarget) == nil && p.BTH.DestQP == 1 {
+				if _, m, err := cm.DecodeMAD(p.Payload); err == nil {
+					if r, ok := m.(*cm.DisconnectReply); ok && r.RemoteCommID == q.commID {
+						drep = true
+					}
+				}
+			}
+		}
+		return d
+	}
+	h.pump()
+	if !drep {
+		t.Error("no DREP for the collector's DREQ")
+	}
+	if c := h.e.Counters(); c.Reconnects != 1 {
+		t.Errorf("counters %+v", c)
+	}
+	if done, err := h.e.Connected(); !done || err != nil {
+		t.Fatalf("after the collector's DREQ: %v, %v", done, err)
+	}
+	h.kwReports(st, 0, 5)
+	h.pump()
+	if !bytes.Equal(in.mem, st.Region()) || !h.e.Idle() {
+		t.Error("the new QP does not carry reports")
+	}
+}
+
+func TestFlushCountsWhatDoesNotFit(t *testing.T) {
+	pc := pcInst(t)
+	ft := newFakeTarget(t, pc)
+	h := newHarness(t, Config{RingSize: 4}, ft)
+	h.connect()
+	ft.noAck = true
+	for k := range uint32(3) {
+		h.report(pcReport(k, 1, 5)) // three cached flows of two copies each
+	}
+	h.pump()
+	h.e.Flush()
+	h.pump()
+	if c := h.e.Counters(); c.Writes != 4 || c.FlushLost != 1 {
+		t.Errorf("counters %+v: want 2 flows written, 1 lost", c)
 	}
 }
