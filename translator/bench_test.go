@@ -2,6 +2,7 @@ package translator
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -11,13 +12,21 @@ import (
 	"github.com/dtakit/dtakit/rocev2"
 )
 
-// memSetup connects an engine to one instance through the in-test responder,
-// then detaches it: the benchmarks and allocation tests drive the engine
-// alone, acknowledging its packets with ACKs built here.
+// memSetup attaches one instance to an engine without a CM exchange: the
+// benchmarks and allocation tests drive the engine alone, acknowledging its
+// packets with ACKs built here.
 func memSetup(tb testing.TB, in *fakeInst, cfg Config) (*Engine, *qp) {
-	h := newHarness(tb, cfg, newFakeTarget(tb, in))
-	h.connect()
-	return h.e, h.e.collectors[0].instances[0].qp
+	cfg.Local, cfg.Collectors = testLocal, []netip.AddrPort{testTarget}
+	e, err := NewEngine(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ad := dta.Advertisement{VA: 0x7f0000000000, Length: uint32(len(in.mem)), RKey: 0x1000, Primitive: in.prim, Geometry: in.geom}
+	qpn, err := e.Attach(0, ad, 0x40, rocev2.PSNMask-100) // wraps during the runs
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e, e.qps[qpn]
 }
 
 // acker builds ACK datagrams for a QP without allocating.
