@@ -97,8 +97,10 @@ func (t *Translator) LocalAddr() netip.AddrPort { return t.e.cfg.Local }
 
 // Start connects to every collector (discovery, advertisements) and starts
 // translating reports. It returns when every instance is ready or failed,
-// with the collectors' errors joined, or with ctx's error. Reports that
-// arrive before an instance is ready are dropped (NACKed when sequenced).
+// with the collectors' errors joined (ErrNotListening, ErrRejected,
+// ErrAdvertisement), or with ctx's error. Either way the translator keeps
+// serving what did connect until Close. Reports that arrive before an
+// instance is ready are dropped (NACKed when sequenced).
 func (t *Translator) Start(ctx context.Context) error {
 	t.mu.Lock()
 	if t.closed {
