@@ -292,7 +292,8 @@ func (qp *QP) receive(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *
 		return
 	}
 	qp.epsn = qp.epsn.Next()
-	if p.BTH.AckReq {
+	// An atomic's ATOMIC ACK went out already and acknowledges it.
+	if p.BTH.AckReq && op != rocev2.RCFetchAdd && op != rocev2.RCCompareSwap {
 		qp.setAck(p.BTH.PSN, src)
 	}
 }

@@ -95,30 +95,22 @@ type Config struct {
 // use; Process, Tick and every method that changes state serialise on one
 // lock, so a Target uses one core.
 type Target struct {
-	mu       sync.Mutex
-	addr     netip.AddrPort
-	maxQPs   int
-	closed   bool
-	regions  map[uint32]*Region // by rkey
-	nextVA   uint64
-	qps      map[uint32]*QP // by QPN
-	byComm   map[uint32]*QP // by the target's local comm ID
-	byReq    map[reqKey]*QP // by the peer's comm ID and address
-	listen   map[uint16]*listener
-	udPSN    rocev2.PSN // PSN of the target's QP 1 sends
-	c        Counters
-	pkt      rocev2.Packet // scratch packet for decoding
-	resp     rocev2.Packet // scratch packet for responses
-	acking   []*QP         // QPs with an ACK pending in the batch under way
-	inTick   []*QP
-	lastQP   *QP
-	callback []completionCall
-}
-
-type completionCall struct {
-	fn func(*QP, Completion)
-	qp *QP
-	c  Completion
+	mu      sync.Mutex
+	addr    netip.AddrPort
+	maxQPs  int
+	closed  bool
+	regions map[uint32]*Region // by rkey
+	nextVA  uint64
+	qps     map[uint32]*QP // by QPN
+	byComm  map[uint32]*QP // by the target's local comm ID
+	byReq   map[reqKey]*QP // by the peer's comm ID and address
+	listen  map[uint16]*listener
+	udPSN   rocev2.PSN // PSN of the target's QP 1 sends
+	c       Counters
+	pkt     rocev2.Packet // scratch packet for decoding
+	resp    rocev2.Packet // scratch packet for responses
+	acking  []*QP         // QPs with an ACK pending in the batch under way
+	lastQP  *QP
 }
 
 type reqKey struct {

@@ -1,0 +1,131 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// sockPeer is an in-test requester over a real UDP socket.
+type sockPeer struct {
+	tb     testing.TB
+	uc     *net.UDPConn
+	addr   netip.AddrPort
+	target netip.AddrPort
+}
+
+func (s *sockPeer) sendPkt(p rocev2.Packet) {
+	s.tb.Helper()
+	b, err := p.AppendDatagram(nil, s.addr, s.target)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	if _, err := s.uc.WriteToUDPAddrPort(b, s.target); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+func (s *sockPeer) recv() rocev2.Packet {
+	s.tb.Helper()
+	buf := make([]byte, 5000)
+	if err := s.uc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		s.tb.Fatal(err)
+	}
+	n, from, err := s.uc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	var p rocev2.Packet
+	if err := p.DecodeDatagram(buf[:n], from, s.addr); err != nil {
+		s.tb.Fatalf("from %v: %v", from, err)
+	}
+	return p
+}
+
+func listenLoopback(tb testing.TB) (*net.UDPConn, netip.AddrPort) {
+	uc, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { uc.Close() })
+	return uc, uc.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+func TestServeLoopback(t *testing.T) {
+	tg, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuc, taddr := listenLoopback(t)
+	if err := tg.Listen(40050, ListenConfig{Greeting: []byte("hello")}); err != nil {
+		t.Fatal(err)
+	}
+	mem := make([]uint64, 8)
+	r, err := tg.Register(unsafeBytes(mem), RemoteWrite|RemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tg.Serve(ctx, tuc) }()
+
+	uc, addr := listenLoopback(t)
+	s := &sockPeer{tb: t, uc: uc, addr: addr, target: taddr}
+	req := &cm.ConnectRequest{LocalCommID: 5, ServiceID: cm.ServiceID(40050), LocalQPN: 77, StartingPSN: 1000,
+		PKey: 0xFFFF, PathMTU: cm.MTU1024, MaxCMRetries: 15, RetryCount: 3}
+	if err := req.SetIPPrivateData(cm.IPHeader{SrcPort: addr.Port(), Src: addr.Addr(), Dst: taddr.Addr()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mad, _ := cm.AppendMAD(nil, cm.Header(1, cm.AttrREQ), req)
+	s.sendPkt(cm.Packet(mad, 0))
+	_, m, err := cm.DecodeMAD(s.recv().Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := m.(*cm.ConnectReply)
+	mad, _ = cm.AppendMAD(nil, cm.Header(1, cm.AttrRTU), &cm.ReadyToUse{LocalCommID: 5, RemoteCommID: rep.LocalCommID})
+	s.sendPkt(cm.Packet(mad, 1))
+	greet := s.recv()
+	if string(greet.Payload) != "hello" || greet.BTH.DestQP != 77 {
+		t.Fatalf("greeting %+v", greet)
+	}
+	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: greet.BTH.PSN},
+		AETH: rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: 1}})
+	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: 1000},
+		RETH: rocev2.RETH{VA: r.VA() + 8, RKey: r.RKey(), DMALength: 8}, Payload: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
+	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCFetchAdd, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: 1001, AckReq: true},
+		AtomicETH: rocev2.AtomicETH{VA: r.VA(), RKey: r.RKey(), SwapAddData: 10}})
+	ack := s.recv()
+	if ack.BTH.Opcode != rocev2.RCAtomicAcknowledge || ack.BTH.PSN != 1001 || ack.AETH.MSN != 2 {
+		t.Fatalf("atomic ack %+v", ack)
+	}
+	if c := tg.Counters(); c.WritePackets != 1 || c.Atomics != 1 || c.SendRetransmits != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	// Counters took the lock after the writes: reading is safe.
+	if mem[0] != 10 || unsafeBytes(mem)[8] != 1 {
+		t.Errorf("memory %x", mem[:2])
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+func TestServeRejectsWildcard(t *testing.T) {
+	tg, _ := New(Config{})
+	uc, err := net.ListenUDP("udp4", &net.UDPAddr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	if err := tg.Serve(context.Background(), uc); !errors.Is(err, ErrConfig) {
+		t.Errorf("Serve on a wildcard socket: %v", err)
+	}
+}
