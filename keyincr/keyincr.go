@@ -1,0 +1,254 @@
+// Package keyincr implements DTA's Key-Increment primitive in memory: the
+// layout of a collector's counter region, the translation of a report into
+// the RDMA FETCH_ADDs that update its N counters, a Store that applies them
+// atomically and answers count-min queries, and the count-min error bound.
+//
+// A region holds S 8-byte counters (S a power of two) in the collector's
+// host byte order, as a NIC's FETCH_ADD leaves them. Copy n of key adds the
+// report's value to the counter at slot(key, n)·8, with slot(key, n) =
+// CRC32(le32(key) ‖ u8(n)) & (S-1), the same addressing as Key-Write (spec
+// sections 4 and 5). A query returns the minimum of the key's N counters.
+// See docs/DTA-WIRE.md section 8.4.
+package keyincr
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/dtakit/dtakit/dta/tofino"
+)
+
+// MaxRedundancy is the largest N a report or a query may use.
+const MaxRedundancy = 255
+
+// MaxSlots is the largest counter count: indices are a 32-bit hash masked
+// with S-1.
+const MaxSlots = 1 << 32
+
+// CounterSize is the size of a counter in bytes.
+const CounterSize = 8
+
+// Option configures a Layout.
+type Option func(*Layout)
+
+// WithHasher makes the layout address counters with h instead of
+// tofino.Switch. Memory a switch updates must be read with tofino.Switch.
+func WithHasher(h tofino.Hasher) Option {
+	return func(l *Layout) { l.hasher = h }
+}
+
+// Layout is the geometry of a Key-Increment region: S counters of 8 bytes.
+// The zero Layout is invalid; build one with NewLayout.
+type Layout struct {
+	hasher tofino.Hasher
+	slots  uint64
+	mask   uint32
+}
+
+// NewLayout returns the layout of slots counters (a power of two in
+// 1..2^32).
+func NewLayout(slots uint64, opts ...Option) (Layout, error) {
+	if slots == 0 || slots > MaxSlots || slots&(slots-1) != 0 {
+		return Layout{}, fmt.Errorf("new layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, slots)
+	}
+	if slots > uint64(^uint(0)>>1)/CounterSize {
+		return Layout{}, fmt.Errorf("new layout: %w: %d counters do not fit in memory", ErrLayout, slots)
+	}
+	l := Layout{hasher: tofino.Switch, slots: slots, mask: uint32(slots - 1)}
+	for _, o := range opts {
+		o(&l)
+	}
+	if l.hasher == nil {
+		return Layout{}, fmt.Errorf("new layout: %w: nil hasher", ErrLayout)
+	}
+	return l, nil
+}
+
+// IsValid reports whether l was built by NewLayout.
+func (l Layout) IsValid() bool { return l.slots != 0 }
+
+// Slots returns S, the number of counters.
+func (l Layout) Slots() uint64 { return l.slots }
+
+// RegionSize returns the number of bytes the region needs, 8·Slots.
+func (l Layout) RegionSize() uint64 { return l.slots * CounterSize }
+
+// Hasher returns the hasher that addresses counters.
+func (l Layout) Hasher() tofino.Hasher { return l.hasher }
+
+// Slot returns the counter index of copy n of key. It does not allocate.
+func (l Layout) Slot(key uint32, n uint8) uint64 {
+	return uint64(l.hasher.Slot(key, n) & l.mask)
+}
+
+// Offset returns the region offset of copy n of key, 8·Slot(key, n).
+func (l Layout) Offset(key uint32, n uint8) uint64 {
+	return uint64(l.hasher.Slot(key, n)&l.mask) * CounterSize
+}
+
+// FetchAdd is one RDMA FETCH_ADD of a report copy: Add added to the 8-byte
+// counter at Offset bytes from the region's base.
+type FetchAdd struct {
+	Offset uint64
+	Add    uint64
+}
+
+// AppendOps translates the report (key, add, n) into its n fetch-and-adds,
+// appended to dst. It does not allocate when dst has room for n more.
+// On error dst is returned unchanged.
+func (l Layout) AppendOps(dst []FetchAdd, key uint32, add uint64, n int) ([]FetchAdd, error) {
+	if n < 1 || n > MaxRedundancy {
+		return dst, errRedundancy
+	}
+	for i := range n {
+		dst = append(dst, FetchAdd{Offset: l.Offset(key, uint8(i)), Add: add})
+	}
+	return dst, nil
+}
+
+// Store is a Key-Increment region: it applies fetch-and-adds atomically and
+// answers count-min queries. Every method is safe for concurrent use; the
+// counters are read and written with sync/atomic, so a NIC's atomics on the
+// same memory and the Store's agree.
+type Store struct {
+	layout   Layout
+	region   []byte
+	counters []uint64 // the region, seen as counters
+}
+
+// NewStore returns a Store over region with layout l. A nil region
+// allocates a zeroed one; a region shorter than l.RegionSize() or not 8-byte
+// aligned is an ErrRegion; bytes past RegionSize are not used.
+func NewStore(l Layout, region []byte) (*Store, error) {
+	if !l.IsValid() {
+		return nil, fmt.Errorf("new store: %w: zero Layout", ErrLayout)
+	}
+	size := l.RegionSize()
+	if region == nil {
+		c := make([]uint64, l.slots)
+		region = unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), size)
+	}
+	if uint64(len(region)) < size {
+		return nil, fmt.Errorf("new store: %w: region of %d bytes, layout needs %d", ErrRegion, len(region), size)
+	}
+	if uintptr(unsafe.Pointer(&region[0]))%CounterSize != 0 {
+		return nil, fmt.Errorf("new store: %w: region not 8-byte aligned", ErrRegion)
+	}
+	return &Store{
+		layout:   l,
+		region:   region[:size:size],
+		counters: unsafe.Slice((*uint64)(unsafe.Pointer(&region[0])), l.slots),
+	}, nil
+}
+
+// Layout returns the store's layout.
+func (s *Store) Layout() Layout { return s.layout }
+
+// Region returns the store's memory, RegionSize bytes.
+func (s *Store) Region() []byte { return s.region }
+
+// Apply performs one fetch-and-add atomically and returns the counter's
+// previous value, as the NIC's ATOMIC ACK would. An offset that is not on a
+// counter of the region is refused with ErrOutOfRegion. It does not allocate.
+func (s *Store) Apply(op FetchAdd) (uint64, error) {
+	if op.Offset%CounterSize != 0 || op.Offset/CounterSize >= uint64(len(s.counters)) {
+		return 0, errOutOfRegion
+	}
+	return atomic.AddUint64(&s.counters[op.Offset/CounterSize], op.Add) - op.Add, nil
+}
+
+// ApplyOps performs every operation of ops, or none if any is not on a
+// counter of the region. It does not allocate.
+func (s *Store) ApplyOps(ops []FetchAdd) error {
+	for _, op := range ops {
+		if op.Offset%CounterSize != 0 || op.Offset/CounterSize >= uint64(len(s.counters)) {
+			return errOutOfRegion
+		}
+	}
+	for _, op := range ops {
+		atomic.AddUint64(&s.counters[op.Offset/CounterSize], op.Add)
+	}
+	return nil
+}
+
+// Add applies the report (key, add, n) as the translator would: add to each
+// of the key's n counters (twice to a counter two copies share). It does not
+// allocate.
+func (s *Store) Add(key uint32, add uint64, n int) error {
+	if n < 1 || n > MaxRedundancy {
+		return errRedundancy
+	}
+	l := &s.layout
+	for i := range n {
+		atomic.AddUint64(&s.counters[l.hasher.Slot(key, uint8(i))&l.mask], add)
+	}
+	return nil
+}
+
+// Query returns the count-min estimate of key's total: the minimum of its
+// first n counters. It never underestimates a total added with redundancy
+// at least n (counters only grow, barring wrap-around). It does not
+// allocate.
+func (s *Store) Query(key uint32, n int) (uint64, error) {
+	if n < 1 || n > MaxRedundancy {
+		return 0, errRedundancy
+	}
+	l := &s.layout
+	est := ^uint64(0)
+	for i := range n {
+		est = min(est, atomic.LoadUint64(&s.counters[l.hasher.Slot(key, uint8(i))&l.mask]))
+	}
+	return est, nil
+}
+
+// batchSlots bounds the counters one round of QueryBatch reads.
+const batchSlots = 128
+
+// QueryBatch sets dst[i] to Query(keys[i], n). Like keywrite's batch query
+// it computes every counter address of a round of keys first, then loads
+// them in a loop of independent loads so their cache and TLB misses
+// overlap. dst must be at least as long as keys. It does not allocate.
+func (s *Store) QueryBatch(keys []uint32, n int, dst []uint64) error {
+	if n < 1 || n > MaxRedundancy {
+		return errRedundancy
+	}
+	if len(dst) < len(keys) {
+		return errResultsShort
+	}
+	per := max(1, min(64, batchSlots/n))
+	var idx [max(batchSlots, MaxRedundancy)]uint32
+	l := &s.layout
+	h := l.hasher
+	counters := s.counters
+	for len(keys) > 0 {
+		k := min(per, len(keys))
+		j := 0
+		for _, key := range keys[:k] {
+			for i := range n {
+				idx[j] = h.Slot(key, uint8(i)) & l.mask
+				j++
+			}
+		}
+		j = 0
+		for q := range keys[:k] {
+			est := atomic.LoadUint64(&counters[idx[j]])
+			for i := 1; i < n; i++ {
+				est = min(est, atomic.LoadUint64(&counters[idx[j+i]]))
+			}
+			dst[q] = est
+			j += n
+		}
+		keys, dst = keys[k:], dst[k:]
+	}
+	return nil
+}
+
+// Reset zeroes every counter, for a new epoch. Each counter is cleared
+// atomically, so concurrent adds are either counted in the old epoch or kept
+// in the new one; a query racing with Reset may mix the two.
+func (s *Store) Reset() {
+	for i := range s.counters {
+		atomic.StoreUint64(&s.counters[i], 0)
+	}
+}

@@ -1,0 +1,34 @@
+package keywrite
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by this package, wrapped with what was wrong. Match them
+// with errors.Is.
+var (
+	// ErrLayout: a slot count that is not a power of two in 1..2^32, or a
+	// data size that is not a positive multiple of 4.
+	ErrLayout = errors.New("keywrite: invalid layout")
+	// ErrRedundancy: a redundancy N outside 1..255.
+	ErrRedundancy = errors.New("keywrite: redundancy out of range")
+	// ErrDataSize: report data whose length is not the layout's data size.
+	ErrDataSize = errors.New("keywrite: data size does not match layout")
+	// ErrRegion: a region smaller than the layout needs.
+	ErrRegion = errors.New("keywrite: region too small for layout")
+	// ErrOutOfRegion: a write that would reach outside the region.
+	ErrOutOfRegion = errors.New("keywrite: write outside region")
+	// ErrPolicy: a consensus policy whose threshold is outside 1..255.
+	ErrPolicy = errors.New("keywrite: invalid query policy")
+	// ErrResults: a result slice shorter than the batch of keys.
+	ErrResults = errors.New("keywrite: result slice too short")
+)
+
+// Hot-path errors, allocated once.
+var (
+	errRedundancy   = fmt.Errorf("%w: N must be 1..255", ErrRedundancy)
+	errDataSize     = fmt.Errorf("%w: data length differs from the layout's data size", ErrDataSize)
+	errOutOfRegion  = fmt.Errorf("%w: write extends past the end of the region", ErrOutOfRegion)
+	errResultsShort = fmt.Errorf("%w: fewer results than keys", ErrResults)
+)
