@@ -99,7 +99,10 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 			sent += k
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
-					return nil
+					if ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("target.Serve: %w", err)
 				}
 				sent++ // skip the datagram that failed (an unreachable peer)
 			}
