@@ -44,6 +44,12 @@ func (o *Output) Datagrams() []Datagram {
 	return o.dgs
 }
 
+// commit ends the datagram appended to o.buf since the last one, to dst.
+func (o *Output) commit(dst netip.AddrPort) {
+	o.ends = append(o.ends, len(o.buf))
+	o.addrs = append(o.addrs, dst)
+}
+
 // add appends p as a datagram from src to dst. The packets the target
 // builds are valid, so encoding cannot fail except on mixed address
 // families (a peer that is neither IPv4 nor IPv6 like the target), which
@@ -98,8 +104,7 @@ func (t *Target) handle(now time.Time, b []byte, src netip.AddrPort, out *Output
 		t.c.Malformed++
 		return
 	}
-	icrc, err := rocev2.DatagramICRC(src, t.addr, b[:len(b)-rocev2.ICRCLen])
-	if err != nil || icrc != p.ICRC {
+	if !t.hdrs.verify(src, t.addr, b) {
 		t.c.BadICRC++
 		return
 	}

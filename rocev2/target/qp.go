@@ -96,6 +96,8 @@ type QP struct {
 	sendPSN rocev2.PSN // PSN of the next SEND
 	sends   []pendingSend
 
+	respBase respBase // ICRC bases of the responses to the last destination
+
 	// Connection manager.
 	localCommID  uint32
 	remoteCommID uint32
@@ -323,12 +325,10 @@ func (qp *QP) respond(s rocev2.Syndrome, psn rocev2.PSN, dst netip.AddrPort, out
 	if s != rocev2.SyndromeACK {
 		qp.flushAck(out)
 	}
-	r := &qp.t.resp
-	*r = rocev2.Packet{
-		BTH:  rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: rocev2.DefaultPKey, DestQP: qp.remoteQPN, PSN: psn},
-		AETH: rocev2.AETH{Syndrome: s, MSN: qp.msn},
+	if rb, ok := qp.bases(dst); ok {
+		out.buf = rb.appendAck(out.buf, qp.remoteQPN, s, psn, qp.msn)
+		out.commit(dst)
 	}
-	out.add(r, qp.t.addr, dst)
 }
 
 // fail sends a fatal NAK for the packet with psn and puts the QP in the
@@ -367,13 +367,10 @@ func (qp *QP) duplicate(p *rocev2.Packet, src netip.AddrPort, out *Output) {
 
 func (qp *QP) atomicAck(a *atomicResult, dst netip.AddrPort, out *Output) {
 	qp.flushAck(out)
-	r := &qp.t.resp
-	*r = rocev2.Packet{
-		BTH:          rocev2.BTH{Opcode: rocev2.RCAtomicAcknowledge, PKey: rocev2.DefaultPKey, DestQP: qp.remoteQPN, PSN: a.psn},
-		AETH:         rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: a.msn},
-		AtomicAckETH: rocev2.AtomicAckETH{OrigRemoteData: a.orig},
+	if rb, ok := qp.bases(dst); ok {
+		out.buf = rb.appendAtomicAck(out.buf, qp.remoteQPN, a.psn, a.msn, a.orig)
+		out.commit(dst)
 	}
-	out.add(r, qp.t.addr, dst)
 	qp.t.c.AtomicACKs++
 }
 

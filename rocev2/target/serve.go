@@ -45,7 +45,13 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 		return fmt.Errorf("target.Serve: %w", err)
 	}
 	t.mu.Lock()
-	t.addr = addr
+	if t.addr != addr {
+		t.addr = addr
+		t.hdrs = headerCache{}
+		for _, qp := range t.qps {
+			qp.respBase.valid = false
+		}
+	}
 	t.mu.Unlock()
 
 	msgs := make([]udpio.Message, ServeBatch)

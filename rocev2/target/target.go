@@ -108,7 +108,8 @@ type Target struct {
 	udPSN   rocev2.PSN // PSN of the target's QP 1 sends
 	c       Counters
 	pkt     rocev2.Packet // scratch packet for decoding
-	resp    rocev2.Packet // scratch packet for responses
+	resp    rocev2.Packet // scratch packet for the target's requests
+	hdrs    headerCache   // ICRC states of recent sources
 	acking  []*QP         // QPs with an ACK pending in the batch under way
 	lastQP  *QP
 }
