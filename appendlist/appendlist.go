@@ -29,6 +29,8 @@ var (
 	// ErrLapped: the writer overwrote entries the reader had not read;
 	// the error is a *LapError saying how many.
 	ErrLapped = errors.New("appendlist: reader lapped, entries lost")
+	// ErrGeometry: an encoded layout is malformed (length, version, flags).
+	ErrGeometry = errors.New("appendlist: bad layout geometry")
 )
 
 // LapError reports entries lost because the writer lapped a reader.

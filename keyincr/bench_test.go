@@ -14,7 +14,7 @@ import (
 var bench struct {
 	once    sync.Once
 	err     error
-	store   *Store // addressed with tofino.Switch
+	store   *Store // the default layout: addressed with tofino.PerCopy
 	keys    uint32
 	memKind hugemem.Kind
 }
@@ -128,7 +128,7 @@ func BenchmarkTranslate(b *testing.B) {
 	for _, h := range []struct {
 		name string
 		h    tofino.Hasher
-	}{{"hash=switch", tofino.Switch}, {"hash=xxhash", tofino.XXHash}} {
+	}{{"hash=percopy", tofino.PerCopy}, {"hash=reference", tofino.Reference}, {"hash=xxhash", tofino.XXHash}} {
 		b.Run(h.name, func(b *testing.B) {
 			l, _ := NewLayout(1<<20, WithHasher(h.h))
 			ops := make([]FetchAdd, 0, benchN)

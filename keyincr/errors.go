@@ -18,6 +18,10 @@ var (
 	ErrOutOfRegion = errors.New("keyincr: operation outside region")
 	// ErrResults: a result slice shorter than the batch of keys.
 	ErrResults = errors.New("keyincr: result slice too short")
+	// ErrGeometry: an encoded layout that is malformed (length, version,
+	// hasher ID), or a layout that cannot be encoded (a hasher that is not
+	// built in).
+	ErrGeometry = errors.New("keyincr: bad layout geometry")
 )
 
 // Hot-path errors, allocated once.

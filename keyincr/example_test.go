@@ -6,8 +6,9 @@ import (
 	"github.com/dtakit/dtakit/keyincr"
 )
 
-// Counting per flow: each report adds to N counters; a query takes their
-// minimum.
+// Counting per flow: each report adds to N counters, addressed with the
+// default tofino.PerCopy so they are independent count-min rows; a query
+// takes their minimum.
 func Example() {
 	layout, err := keyincr.NewLayout(1 << 16)
 	if err != nil {

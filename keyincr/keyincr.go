@@ -5,10 +5,15 @@
 //
 // A region holds S 8-byte counters (S a power of two) in the collector's
 // host byte order, as a NIC's FETCH_ADD leaves them. Copy n of key adds the
-// report's value to the counter at slot(key, n)·8, with slot(key, n) =
-// CRC32(le32(key) ‖ u8(n)) & (S-1), the same addressing as Key-Write (spec
-// sections 4 and 5). A query returns the minimum of the key's N counters.
-// See docs/DTA-WIRE.md section 8.4.
+// report's value to the counter at slot(key, n)·8, with the same addressing
+// as Key-Write: by default tofino.PerCopy, whose copy 0 is spec section 4's
+// CRC32(le32(key) ‖ u8(0)) & (S-1) and whose copy n >= 1 hashes the same
+// input with its own CRC polynomial, so a key's counters are independent
+// count-min rows. Spec section 4's own formula, tofino.Reference, makes the
+// copies XOR-related (for N a power of two a key's N counters are always
+// equal); pass WithHasher(tofino.Reference) to read memory written that way,
+// e.g. by the reference prototype. A query returns the minimum of the key's
+// N counters. See docs/DTA-WIRE.md section 8.4.
 package keyincr
 
 import (
@@ -32,8 +37,10 @@ const CounterSize = 8
 // Option configures a Layout.
 type Option func(*Layout)
 
-// WithHasher makes the layout address counters with h instead of
-// tofino.Switch. Memory a switch updates must be read with tofino.Switch.
+// WithHasher makes the layout address counters with h instead of the
+// default, tofino.PerCopy. Memory updated by the reference prototype, or by
+// a switch that follows spec section 4 as written, must be read with
+// tofino.Reference; writers and readers must always agree.
 func WithHasher(h tofino.Hasher) Option {
 	return func(l *Layout) { l.hasher = h }
 }
@@ -55,7 +62,7 @@ func NewLayout(slots uint64, opts ...Option) (Layout, error) {
 	if slots > uint64(^uint(0)>>1)/CounterSize {
 		return Layout{}, fmt.Errorf("new layout: %w: %d counters do not fit in memory", ErrLayout, slots)
 	}
-	l := Layout{hasher: tofino.Switch, slots: slots, mask: uint32(slots - 1)}
+	l := Layout{hasher: tofino.PerCopy, slots: slots, mask: uint32(slots - 1)}
 	for _, o := range opts {
 		o(&l)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"sync"
 	"testing"
 	"unsafe"
@@ -35,12 +36,12 @@ func mustStore(t testing.TB, slots uint64, opts ...Option) *Store {
 	return s
 }
 
-func TestSwitchMatchesCRC32(t *testing.T) {
+func TestReferenceMatchesCRC32(t *testing.T) {
 	for i := range uint32(100) {
 		b := binary.LittleEndian.AppendUint32(nil, mix(i))
 		for n := range uint8(3) {
-			if tofino.Switch.Slot(mix(i), n) != crc32.ChecksumIEEE(append(b[:4:4], n)) {
-				t.Fatalf("key %#x copy %d: tofino.Switch is not CRC-32 over le32(key) ‖ n", mix(i), n)
+			if tofino.Reference.Slot(mix(i), n) != crc32.ChecksumIEEE(append(b[:4:4], n)) {
+				t.Fatalf("key %#x copy %d: tofino.Reference is not CRC-32 over le32(key) ‖ n", mix(i), n)
 			}
 		}
 	}
@@ -48,7 +49,7 @@ func TestSwitchMatchesCRC32(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	l, err := NewLayout(1 << 10)
-	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.Switch {
+	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.PerCopy {
 		t.Fatalf("NewLayout(1024) = %+v, %v", l, err)
 	}
 	for _, bad := range []uint64{0, 3, 1000, 1 << 33} {
@@ -64,19 +65,33 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestAppendOpsGolden recomputes the offsets with hash/crc32: CRC-32/IEEE
+// for reference addressing, the same CRC with tofino.CopyPolynomial(n)
+// (reflected for hash/crc32) for the default, per-copy addressing.
 func TestAppendOpsGolden(t *testing.T) {
-	l, _ := NewLayout(1 << 12)
 	key := uint32(0x01020304)
-	ops, err := l.AppendOps(nil, key, 77, 3)
-	if err != nil || len(ops) != 3 {
-		t.Fatalf("AppendOps = %v, %v", ops, err)
-	}
-	for n, op := range ops {
-		want := uint64(crc32.ChecksumIEEE([]byte{4, 3, 2, 1, byte(n)})&(1<<12-1)) * 8
-		if op.Offset != want || op.Add != 77 || l.Offset(key, uint8(n)) != want || l.Slot(key, uint8(n))*8 != want {
-			t.Errorf("copy %d: %+v, want offset %d add 77", n, op, want)
+	for _, perCopy := range []bool{true, false} {
+		l, _ := NewLayout(1 << 12)
+		if !perCopy {
+			l, _ = NewLayout(1<<12, WithHasher(tofino.Reference))
+		}
+		ops, err := l.AppendOps(nil, key, 77, 3)
+		if err != nil || len(ops) != 3 {
+			t.Fatalf("AppendOps = %v, %v", ops, err)
+		}
+		for n, op := range ops {
+			in := []byte{4, 3, 2, 1, byte(n)}
+			h := crc32.ChecksumIEEE(in)
+			if perCopy {
+				h = crc32.Checksum(in, crc32.MakeTable(bits.Reverse32(tofino.CopyPolynomial(uint8(n)))))
+			}
+			want := uint64(h&(1<<12-1)) * 8
+			if op.Offset != want || op.Add != 77 || l.Offset(key, uint8(n)) != want || l.Slot(key, uint8(n))*8 != want {
+				t.Errorf("per-copy %v: copy %d: %+v, want offset %d add 77", perCopy, n, op, want)
+			}
 		}
 	}
+	l, _ := NewLayout(1 << 12)
 	for _, n := range []int{0, -1, 256} {
 		dst := make([]FetchAdd, 1)
 		if got, err := l.AppendOps(dst, key, 1, n); !errors.Is(err, ErrRedundancy) || len(got) != 1 {
@@ -144,7 +159,7 @@ func TestAddMatchesApplyOps(t *testing.T) {
 // TestConcurrentAdds hammers shared counters from several goroutines; run
 // with -race. Totals must be exact and queries never underestimate.
 func TestConcurrentAdds(t *testing.T) {
-	s := mustStore(t, 1<<6, WithHasher(tofino.Switch))
+	s := mustStore(t, 1<<6, WithHasher(tofino.Reference))
 	const workers, keys, n = 4, 50, 3
 	rounds := 2000
 	if testing.Short() {
@@ -191,7 +206,7 @@ func TestConcurrentAdds(t *testing.T) {
 }
 
 func TestQueryAndBatch(t *testing.T) {
-	s := mustStore(t, 1<<10, WithHasher(tofino.Switch))
+	s := mustStore(t, 1<<10, WithHasher(tofino.Reference))
 	truth := map[uint32]uint64{}
 	for i := range uint32(3000) {
 		key := mix(i % 500)
@@ -274,9 +289,14 @@ func TestBoundForms(t *testing.T) {
 }
 
 // countMin fills a store with a skewed stream and returns the fraction of
-// keys whose estimate exceeds the truth by at least eps·total.
+// keys whose estimate exceeds the truth by at least eps·total. A nil h
+// means the default layout.
 func countMin(t *testing.T, h tofino.Hasher, slots uint64, n, keys int, eps float64) (frac float64, equalCounters bool) {
-	s := mustStore(t, slots, WithHasher(h))
+	var opts []Option
+	if h != nil {
+		opts = append(opts, WithHasher(h))
+	}
+	s := mustStore(t, slots, opts...)
 	truth := make([]uint64, keys)
 	var total uint64
 	for k := range keys {
@@ -307,30 +327,35 @@ func TestCountMinMonteCarlo(t *testing.T) {
 	}
 	const n = 2
 	eps := Epsilon(slots, n, 0.05)
-	frac, _ := countMin(t, tofino.XXHash, slots, n, keys, eps)
-	if sd := math.Sqrt(0.05 * 0.95 / float64(keys)); frac > 0.05+5*sd {
-		t.Errorf("independent hashes: %.4f of keys overestimated by ≥ ε·T, bound δ = 0.05", frac)
+	for _, h := range []struct {
+		name string
+		h    tofino.Hasher
+	}{{"default", nil}, {"xxhash", tofino.XXHash}} {
+		frac, equal := countMin(t, h.h, slots, n, keys, eps)
+		if sd := math.Sqrt(0.05 * 0.95 / float64(keys)); frac > 0.05+5*sd || equal {
+			t.Errorf("%s: %.4f of keys overestimated by ≥ ε·T, bound δ = 0.05 (counters all equal: %v)", h.name, frac, equal)
+		}
+		t.Logf("%s, N=2, δ=0.05: measured %.4f", h.name, frac)
 	}
-	t.Logf("independent, N=2, δ=0.05: measured %.4f", frac)
 
-	// Switch CRC: the two counters of every key are equal, and only the
-	// single-counter bound holds; at the same ε independent hashes do
-	// clearly better.
+	// Reference addressing: the two counters of every key are equal, and
+	// only the single-counter bound holds; at the same ε the default
+	// (per-copy) addressing does clearly better.
 	eps = float64(n) / (0.3 * float64(slots)) // FailureProbAny = 0.3
-	frac, equal := countMin(t, tofino.Switch, slots, n, keys, eps)
-	indep, _ := countMin(t, tofino.XXHash, slots, n, keys, eps)
+	frac, equal := countMin(t, tofino.Reference, slots, n, keys, eps)
+	indep, _ := countMin(t, nil, slots, n, keys, eps)
 	if !equal {
-		t.Error("switch CRC, N=2: a key's counters differ; the XOR-coset structure should make them equal")
+		t.Error("reference addressing, N=2: a key's counters differ; the XOR-coset structure should make them equal")
 	}
 	sd := math.Sqrt(0.3 * 0.7 / float64(keys))
 	if frac > 0.3+5*sd {
-		t.Errorf("switch CRC: %.4f overestimated, single-counter bound 0.3", frac)
+		t.Errorf("reference addressing: %.4f overestimated, single-counter bound 0.3", frac)
 	}
 	if indep > FailureProb(slots, n, eps)+5*sd || frac < 2*indep+5*math.Sqrt(frac*(1-frac)/float64(keys)) {
-		t.Errorf("same ε: switch CRC %.4f, independent %.4f (bound %.4f); want independent within its bound and well below the switch's",
+		t.Errorf("same ε: reference %.4f, default %.4f (bound %.4f); want the default within its bound and well below the reference's",
 			frac, indep, FailureProb(slots, n, eps))
 	}
-	t.Logf("N=2 at ε with single-counter bound 0.3: switch CRC %.4f, independent %.4f (bound %.4f)", frac, indep, FailureProb(slots, n, eps))
+	t.Logf("N=2 at ε with single-counter bound 0.3: reference %.4f, default %.4f (bound %.4f)", frac, indep, FailureProb(slots, n, eps))
 }
 
 // FuzzApply feeds arbitrary operations: never a panic, never a change

@@ -15,7 +15,7 @@ import (
 var bench struct {
 	once    sync.Once
 	err     error
-	store   *Store // addressed with tofino.Switch
+	store   *Store // the default layout: addressed with tofino.PerCopy
 	keys    uint32 // keys mix(0..keys-1) were written
 	memKind hugemem.Kind
 }
@@ -138,7 +138,7 @@ func BenchmarkTranslate(b *testing.B) {
 	for _, h := range []struct {
 		name string
 		h    tofino.Hasher
-	}{{"hash=switch", tofino.Switch}, {"hash=xxhash", tofino.XXHash}} {
+	}{{"hash=percopy", tofino.PerCopy}, {"hash=reference", tofino.Reference}, {"hash=xxhash", tofino.XXHash}} {
 		b.Run(h.name, func(b *testing.B) {
 			l := mustLayout(b, 1<<20, 4, WithHasher(h.h))
 			ops := make([]Write, 0, benchN)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/dtakit/dtakit/dta/tofino"
 )
 
 // The analysis of the paper's Appendix A.5, under its model: every slot hash
@@ -39,7 +41,7 @@ import (
 // Both are N·q^N·2^-b to first order in 2^-b: at b = 32, α = 0.1 this is
 // 2.2e-11 for N = 1 and at most 1.6e-11 (1.53e-11 at N = 2, 1.57e-11 at
 // N = 8) for 2 <= N <= 8, the paper's figure; it grows again for larger N,
-// where more copies land on colliding slots. With tofino.Switch and b = 32 collisions cannot happen at all
+// where more copies land on colliding slots. With tofino.Reference and b = 32 collisions cannot happen at all
 // between distinct 4-byte keys, because CRC-32 over 32 bits is a bijection;
 // the bound matters for truncated or software checksums.
 
@@ -105,8 +107,9 @@ func WrongProbFirstMatch(n, b int, alpha float64) float64 {
 	return q * p * sum
 }
 
-// The switch's addressing breaks the model's independence. CRC is affine
-// over GF(2) for inputs of one length, so
+// Reference addressing (tofino.Reference, spec section 4 as written) breaks
+// the model's independence. CRC is affine over GF(2) for inputs of one
+// length, so
 //
 //	slot(x, n) = slot(x, 0) XOR (A(n) & (S-1)),
 //
@@ -123,36 +126,38 @@ func WrongProbFirstMatch(n, b int, alpha float64) float64 {
 //
 // For N a power of two every O_j is all of x's copies and P(empty) =
 // 1 - e^(-αN): the copies share one fate and redundancy only adds load.
-// N = 1 minimises it for every α. EmptyProbSwitch computes it.
+// N = 1 minimises it for every α. EmptyProbReference computes it.
 
-// MaxSwitchAnalysisRedundancy is the largest N EmptyProbSwitch handles.
-const MaxSwitchAnalysisRedundancy = 16
+// MaxReferenceAnalysisRedundancy is the largest N EmptyProbReference
+// handles.
+const MaxReferenceAnalysisRedundancy = 16
 
-// EmptyProbSwitch returns the probability that a query with redundancy n
-// (1..16) finds no copy of its key at load α when slots are addressed with
-// the switch's CRC (tofino.Switch), ignoring checksum collisions, in the
-// limit of many slots. It returns NaN for n outside 1..16.
-func EmptyProbSwitch(n int, alpha float64) float64 {
-	return emptySwitch(n, OverwriteProb(1, alpha))
+// EmptyProbReference returns the probability that a query with redundancy n
+// (1..16) finds no copy of its key at load α when slots are addressed as
+// spec section 4 writes it (tofino.Reference), ignoring checksum
+// collisions, in the limit of many slots. It returns NaN for n outside
+// 1..16.
+func EmptyProbReference(n int, alpha float64) float64 {
+	return emptyReference(n, OverwriteProb(1, alpha))
 }
 
-// emptySwitch is EmptyProbSwitch with u, the probability that a given
-// copy-0 offset was taken by a later key.
-func emptySwitch(n int, u float64) float64 {
-	if n < 1 || n > MaxSwitchAnalysisRedundancy {
+// emptyReference is EmptyProbReference with u, the probability that a
+// given copy-0 offset was taken by a later key.
+func emptyReference(n int, u float64) float64 {
+	if n < 1 || n > MaxReferenceAnalysisRedundancy {
 		return math.NaN()
 	}
-	return emptyFromCovers(switchCovers(n), u)
+	return emptyFromCovers(referenceCovers(n), u)
 }
 
-// switchCovers returns, for k = 0..2^d, the number of sets of k copy-0
+// referenceCovers returns, for k = 0..2^d, the number of sets of k copy-0
 // offsets whose later keys together overwrite all n copies.
-func switchCovers(n int) []float64 {
+func referenceCovers(n int) []float64 {
 	offsets := 1
 	for offsets < n {
 		offsets <<= 1
 	}
-	var cover [MaxSwitchAnalysisRedundancy]uint32 // O_j as a bit set of copies
+	var cover [MaxReferenceAnalysisRedundancy]uint32 // O_j as a bit set of copies
 	for j := range offsets {
 		for c := range n {
 			if c^j < n {
@@ -205,13 +210,25 @@ var ErrSizing = errors.New("keywrite: cannot size")
 type Addressing uint8
 
 const (
-	// Independent copy hashes, the paper's model: a software hasher such as
-	// xxhash over le32(key) ‖ u8(n).
-	Independent Addressing = iota
-	// SwitchCRC is tofino.Switch: copy slots are copy 0's XOR constants
-	// (see EmptyProbSwitch), and N = 1 is always best.
-	SwitchCRC
+	// PerCopyAddressing is the paper's model, copies hashed independently:
+	// tofino.PerCopy (the default) or a software hasher such as
+	// tofino.XXHash.
+	PerCopyAddressing Addressing = iota
+	// ReferenceAddressing is tofino.Reference, spec section 4 as written:
+	// copy slots are copy 0's XOR constants (see EmptyProbReference), and
+	// N = 1 is always best.
+	ReferenceAddressing
 )
+
+// AddressingOf returns the Addressing of a hasher: ReferenceAddressing for
+// tofino.Reference, PerCopyAddressing for any other (whose copies Size
+// assumes independent).
+func AddressingOf(h tofino.Hasher) Addressing {
+	if id, ok := tofino.HasherID(h); ok && id == tofino.ReferenceID {
+		return ReferenceAddressing
+	}
+	return PerCopyAddressing
+}
 
 // MaxSizingRedundancy is the largest N Size considers. With independent
 // hashes the memory needed for a target falls with N only until
@@ -232,7 +249,7 @@ type Sizing struct {
 // which a key queried after later other distinct keys were written is found
 // with probability at least success, for data of dataSize bytes and slots
 // addressed as a says. Success is 1 - P(empty) with the finite-S
-// probabilities of eq. 1 (independent) or EmptyProbSwitch's (switch CRC);
+// probabilities of eq. 1 (per-copy) or EmptyProbReference's (reference);
 // wrong outputs (at most ~1e-11 with 32-bit checksums) are ignored.
 func Size(later uint64, success float64, dataSize int, a Addressing) (Sizing, error) {
 	if !(success > 0 && success < 1) {
@@ -240,9 +257,9 @@ func Size(later uint64, success float64, dataSize int, a Addressing) (Sizing, er
 	}
 	maxN := MaxSizingRedundancy
 	switch a {
-	case Independent:
-	case SwitchCRC:
-		maxN = MaxSwitchAnalysisRedundancy
+	case PerCopyAddressing:
+	case ReferenceAddressing:
+		maxN = MaxReferenceAnalysisRedundancy
 	default:
 		return Sizing{}, fmt.Errorf("size: %w: unknown addressing %d", ErrSizing, a)
 	}
@@ -254,8 +271,8 @@ func Size(later uint64, success float64, dataSize int, a Addressing) (Sizing, er
 	var best Sizing
 	for n := 1; n <= maxN; n++ {
 		var covers []float64
-		if a == SwitchCRC {
-			covers = switchCovers(n)
+		if a == ReferenceAddressing {
+			covers = referenceCovers(n)
 		}
 		for e := 0; e <= 32; e++ {
 			slots := uint64(1) << e
@@ -264,7 +281,7 @@ func Size(later uint64, success float64, dataSize int, a Addressing) (Sizing, er
 				break
 			}
 			var p float64
-			if a == Independent {
+			if a == PerCopyAddressing {
 				p = 1 - math.Pow(OverwriteProbSlots(n, later, slots), float64(n))
 			} else {
 				p = 1 - emptyFromCovers(covers, OverwriteProbSlots(1, later, slots))

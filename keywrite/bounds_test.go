@@ -71,42 +71,53 @@ func TestOverwriteProbSlots(t *testing.T) {
 	}
 }
 
-// TestSwitchSlotsXOR checks the property EmptyProbSwitch rests on: with the
-// switch's CRC, slot(x, n) XOR slot(x, 0) does not depend on x.
-func TestSwitchSlotsXOR(t *testing.T) {
+// TestReferenceSlotsXOR checks the property EmptyProbReference rests on:
+// with reference addressing, slot(x, n) XOR slot(x, 0) does not depend on x;
+// with the default, per-copy addressing it does.
+func TestReferenceSlotsXOR(t *testing.T) {
 	for n := uint8(1); n < 8; n++ {
-		want := tofino.Switch.Slot(0, n) ^ tofino.Switch.Slot(0, 0)
+		want := tofino.Reference.Slot(0, n) ^ tofino.Reference.Slot(0, 0)
 		for i := range uint32(50) {
 			key := mix(i)
-			if got := tofino.Switch.Slot(key, n) ^ tofino.Switch.Slot(key, 0); got != want {
+			if got := tofino.Reference.Slot(key, n) ^ tofino.Reference.Slot(key, 0); got != want {
 				t.Fatalf("key %#x copy %d: XOR offset %#x, key 0 has %#x", key, n, got, want)
 			}
 		}
 	}
-	if got := tofino.Switch.Slot(0, 1) ^ tofino.Switch.Slot(0, 0); got != 0x77073096 {
+	if got := tofino.Reference.Slot(0, 1) ^ tofino.Reference.Slot(0, 0); got != 0x77073096 {
 		t.Errorf("copy 1 offset %#x, want the CRC table's entry 1, 0x77073096", got)
+	}
+	l := mustLayout(t, 1<<16, 4) // the default
+	for n := uint8(1); n < 8; n++ {
+		offsets := make(map[uint64]bool)
+		for i := range uint32(50) {
+			offsets[l.Slot(mix(i), n)^l.Slot(mix(i), 0)] = true
+		}
+		if len(offsets) < 45 {
+			t.Errorf("default layout, copy %d: %d distinct offsets from copy 0 over 50 keys, want about 50", n, len(offsets))
+		}
 	}
 }
 
-func TestEmptyProbSwitch(t *testing.T) {
+func TestEmptyProbReference(t *testing.T) {
 	for _, n := range []int{1, 2, 4, 8, 16} {
-		if got, want := EmptyProbSwitch(n, 0.1), OverwriteProb(n, 0.1); math.Abs(got-want) > 1e-12 {
-			t.Errorf("EmptyProbSwitch(%d, 0.1) = %v, want 1-e^(-αN) = %v", n, got, want)
+		if got, want := EmptyProbReference(n, 0.1), OverwriteProb(n, 0.1); math.Abs(got-want) > 1e-12 {
+			t.Errorf("EmptyProbReference(%d, 0.1) = %v, want 1-e^(-αN) = %v", n, got, want)
 		}
 	}
 	// N = 3: offset 0 covers all; offsets 1, 2, 3 cover two copies each,
 	// any two of them cover all three.
 	u := OverwriteProb(1, 0.1)
 	want := u + (1-u)*(3*u*u*(1-u)+u*u*u)
-	if got := EmptyProbSwitch(3, 0.1); math.Abs(got-want) > 1e-12 {
-		t.Errorf("EmptyProbSwitch(3, 0.1) = %v, want %v", got, want)
+	if got := EmptyProbReference(3, 0.1); math.Abs(got-want) > 1e-12 {
+		t.Errorf("EmptyProbReference(3, 0.1) = %v, want %v", got, want)
 	}
 	for n := 2; n <= 16; n++ {
-		if EmptyProbSwitch(n, 0.1) < EmptyProbSwitch(1, 0.1) {
-			t.Errorf("EmptyProbSwitch(%d) below N=1's: redundancy should not help", n)
+		if EmptyProbReference(n, 0.1) < EmptyProbReference(1, 0.1) {
+			t.Errorf("EmptyProbReference(%d) below N=1's: redundancy should not help", n)
 		}
 	}
-	if !math.IsNaN(EmptyProbSwitch(0, 0.1)) || !math.IsNaN(EmptyProbSwitch(17, 0.1)) {
+	if !math.IsNaN(EmptyProbReference(0, 0.1)) || !math.IsNaN(EmptyProbReference(17, 0.1)) {
 		t.Error("N outside 1..16 must give NaN")
 	}
 }
@@ -115,10 +126,14 @@ type mcCounts struct{ trials, found, empty, wrong, ambiguous int }
 
 // monteCarlo writes keys through a Store and, after each write, queries the
 // key written exactly later keys before it, so every query sees load
-// α = later/slots. Keys are distinct.
+// α = later/slots. Keys are distinct. A nil h means the default layout.
 func monteCarlo(t *testing.T, h tofino.Hasher, slots uint64, n int, later, trials int, p Policy) mcCounts {
 	t.Helper()
-	s := mustStore(t, mustLayout(t, slots, 4, WithHasher(h)), nil)
+	var opts []Option
+	if h != nil {
+		opts = append(opts, WithHasher(h))
+	}
+	s := mustStore(t, mustLayout(t, slots, 4, opts...), nil)
 	var c mcCounts
 	var data [4]byte
 	for i := 0; i < later+trials; i++ {
@@ -167,31 +182,44 @@ func mcSize() (slots uint64, trials int) {
 	return 1 << 16, 100000
 }
 
-// TestMonteCarloIndependent: with independent copy hashes, the measured
-// empty rate agrees with eq. 3's leading term (finite S).
-func TestMonteCarloIndependent(t *testing.T) {
+// TestMonteCarloDefault: with the default layout (tofino.PerCopy) and with
+// another independent hasher (tofino.XXHash), the measured empty rate agrees
+// with eq. 3's leading term (finite S), and for N > 1 not with the
+// reference addressing's rate.
+func TestMonteCarloDefault(t *testing.T) {
 	slots, trials := mcSize()
 	later := int(slots / 10)
-	for _, n := range []int{1, 2, 4} {
-		c := monteCarlo(t, tofino.XXHash, slots, n, later, trials, Plurality)
-		want := math.Pow(OverwriteProbSlots(n, uint64(later), slots), float64(n))
-		if !within(c.empty, c.trials, want, 5) || c.wrong != 0 || c.ambiguous != 0 || c.found+c.empty != c.trials {
-			t.Errorf("N=%d α=0.1: %+v; empty rate %.4f, want %.4f ± 5σ and no wrong answers",
-				n, c, float64(c.empty)/float64(c.trials), want)
+	alpha := float64(later) / float64(slots)
+	for _, tc := range []struct {
+		name string
+		h    tofino.Hasher
+		ns   []int
+	}{{"default", nil, []int{1, 2, 4}}, {"xxhash", tofino.XXHash, []int{2}}} {
+		for _, n := range tc.ns {
+			c := monteCarlo(t, tc.h, slots, n, later, trials, Plurality)
+			want := math.Pow(OverwriteProbSlots(n, uint64(later), slots), float64(n))
+			if !within(c.empty, c.trials, want, 5) || c.wrong != 0 || c.ambiguous != 0 || c.found+c.empty != c.trials {
+				t.Errorf("%s N=%d α=0.1: %+v; empty rate %.4f, want %.4f ± 5σ and no wrong answers",
+					tc.name, n, c, float64(c.empty)/float64(c.trials), want)
+			}
+			if n > 1 && within(c.empty, c.trials, EmptyProbReference(n, alpha), 5) {
+				t.Errorf("%s N=%d: empty rate %.4f agrees with reference addressing's %.4f; copies should be independent",
+					tc.name, n, float64(c.empty)/float64(c.trials), EmptyProbReference(n, alpha))
+			}
+			t.Logf("%s N=%d: empty %.4f, bound's leading term %.4f", tc.name, n, float64(c.empty)/float64(c.trials), EmptyProbLeading(n, 0.1))
 		}
-		t.Logf("N=%d: empty %.4f, bound's leading term %.4f", n, float64(c.empty)/float64(c.trials), EmptyProbLeading(n, 0.1))
 	}
 }
 
-// TestMonteCarloSwitch: with the switch's CRC the copies share their fate,
-// and the measured empty rate follows EmptyProbSwitch, not eq. 3.
-func TestMonteCarloSwitch(t *testing.T) {
+// TestMonteCarloReference: with reference addressing the copies share their
+// fate, and the measured empty rate follows EmptyProbReference, not eq. 3.
+func TestMonteCarloReference(t *testing.T) {
 	slots, trials := mcSize()
 	later := int(slots / 10)
 	alpha := float64(later) / float64(slots)
 	for _, n := range []int{1, 2, 3, 4} {
-		c := monteCarlo(t, tofino.Switch, slots, n, later, trials, Plurality)
-		want := EmptyProbSwitch(n, alpha)
+		c := monteCarlo(t, tofino.Reference, slots, n, later, trials, Plurality)
+		want := EmptyProbReference(n, alpha)
 		if !within(c.empty, c.trials, want, 5) || c.wrong != 0 {
 			t.Errorf("N=%d: %+v; empty rate %.4f, want %.4f ± 5σ", n, c, float64(c.empty)/float64(c.trials), want)
 		}
@@ -199,17 +227,18 @@ func TestMonteCarloSwitch(t *testing.T) {
 			t.Errorf("N=%d: empty rate %.4f agrees with the independent model's %.4f; the XOR structure should show",
 				n, float64(c.empty)/float64(c.trials), EmptyProbLeading(n, alpha))
 		}
-		t.Logf("N=%d: empty %.4f, switch analysis %.4f, independent model %.4f", n, float64(c.empty)/float64(c.trials), want, EmptyProbLeading(n, alpha))
+		t.Logf("N=%d: empty %.4f, reference analysis %.4f, independent model %.4f", n, float64(c.empty)/float64(c.trials), want, EmptyProbLeading(n, alpha))
 	}
 }
 
-// TestMonteCarloWrongOutput truncates checksums to 4 bits so collisions are
-// common, and checks empty and wrong rates against eqs. 3 and 4.
+// TestMonteCarloWrongOutput truncates the default hasher's checksums to 4
+// bits so collisions are common, and checks empty and wrong rates against
+// eqs. 3 and 4.
 func TestMonteCarloWrongOutput(t *testing.T) {
 	slots, trials := mcSize()
 	later := int(slots / 10)
 	const b = 4
-	h := truncHasher{tofino.XXHash, b}
+	h := truncHasher{tofino.PerCopy, b}
 	for _, n := range []int{1, 2} {
 		c := monteCarlo(t, h, slots, n, later, trials, Plurality)
 		empty := EmptyProb(n, b, 0.1)
@@ -231,7 +260,7 @@ func TestMonteCarloWrongOutput(t *testing.T) {
 }
 
 func TestSize(t *testing.T) {
-	sz, err := Size(1_000_000, 0.99, 4, Independent)
+	sz, err := Size(1_000_000, 0.99, 4, PerCopyAddressing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,38 +277,43 @@ func TestSize(t *testing.T) {
 	}
 	t.Logf("1e6 later keys, 99%%: %+v", sz)
 
-	sw, err := Size(1_000_000, 0.99, 4, SwitchCRC)
+	ref, err := Size(1_000_000, 0.99, 4, ReferenceAddressing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sw.N != 1 || sw.Success < 0.99 || sw.Bytes <= sz.Bytes {
-		t.Errorf("switch sizing %+v: want N=1, more memory than independent %d", sw, sz.Bytes)
+	if ref.N != 1 || ref.Success < 0.99 || ref.Bytes <= sz.Bytes {
+		t.Errorf("reference sizing %+v: want N=1, more memory than per-copy %d", ref, sz.Bytes)
+	}
+	if AddressingOf(tofino.Reference) != ReferenceAddressing || AddressingOf(tofino.PerCopy) != PerCopyAddressing ||
+		AddressingOf(tofino.XXHash) != PerCopyAddressing || AddressingOf(mustLayout(t, 1, 4).Hasher()) != PerCopyAddressing {
+		t.Error("AddressingOf: want reference only for tofino.Reference; the default layout is per-copy")
 	}
 	for _, bad := range []float64{0, 1, -1, math.NaN()} {
-		if _, err := Size(10, bad, 4, Independent); !errors.Is(err, ErrSizing) {
+		if _, err := Size(10, bad, 4, PerCopyAddressing); !errors.Is(err, ErrSizing) {
 			t.Errorf("Size(success %v) error = %v, want ErrSizing", bad, err)
 		}
 	}
-	if _, err := Size(10, 0.9, 6, Independent); !errors.Is(err, ErrLayout) {
+	if _, err := Size(10, 0.9, 6, PerCopyAddressing); !errors.Is(err, ErrLayout) {
 		t.Errorf("Size(data 6) error = %v, want ErrLayout", err)
 	}
 	if _, err := Size(10, 0.9, 4, Addressing(9)); !errors.Is(err, ErrSizing) {
 		t.Errorf("unknown addressing: error = %v, want ErrSizing", err)
 	}
-	if _, err := Size(1<<40, 0.999999, 4, Independent); !errors.Is(err, ErrSizing) {
+	if _, err := Size(1<<40, 0.999999, 4, PerCopyAddressing); !errors.Is(err, ErrSizing) {
 		t.Errorf("impossible target: error = %v, want ErrSizing", err)
 	}
 }
 
-// TestSizeMonteCarlo builds the store Size recommends and measures it.
+// TestSizeMonteCarlo builds the default store Size recommends and measures
+// it.
 func TestSizeMonteCarlo(t *testing.T) {
 	later := 3000
-	sz, err := Size(uint64(later), 0.95, 4, Independent)
+	sz, err := Size(uint64(later), 0.95, 4, PerCopyAddressing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, trials := mcSize()
-	c := monteCarlo(t, tofino.XXHash, sz.Slots, sz.N, later, trials, Plurality)
+	c := monteCarlo(t, nil, sz.Slots, sz.N, later, trials, Plurality)
 	rate := float64(c.found) / float64(c.trials)
 	sd := math.Sqrt(0.95 * 0.05 / float64(c.trials))
 	if rate < 0.95-5*sd || !within(c.found, c.trials, sz.Success, 5) {

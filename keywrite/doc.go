@@ -6,15 +6,23 @@
 //
 // A region holds S slots (S a power of two) of SlotSize = nextpow2(4 + D)
 // bytes, D being the data size. A report (key, data, N) is written N times:
-// copy n stores le32(checksum(key)) ‖ data at slot(key, n)·SlotSize, where
-// slot(key, n) = CRC32(le32(key) ‖ u8(n)) & (S-1) and checksum(key) =
-// CRC32(le32(key)) (spec sections 4 and 5). Later reports overwrite slots; a
-// query recomputes the N slots, keeps the copies whose checksum matches and
-// votes. See docs/DTA-WIRE.md section 8.4 for the decisions made here.
+// copy n stores le32(checksum(key)) ‖ data at slot(key, n)·SlotSize, with
+// checksum(key) = CRC32(le32(key)) (spec sections 4 and 5). Later reports
+// overwrite slots; a query recomputes the N slots, keeps the copies whose
+// checksum matches and votes. See docs/DTA-WIRE.md section 8.4 for the
+// decisions made here.
 //
-// The paper's bounds (EmptyProb, WrongProbBounds) assume every copy is
-// hashed independently. The switch's CRC does not do that: copy n's slot is
-// copy 0's XOR a constant, so copies share their fate and, for N a power of
-// two, redundancy does not lower the empty rate at all (EmptyProbSwitch).
+// # Addressing
+//
+// By default slots are addressed with tofino.PerCopy: copy 0 at spec section
+// 4's CRC32(le32(key) ‖ u8(0)) & (S-1), so one-copy memory is the spec's
+// byte for byte, and copy n >= 1 at the same input hashed with a CRC-32 of
+// its own polynomial, so copies collide independently and the paper's
+// bounds (EmptyProb, WrongProbBounds) hold. Section 4 as written,
+// CRC32(le32(key) ‖ u8(n)) for every copy, is tofino.Reference: a CRC is
+// affine, so there copy n's slot is copy 0's XOR a key-independent
+// constant, copies share their fate and, for N a power of two, redundancy
+// does not lower the empty rate at all (EmptyProbReference). Read memory
+// written by the reference prototype with WithHasher(tofino.Reference).
 // Size takes the addressing into account.
 package keywrite

@@ -23,6 +23,10 @@ var (
 	ErrPolicy = errors.New("keywrite: invalid query policy")
 	// ErrResults: a result slice shorter than the batch of keys.
 	ErrResults = errors.New("keywrite: result slice too short")
+	// ErrGeometry: an encoded layout that is malformed (length, version,
+	// hasher ID), or a layout that cannot be encoded (a hasher that is not
+	// built in).
+	ErrGeometry = errors.New("keywrite: bad layout geometry")
 )
 
 // Hot-path errors, allocated once.

@@ -3,11 +3,13 @@ package keywrite_test
 import (
 	"fmt"
 
+	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/keywrite"
 )
 
-// A collector's Key-Write region: 2^16 slots of 4-byte data. The switch
-// would write the report's copies over RDMA; Put writes the same bytes.
+// A collector's Key-Write region: 2^16 slots of 4-byte data, addressed
+// with the default tofino.PerCopy. The switch would write the report's
+// copies over RDMA; Put writes the same bytes.
 func Example() {
 	layout, err := keywrite.NewLayout(1<<16, 4)
 	if err != nil {
@@ -41,4 +43,31 @@ func Example() {
 	// writes 2 of 8 bytes
 	// found de ad be ef votes 2
 	// empty
+}
+
+// Memory written by the reference prototype (or by a switch following spec
+// section 4 as written) is read with reference addressing. The translator
+// learns the layout from the collector's advertisement geometry.
+func Example_reference() {
+	layout, err := keywrite.NewLayout(1<<16, 4, keywrite.WithHasher(tofino.Reference))
+	if err != nil {
+		panic(err)
+	}
+	geometry, err := layout.AppendBinary(nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("geometry % x\n", geometry)
+	back, _ := keywrite.ParseLayout(geometry)
+	fmt.Println(back.Hasher() == tofino.Reference, keywrite.AddressingOf(back.Hasher()) == keywrite.ReferenceAddressing)
+	// Copies 0 and 1 of every key sit at the same XOR distance.
+	for _, key := range []uint32{1, 2, 3} {
+		fmt.Println(back.Slot(key, 0) ^ back.Slot(key, 1))
+	}
+	// Output:
+	// geometry 01 10 00 04 00 00 00
+	// true true
+	// 12438
+	// 12438
+	// 12438
 }

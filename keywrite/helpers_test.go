@@ -62,19 +62,19 @@ func mustStore(t testing.TB, l Layout, region []byte) *Store {
 	return s
 }
 
-// TestSwitchMatchesCRC32 checks the addressing the package relies on:
-// tofino.Switch is CRC-32/ISO-HDLC (hash/crc32's IEEE) over le32(key) ‖ u8(n)
+// TestReferenceMatchesCRC32 checks the addressing the package relies on:
+// tofino.Reference is CRC-32/ISO-HDLC (hash/crc32's IEEE) over le32(key) ‖ u8(n)
 // and le32(key).
-func TestSwitchMatchesCRC32(t *testing.T) {
+func TestReferenceMatchesCRC32(t *testing.T) {
 	for i := range uint32(200) {
 		key := mix(i)
 		b := binary.LittleEndian.AppendUint32(nil, key)
 		for n := range uint8(4) {
-			if got, want := tofino.Switch.Slot(key, n), crc32.ChecksumIEEE(append(b[:4:4], n)); got != want {
+			if got, want := tofino.Reference.Slot(key, n), crc32.ChecksumIEEE(append(b[:4:4], n)); got != want {
 				t.Fatalf("Slot(%#x, %d) = %#x, CRC-32 says %#x", key, n, got, want)
 			}
 		}
-		if got, want := tofino.Switch.Checksum(key), crc32.ChecksumIEEE(b); got != want {
+		if got, want := tofino.Reference.Checksum(key), crc32.ChecksumIEEE(b); got != want {
 			t.Fatalf("Checksum(%#x) = %#x, CRC-32 says %#x", key, got, want)
 		}
 	}

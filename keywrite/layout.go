@@ -24,8 +24,8 @@ const checksumSize = 4
 type Option func(*Layout)
 
 // WithHasher makes the layout address slots and compute checksums with h
-// instead of tofino.Switch, the switch's CRC32. Memory written by a switch
-// must be read with tofino.Switch; a software-only deployment may use a
+// instead of tofino.Reference, the switch's CRC32. Memory written by a switch
+// must be read with tofino.Reference; a software-only deployment may use a
 // faster hash as long as its writers and readers agree.
 func WithHasher(h tofino.Hasher) Option {
 	return func(l *Layout) { l.hasher = h }
@@ -60,7 +60,7 @@ func NewLayout(slots uint64, dataSize int, opts ...Option) (Layout, error) {
 		return Layout{}, fmt.Errorf("new layout: %w: %d slots of %d bytes do not fit in memory", ErrLayout, slots, 1<<shift)
 	}
 	l := Layout{
-		hasher:    tofino.Switch,
+		hasher:    tofino.PerCopy,
 		slots:     slots,
 		mask:      uint32(slots - 1),
 		dataSize:  dataSize,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"math/bits"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta/tofino"
@@ -48,41 +49,60 @@ func TestNewLayout(t *testing.T) {
 	}
 }
 
+// crc32Copy computes copy n's slot hash with hash/crc32, independently of
+// the tofino package: under reference addressing CRC-32/IEEE, under
+// per-copy addressing the same CRC with polynomial tofino.CopyPolynomial(n)
+// (hash/crc32 takes it reflected).
+func crc32Copy(perCopy bool, le []byte, n uint8) uint32 {
+	in := append(le[:4:4], n)
+	if !perCopy {
+		return crc32.ChecksumIEEE(in)
+	}
+	return crc32.Checksum(in, crc32.MakeTable(bits.Reverse32(tofino.CopyPolynomial(n))))
+}
+
 // TestAppendWritesGolden recomputes every byte of a translation with
-// hash/crc32, independently of the package's addressing code.
+// hash/crc32, independently of the package's addressing code, for the
+// default (per-copy) and the reference addressing.
 func TestAppendWritesGolden(t *testing.T) {
-	l := mustLayout(t, 1<<12, 12)
-	key := uint32(0x0a0b0c0d)
-	data := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
-	ops, buf, err := l.AppendWrites(make([]Write, 0, 3), make([]byte, 0, 16), key, data, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	le := []byte{0x0d, 0x0c, 0x0b, 0x0a}
-	want := binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(le))
-	want = append(want, data...)
-	if !bytes.Equal(buf, want) {
-		t.Errorf("payload = % x, want % x", buf, want)
-	}
-	if len(ops) != 3 {
-		t.Fatalf("%d writes, want 3", len(ops))
-	}
-	for n, w := range ops {
-		slot := uint64(crc32.ChecksumIEEE(append(le[:4:4], byte(n))) & (1<<12 - 1))
-		if w.Offset != slot*16 {
-			t.Errorf("copy %d at offset %d, want %d", n, w.Offset, slot*16)
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		perCopy bool
+	}{{"default", nil, true}, {"reference", []Option{WithHasher(tofino.Reference)}, false}} {
+		l := mustLayout(t, 1<<12, 12, tc.opts...)
+		key := uint32(0x0a0b0c0d)
+		data := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+		ops, buf, err := l.AppendWrites(make([]Write, 0, 3), make([]byte, 0, 16), key, data, 3)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !bytes.Equal(w.Payload, want) {
-			t.Errorf("copy %d payload = % x, want % x", n, w.Payload, want)
+		le := []byte{0x0d, 0x0c, 0x0b, 0x0a}
+		want := binary.LittleEndian.AppendUint32(nil, crc32.ChecksumIEEE(le))
+		want = append(want, data...)
+		if !bytes.Equal(buf, want) {
+			t.Errorf("%s: payload = % x, want % x", tc.name, buf, want)
 		}
-	}
-	offs, err := l.AppendOffsets(nil, key, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := range ops {
-		if offs[n] != ops[n].Offset || l.Offset(key, uint8(n)) != ops[n].Offset || l.Slot(key, uint8(n))*16 != ops[n].Offset {
-			t.Errorf("copy %d: AppendOffsets/Offset/Slot disagree with AppendWrites", n)
+		if len(ops) != 3 {
+			t.Fatalf("%s: %d writes, want 3", tc.name, len(ops))
+		}
+		for n, w := range ops {
+			slot := uint64(crc32Copy(tc.perCopy, le, uint8(n)) & (1<<12 - 1))
+			if w.Offset != slot*16 {
+				t.Errorf("%s: copy %d at offset %d, want %d", tc.name, n, w.Offset, slot*16)
+			}
+			if !bytes.Equal(w.Payload, want) {
+				t.Errorf("%s: copy %d payload = % x, want % x", tc.name, n, w.Payload, want)
+			}
+		}
+		offs, err := l.AppendOffsets(nil, key, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range ops {
+			if offs[n] != ops[n].Offset || l.Offset(key, uint8(n)) != ops[n].Offset || l.Slot(key, uint8(n))*16 != ops[n].Offset {
+				t.Errorf("%s: copy %d: AppendOffsets/Offset/Slot disagree with AppendWrites", tc.name, n)
+			}
 		}
 	}
 }
@@ -297,10 +317,10 @@ func TestQueryPolicies(t *testing.T) {
 }
 
 // TestQueryDuplicateSlots checks that copies landing in the same slot count
-// once. With the switch's CRC, copy n's slot is copy 0's XOR a constant
+// once. With reference addressing, copy n's slot is copy 0's XOR a constant
 // (CRC is affine); with 4 slots copy 2's constant masks to 0.
 func TestQueryDuplicateSlots(t *testing.T) {
-	l := mustLayout(t, 4, 4)
+	l := mustLayout(t, 4, 4, WithHasher(tofino.Reference))
 	s := mustStore(t, l, nil)
 	key := uint32(0x1234)
 	if l.Slot(key, 0) != l.Slot(key, 2) || l.Slot(key, 0) == l.Slot(key, 1) {
@@ -346,7 +366,7 @@ func TestQueryBadInput(t *testing.T) {
 // a crowded store (collisions, ties, duplicates), for every policy and a
 // range of N including ones that split rounds oddly.
 func TestQueryBatchMatchesQuery(t *testing.T) {
-	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{tofino.Switch, 6}))
+	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{tofino.Reference, 6}))
 	s := mustStore(t, l, nil)
 	for i := range uint32(1500) {
 		key := mix(i)
@@ -413,7 +433,7 @@ func TestAllocs(t *testing.T) {
 }
 
 // TestChecksumIsBijection checks the property that makes wrong outputs
-// impossible with tofino.Switch's 32-bit checksums: distinct keys never
+// impossible with tofino.Reference's 32-bit checksums: distinct keys never
 // share a checksum (CRC-32 of a 32-bit message is a bijection).
 func TestChecksumIsBijection(t *testing.T) {
 	n := 1 << 20
@@ -421,7 +441,7 @@ func TestChecksumIsBijection(t *testing.T) {
 		n = 1 << 16
 	}
 	seen := make(map[uint32]uint32, n)
-	h := tofino.Switch
+	h := tofino.Reference
 	for i := range uint32(n) {
 		key := mix(i)
 		c := h.Checksum(key)

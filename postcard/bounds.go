@@ -14,8 +14,9 @@ type Bounds struct {
 	// uniform b-bit words: sum over l = 1..B of (|V|/2^b)^l · (1/2^b)^(B-l).
 	FalseValid float64
 	// AllOverwritten is the probability that every copy was overwritten:
-	// p^N when copies collide independently (PerCopyAddressing), p under
-	// SwitchAddressing, whose copies are overwritten together.
+	// p^N when copies collide independently (PerCopyAddressing, the
+	// default), p under ReferenceAddressing, whose copies are overwritten
+	// together.
 	AllOverwritten float64
 	// NoOutput bounds the probability of no answer: every copy overwritten
 	// and none falsely valid, or a falsely valid copy disagreeing with

@@ -33,22 +33,14 @@ var DefaultPolys = [MaxHops]uint32{
 	0x041C7887,
 }
 
-// CopyPolys are the chunk-hash polynomials (normal form) of copies 1..15
-// under PerCopyAddressing: CRC-32 reflected, init and xor-out 0xFFFFFFFF,
-// over le32(key) ‖ u8(j), like the switch's CRC32 with another polynomial.
-// They continue the irreducible search of DefaultPolys.
-var CopyPolys = [MaxCopies - 1]uint32{
-	0x043AD9CF, 0x4703E211, 0x46FD8991, 0x399194A9, 0x7C4B9D93,
-	0x13B0EE47, 0x02C6FACD, 0x23F19063, 0x3738174D, 0x18297CED,
-	0xEFF16215, 0x9EC88A79, 0xD374EA93, 0x780CD079, 0x924AEAD3,
-}
-
-// CopyCRC returns the chunk-hash CRC of copy j (0-based) under a. The input
-// is le32(key) ‖ u8(j), or be32(key) under PrototypeAddressing.
+// CopyCRC returns the chunk-hash CRC of copy j (0-based) under a: CRC32
+// (reflected, init and xor-out 0xFFFFFFFF) with polynomial
+// tofino.CopyPolynomial(j) under PerCopyAddressing, 0x04C11DB7 otherwise.
+// The input is le32(key) ‖ u8(j), or be32(key) under PrototypeAddressing.
 func CopyCRC(a Addressing, j int) tofino.CRC {
 	c := tofino.CRC{Width: 32, Poly: 0x04C11DB7, Reversed: true, Init: 0xFFFFFFFF, XorOut: 0xFFFFFFFF}
-	if a == PerCopyAddressing && j > 0 {
-		c.Poly = uint64(CopyPolys[j-1])
+	if a == PerCopyAddressing {
+		c.Poly = uint64(tofino.CopyPolynomial(uint8(j)))
 	}
 	return c
 }
@@ -129,7 +121,7 @@ func NewCodec(l Layout) (*Codec, error) {
 	l = l.withDefaults()
 	c := &Codec{l: l, mask: l.Chunks - 1, csize: l.ChunkSize()}
 	c.slotMask = uint32(1<<l.SlotBits - 1)
-	c.cacheIdx = newAffine(tofino.Switch.Checksum)
+	c.cacheIdx = newAffine(tofino.Reference.Checksum)
 	for j := range l.Copies {
 		h, err := tofino.NewHash(32, CopyCRC(l.Addressing, j))
 		if err != nil {
@@ -183,7 +175,8 @@ func sumKey(h *tofino.Hash, key uint32, bigEndian bool) uint64 {
 func (c *Codec) Layout() Layout { return c.l }
 
 // ChunkIndex returns the chunk of copy j (0-based) of key: under
-// SwitchAddressing CRC32(le32(key) ‖ u8(j)) & (C-1). It does not allocate.
+// ReferenceAddressing (and for copy 0 under PerCopyAddressing)
+// CRC32(le32(key) ‖ u8(j)) & (C-1). It does not allocate.
 func (c *Codec) ChunkIndex(key uint32, j int) uint32 {
 	return c.chunk[j].eval(key) & c.mask
 }

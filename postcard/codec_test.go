@@ -182,20 +182,18 @@ func TestCodecMatchesModel(t *testing.T) {
 		for range 200 {
 			k := rng.Uint32()
 			for j := range l.Copies {
-				want := tofino.Switch.Slot(k, uint8(j)) & (l.Chunks - 1)
+				want := tofino.Reference.Slot(k, uint8(j)) & (l.Chunks - 1)
 				switch {
 				case l.Addressing == PrototypeAddressing:
-					want = tofino.Switch.Checksum(bits.ReverseBytes32(k)) & (l.Chunks - 1) // CRC32(be32(key))
+					want = tofino.Reference.Checksum(bits.ReverseBytes32(k)) & (l.Chunks - 1) // CRC32(be32(key))
 				case l.Addressing == PerCopyAddressing && j > 0:
-					h, _ := tofino.NewHash(32, CopyCRC(PerCopyAddressing, j))
-					b := [5]byte{byte(k), byte(k >> 8), byte(k >> 16), byte(k >> 24), byte(j)}
-					want = uint32(h.SumBytes(b[:])) & (l.Chunks - 1)
+					want = tofino.PerCopy.Slot(k, uint8(j)) & (l.Chunks - 1)
 				}
 				if got := c.ChunkIndex(k, j); got != want {
 					t.Fatalf("%+v: ChunkIndex(%#x, %d) = %d, want %d", l, k, j, got, want)
 				}
 			}
-			if got, want := c.cacheIdx.eval(k), tofino.Switch.Checksum(k); got != want {
+			if got, want := c.cacheIdx.eval(k), tofino.Reference.Checksum(k); got != want {
 				t.Fatalf("cache index hash %#x, want CRC32(le32(key)) %#x", got, want)
 			}
 			for hop := 1; hop <= l.Hops; hop++ {
@@ -288,29 +286,36 @@ func TestLayoutValidate(t *testing.T) {
 }
 
 func TestCopyAddressing(t *testing.T) {
-	seen := map[uint32]bool{0x04C11DB7: true}
+	// Address and checksum hashes stay apart: no copy's polynomial is a
+	// hop checksum's.
+	hops := make(map[uint32]bool)
 	for _, p := range DefaultPolys {
-		seen[p] = true
+		hops[p] = true
 	}
-	for j, p := range CopyPolys {
-		if seen[p] || !irreducible(p) {
-			t.Errorf("copy %d: polynomial %#x repeated or not irreducible", j+1, p)
+	for _, p := range prototypePolys {
+		hops[p] = true
+	}
+	for j := range 256 {
+		if p := tofino.CopyPolynomial(uint8(j)); hops[p] || !irreducible(p) {
+			t.Errorf("copy %d: polynomial %#x is a hop polynomial or not irreducible", j, p)
 		}
-		seen[p] = true
+	}
+	if CopyCRC(PerCopyAddressing, 0) != CopyCRC(ReferenceAddressing, 0) {
+		t.Error("per-copy addressing changed copy 0's CRC")
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
-	sw := mustCodec(t, Layout{Chunks: 1 << 20, Copies: 4})
-	pc := mustCodec(t, Layout{Chunks: 1 << 20, Copies: 4, Addressing: PerCopyAddressing})
+	sw := mustCodec(t, Layout{Chunks: 1 << 20, Copies: 4, Addressing: ReferenceAddressing})
+	pc := mustCodec(t, Layout{Chunks: 1 << 20, Copies: 4}) // the default
 	together := 0
 	for range 1000 {
 		x, y := rng.Uint32(), rng.Uint32()
 		for j := 1; j < 4; j++ {
-			// Switch addressing: copy j is copy 0 XOR a key-independent
-			// constant, the finding section 8.5 records.
+			// Reference addressing: copy j is copy 0 XOR a
+			// key-independent constant, the finding section 8.5 records.
 			dx := sw.ChunkIndex(x, j) ^ sw.ChunkIndex(x, 0)
 			dy := sw.ChunkIndex(y, j) ^ sw.ChunkIndex(y, 0)
 			if dx != dy {
-				t.Fatalf("switch addressing: copy offsets differ between keys")
+				t.Fatalf("reference addressing: copy offsets differ between keys")
 			}
 			if pc.ChunkIndex(x, j)^pc.ChunkIndex(x, 0) == pc.ChunkIndex(y, j)^pc.ChunkIndex(y, 0) {
 				together++

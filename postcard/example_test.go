@@ -8,9 +8,10 @@ import (
 )
 
 // A flow's five postcards go through the translator's cache, become two
-// chunk writes, land in the collector's store and are decoded back.
+// chunk writes (copies addressed per copy, the default), land in the
+// collector's store and are decoded back.
 func Example() {
-	codec, _ := postcard.NewCodec(postcard.Layout{Hops: 5, Chunks: 1 << 16, Copies: 2, Addressing: postcard.PerCopyAddressing})
+	codec, _ := postcard.NewCodec(postcard.Layout{Hops: 5, Chunks: 1 << 16, Copies: 2})
 	cache, _ := postcard.NewCache(codec, 1024)
 	store, _ := postcard.NewStore(codec, make([]byte, codec.Layout().RegionSize()))
 	switches := make([]uint32, 1000) // the value universe: switch IDs 1..1000

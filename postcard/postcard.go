@@ -10,10 +10,11 @@
 // V; a chunk is valid for x when its first l slots decode to values of V and
 // the rest to the blank (value 0).
 //
-// Copies are addressed as spec section 4 says by default; that addressing
-// puts all copies of two colliding flows on the same chunks, so N > 1 only
-// protects against overwriting with PerCopyAddressing (see [Addressing]
-// and [Layout.Bounds]). [Store.QueryBatch] is the fast way to query: it
+// Copy 0 of a flow is addressed as spec section 4 says; by default each later
+// copy is hashed with its own polynomial ([PerCopyAddressing]), so copies
+// collide independently and N > 1 protects against overwriting. Section 4's
+// own formula, [ReferenceAddressing], puts all copies of two colliding flows
+// on the same chunks (see [Addressing] and [Layout.Bounds]). [Store.QueryBatch] is the fast way to query: it
 // overlaps the memory accesses of many keys.
 package postcard
 
@@ -37,6 +38,9 @@ var (
 	// ErrRegion: a memory region is too small, or a write falls outside it
 	// or has the wrong size.
 	ErrRegion = errors.New("postcard: write outside region")
+	// ErrGeometry: an encoded layout is malformed (length, version, value
+	// code).
+	ErrGeometry = errors.New("postcard: bad layout geometry")
 )
 
 // MaxHops is the largest path length a Layout supports.
@@ -61,21 +65,25 @@ const (
 	PrototypeChecksums
 )
 
-// Addressing selects how the chunk of each copy is found.
+// Addressing selects how the chunk of each copy is found. Its values are
+// also its geometry encoding (docs/DTA-WIRE.md section 8.5).
 type Addressing uint8
 
 const (
-	// SwitchAddressing is spec section 4: copy j at
+	// PerCopyAddressing is the default (zero value): copy 0 at
+	// CRC32(le32(key) ‖ u8(0)) & (C-1), as spec section 4, and copy j ≥ 1
+	// with the same field list, le32(key) ‖ u8(j), hashed with its own
+	// polynomial, tofino.CopyPolynomial(j), as tofino.PerCopy does. Copies
+	// collide independently and N copies give the paper's bounds; with one
+	// copy it is ReferenceAddressing.
+	PerCopyAddressing Addressing = iota
+	// ReferenceAddressing is spec section 4 as written: copy j at
 	// CRC32(le32(key) ‖ u8(j)) & (C-1). A CRC is affine, so the copies of
 	// one key sit at a key-independent XOR of each other: two flows that
 	// share one copy's chunk share every copy's chunk, and redundancy does
-	// not protect against overwriting (see Layout.Bounds).
-	SwitchAddressing Addressing = iota
-	// PerCopyAddressing hashes copy 0 as SwitchAddressing does and copy
-	// j ≥ 1 with its own polynomial, CopyPolys[j-1], over the same input,
-	// so copies collide independently and N copies give the paper's
-	// bounds (docs/DTA-WIRE.md section 8.5).
-	PerCopyAddressing
+	// not protect against overwriting (see Layout.Bounds). Use it to read
+	// memory written by a switch that follows section 4 as written.
+	ReferenceAddressing
 	// PrototypeAddressing is the reference prototype's: one copy, at
 	// CRC32(be32(key)) & (C-1). With PrototypeChecksums it reads memory the
 	// prototype wrote.
@@ -94,7 +102,8 @@ type Layout struct {
 	Copies int
 	// Checksums selects the hop checksum functions.
 	Checksums Checksums
-	// Addressing selects the chunk hash of each copy.
+	// Addressing selects the chunk hash of each copy (0 means
+	// PerCopyAddressing).
 	Addressing Addressing
 }
 
@@ -140,7 +149,7 @@ func (l Layout) Validate() error {
 		return fmt.Errorf("%w: unknown checksum set %d", ErrLayout, l.Checksums)
 	}
 	switch l.Addressing {
-	case SwitchAddressing, PerCopyAddressing:
+	case PerCopyAddressing, ReferenceAddressing:
 	case PrototypeAddressing:
 		if l.Copies != 1 {
 			return fmt.Errorf("%w: prototype addressing has 1 copy, not %d", ErrLayout, l.Copies)

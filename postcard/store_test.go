@@ -362,9 +362,9 @@ func TestBoundsPaperExample(t *testing.T) {
 	if b2 := l.Bounds(0.05, 1<<18); b2.NoOutput >= b.NoOutput {
 		t.Error("lower load did not lower the bound")
 	}
-	l.Addressing = SwitchAddressing // copies overwritten together
+	l.Addressing = ReferenceAddressing // copies overwritten together
 	if bs := l.Bounds(0.1, 1<<18); math.Abs(bs.NoOutput-(1-math.Exp(-0.2))) > 1e-6 {
-		t.Errorf("switch addressing: no-output %.4f, want 1-e^-0.2", bs.NoOutput)
+		t.Errorf("reference addressing: no-output %.4f, want 1-e^-0.2", bs.NoOutput)
 	}
 	l.SlotBits, l.Addressing = 8, PerCopyAddressing
 	if b8 := l.Bounds(0.1, 200); b8.Wrong < 1e-6 {
@@ -377,7 +377,7 @@ func TestBoundsPaperExample(t *testing.T) {
 // no-output rate of the oldest flows must match the bound's model.
 func TestMonteCarloAgreesWithBound(t *testing.T) {
 	t.Run("percopy", func(t *testing.T) { monteCarlo(t, PerCopyAddressing) })
-	t.Run("switch", func(t *testing.T) { monteCarlo(t, SwitchAddressing) })
+	t.Run("reference", func(t *testing.T) { monteCarlo(t, ReferenceAddressing) })
 }
 
 func monteCarlo(t *testing.T, a Addressing) {
@@ -466,7 +466,7 @@ func TestReadsPrototypeMemory(t *testing.T) {
 		keys[i] = rng.Uint32()
 		var be [4]byte
 		binary.BigEndian.PutUint32(be[:], keys[i])
-		slot := tofino.Switch.Checksum(bits.ReverseBytes32(keys[i])) & (l.Chunks - 1)
+		slot := tofino.Reference.Checksum(bits.ReverseBytes32(keys[i])) & (l.Chunks - 1)
 		for h := range 5 {
 			paths[i][h] = 1 + rng.Uint32N(1000)
 			hh, err := tofino.NewHash(32, HopCRC(PrototypeChecksums, h+1))

@@ -128,7 +128,7 @@ func benchmarkHasher(b *testing.B, h Hasher) {
 			benchSink += uint64(h.Checksum(uint32(i)))
 		}
 	})
-	for _, n := range []int{1, 4, 8} {
+	for _, n := range []int{1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("Slots/copies=%d", n), func(b *testing.B) {
 			dst := make([]uint32, n)
 			b.ReportAllocs()
@@ -140,7 +140,9 @@ func benchmarkHasher(b *testing.B, h Hasher) {
 	}
 }
 
-func BenchmarkSwitch(b *testing.B) { benchmarkHasher(b, Switch) }
+func BenchmarkReference(b *testing.B) { benchmarkHasher(b, Reference) }
+
+func BenchmarkPerCopy(b *testing.B) { benchmarkHasher(b, PerCopy) }
 
 func BenchmarkXXHash(b *testing.B) { benchmarkHasher(b, XXHash) }
 

@@ -60,17 +60,34 @@ func ExampleNewHash() {
 	// tofino: invalid CRC: polynomial 0x1edc6f40 is even (no x^0 term); set AllowEven to accept it
 }
 
-// Slot hashes of a key for three copies, masked to 1024 slots.
-func ExampleSwitch() {
+// Slot hashes of a key for three copies under spec section 4 as written,
+// masked to 1024 slots.
+func ExampleReference() {
 	var slots [3]uint32
-	tofino.Switch.Slots(42, slots[:])
+	tofino.Reference.Slots(42, slots[:])
 	for n, s := range slots {
 		fmt.Printf("copy %d: slot %d\n", n, s&1023)
 	}
-	fmt.Printf("checksum %#08x\n", tofino.Switch.Checksum(42))
+	fmt.Printf("checksum %#08x\n", tofino.Reference.Checksum(42))
 	// Output:
 	// copy 0: slot 184
 	// copy 1: slot 46
 	// copy 2: slot 404
+	// checksum 0xeecb9046
+}
+
+// The project's default: copy 0 is Reference's, later copies use their own
+// polynomials.
+func ExamplePerCopy() {
+	var slots [3]uint32
+	tofino.PerCopy.Slots(42, slots[:])
+	for n, s := range slots {
+		fmt.Printf("copy %d: slot %d (polynomial %#08x)\n", n, s&1023, tofino.CopyPolynomial(uint8(n)))
+	}
+	fmt.Printf("checksum %#08x\n", tofino.PerCopy.Checksum(42))
+	// Output:
+	// copy 0: slot 184 (polynomial 0x04c11db7)
+	// copy 1: slot 347 (polynomial 0x043ad9cf)
+	// copy 2: slot 33 (polynomial 0x4703e211)
 	// checksum 0xeecb9046
 }

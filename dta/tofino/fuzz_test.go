@@ -88,3 +88,23 @@ func FuzzSum(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPerCopy cross-checks PerCopy's Slot and Slots with the bitwise
+// reference CRC of CopyCRC(n) over le32(key) ‖ u8(n), for any key and copy.
+func FuzzPerCopy(f *testing.F) {
+	f.Add(uint32(0), uint8(0))
+	f.Add(uint32(0xdeadbeef), uint8(1))
+	f.Add(uint32(0xffffffff), uint8(255))
+	f.Fuzz(func(t *testing.T, key uint32, n uint8) {
+		in := []byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24), n}
+		want := uint32(crcBitwise(CopyCRC(n), in))
+		if got := PerCopy.Slot(key, n); got != want {
+			t.Fatalf("Slot(%#x, %d) = %#x, reference %#x", key, n, got, want)
+		}
+		dst := make([]uint32, int(n)+1)
+		PerCopy.Slots(key, dst)
+		if dst[n] != want {
+			t.Fatalf("Slots(%#x)[%d] = %#x, reference %#x", key, n, dst[n], want)
+		}
+	})
+}

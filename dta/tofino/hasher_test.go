@@ -1,21 +1,25 @@
 package tofino
 
 import (
+	"errors"
 	"hash/crc32"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
 )
 
-func TestSwitchMatchesIEEE(t *testing.T) {
+func TestReferenceMatchesIEEE(t *testing.T) {
 	var dst [16]uint32
 	for _, key := range []uint32{0, 1, 0xdeadbeef, 0xffffffff, 0x80000000} {
 		b := []byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24), 0}
-		Switch.Slots(key, dst[:])
+		Reference.Slots(key, dst[:])
 		for n := range 256 {
 			b[4] = byte(n)
 			want := crc32.ChecksumIEEE(b)
-			if got := Switch.Slot(key, uint8(n)); got != want {
+			if got := Reference.Slot(key, uint8(n)); got != want {
 				t.Errorf("Slot(%#x, %d) = %#x, want %#x", key, n, got, want)
 			}
 			if got := crc32Hash.SumBytes(b); got != uint64(want) {
@@ -25,7 +29,7 @@ func TestSwitchMatchesIEEE(t *testing.T) {
 				t.Errorf("Slots(%#x)[%d] = %#x, want %#x", key, n, dst[n], want)
 			}
 		}
-		if got, want := Switch.Checksum(key), crc32.ChecksumIEEE(b[:4]); got != want {
+		if got, want := Reference.Checksum(key), crc32.ChecksumIEEE(b[:4]); got != want {
 			t.Errorf("Checksum(%#x) = %#x, want %#x", key, got, want)
 		}
 	}
@@ -52,19 +56,19 @@ func TestXXHashDefinition(t *testing.T) {
 			t.Errorf("Checksum(%#x) = %#x, want %#x", key, got, want)
 		}
 	}
-	// Not switch-compatible: it must not be mistaken for Switch.
+	// Not switch-compatible: it must not be mistaken for Reference.
 	same := 0
 	for key := range uint32(1000) {
-		if XXHash.Slot(key, 0) == Switch.Slot(key, 0) {
+		if XXHash.Slot(key, 0) == Reference.Slot(key, 0) {
 			same++
 		}
 	}
 	if same > 2 {
-		t.Errorf("XXHash agrees with Switch on %d of 1000 keys", same)
+		t.Errorf("XXHash agrees with Reference on %d of 1000 keys", same)
 	}
 }
 
-// TestSpread checks that both hashers spread sequential keys evenly over a
+// TestSpread checks that the hashers spread sequential keys evenly over a
 // power-of-two slot count for every copy, that copies of one key land apart,
 // and that checksums rarely collide.
 func TestSpread(t *testing.T) {
@@ -73,7 +77,7 @@ func TestSpread(t *testing.T) {
 	if testing.Short() {
 		keys = 1 << 15
 	}
-	for name, h := range map[string]Hasher{"Switch": Switch, "XXHash": XXHash} {
+	for name, h := range map[string]Hasher{"Reference": Reference, "PerCopy": PerCopy, "XXHash": XXHash} {
 		var dst [4]uint32
 		counts := make([][slots]int, len(dst))
 		sameSlot := 0
@@ -111,8 +115,8 @@ func TestSpread(t *testing.T) {
 			t.Errorf("%s: copies 0 and 1 share a slot for %d keys, want <= %d", name, sameSlot, limit)
 		}
 		// CRC32 of a 4-byte key is a bijection: no collisions at all.
-		if name == "Switch" && collisions != 0 {
-			t.Errorf("Switch: %d checksum collisions", collisions)
+		if name != "XXHash" && collisions != 0 {
+			t.Errorf("%s: %d checksum collisions", name, collisions)
 		}
 		// Random 32-bit checksums: keys^2/2^33 expected collisions (8 at 2^18).
 		if limit := keys*keys>>33 + 10; collisions > limit {
@@ -120,3 +124,238 @@ func TestSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestPerCopyMatchesModel checks every copy 0..255 of PerCopy against the
+// table-driven model (NewHash with CopyCRC) and the bitwise reference CRC,
+// and copy 0 and the checksum against Reference.
+func TestPerCopyMatchesModel(t *testing.T) {
+	keys := []uint32{0, 1, 0x80000000, 0xdeadbeef, 0xffffffff, 0x04030201}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10 {
+		keys = append(keys, rng.Uint32())
+	}
+	var dst [256]uint32
+	for _, key := range keys {
+		PerCopy.Slots(key, dst[:])
+		for n := range 256 {
+			c := CopyCRC(uint8(n))
+			h, err := NewHash(32, c)
+			if err != nil {
+				t.Fatalf("copy %d: %v", n, err)
+			}
+			in := []byte{byte(key), byte(key >> 8), byte(key >> 16), byte(key >> 24), byte(n)}
+			want := uint32(h.SumBytes(in))
+			if bit := uint32(crcBitwise(c, in)); bit != want {
+				t.Fatalf("copy %d: model %#x, bitwise reference %#x", n, want, bit)
+			}
+			if got := PerCopy.Slot(key, uint8(n)); got != want {
+				t.Errorf("Slot(%#x, %d) = %#x, want %#x", key, n, got, want)
+			}
+			if dst[n] != want {
+				t.Errorf("Slots(%#x)[%d] = %#x, want %#x", key, n, dst[n], want)
+			}
+		}
+		if got, want := PerCopy.Slot(key, 0), Reference.Slot(key, 0); got != want {
+			t.Errorf("copy 0 of %#x: %#x, Reference has %#x", key, got, want)
+		}
+		if got, want := PerCopy.Checksum(key), Reference.Checksum(key); got != want {
+			t.Errorf("Checksum(%#x) = %#x, Reference has %#x", key, got, want)
+		}
+	}
+	PerCopy.Slots(1, nil) // no copies: nothing to do, no panic
+	// More than 256 copies: the copy byte wraps, as Slot's uint8 does.
+	long := make([]uint32, 300)
+	PerCopy.Slots(0xdeadbeef, long)
+	for n := 256; n < len(long); n++ {
+		if long[n] != long[n-256] {
+			t.Fatalf("Slots with %d copies: copy %d = %#x, copy %d = %#x", len(long), n, long[n], n-256, long[n-256])
+		}
+	}
+}
+
+// TestCopyOffsets shows the finding PerCopy exists for: under Reference the
+// XOR of copy n's and copy 0's slot is the same for every key, under
+// PerCopy it varies with the key.
+func TestCopyOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		h        Hasher
+		constant bool
+	}{{"Reference", Reference, true}, {"PerCopy", PerCopy, false}} {
+		for _, n := range []uint8{1, 2, 3, 255} {
+			seen := make(map[uint32]bool)
+			for key := range uint32(256) {
+				k := key * 0x9E3779B1
+				seen[tc.h.Slot(k, n)^tc.h.Slot(k, 0)] = true
+			}
+			if tc.constant && len(seen) != 1 {
+				t.Errorf("%s copy %d: %d distinct offsets from copy 0, want 1", tc.name, n, len(seen))
+			}
+			if !tc.constant && len(seen) < 250 {
+				t.Errorf("%s copy %d: %d distinct offsets from copy 0 over 256 keys, want about 256", tc.name, n, len(seen))
+			}
+		}
+	}
+}
+
+// hopPolys are postcard's hop checksum polynomials, the default set (hops
+// 1..16) and the prototype's five, which address polynomials must avoid.
+var hopPolys = []uint32{
+	0x1EDC6F41, 0x741B8CD7, 0x32583499, 0x814141AB, 0xA833982B, 0xF4ACFB13,
+	0x7B88D0B3, 0xA133A629, 0x39792063, 0xA9901ACD, 0xC7D98DD1, 0x697842F9,
+	0xED52E681, 0xA398E5E7, 0x25286CB3, 0x041C7887,
+	0x1E12A700, 0x65B96595, 0x49CF878B, 0x36518F0D, 0x7A40A908,
+}
+
+// gfMulMod multiplies a and b modulo x^32 + p.
+func gfMulMod(a, b, p uint32) uint32 {
+	var r uint32
+	for i := 31; i >= 0; i-- {
+		top := r >> 31
+		r <<= 1
+		if top == 1 {
+			r ^= p
+		}
+		if b>>i&1 == 1 {
+			r ^= a
+		}
+	}
+	return r
+}
+
+func gfDeg(a uint64) int { return 63 - bits.LeadingZeros64(a) }
+
+func gfGCD(a, b uint64) uint64 {
+	for b != 0 {
+		for a != 0 && gfDeg(a) >= gfDeg(b) {
+			a ^= b << (gfDeg(a) - gfDeg(b))
+		}
+		a, b = b, a
+	}
+	return a
+}
+
+// irreducible is Rabin's test for degree 32: x^(2^32) = x mod P and
+// gcd(x^(2^16) - x, P) = 1.
+func irreducible(p uint32) bool {
+	y := uint32(2)
+	for range 16 {
+		y = gfMulMod(y, y, p)
+	}
+	if gfGCD(1<<32|uint64(p), uint64(y^2)) != 1 {
+		return false
+	}
+	for range 16 {
+		y = gfMulMod(y, y, p)
+	}
+	return y == 2
+}
+
+func TestCopyPolynomials(t *testing.T) {
+	if !irreducible(0x04C11DB7) || irreducible(0x1EDC6F41) || irreducible(0x04C11DB7^1) {
+		t.Fatal("Rabin test disagrees with known factorisations")
+	}
+	if CopyPolynomial(0) != 0x04C11DB7 {
+		t.Errorf("copy 0 polynomial %#x, want CRC32's 0x04C11DB7", CopyPolynomial(0))
+	}
+	seen := make(map[uint32]int)
+	for _, p := range hopPolys {
+		seen[p] = -1
+	}
+	for n := range 256 {
+		p := CopyPolynomial(uint8(n))
+		if p&1 == 0 {
+			t.Errorf("copy %d: %#x is even", n, p)
+		}
+		if !irreducible(p) {
+			t.Errorf("copy %d: %#x is not irreducible", n, p)
+		}
+		if n > 0 && p == 0x04C11DB7 {
+			t.Errorf("copy %d: CRC32's polynomial", n)
+		}
+		if prev, ok := seen[p]; ok {
+			t.Errorf("copy %d: %#x already used (by copy %d; -1 = a hop checksum)", n, p, prev)
+		}
+		seen[p] = n
+	}
+	// postcard's PerCopyAddressing memory of copies 1..15 stays where it was.
+	postcard := [15]uint32{
+		0x043AD9CF, 0x4703E211, 0x46FD8991, 0x399194A9, 0x7C4B9D93,
+		0x13B0EE47, 0x02C6FACD, 0x23F19063, 0x3738174D, 0x18297CED,
+		0xEFF16215, 0x9EC88A79, 0xD374EA93, 0x780CD079, 0x924AEAD3,
+	}
+	for i, p := range postcard {
+		if got := CopyPolynomial(uint8(i + 1)); got != p {
+			t.Errorf("copy %d: %#x, postcard used %#x", i+1, got, p)
+		}
+	}
+}
+
+// TestCopyPolynomialsFollowSearch re-runs the search CopyPolynomial
+// documents and checks that it yields postcard's hop polynomials 7..16 and
+// then copies 1..255, in order.
+func TestCopyPolynomialsFollowSearch(t *testing.T) {
+	taken := map[uint32]bool{0x04C11DB7: true}
+	for _, p := range hopPolys[:6] {
+		taken[p] = true // the published hop polynomials
+	}
+	for _, p := range hopPolys[16:] {
+		taken[p] = true // the prototype's
+	}
+	var out []uint32
+	s := uint64(0xD7A)
+	for len(out) < 10+255 {
+		s += 0x9E3779B97F4A7C15 // splitmix64
+		z := s
+		z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
+		z = (z ^ z>>27) * 0x94D049BB133111EB
+		z ^= z >> 31
+		p := uint32(z) | 1
+		if terms := bits.OnesCount32(p) + 1; terms < 13 || terms > 19 || taken[p] || !irreducible(p) {
+			continue
+		}
+		taken[p] = true
+		out = append(out, p)
+	}
+	if !slices.Equal(out[:10], hopPolys[6:16]) {
+		t.Errorf("search's first ten %#x, want postcard's hops 7..16 %#x", out[:10], hopPolys[6:16])
+	}
+	for n := 1; n <= 255; n++ {
+		if got, want := CopyPolynomial(uint8(n)), out[9+n]; got != want {
+			t.Errorf("copy %d: %#x, search gives %#x", n, got, want)
+		}
+	}
+}
+
+func TestHasherIDs(t *testing.T) {
+	for _, tc := range []struct {
+		h  Hasher
+		id uint8
+	}{{Reference, ReferenceID}, {PerCopy, PerCopyID}, {XXHash, XXHashID}} {
+		id, ok := HasherID(tc.h)
+		if !ok || id != tc.id {
+			t.Errorf("HasherID(%T) = %d, %v, want %d, true", tc.h, id, ok, tc.id)
+		}
+		h, err := HasherByID(tc.id)
+		if err != nil || h != tc.h {
+			t.Errorf("HasherByID(%d) = %T, %v", tc.id, h, err)
+		}
+	}
+	if _, ok := HasherID(customHasher{f: func() {}}); ok {
+		t.Error("HasherID accepts a custom hasher")
+	}
+	if _, ok := HasherID(nil); ok {
+		t.Error("HasherID accepts nil")
+	}
+	for _, id := range []uint8{3, 255} {
+		if h, err := HasherByID(id); !errors.Is(err, ErrHasher) || h != nil {
+			t.Errorf("HasherByID(%d) = %v, %v, want ErrHasher", id, h, err)
+		}
+	}
+}
+
+type customHasher struct{ f func() } // not comparable, like some users' hashers
+
+func (customHasher) Slot(uint32, uint8) uint32  { return 0 }
+func (customHasher) Slots(uint32, []uint32)     {}
+func (customHasher) Checksum(key uint32) uint32 { return key }

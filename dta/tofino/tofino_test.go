@@ -197,8 +197,8 @@ func TestFieldListLayout(t *testing.T) {
 	key := uint32(0xDEADBEEF)
 	f.Add(uint64(key>>24|key>>8&0xFF00|key<<8&0xFF0000|key<<24), 32).Add(7, 8)
 	got, _ = h.Sum(&f)
-	if want := uint64(Switch.Slot(key, 7)); got != want {
-		t.Errorf("le32(key) ‖ u8(7): %#x, want Switch.Slot = %#x", got, want)
+	if want := uint64(Reference.Slot(key, 7)); got != want {
+		t.Errorf("le32(key) ‖ u8(7): %#x, want Reference.Slot = %#x", got, want)
 	}
 	// A 64-bit field takes its whole value.
 	f.Reset()
@@ -274,15 +274,18 @@ func TestAllocs(t *testing.T) {
 			in[0] = byte(sink)
 			sink += h.SumBytes(in[:])
 		},
-		"SumBytes64":  func() { sink += h16.SumBytes(b) },
-		"Sum":         func() { f.Reset(); f.Add(3, 15).Add(9, 24); v, _ := h16.Sum(&f); sink += v },
-		"FieldErr":    func() { f.Reset(); f.Add(3, 99); _, err := h.Sum(&f); sink += uint64(len(err.Error())) },
-		"Slot":        func() { sink += uint64(Switch.Slot(7, 1)) },
-		"Slots":       func() { Switch.Slots(7, dst[:]) },
-		"Checksum":    func() { sink += uint64(Switch.Checksum(7)) },
-		"XXHashSlot":  func() { sink += uint64(XXHash.Slot(7, 1)) },
-		"XXHashSlots": func() { XXHash.Slots(7, dst[:]) },
-		"XXHashCheck": func() { sink += uint64(XXHash.Checksum(7)) },
+		"SumBytes64":   func() { sink += h16.SumBytes(b) },
+		"Sum":          func() { f.Reset(); f.Add(3, 15).Add(9, 24); v, _ := h16.Sum(&f); sink += v },
+		"FieldErr":     func() { f.Reset(); f.Add(3, 99); _, err := h.Sum(&f); sink += uint64(len(err.Error())) },
+		"Slot":         func() { sink += uint64(Reference.Slot(7, 1)) },
+		"Slots":        func() { Reference.Slots(7, dst[:]) },
+		"Checksum":     func() { sink += uint64(Reference.Checksum(7)) },
+		"PerCopySlot":  func() { sink += uint64(PerCopy.Slot(7, 1)) },
+		"PerCopySlots": func() { PerCopy.Slots(7, dst[:]) },
+		"PerCopyCheck": func() { sink += uint64(PerCopy.Checksum(7)) },
+		"XXHashSlot":   func() { sink += uint64(XXHash.Slot(7, 1)) },
+		"XXHashSlots":  func() { XXHash.Slots(7, dst[:]) },
+		"XXHashCheck":  func() { sink += uint64(XXHash.Checksum(7)) },
 	} {
 		if n := testing.AllocsPerRun(100, fn); n != 0 {
 			t.Errorf("%s: %v allocs per run, want 0", name, n)
