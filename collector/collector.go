@@ -123,8 +123,12 @@ func New(cfg Config) (*Collector, error) {
 // AddKeyWrite adds a Key-Write instance with layout l and returns its store
 // over the served memory.
 func (c *Collector) AddKeyWrite(l keywrite.Layout) (*keywrite.Store, error) {
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddKeyWrite: %w", err)
+	}
 	var s *keywrite.Store
-	_, err := c.add("AddKeyWrite", dta.OpKeyWrite, l.RegionSize(), target.RemoteWrite, geometryOf(l),
+	_, err = c.add("AddKeyWrite", dta.OpKeyWrite, l.RegionSize(), target.RemoteWrite, geo,
 		func(_ *instance, mem []byte) (err error) {
 			s, err = keywrite.NewStore(l, mem)
 			return err
@@ -135,8 +139,12 @@ func (c *Collector) AddKeyWrite(l keywrite.Layout) (*keywrite.Store, error) {
 // AddKeyIncrement adds a Key-Increment instance with layout l and returns
 // its store over the served memory. The region allows remote atomics only.
 func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddKeyIncrement: %w", err)
+	}
 	var s *keyincr.Store
-	_, err := c.add("AddKeyIncrement", dta.OpKeyIncrement, l.RegionSize(), target.RemoteAtomic, geometryOf(l),
+	_, err = c.add("AddKeyIncrement", dta.OpKeyIncrement, l.RegionSize(), target.RemoteAtomic, geo,
 		func(_ *instance, mem []byte) (err error) {
 			s, err = keyincr.NewStore(l, mem)
 			return err
@@ -148,9 +156,13 @@ func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
 // its store over the served memory (query it with a postcard.Table made
 // from the same codec).
 func (c *Collector) AddPostcard(codec *postcard.Codec) (*postcard.Store, error) {
-	var s *postcard.Store
 	l := codec.Layout()
-	_, err := c.add("AddPostcard", dta.OpPostcard, l.RegionSize(), target.RemoteWrite, geometryOf(l),
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddPostcard: %w", err)
+	}
+	var s *postcard.Store
+	_, err = c.add("AddPostcard", dta.OpPostcard, l.RegionSize(), target.RemoteWrite, geo,
 		func(_ *instance, mem []byte) (err error) {
 			s, err = postcard.NewStore(codec, mem)
 			return err
@@ -163,11 +175,12 @@ func (c *Collector) AddPostcard(codec *postcard.Codec) (*postcard.Store, error) 
 // the region notifies the list its immediate data names (Region.Notify), so
 // Reader.Wait and ReadWait wake up.
 func (c *Collector) AddAppend(l appendlist.Layout) (*appendlist.Region, error) {
-	if err := l.Validate(); err != nil {
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
 		return nil, fmt.Errorf("collector.AddAppend: %w", err)
 	}
 	var r *appendlist.Region
-	_, err := c.add("AddAppend", dta.OpAppend, l.RegionSize(), target.RemoteWrite, geometryOf(l),
+	_, err = c.add("AddAppend", dta.OpAppend, l.RegionSize(), target.RemoteWrite, geo,
 		func(in *instance, mem []byte) (err error) {
 			r, err = appendlist.NewRegion(l, mem)
 			in.list = r
@@ -337,19 +350,4 @@ func (c *Collector) Close() error {
 		errs = append(errs, in.mem.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// geometryOf returns the geometry a primitive's layout encodes for the
-// advertisement (Layout.AppendBinary, spec section 5), or nil while the
-// layout has no encoder.
-func geometryOf(l any) []byte {
-	switch enc := l.(type) {
-	case interface{ AppendBinary([]byte) []byte }:
-		return enc.AppendBinary(nil)
-	case interface{ AppendBinary([]byte) ([]byte, error) }:
-		if b, err := enc.AppendBinary(nil); err == nil {
-			return b
-		}
-	}
-	return nil
 }

@@ -217,6 +217,19 @@ func TestCollectorLoopback(t *testing.T) {
 		}
 		conns[i] = r
 	}
+	// Each advertisement's geometry decodes to the instance's layout.
+	if g, err := keywrite.ParseLayout(conns[0].advert.Geometry); err != nil || g.Slots() != kwl.Slots() || g.DataSize() != kwl.DataSize() {
+		t.Errorf("key-write geometry: %+v, %v", g, err)
+	}
+	if g, err := keyincr.ParseLayout(conns[1].advert.Geometry); err != nil || g.Slots() != kil.Slots() {
+		t.Errorf("key-increment geometry: %+v, %v", g, err)
+	}
+	if g, err := postcard.ParseLayout(conns[2].advert.Geometry); err != nil || g != codec.Layout() {
+		t.Errorf("postcard geometry: %+v, %v", g, err)
+	}
+	if g, err := appendlist.ParseLayout(conns[3].advert.Geometry); err != nil || g != apl {
+		t.Errorf("append geometry: %+v, %v", g, err)
+	}
 	// Discovery ends with a Reject, reason 8, on the port after the last.
 	if rej := newRequester(t, c.Addr()).connect(DefaultCMPort + uint16(len(insts))); rej == nil || rej.Reason != cm.RejectInvalidServiceID {
 		t.Fatalf("port after the last instance: %+v", rej)
