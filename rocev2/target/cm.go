@@ -170,7 +170,7 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 		RemoteCommID:       m.LocalCommID,
 		LocalQPN:           qp.qpn,
 		StartingPSN:        uint32(qp.sendPSN),
-		ResponderResources: min(m.InitiatorDepth, atomicResources),
+		ResponderResources: m.InitiatorDepth, // any depth: see atomicResources
 		RNRRetryCount:      7,
 		LocalCAGUID:        t.guid(),
 	}

@@ -87,10 +87,9 @@ type QP struct {
 	wRegion    *Region // the WRITE in progress: region, next offset, bytes left
 	wOff       uint64
 	wLeft      uint64
-	sLen       int // bytes of the SEND in progress in recvs[0]
-	atomics    [atomicResources]atomicResult
-	atomicNext int
-	recvs      [][]byte // posted receive buffers, oldest first
+	sLen       int                            // bytes of the SEND in progress in recvs[0]
+	atomics    *[atomicResources]atomicResult // by PSN mod atomicResources; allocated at the first atomic
+	recvs      [][]byte                       // posted receive buffers, oldest first
 
 	// Requester.
 	sendPSN rocev2.PSN // PSN of the next SEND
@@ -350,16 +349,18 @@ func (qp *QP) duplicate(p *rocev2.Packet, src netip.AddrPort, out *Output) {
 	t.c.Duplicates++
 	switch p.BTH.Opcode {
 	case rocev2.RCFetchAdd, rocev2.RCCompareSwap:
-		for i := range qp.atomics {
-			a := &qp.atomics[i]
-			if a.valid && a.psn == p.BTH.PSN {
+		if qp.atomics != nil {
+			if a := &qp.atomics[p.BTH.PSN&(atomicResources-1)]; a.valid && a.psn == p.BTH.PSN {
 				qp.atomicAck(a, src, out)
 				return
 			}
 		}
-		// Older than the saved results: nothing to answer with. The
-		// requester cannot be waiting for it (it got newer responses).
-		t.c.Flushed++
+		// More than atomicResources PSNs old: the original value is gone.
+		// A plain ACK of ePSN-1 tells the requester the atomic was
+		// executed, so that a go-back-N requester does not resend it
+		// forever (section 8.6).
+		t.c.StaleAtomics++
+		qp.setAck(qp.epsn.Add(rocev2.PSNMask), src)
 	default:
 		qp.setAck(qp.epsn.Add(rocev2.PSNMask), src) // ePSN-1, the last executed
 	}
@@ -519,8 +520,10 @@ func (qp *QP) execute(p *rocev2.Packet, src netip.AddrPort, out *Output) bool {
 		}
 		t.c.Atomics++
 		qp.complete(nil)
-		res := &qp.atomics[qp.atomicNext]
-		qp.atomicNext = (qp.atomicNext + 1) % atomicResources
+		if qp.atomics == nil {
+			qp.atomics = new([atomicResources]atomicResult)
+		}
+		res := &qp.atomics[psn&(atomicResources-1)]
 		*res = atomicResult{psn: psn, valid: true, msn: qp.msn, orig: orig}
 		qp.atomicAck(res, src, out)
 		return true

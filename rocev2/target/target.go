@@ -75,9 +75,10 @@ const (
 	MaxPendingSends = 16
 	// MaxPostedRecvs bounds the receive buffers posted to a queue pair.
 	MaxPostedRecvs = 64
-	// atomicResources is the number of atomic results a QP keeps to answer
-	// duplicate atomics (its responder resources).
-	atomicResources = 16
+	// atomicResources is the number of PSNs back a QP answers a duplicate
+	// atomic with its saved result (its responder resources): the results
+	// of the atomics among the last atomicResources PSNs, a power of two.
+	atomicResources = 1024
 )
 
 // Config configures a Target.
@@ -212,6 +213,7 @@ type Counters struct {
 	Atomics      uint64 // FETCH_ADD and COMPARE_SWAP executed
 	Completions  uint64 // receive completions delivered (SEND, WRITE with Immediate)
 	Duplicates   uint64 // duplicate requests, re-acknowledged and not executed
+	StaleAtomics uint64 // among them, atomics too old for a saved result, answered with a plain ACK
 	OutOfOrder   uint64 // requests ahead of the expected PSN
 
 	ACKs        uint64 // ACK packets sent

@@ -412,3 +412,29 @@ func TestOwnSendRetransmitted(t *testing.T) {
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
 func timeDur(i int) time.Duration { return time.Duration(i) }
+
+func TestStaleDuplicateAtomic(t *testing.T) {
+	p := newPeer(t, 1024)
+	g := newGuarded(64)
+	r := register(t, p.t, g, RemoteWrite|RemoteAtomic)
+	old := p.atomic(rocev2.RCFetchAdd, r.VA(), r.RKey(), 1, 0)
+	p.send(old)
+	// atomicResources more atomics: the first one's saved result is
+	// overwritten (same PSN modulo atomicResources).
+	var frames [][]byte
+	for range atomicResources {
+		frames = append(frames, p.atomic(rocev2.RCFetchAdd, r.VA(), r.RKey(), 1, 0))
+	}
+	if resp := p.send(frames...); len(resp) != atomicResources {
+		t.Fatalf("%d responses", len(resp))
+	}
+	// The old one again: not re-executed, answered with a plain ACK of the
+	// last executed PSN.
+	wantAck(t, p.send(old), rocev2.SyndromeACK, p.psn-1)
+	if v := binary.NativeEndian.Uint64(g.mem); v != atomicResources+1 {
+		t.Errorf("counter %d, want %d", v, atomicResources+1)
+	}
+	if c := p.t.Counters(); c.StaleAtomics != 1 || c.Duplicates != 1 {
+		t.Errorf("counters %+v", c)
+	}
+}
