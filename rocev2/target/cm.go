@@ -152,6 +152,14 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 		reject(cm.RejectConsumer) // as librdmacm does with a private data header it cannot read
 		return
 	}
+	// A new connection from the same address and port to the same listener
+	// replaces the old one: the peer restarted, or gave up on it.
+	for _, old := range t.qps {
+		if old.listener == l && old.peer == src {
+			t.c.Replaced++
+			t.destroy(old)
+		}
+	}
 	qp := t.newQP(src, m.LocalQPN, rocev2.PSN(m.StartingPSN), 128<<m.PathMTU)
 	qp.listener = l
 	qp.onRecv = l.cfg.OnRecv

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/dtakit/dtakit/rocev2"
@@ -165,5 +166,25 @@ func TestTargetDisconnect(t *testing.T) {
 	c.send(c.mad(cm.Header(1, cm.AttrDREP), &cm.DisconnectReply{LocalCommID: c.commID, RemoteCommID: rep.LocalCommID}))
 	if len(c.t.qps) != 0 {
 		t.Fatal("QP kept after DREP")
+	}
+}
+
+func TestCMReconnectReplacesOldQP(t *testing.T) {
+	c, _ := newCMPeer(t)
+	rep1, _ := c.connect(t)
+	c.commID++ // a restarted peer on the same address and port
+	rep2, _ := c.connect(t)
+	if rep1.LocalQPN == rep2.LocalQPN || c.t.qps[rep1.LocalQPN] != nil || c.t.qps[rep2.LocalQPN] == nil || len(c.t.qps) != 1 {
+		t.Fatalf("QPs after reconnecting: %d (old %#x, new %#x)", len(c.t.qps), rep1.LocalQPN, rep2.LocalQPN)
+	}
+	if c.t.Counters().Replaced != 1 {
+		t.Errorf("counters %+v", c.t.Counters())
+	}
+	// Another peer address keeps its own connection.
+	other := &cmPeer{peer: &peer{tb: t, t: c.t, addr: peerAddr, qpn: 9, psn: 1}, commID: 5}
+	other.addr = netip.AddrPortFrom(peerAddr.Addr(), peerAddr.Port()+1)
+	other.connect(t)
+	if len(c.t.qps) != 2 {
+		t.Fatalf("%d QPs", len(c.t.qps))
 	}
 }

@@ -233,6 +233,7 @@ type Counters struct {
 	Rejects     uint64 // REJs sent
 	CMTimeouts  uint64 // connections dropped: no RTU after MaxTries REPs, or no DREP after MaxTries DREQs
 	Disconnects uint64 // connections ended by a DREQ from either side
+	Replaced    uint64 // connections dropped for a new one from the same peer address and port to the same listener
 }
 
 // Counters returns a snapshot of the counters. It takes the target's lock,
