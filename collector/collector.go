@@ -49,6 +49,9 @@ import (
 // DefaultCMPort is the CM port of a collector's first instance.
 const DefaultCMPort = 40050
 
+// SocketBuffer is the receive and send buffer size Start asks for.
+const SocketBuffer = 8 << 20
+
 // Errors returned by this package.
 var (
 	// ErrConfig: a Config field is invalid.
@@ -280,6 +283,10 @@ func (c *Collector) start() error {
 	if err != nil {
 		return fmt.Errorf("collector.Start: %w", err)
 	}
+	// Bursts of a translator's packets queue in the socket while the target
+	// works: ask for large buffers (the system caps them at its maximum).
+	_ = uc.SetReadBuffer(SocketBuffer)
+	_ = uc.SetWriteBuffer(SocketBuffer)
 	c.uc = uc
 	return nil
 }
