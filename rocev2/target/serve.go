@@ -116,3 +116,15 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	}
 	return nil
 }
+
+// ListenAndServe binds a UDP socket to the target's address (Config.Addr,
+// 127.0.0.1:4791 by default) and runs Serve on it until ctx is done; it
+// closes the socket on return.
+func (t *Target) ListenAndServe(ctx context.Context) error {
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(t.Addr()))
+	if err != nil {
+		return fmt.Errorf("target.ListenAndServe: %w", err)
+	}
+	defer uc.Close()
+	return t.Serve(ctx, uc)
+}

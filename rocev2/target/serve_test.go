@@ -129,3 +129,47 @@ func TestServeRejectsWildcard(t *testing.T) {
 		t.Errorf("Serve on a wildcard socket: %v", err)
 	}
 }
+
+func TestListenAndServe(t *testing.T) {
+	// Find a free port, then let the target bind it.
+	uc, addr := listenLoopback(t)
+	uc.Close()
+	tg, err := New(Config{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tg.ListenAndServe(ctx) }()
+	// A REQ for a port nobody listens on: the REJ proves the target serves.
+	puc, paddr := listenLoopback(t)
+	s := &sockPeer{tb: t, uc: puc, addr: paddr, target: addr}
+	req := &cm.ConnectRequest{LocalCommID: 1, ServiceID: cm.ServiceID(1), LocalQPN: 2, PathMTU: cm.MTU1024}
+	_ = req.SetIPPrivateData(cm.IPHeader{SrcPort: paddr.Port(), Src: paddr.Addr(), Dst: addr.Addr()}, nil)
+	mad, _ := cm.AppendMAD(nil, cm.Header(1, cm.AttrREQ), req)
+	var m cm.Message
+	for range 50 { // the socket may not be bound yet: resend until answered
+		s.sendPkt(cm.Packet(mad, 0))
+		buf := make([]byte, 2048)
+		_ = puc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		n, from, err := puc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			continue
+		}
+		var p rocev2.Packet
+		if err := p.DecodeDatagram(buf[:n], from, paddr); err != nil {
+			t.Fatal(err)
+		}
+		if _, m, err = cm.DecodeMAD(p.Payload); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if rej, ok := m.(*cm.Reject); !ok || rej.Reason != cm.RejectInvalidServiceID {
+		t.Fatalf("answer %v", m)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("ListenAndServe: %v", err)
+	}
+}
