@@ -205,7 +205,7 @@ type Counters struct {
 	BadICRC   uint64 // dropped: ICRC mismatch
 	Malformed uint64 // dropped: not a packet this target decodes (truncated, reserved opcode, bad length) or a CM MAD it refuses
 	Unknown   uint64 // dropped: no such QP, a source other than the QP's peer, a P_Key other than 0xFFFF, or a non-RC opcode
-	Flushed   uint64 // dropped: request to a QP in the error state, or silently dropped after a sequence NAK
+	Flushed   uint64 // dropped: a packet to a QP in the error state or disconnecting
 
 	WritePackets uint64 // RDMA WRITE packets applied
 	WriteBytes   uint64 // their payload bytes
@@ -214,7 +214,7 @@ type Counters struct {
 	Completions  uint64 // receive completions delivered (SEND, WRITE with Immediate)
 	Duplicates   uint64 // duplicate requests, re-acknowledged and not executed
 	StaleAtomics uint64 // among them, atomics too old for a saved result, answered with a plain ACK
-	OutOfOrder   uint64 // requests ahead of the expected PSN
+	OutOfOrder   uint64 // requests ahead of the expected PSN (the first after a gap gets a NAK, the rest are dropped)
 
 	ACKs        uint64 // ACK packets sent
 	AtomicACKs  uint64 // ATOMIC ACK packets sent (duplicates answered included)
