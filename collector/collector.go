@@ -260,6 +260,7 @@ func (c *Collector) Instances() []Instance {
 	out := make([]Instance, len(c.insts))
 	for i, in := range c.insts {
 		out[i] = in.Instance
+		out[i].Advertisement = append([]byte(nil), in.Advertisement...)
 	}
 	return out
 }
