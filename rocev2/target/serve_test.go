@@ -248,3 +248,41 @@ func BenchmarkServeLoopback(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(batches*ServeBatch)/b.Elapsed().Seconds()/1e6, "Mops/s")
 }
+
+func TestServeIPv6(t *testing.T) {
+	tuc, err := net.ListenUDP("udp6", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("[::1]:0")))
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer tuc.Close()
+	taddr := tuc.LocalAddr().(*net.UDPAddr).AddrPort()
+	tg, _ := New(Config{Addr: taddr})
+	mem := make([]uint64, 4)
+	r, _ := tg.Register(unsafeBytes(mem), RemoteWrite)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tg.Serve(ctx, tuc) }()
+	uc, err := net.ListenUDP("udp6", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("[::1]:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	addr := uc.LocalAddr().(*net.UDPAddr).AddrPort()
+	qp, err := tg.NewQP(QPConfig{Peer: addr, RemoteQPN: 3, RecvPSN: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sockPeer{tb: t, uc: uc, addr: addr, target: taddr}
+	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PKey: 0xFFFF, DestQP: qp.QPN(), PSN: 10, AckReq: true},
+		RETH: rocev2.RETH{VA: r.VA(), RKey: r.RKey(), DMALength: 8}, Payload: []byte{7, 0, 0, 0, 0, 0, 0, 0}})
+	if a := s.recv(); a.BTH.Opcode != rocev2.RCAcknowledge || a.BTH.PSN != 10 || a.AETH.Syndrome != rocev2.SyndromeACK {
+		t.Fatalf("answer %+v", a)
+	}
+	if tg.Counters().WritePackets != 1 || unsafeBytes(mem)[0] != 7 {
+		t.Fatalf("write not applied: %+v", tg.Counters())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}
