@@ -3,6 +3,7 @@ package postcard
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/dtakit/dtakit/internal/gf2"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -101,56 +102,12 @@ func TestDefaultPolysAreBijections(t *testing.T) {
 	}
 }
 
-// gfMulMod multiplies a and b modulo x^32 + p.
-func gfMulMod(a, b, p uint32) uint32 {
-	var r uint32
-	for i := 31; i >= 0; i-- {
-		top := r >> 31
-		r <<= 1
-		if top == 1 {
-			r ^= p
-		}
-		if b>>i&1 == 1 {
-			r ^= a
-		}
-	}
-	return r
-}
-
-func gfDeg(a uint64) int { return 63 - bits.LeadingZeros64(a) }
-
-func gfGCD(a, b uint64) uint64 {
-	for b != 0 {
-		for a != 0 && gfDeg(a) >= gfDeg(b) {
-			a ^= b << (gfDeg(a) - gfDeg(b))
-		}
-		a, b = b, a
-	}
-	return a
-}
-
-// irreducible is Rabin's test for degree 32: x^(2^32) = x mod P and
-// gcd(x^(2^16) - x, P) = 1.
-func irreducible(p uint32) bool {
-	y := uint32(2)
-	for range 16 {
-		y = gfMulMod(y, y, p)
-	}
-	if gfGCD(1<<32|uint64(p), uint64(y^2)) != 1 {
-		return false
-	}
-	for range 16 {
-		y = gfMulMod(y, y, p)
-	}
-	return y == 2
-}
-
 func TestSearchedPolysAreIrreducible(t *testing.T) {
-	if !irreducible(0x04C11DB7) || irreducible(0x1EDC6F41) {
+	if !gf2.Irreducible32(0x04C11DB7) || gf2.Irreducible32(0x1EDC6F41) {
 		t.Fatal("Rabin test disagrees with known factorisations")
 	}
 	for hop := 7; hop <= MaxHops; hop++ {
-		if p := DefaultPolys[hop-1]; !irreducible(p) {
+		if p := DefaultPolys[hop-1]; !gf2.Irreducible32(p) {
 			t.Errorf("hop %d: %#x is not irreducible", hop, p)
 		}
 	}
@@ -296,7 +253,7 @@ func TestCopyAddressing(t *testing.T) {
 		hops[p] = true
 	}
 	for j := range 256 {
-		if p := tofino.CopyPolynomial(uint8(j)); hops[p] || !irreducible(p) {
+		if p := tofino.CopyPolynomial(uint8(j)); hops[p] || !gf2.Irreducible32(p) {
 			t.Errorf("copy %d: polynomial %#x is a hop polynomial or not irreducible", j, p)
 		}
 	}

@@ -2,6 +2,7 @@ package tofino
 
 import (
 	"errors"
+	"github.com/dtakit/dtakit/internal/gf2"
 	"hash/crc32"
 	"math/bits"
 	"math/rand/v2"
@@ -207,52 +208,8 @@ var hopPolys = []uint32{
 	0x1E12A700, 0x65B96595, 0x49CF878B, 0x36518F0D, 0x7A40A908,
 }
 
-// gfMulMod multiplies a and b modulo x^32 + p.
-func gfMulMod(a, b, p uint32) uint32 {
-	var r uint32
-	for i := 31; i >= 0; i-- {
-		top := r >> 31
-		r <<= 1
-		if top == 1 {
-			r ^= p
-		}
-		if b>>i&1 == 1 {
-			r ^= a
-		}
-	}
-	return r
-}
-
-func gfDeg(a uint64) int { return 63 - bits.LeadingZeros64(a) }
-
-func gfGCD(a, b uint64) uint64 {
-	for b != 0 {
-		for a != 0 && gfDeg(a) >= gfDeg(b) {
-			a ^= b << (gfDeg(a) - gfDeg(b))
-		}
-		a, b = b, a
-	}
-	return a
-}
-
-// irreducible is Rabin's test for degree 32: x^(2^32) = x mod P and
-// gcd(x^(2^16) - x, P) = 1.
-func irreducible(p uint32) bool {
-	y := uint32(2)
-	for range 16 {
-		y = gfMulMod(y, y, p)
-	}
-	if gfGCD(1<<32|uint64(p), uint64(y^2)) != 1 {
-		return false
-	}
-	for range 16 {
-		y = gfMulMod(y, y, p)
-	}
-	return y == 2
-}
-
 func TestCopyPolynomials(t *testing.T) {
-	if !irreducible(0x04C11DB7) || irreducible(0x1EDC6F41) || irreducible(0x04C11DB7^1) {
+	if !gf2.Irreducible32(0x04C11DB7) || gf2.Irreducible32(0x1EDC6F41) || gf2.Irreducible32(0x04C11DB7^1) {
 		t.Fatal("Rabin test disagrees with known factorisations")
 	}
 	if CopyPolynomial(0) != 0x04C11DB7 {
@@ -267,7 +224,7 @@ func TestCopyPolynomials(t *testing.T) {
 		if p&1 == 0 {
 			t.Errorf("copy %d: %#x is even", n, p)
 		}
-		if !irreducible(p) {
+		if !gf2.Irreducible32(p) {
 			t.Errorf("copy %d: %#x is not irreducible", n, p)
 		}
 		if n > 0 && p == 0x04C11DB7 {
@@ -311,7 +268,7 @@ func TestCopyPolynomialsFollowSearch(t *testing.T) {
 		z = (z ^ z>>27) * 0x94D049BB133111EB
 		z ^= z >> 31
 		p := uint32(z) | 1
-		if terms := bits.OnesCount32(p) + 1; terms < 13 || terms > 19 || taken[p] || !irreducible(p) {
+		if terms := bits.OnesCount32(p) + 1; terms < 13 || terms > 19 || taken[p] || !gf2.Irreducible32(p) {
 			continue
 		}
 		taken[p] = true
