@@ -25,16 +25,35 @@ type sysConn struct {
 	raw       syscall.RawConn
 	is4       bool // the socket is AF_INET, not a dual-stack AF_INET6 one
 	connected bool
-	hdrs      []mmsghdr
-	iovs      []unix.Iovec
-	names     []unix.RawSockaddrInet6
+	// One reader and one writer may run at once, so each direction has
+	// its own headers, buffers and call state.
+	rd, wr direction
+}
 
-	// The arguments and results of the call under way; readFn and writeFn
-	// are bound once so the calls allocate no closure.
-	n       int
-	errno   syscall.Errno
-	readFn  func(fd uintptr) bool
-	writeFn func(fd uintptr) bool
+// direction holds one direction's message headers and the arguments and
+// results of its call under way; fn is bound once so a call allocates no
+// closure.
+type direction struct {
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
+}
+
+func (d *direction) init(max int, call uintptr) {
+	d.hdrs = make([]mmsghdr, max)
+	d.iovs = make([]unix.Iovec, max)
+	d.names = make([]unix.RawSockaddrInet6, max)
+	d.fn = func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.EAGAIN {
+			return false // wait for the poller
+		}
+		d.n, d.errno = int(r), e
+		return true
+	}
 }
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
@@ -53,37 +72,16 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	}
 	_, s.is4 = sa.(*unix.SockaddrInet4)
 	s.connected = uc.RemoteAddr() != nil
-	s.hdrs = make([]mmsghdr, max)
-	s.iovs = make([]unix.Iovec, max)
-	s.names = make([]unix.RawSockaddrInet6, max)
-	s.readFn = s.recvmmsg
-	s.writeFn = s.sendmmsg
+	s.rd.init(max, unix.SYS_RECVMMSG)
+	s.wr.init(max, unix.SYS_SENDMMSG)
 	return nil
 }
 
-func (s *sysConn) recvmmsg(fd uintptr) bool {
-	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.n), unix.MSG_DONTWAIT, 0, 0)
-	if e == unix.EAGAIN {
-		return false // wait for the poller
-	}
-	s.n, s.errno = int(r), e
-	return true
-}
-
-func (s *sysConn) sendmmsg(fd uintptr) bool {
-	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.n), unix.MSG_DONTWAIT, 0, 0)
-	if e == unix.EAGAIN {
-		return false
-	}
-	s.n, s.errno = int(r), e
-	return true
-}
-
-func (s *sysConn) prepare(ms []Message, withNames bool) {
+func (d *direction) prepare(ms []Message, withNames bool) {
 	for i := range ms {
-		h := &s.hdrs[i]
+		h := &d.hdrs[i]
 		*h = mmsghdr{}
-		iov := &s.iovs[i]
+		iov := &d.iovs[i]
 		iov.Base = nil
 		if len(ms[i].Buf) > 0 {
 			iov.Base = &ms[i].Buf[0]
@@ -92,47 +90,49 @@ func (s *sysConn) prepare(ms []Message, withNames bool) {
 		h.hdr.Iov = iov
 		h.hdr.SetIovlen(1)
 		if withNames {
-			h.hdr.Name = (*byte)(unsafe.Pointer(&s.names[i]))
-			h.hdr.Namelen = uint32(unsafe.Sizeof(s.names[i]))
+			h.hdr.Name = (*byte)(unsafe.Pointer(&d.names[i]))
+			h.hdr.Namelen = uint32(unsafe.Sizeof(d.names[i]))
 		}
 	}
 }
 
 func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
-	s.prepare(ms, true)
-	s.n = len(ms)
-	if err := s.raw.Read(s.readFn); err != nil {
+	d := &s.rd
+	d.prepare(ms, true)
+	d.n = len(ms)
+	if err := s.raw.Read(d.fn); err != nil {
 		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
 	}
-	if s.errno != 0 {
-		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Source: uc.LocalAddr(), Err: s.errno}
+	if d.errno != 0 {
+		return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
 	}
-	n := s.n
+	n := d.n
 	for i := 0; i < n; i++ {
-		ms[i].N = min(int(s.hdrs[i].len), len(ms[i].Buf))
-		ms[i].Addr = addrFromRaw(&s.names[i])
+		ms[i].N = min(int(d.hdrs[i].len), len(ms[i].Buf))
+		ms[i].Addr = addrFromRaw(&d.names[i])
 	}
 	return n, nil
 }
 
 func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
-	s.prepare(ms, !s.connected)
+	d := &s.wr
+	d.prepare(ms, !s.connected)
 	if !s.connected {
 		for i := range ms {
 			if !ms[i].Addr.IsValid() || (s.is4 && !ms[i].Addr.Addr().Unmap().Is4()) {
 				return i, fmt.Errorf("udpio: sendmmsg: %w: message %d has destination %v, which this socket cannot reach", ErrBatch, i, ms[i].Addr)
 			}
-			s.hdrs[i].hdr.Namelen = rawFromAddr(&s.names[i], ms[i].Addr, s.is4)
+			d.hdrs[i].hdr.Namelen = rawFromAddr(&d.names[i], ms[i].Addr, s.is4)
 		}
 	}
-	s.n = len(ms)
-	if err := s.raw.Write(s.writeFn); err != nil {
+	d.n = len(ms)
+	if err := s.raw.Write(d.fn); err != nil {
 		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
 	}
-	if s.errno != 0 {
-		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: s.errno}
+	if d.errno != 0 {
+		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
 	}
-	return s.n, nil
+	return d.n, nil
 }
 
 // addrFromRaw reads a sockaddr_in or sockaddr_in6 the kernel filled in.

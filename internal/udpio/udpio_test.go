@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -199,5 +200,63 @@ func BenchmarkLoopback(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
 		})
+	}
+}
+
+// TestConcurrentReadWrite runs a reader and a writer on each of two Conns
+// at once, as the package allows, and checks that every datagram arrives
+// whole: the two directions must not share buffers or headers.
+func TestConcurrentReadWrite(t *testing.T) {
+	a := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 16)
+	b := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 16)
+	for _, c := range []*Conn{a, b} {
+		c.UDPConn().SetReadBuffer(4 << 20)
+		c.UDPConn().SetReadDeadline(time.Now().Add(5 * time.Second))
+	}
+	const count = 2000 // per direction, in batches of 16
+	payload := func(from string, i int) string { return fmt.Sprintf("%s-%06d-%s", from, i, strings.Repeat(from, 20)) }
+	send := func(c *Conn, to netip.AddrPort, from string) error {
+		ms := make([]Message, 16)
+		for i := 0; i < count; i += len(ms) {
+			for k := range ms {
+				ms[k] = Message{Buf: []byte(payload(from, i+k)), Addr: to}
+			}
+			if _, err := c.WriteBatch(ms); err != nil {
+				return err
+			}
+			time.Sleep(50 * time.Microsecond) // stay within the socket buffer
+		}
+		return nil
+	}
+	recv := func(c *Conn, from string) error {
+		ms := make([]Message, 16)
+		for k := range ms {
+			ms[k].Buf = make([]byte, 128)
+		}
+		for got := 0; got < count; {
+			n, err := c.ReadBatch(ms)
+			if err != nil {
+				return fmt.Errorf("after %d datagrams: %w", got, err)
+			}
+			for _, m := range ms[:n] {
+				if want := payload(from, got); string(m.Buf[:m.N]) != want {
+					return fmt.Errorf("datagram %d = %q, want %q", got, m.Buf[:m.N], want)
+				}
+				got++
+			}
+		}
+		return nil
+	}
+	addrA := a.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+	addrB := b.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+	errs := make(chan error, 4)
+	go func() { errs <- send(a, addrB, "a") }()
+	go func() { errs <- send(b, addrA, "b") }()
+	go func() { errs <- recv(a, "b") }()
+	go func() { errs <- recv(b, "a") }()
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -1,0 +1,361 @@
+// Package collector is the API a DTA collector program holds: it allocates a
+// memory region for each primitive instance, serves the regions to a
+// translator through the software RoCEv2 target (package
+// [github.com/dtakit/dtakit/rocev2/target]) over UDP, advertises each region
+// once a translator connects, and hands out the primitive's store or reader
+// over the same memory for queries.
+//
+// A typical program:
+//
+//	c, _ := collector.New(collector.Config{})
+//	kw, _ := c.AddKeyWrite(layout) // instance 0, CM port 40050
+//	ki, _ := c.AddKeyIncrement(l2) // instance 1, CM port 40051
+//	go c.Serve(ctx)
+//	... kw.Query(key, n, keywrite.Plurality) ...
+//	c.Close()
+//
+// Instance i listens on CM port CMPort+i; a translator connects to CMPort,
+// CMPort+1, ... until a Reject tells it there are no more (docs/DTA-WIRE.md
+// section 8.6).
+//
+// Concurrency: the methods of a Collector are safe for concurrent use. The
+// target writes into the regions from the goroutine running Serve while
+// queries read them, as a NIC would: a query may see a slot half-written,
+// which the primitives' checksums and markers are there to catch. The Go race
+// detector reports such reads; a program (or test) that needs a
+// happens-before edge calls [Collector.Counters] after the writes it waits
+// for. Stores, regions and readers must not be used after Close, which
+// unmaps their memory.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/hugemem"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2/target"
+)
+
+// DefaultCMPort is the CM port of a collector's first instance.
+const DefaultCMPort = 40050
+
+// SocketBuffer is the receive and send buffer size Start asks for.
+const SocketBuffer = 8 << 20
+
+// Errors returned by this package.
+var (
+	// ErrConfig: a Config field is invalid.
+	ErrConfig = errors.New("collector: invalid configuration")
+	// ErrRegion: an instance's region cannot be served (too large for the
+	// advertisement's 32-bit length, no CM port left).
+	ErrRegion = errors.New("collector: invalid region")
+	// ErrState: the call does not fit the collector's state (Serve twice,
+	// anything after Close).
+	ErrState = errors.New("collector: wrong state")
+)
+
+// Config configures a Collector.
+type Config struct {
+	// Addr is the specific address the target binds (the ICRC covers it, so
+	// not a wildcard). Zero means 127.0.0.1:4791; port 0 picks a free port
+	// at Start (see Addr).
+	Addr netip.AddrPort
+	// CMPort is the CM port of instance 0; instance i listens on CMPort+i.
+	// Zero means DefaultCMPort.
+	CMPort uint16
+	// MaxQPs bounds the connections the target accepts (0: the target's
+	// default).
+	MaxQPs int
+}
+
+// Instance describes one primitive instance and its region.
+type Instance struct {
+	Index     int        // the order it was added in, from 0
+	Primitive dta.Opcode // the primitive it serves
+	CMPort    uint16     // CMPort + Index
+	VA        uint64     // the region's virtual address, as advertised
+	Length    uint32     // the region's length in bytes
+	RKey      uint32     // the region's rkey
+	// Advertisement is the SEND payload a connecting translator receives.
+	Advertisement []byte
+}
+
+type instance struct {
+	Instance
+	mem    *hugemem.Mem
+	region *target.Region
+	list   *appendlist.Region // Append instances: notified on WRITE with Immediate
+}
+
+// Collector serves primitive instances to translators.
+type Collector struct {
+	mu      sync.Mutex
+	cfg     Config
+	t       *target.Target
+	insts   []*instance
+	uc      *net.UDPConn
+	serving bool
+	closed  bool
+}
+
+// New returns a collector with cfg. It opens no socket until Start or Serve.
+func New(cfg Config) (*Collector, error) {
+	if !cfg.Addr.IsValid() {
+		cfg.Addr = target.DefaultAddr
+	}
+	if cfg.CMPort == 0 {
+		cfg.CMPort = DefaultCMPort
+	}
+	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs})
+	if err != nil {
+		return nil, fmt.Errorf("collector.New: %w: %w", ErrConfig, err)
+	}
+	return &Collector{cfg: cfg, t: t}, nil
+}
+
+// AddKeyWrite adds a Key-Write instance with layout l and returns its store
+// over the served memory.
+func (c *Collector) AddKeyWrite(l keywrite.Layout) (*keywrite.Store, error) {
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddKeyWrite: %w", err)
+	}
+	var s *keywrite.Store
+	_, err = c.add("AddKeyWrite", dta.OpKeyWrite, l.RegionSize(), target.RemoteWrite, geo,
+		func(_ *instance, mem []byte) (err error) {
+			s, err = keywrite.NewStore(l, mem)
+			return err
+		})
+	return s, err
+}
+
+// AddKeyIncrement adds a Key-Increment instance with layout l and returns
+// its store over the served memory. The region allows remote atomics only.
+func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddKeyIncrement: %w", err)
+	}
+	var s *keyincr.Store
+	_, err = c.add("AddKeyIncrement", dta.OpKeyIncrement, l.RegionSize(), target.RemoteAtomic, geo,
+		func(_ *instance, mem []byte) (err error) {
+			s, err = keyincr.NewStore(l, mem)
+			return err
+		})
+	return s, err
+}
+
+// AddPostcard adds a Postcarding instance with codec's layout and returns
+// its store over the served memory (query it with a postcard.Table made
+// from the same codec).
+func (c *Collector) AddPostcard(codec *postcard.Codec) (*postcard.Store, error) {
+	l := codec.Layout()
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddPostcard: %w", err)
+	}
+	var s *postcard.Store
+	_, err = c.add("AddPostcard", dta.OpPostcard, l.RegionSize(), target.RemoteWrite, geo,
+		func(_ *instance, mem []byte) (err error) {
+			s, err = postcard.NewStore(codec, mem)
+			return err
+		})
+	return s, err
+}
+
+// AddAppend adds an Append instance with layout l and returns its region;
+// Region.Reader gives a reader per list. An RDMA WRITE with Immediate into
+// the region notifies the list its immediate data names (Region.Notify), so
+// Reader.Wait and ReadWait wake up.
+func (c *Collector) AddAppend(l appendlist.Layout) (*appendlist.Region, error) {
+	geo, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.AddAppend: %w", err)
+	}
+	var r *appendlist.Region
+	_, err = c.add("AddAppend", dta.OpAppend, l.RegionSize(), target.RemoteWrite, geo,
+		func(in *instance, mem []byte) (err error) {
+			r, err = appendlist.NewRegion(l, mem)
+			in.list = r
+			return err
+		})
+	return r, err
+}
+
+// add allocates, wraps, registers, advertises and listens for one instance.
+func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.Access, geometry []byte, wrap func(*instance, []byte) error) (*instance, error) {
+	if size == 0 || size > math.MaxUint32 {
+		return nil, fmt.Errorf("collector.%s: %w: region of %d bytes (the advertisement holds 1..2^32-1)", op, ErrRegion, size)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("collector.%s: %w: closed", op, ErrState)
+	}
+	idx := len(c.insts)
+	port := int(c.cfg.CMPort) + idx
+	if port > math.MaxUint16 {
+		return nil, fmt.Errorf("collector.%s: %w: no CM port left above %d", op, ErrRegion, c.cfg.CMPort)
+	}
+	// Whole 8-byte words, so that a region of counters is word-aligned to
+	// its end; hugemem memory starts page-aligned.
+	mem, err := hugemem.Alloc(int((size + 7) &^ 7))
+	if err != nil {
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	b := mem.Bytes()[:size:size]
+	in := &instance{mem: mem}
+	if err := wrap(in, b); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	reg, err := c.t.Register(b, access)
+	if err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	in.region = reg
+	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), VA: reg.VA(), Length: uint32(size), RKey: reg.RKey()}
+	adv := dta.Advertisement{VA: reg.VA(), Length: uint32(size), RKey: reg.RKey(), Primitive: prim, Geometry: geometry}
+	if in.Advertisement, err = adv.AppendTo(nil); err != nil {
+		c.t.Deregister(reg)
+		mem.Close()
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	lc := target.ListenConfig{Greeting: in.Advertisement}
+	if prim == dta.OpAppend {
+		lc.OnRecv = in.onRecv
+	}
+	if err := c.t.Listen(uint16(port), lc); err != nil {
+		c.t.Deregister(reg)
+		mem.Close()
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	c.insts = append(c.insts, in)
+	return in, nil
+}
+
+// onRecv notifies an Append list of a WRITE with Immediate. It runs inside
+// the target's Process (it must not block; Notify does not).
+func (in *instance) onRecv(_ *target.QP, cp target.Completion) {
+	if in.list != nil && cp.Write && cp.HasImm {
+		_ = in.list.Notify(cp.Imm) // an ID out of range names no list: nothing to wake
+	}
+}
+
+// Instances returns the instances in the order they were added.
+func (c *Collector) Instances() []Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Instance, len(c.insts))
+	for i, in := range c.insts {
+		out[i] = in.Instance
+		out[i].Advertisement = append([]byte(nil), in.Advertisement...)
+	}
+	return out
+}
+
+// Start binds the target's UDP socket, so that Addr is known before Serve.
+// Serve calls it when it was not called.
+func (c *Collector) Start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.start()
+}
+
+func (c *Collector) start() error {
+	if c.closed {
+		return fmt.Errorf("collector.Start: %w: closed", ErrState)
+	}
+	if c.uc != nil {
+		return nil
+	}
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(c.cfg.Addr))
+	if err != nil {
+		return fmt.Errorf("collector.Start: %w", err)
+	}
+	// Bursts of a translator's packets queue in the socket while the target
+	// works: ask for large buffers (the system caps them at its maximum).
+	_ = uc.SetReadBuffer(SocketBuffer)
+	_ = uc.SetWriteBuffer(SocketBuffer)
+	c.uc = uc
+	return nil
+}
+
+// Addr returns the target's address: the configured one, with the bound
+// port once Start has run.
+func (c *Collector) Addr() netip.AddrPort {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uc != nil {
+		a := c.uc.LocalAddr().(*net.UDPAddr).AddrPort()
+		return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	}
+	return c.cfg.Addr
+}
+
+// Serve serves the instances until ctx is done or Close is called, and
+// returns nil then; otherwise the socket's error.
+func (c *Collector) Serve(ctx context.Context) error {
+	c.mu.Lock()
+	if err := c.start(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if c.serving {
+		c.mu.Unlock()
+		return fmt.Errorf("collector.Serve: %w: already serving", ErrState)
+	}
+	c.serving = true
+	uc := c.uc
+	c.mu.Unlock()
+	err := c.t.Serve(ctx, uc)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.serving = false
+	if c.closed && errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Counters returns the target's counters. It also orders the caller after
+// every write the counters include (see the package doc).
+func (c *Collector) Counters() target.Counters { return c.t.Counters() }
+
+// Target returns the software target serving the instances, for its
+// counters and lower-level control.
+func (c *Collector) Target() *target.Target { return c.t }
+
+// Close stops serving, closes the socket and the target, and unmaps every
+// region: the stores, regions and readers handed out must not be used
+// afterwards. Serve returns nil.
+func (c *Collector) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("collector.Close: %w: closed already", ErrState)
+	}
+	c.closed = true
+	var errs []error
+	if c.uc != nil {
+		errs = append(errs, c.uc.Close())
+	}
+	// Once the target is closed no packet reaches the memory: Close waits
+	// for a Process under way and every later one returns at once.
+	errs = append(errs, c.t.Close())
+	for _, in := range c.insts {
+		errs = append(errs, in.mem.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,332 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// requester is a minimal active side built from rocev2 and cm: one RC
+// connection to one collector instance over a real UDP socket.
+type requester struct {
+	tb        testing.TB
+	uc        *net.UDPConn
+	addr      netip.AddrPort
+	target    netip.AddrPort
+	qpn       uint32
+	remoteQPN uint32
+	psn       rocev2.PSN
+	advert    dta.Advertisement
+}
+
+func newRequester(tb testing.TB, target netip.AddrPort) *requester {
+	uc, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { uc.Close() })
+	return &requester{tb: tb, uc: uc, addr: uc.LocalAddr().(*net.UDPAddr).AddrPort(), target: target, qpn: 0x42, psn: 0xFFFFFE}
+}
+
+func (r *requester) send(p rocev2.Packet) {
+	r.tb.Helper()
+	p.BTH.PKey = rocev2.DefaultPKey
+	b, err := p.AppendDatagram(nil, r.addr, r.target)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	if _, err := r.uc.WriteToUDPAddrPort(b, r.target); err != nil {
+		r.tb.Fatal(err)
+	}
+}
+
+func (r *requester) recv() rocev2.Packet {
+	r.tb.Helper()
+	buf := make([]byte, 5000)
+	if err := r.uc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		r.tb.Fatal(err)
+	}
+	n, from, err := r.uc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	var p rocev2.Packet
+	if err := p.DecodeDatagram(buf[:n], from, r.addr); err != nil {
+		r.tb.Fatal(err)
+	}
+	return p
+}
+
+func (r *requester) sendMAD(h cm.MADHeader, m cm.Message) {
+	r.tb.Helper()
+	mad, err := cm.AppendMAD(nil, h, m)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	r.send(cm.Packet(mad, 0))
+}
+
+func (r *requester) recvMAD() cm.Message {
+	r.tb.Helper()
+	p := r.recv()
+	if p.BTH.DestQP != cm.GSIQP {
+		r.tb.Fatalf("want a CM MAD, got %v", p.BTH.Opcode)
+	}
+	_, m, err := cm.DecodeMAD(p.Payload)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	return m
+}
+
+// connect runs the CM handshake on port and receives the advertisement;
+// it returns the Reject when the port refuses.
+func (r *requester) connect(port uint16) *cm.Reject {
+	r.tb.Helper()
+	req := &cm.ConnectRequest{LocalCommID: uint32(port) * 3, ServiceID: cm.ServiceID(port), LocalQPN: r.qpn,
+		StartingPSN: uint32(r.psn), PKey: 0xFFFF, PathMTU: cm.MTU1024, MaxCMRetries: 15, RetryCount: 3}
+	if err := req.SetIPPrivateData(cm.IPHeader{SrcPort: r.addr.Port(), Src: r.addr.Addr(), Dst: r.target.Addr()}, nil); err != nil {
+		r.tb.Fatal(err)
+	}
+	r.sendMAD(cm.Header(uint64(port), cm.AttrREQ), req)
+	var rep *cm.ConnectReply
+	switch m := r.recvMAD().(type) {
+	case *cm.Reject:
+		return m
+	case *cm.ConnectReply:
+		rep = m
+	default:
+		r.tb.Fatalf("REQ answered with %v", m)
+	}
+	r.remoteQPN = rep.LocalQPN
+	r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), &cm.ReadyToUse{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID})
+	s := r.recv()
+	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.PSN != rocev2.PSN(rep.StartingPSN) || s.BTH.DestQP != r.qpn {
+		r.tb.Fatalf("advertisement SEND %+v", s)
+	}
+	r.send(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, DestQP: r.remoteQPN, PSN: s.BTH.PSN},
+		AETH: rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: 1}})
+	a, err := dta.ParseAdvertisement(s.Payload)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	r.advert = a
+	return nil
+}
+
+func (r *requester) next() rocev2.PSN {
+	p := r.psn
+	r.psn = r.psn.Next()
+	return p
+}
+
+// write writes data at offset in the advertised region and waits for the ACK.
+func (r *requester) write(off uint64, data []byte, imm *uint32) {
+	r.tb.Helper()
+	p := rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, DestQP: r.remoteQPN, PSN: r.next(), AckReq: true},
+		RETH: rocev2.RETH{VA: r.advert.VA + off, RKey: r.advert.RKey, DMALength: uint32(len(data))}, Payload: data}
+	if imm != nil {
+		p.BTH.Opcode, p.ImmDt.Data = rocev2.RCWriteOnlyImm, *imm
+	}
+	r.send(p)
+	if a := r.recv(); a.BTH.Opcode != rocev2.RCAcknowledge || a.AETH.Syndrome != rocev2.SyndromeACK || a.BTH.PSN != p.BTH.PSN {
+		r.tb.Fatalf("write answered %v syndrome %#x PSN %#x", a.BTH.Opcode, a.AETH.Syndrome, a.BTH.PSN)
+	}
+}
+
+func (r *requester) fetchAdd(off, add uint64) uint64 {
+	r.tb.Helper()
+	psn := r.next()
+	r.send(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCFetchAdd, DestQP: r.remoteQPN, PSN: psn, AckReq: true},
+		AtomicETH: rocev2.AtomicETH{VA: r.advert.VA + off, RKey: r.advert.RKey, SwapAddData: add}})
+	a := r.recv()
+	if a.BTH.Opcode != rocev2.RCAtomicAcknowledge || a.BTH.PSN != psn {
+		r.tb.Fatalf("fetch-add answered %v PSN %#x", a.BTH.Opcode, a.BTH.PSN)
+	}
+	return a.AtomicAckETH.OrigRemoteData
+}
+
+func TestCollectorLoopback(t *testing.T) {
+	c, err := New(Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwl, err := keywrite.NewLayout(1024, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kw, err := c.AddKeyWrite(kwl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kil, err := keyincr.NewLayout(512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ki, err := c.AddKeyIncrement(kil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec, err := postcard.NewCodec(postcard.Layout{Chunks: 256, Copies: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := c.AddPostcard(codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apl := appendlist.Layout{Lists: 4, Entries: 16, EntrySize: 8, Batch: 2}
+	ap, err := c.AddAppend(apl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- c.Serve(ctx) }()
+
+	insts := c.Instances()
+	wantPrims := []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpPostcard, dta.OpAppend}
+	conns := make([]*requester, len(insts))
+	for i, in := range insts {
+		if in.Primitive != wantPrims[i] || in.CMPort != DefaultCMPort+uint16(i) || in.Index != i {
+			t.Fatalf("instance %d: %+v", i, in)
+		}
+		r := newRequester(t, c.Addr())
+		if rej := r.connect(in.CMPort); rej != nil {
+			t.Fatalf("instance %d rejected: reason %d", i, rej.Reason)
+		}
+		a := r.advert
+		if a.Primitive != in.Primitive || a.VA != in.VA || a.RKey != in.RKey || a.Length != in.Length {
+			t.Fatalf("instance %d advertised %+v, want %+v", i, a, in)
+		}
+		conns[i] = r
+	}
+	// Each advertisement's geometry decodes to the instance's layout.
+	if g, err := keywrite.ParseLayout(conns[0].advert.Geometry); err != nil || g.Slots() != kwl.Slots() || g.DataSize() != kwl.DataSize() {
+		t.Errorf("key-write geometry: %+v, %v", g, err)
+	}
+	if g, err := keyincr.ParseLayout(conns[1].advert.Geometry); err != nil || g.Slots() != kil.Slots() {
+		t.Errorf("key-increment geometry: %+v, %v", g, err)
+	}
+	if g, err := postcard.ParseLayout(conns[2].advert.Geometry); err != nil || g != codec.Layout() {
+		t.Errorf("postcard geometry: %+v, %v", g, err)
+	}
+	if g, err := appendlist.ParseLayout(conns[3].advert.Geometry); err != nil || g != apl {
+		t.Errorf("append geometry: %+v, %v", g, err)
+	}
+	// Discovery ends with a Reject, reason 8, on the port after the last.
+	if rej := newRequester(t, c.Addr()).connect(DefaultCMPort + uint16(len(insts))); rej == nil || rej.Reason != cm.RejectInvalidServiceID {
+		t.Fatalf("port after the last instance: %+v", rej)
+	}
+
+	// Key-Write: the translator's writes of a report, then a query.
+	data := []byte("twelve bytes")
+	writes, _, err := kwl.AppendWrites(nil, nil, 0xABCD, data, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes {
+		conns[0].write(w.Offset, w.Payload, nil)
+	}
+	// Key-Increment: FETCH_ADDs, answered with the previous values.
+	ops, _ := kil.AppendOps(nil, 77, 5, 2)
+	for range 2 {
+		for _, op := range ops {
+			conns[1].fetchAdd(op.Offset, op.Add)
+		}
+	}
+	// Postcarding: one flow's chunk writes.
+	cache, _ := postcard.NewCache(codec, 16)
+	chunks, err := cache.Insert(dta.Postcard{Key: 9, Hop: 1, Value: 100, PathLength: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, err = cache.Insert(dta.Postcard{Key: 9, Hop: 2, Value: 200, PathLength: 2}, chunks)
+	if err != nil || len(chunks) != 1 {
+		t.Fatalf("cache: %d chunks, %v", len(chunks), err)
+	}
+	for _, w := range codec.Writes(&chunks[0], nil) {
+		conns[2].write(w.Offset, w.Data, nil)
+	}
+	// Append: a batch of two entries to list 3, with the immediate naming it.
+	b, _ := appendlist.NewBatcher(apl)
+	aw, _ := b.Append(3, []byte("entry-01"), false, nil)
+	aw, _ = b.Append(3, []byte("entry-02"), true, aw)
+	if len(aw) != 1 || !aw[0].Imm {
+		t.Fatalf("batcher writes %+v", aw)
+	}
+	rd, err := ap.Reader(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns[3].write(aw[0].Offset, aw[0].Data, &aw[0].ImmData)
+
+	// Counters orders the queries after the writes (package doc).
+	if cnt := c.Counters(); cnt.WritePackets != 3+2+1 || cnt.Atomics != 4 || cnt.Completions != 1 {
+		t.Fatalf("counters %+v", cnt)
+	}
+	res, err := kw.Query(0xABCD, 3, keywrite.Plurality)
+	if err != nil || res.Status != keywrite.Found || !bytes.Equal(res.Data, data) {
+		t.Errorf("key-write query: %+v, %v", res, err)
+	}
+	if v, err := ki.Query(77, 2); err != nil || v != 10 {
+		t.Errorf("key-increment query: %d, %v", v, err)
+	}
+	table, _ := postcard.NewTable(codec, []uint32{100, 200, 300})
+	if path, out := pc.Query(table, 9); out != postcard.Found || path.Len != 2 || path.Hops[0] != 100 || path.Hops[1] != 200 {
+		t.Errorf("postcard query: %v %+v", out, path)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := rd.Wait(wctx); err != nil {
+		t.Fatalf("append notification: %v", err)
+	}
+	buf := make([]byte, 4*8)
+	if n, err := rd.Read(buf); err != nil || n != 2 || string(buf[:16]) != "entry-01entry-02" {
+		t.Errorf("append read: %d %q, %v", n, buf[:16], err)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve after Close: %v", err)
+	}
+	if _, err := c.AddKeyWrite(kwl); !errors.Is(err, ErrState) {
+		t.Errorf("Add after Close: %v", err)
+	}
+}
+
+func TestCollectorConfig(t *testing.T) {
+	if _, err := New(Config{Addr: netip.MustParseAddrPort("0.0.0.0:4791")}); !errors.Is(err, ErrConfig) {
+		t.Errorf("wildcard address: %v", err)
+	}
+	c, err := New(Config{CMPort: 65535, Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, _ := keyincr.NewLayout(8)
+	if _, err := c.AddKeyIncrement(l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddKeyIncrement(l); !errors.Is(err, ErrRegion) {
+		t.Errorf("second instance past port 65535: %v", err)
+	}
+}

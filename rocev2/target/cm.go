@@ -1,0 +1,225 @@
+package target
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// The passive side of the RDMA CM, as a librdmacm listener behaves to an
+// active peer (contract of issue 7, section 8.6).
+
+// ListenConfig configures a CM listener.
+type ListenConfig struct {
+	// Greeting, when not nil, is SENT (one SEND Only, at most 256 bytes, the
+	// smallest path MTU) on each connection as soon as it is established,
+	// and resent until acknowledged. A DTA collector sends its
+	// advertisement this way.
+	Greeting []byte
+	// OnRecv, when not nil, is called for each receive completion of the
+	// listener's connections: a SEND into a posted receive buffer, or an RDMA
+	// WRITE with Immediate. It runs inside Process with the target locked:
+	// it must not call the Target's or a QP's methods, and should return
+	// quickly.
+	OnRecv func(*QP, Completion)
+	// OnConnect, when not nil, is called (like OnRecv, inside Process) when
+	// a connection is established, before the greeting is sent.
+	OnConnect func(*QP)
+}
+
+type listener struct {
+	port uint16
+	cfg  ListenConfig
+}
+
+// Listen accepts connections on CM port (service ID cm.ServiceID(port)).
+func (t *Target) Listen(port uint16, cfg ListenConfig) error {
+	if len(cfg.Greeting) > 256 {
+		return fmt.Errorf("target.Listen: %w: greeting of %d bytes, more than 256", ErrListen, len(cfg.Greeting))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("target.Listen: %w", ErrClosed)
+	}
+	if _, ok := t.listen[port]; ok {
+		return fmt.Errorf("target.Listen: %w: port %d already listened on", ErrListen, port)
+	}
+	if cfg.Greeting != nil {
+		cfg.Greeting = append([]byte{}, cfg.Greeting...)
+	}
+	t.listen[port] = &listener{port: port, cfg: cfg}
+	return nil
+}
+
+// Unlisten stops accepting connections on port; established connections
+// stay.
+func (t *Target) Unlisten(port uint16) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.listen[port]; !ok {
+		return fmt.Errorf("target.Unlisten: %w: port %d not listened on", ErrListen, port)
+	}
+	delete(t.listen, port)
+	return nil
+}
+
+// Reject reasons the target sends (IBTA vol. 1, table 108), beyond those of
+// package cm.
+const (
+	rejectNoResources   = 3
+	rejectTransportType = 9
+)
+
+// handleCM handles a datagram to QP 1; t.mu is held.
+func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *Output) {
+	if p.BTH.Opcode != rocev2.UDSendOnly || p.DETH.QKey != cm.QKey {
+		t.c.Malformed++
+		return
+	}
+	h, m, err := cm.DecodeMAD(p.Payload)
+	if err != nil {
+		t.c.Malformed++
+		return
+	}
+	t.c.CMReceived++
+	switch m := m.(type) {
+	case *cm.ConnectRequest:
+		t.onREQ(now, h, m, src, out)
+	case *cm.ReadyToUse:
+		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID && qp.state == qpWaitRTU {
+			qp.establish(now, out)
+		}
+	case *cm.DisconnectRequest:
+		// A DREP answers every DREQ, repeated ones too: the first DREP may
+		// have been lost.
+		t.sendMAD(cm.Header(h.TransactionID, cm.AttrDREP),
+			&cm.DisconnectReply{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}, src, out)
+		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID {
+			t.c.Disconnects++
+			t.destroy(qp)
+		}
+	case *cm.DisconnectReply:
+		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID && qp.state == qpClosing {
+			t.c.Disconnects++
+			t.destroy(qp)
+		}
+	case *cm.Reject:
+		// The peer refused the REP (a timeout on its side, say): forget the
+		// connection.
+		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID {
+			t.destroy(qp)
+		}
+	default:
+		t.c.Malformed++ // a REP: the target makes no REQs
+	}
+}
+
+func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src netip.AddrPort, out *Output) {
+	key := reqKey{commID: m.LocalCommID, from: src}
+	if qp := t.byReq[key]; qp != nil {
+		// A repeated REQ: our REP was lost or is slow. Same REP again.
+		t.sendMAD(cm.Header(qp.tid, cm.AttrREP), &qp.rep, src, out)
+		return
+	}
+	reject := func(reason uint16) {
+		t.c.Rejects++
+		t.sendMAD(cm.Header(h.TransactionID, cm.AttrREJ),
+			&cm.Reject{RemoteCommID: m.LocalCommID, MessageRejected: 0, Reason: reason}, src, out)
+	}
+	var l *listener
+	if m.ServiceID>>16 == cm.ServiceID(0)>>16 {
+		l = t.listen[uint16(m.ServiceID)]
+	}
+	switch {
+	case l == nil:
+		reject(cm.RejectInvalidServiceID)
+		return
+	case m.TransportType != 0:
+		reject(rejectTransportType)
+		return
+	case m.PathMTU < cm.MTU256 || m.PathMTU > cm.MTU4096:
+		reject(cm.RejectInvalidMTU)
+		return
+	case len(t.qps) >= t.maxQPs:
+		reject(rejectNoResources)
+		return
+	}
+	if _, err := cm.DecodeIPHeader(m.PrivateData[:]); err != nil {
+		reject(cm.RejectConsumer) // as librdmacm does with a private data header it cannot read
+		return
+	}
+	// A new connection from the same address and port to the same listener
+	// replaces the old one: the peer restarted, or gave up on it.
+	for _, old := range t.qps {
+		if old.listener == l && old.peer == src {
+			t.c.Replaced++
+			t.destroy(old)
+		}
+	}
+	qp := t.newQP(src, m.LocalQPN, rocev2.PSN(m.StartingPSN), 128<<m.PathMTU)
+	qp.listener = l
+	qp.onRecv = l.cfg.OnRecv
+	qp.state = qpWaitRTU
+	for {
+		qp.localCommID = random32()
+		if _, used := t.byComm[qp.localCommID]; !used && qp.localCommID != 0 {
+			break
+		}
+	}
+	qp.remoteCommID = m.LocalCommID
+	qp.req = key
+	qp.tid = h.TransactionID
+	qp.rep = cm.ConnectReply{
+		LocalCommID:        qp.localCommID,
+		RemoteCommID:       m.LocalCommID,
+		LocalQPN:           qp.qpn,
+		StartingPSN:        uint32(qp.sendPSN),
+		ResponderResources: m.InitiatorDepth, // any depth: see atomicResources
+		RNRRetryCount:      7,
+		LocalCAGUID:        t.guid(),
+	}
+	t.byComm[qp.localCommID] = qp
+	t.byReq[key] = qp
+	t.sendREP(now, qp, out)
+}
+
+// guid returns the target's CA GUID, made from its address as a RoCE NIC
+// makes it from its MAC.
+func (t *Target) guid() uint64 {
+	a := t.addr.Addr().As16()
+	var g uint64
+	for _, c := range a[8:] {
+		g = g<<8 | uint64(c)
+	}
+	return g ^ uint64(t.addr.Port())<<48
+}
+
+func (t *Target) sendREP(now time.Time, qp *QP, out *Output) {
+	t.sendMAD(cm.Header(qp.tid, cm.AttrREP), &qp.rep, qp.req.from, out)
+	qp.cmTries++
+	qp.cmDeadline = now.Add(RetryInterval)
+}
+
+func (t *Target) sendDREQ(now time.Time, qp *QP, out *Output) {
+	t.sendMAD(cm.Header(uint64(qp.localCommID)<<32|uint64(qp.cmTries), cm.AttrDREQ),
+		&cm.DisconnectRequest{LocalCommID: qp.localCommID, RemoteCommID: qp.remoteCommID, RemoteQPN: qp.remoteQPN},
+		qp.peer, out)
+	qp.cmTries++
+	qp.cmDeadline = now.Add(RetryInterval)
+}
+
+// sendMAD sends a CM message to QP 1 of dst.
+func (t *Target) sendMAD(h cm.MADHeader, m cm.Message, dst netip.AddrPort, out *Output) {
+	var buf [cm.MADLen]byte
+	mad, err := cm.AppendMAD(buf[:0], h, m)
+	if err != nil {
+		return // the target's messages are valid
+	}
+	p := cm.Packet(mad, t.udPSN)
+	t.udPSN = t.udPSN.Next()
+	out.add(&p, t.addr, dst)
+}

@@ -1,0 +1,172 @@
+package target
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// Datagram is one UDP payload and the peer's address: the source of a
+// datagram the target received, the destination of one it sends.
+type Datagram struct {
+	Data []byte
+	Addr netip.AddrPort
+}
+
+// Output collects the datagrams the target sends. Reuse one across calls
+// (Reset between them): it then does not allocate.
+type Output struct {
+	buf   []byte
+	ends  []int
+	addrs []netip.AddrPort
+	dgs   []Datagram
+}
+
+// Reset empties o, keeping its memory.
+func (o *Output) Reset() {
+	o.buf, o.ends, o.addrs = o.buf[:0], o.ends[:0], o.addrs[:0]
+}
+
+// Len returns the number of datagrams in o.
+func (o *Output) Len() int { return len(o.ends) }
+
+// Datagrams returns o's datagrams, in the order they are to be sent. They
+// alias o and are valid until o is next appended to or reset.
+func (o *Output) Datagrams() []Datagram {
+	o.dgs = o.dgs[:0]
+	start := 0
+	for i, end := range o.ends {
+		o.dgs = append(o.dgs, Datagram{Data: o.buf[start:end:end], Addr: o.addrs[i]})
+		start = end
+	}
+	return o.dgs
+}
+
+// commit ends the datagram appended to o.buf since the last one, to dst.
+func (o *Output) commit(dst netip.AddrPort) {
+	o.ends = append(o.ends, len(o.buf))
+	o.addrs = append(o.addrs, dst)
+}
+
+// add appends p as a datagram from src to dst. The packets the target
+// builds are valid, so encoding cannot fail except on mixed address
+// families (a peer that is neither IPv4 nor IPv6 like the target), which
+// drops the datagram.
+func (o *Output) add(p *rocev2.Packet, src, dst netip.AddrPort) {
+	start := len(o.buf)
+	b, err := p.AppendDatagram(o.buf, src, dst)
+	o.buf = b
+	if err != nil {
+		o.buf = o.buf[:start]
+		return
+	}
+	o.ends = append(o.ends, len(o.buf))
+	o.addrs = append(o.addrs, dst)
+}
+
+// Process handles datagrams received at the target's address, in order,
+// and appends what the target sends in response to out: ACKs (one per
+// queue pair for the batch, covering every packet of it; see section 8.6),
+// NAKs, atomic ACKs, CM replies, and the SENDs that connections made ready.
+// Every RDMA WRITE and atomic is applied to its region before Process
+// returns. now drives the timers the responses start. It does not allocate
+// in the steady state of the data path (out reused).
+//
+// Completion callbacks run inside Process, with the target locked: they
+// must not call the Target's or a QP's methods, and should return quickly.
+func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for i := range in {
+		t.handle(now, in[i].Data, in[i].Addr, out)
+	}
+	for _, qp := range t.acking {
+		if qp.state != qpDestroyed {
+			qp.flushAck(out)
+		}
+		qp.ackPending = false
+	}
+	clear(t.acking)
+	t.acking = t.acking[:0]
+}
+
+// handle processes one datagram from src; t.mu is held.
+func (t *Target) handle(now time.Time, b []byte, src netip.AddrPort, out *Output) {
+	t.c.Frames++
+	t.c.Bytes += uint64(len(b))
+	p := &t.pkt
+	if err := p.Decode(b); err != nil {
+		t.c.Malformed++
+		return
+	}
+	if !t.hdrs.verify(src, t.addr, b) {
+		t.c.BadICRC++
+		return
+	}
+	if p.BTH.DestQP == cm.GSIQP {
+		t.handleCM(now, p, src, out)
+		return
+	}
+	if p.BTH.Opcode.Transport() != rocev2.RC || p.BTH.PKey&0x7FFF != 0x7FFF {
+		t.c.Unknown++
+		return
+	}
+	qp := t.lastQP
+	if qp == nil || qp.qpn != p.BTH.DestQP {
+		qp = t.qps[p.BTH.DestQP]
+		if qp == nil {
+			t.c.Unknown++
+			return
+		}
+		t.lastQP = qp
+	}
+	if src.Addr().Unmap() != qp.peer.Addr().Unmap() {
+		t.c.Unknown++
+		return
+	}
+	qp.receive(now, p, src, out)
+}
+
+// Tick runs the timers due at now and appends what they send to out: REPs
+// and DREQs resent (or their connections dropped after MaxTries), and the
+// target's own SENDs sent or resent. Serve calls it every 10 ms.
+func (t *Target) Tick(now time.Time, out *Output) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for _, qp := range t.qps {
+		switch qp.state {
+		case qpWaitRTU:
+			if now.Before(qp.cmDeadline) {
+				continue
+			}
+			if qp.cmTries >= MaxTries {
+				t.c.CMTimeouts++
+				t.destroy(qp)
+				continue
+			}
+			t.sendREP(now, qp, out)
+		case qpClosing:
+			if now.Before(qp.cmDeadline) {
+				continue
+			}
+			if qp.cmTries >= MaxTries {
+				t.c.CMTimeouts++
+				t.destroy(qp)
+				continue
+			}
+			t.sendDREQ(now, qp, out)
+		case qpReady:
+			if len(qp.sends) > 0 {
+				qp.transmit(now, out)
+			}
+		}
+	}
+}

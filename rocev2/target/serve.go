@@ -1,0 +1,130 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/dtakit/dtakit/internal/udpio"
+)
+
+// Serving parameters.
+const (
+	// TickInterval is how often Serve runs Tick.
+	TickInterval = 10 * time.Millisecond
+	// ServeBatch is the most datagrams Serve reads (and writes) per system
+	// call.
+	ServeBatch = 64
+	// maxDatagram is the largest datagram Serve reads: a 4096-byte MTU
+	// packet with every header, rounded up.
+	maxDatagram = 4096 + 128
+)
+
+// Serve runs the target on uc, a UDP socket bound to a specific address,
+// until ctx is done or uc is closed: it reads batches of datagrams, hands them
+// to Process, runs Tick every TickInterval and sends what they produce, each
+// response to the source address and port of the datagram it answers. The
+// target's address becomes uc's. Serve returns nil when ctx ends it, and the
+// socket's error otherwise; it does not close uc. Run one Serve per target.
+func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
+	local, ok := uc.LocalAddr().(*net.UDPAddr)
+	if !ok {
+		return fmt.Errorf("target.Serve: %w: not a UDP socket", ErrConfig)
+	}
+	addr := local.AddrPort()
+	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	if err := checkAddr(addr.Addr()); err != nil {
+		return fmt.Errorf("target.Serve: %w", err)
+	}
+	conn, err := udpio.New(uc, ServeBatch)
+	if err != nil {
+		return fmt.Errorf("target.Serve: %w", err)
+	}
+	t.mu.Lock()
+	if t.addr != addr {
+		t.addr = addr
+		t.hdrs = headerCache{}
+		for _, qp := range t.qps {
+			qp.respBase.valid = false
+		}
+	}
+	t.mu.Unlock()
+
+	msgs := make([]udpio.Message, ServeBatch)
+	bufs := make([]byte, ServeBatch*maxDatagram)
+	in := make([]Datagram, 0, ServeBatch)
+	var outMsgs []udpio.Message
+	var out Output
+	lastTick := time.Now()
+	for ctx.Err() == nil {
+		for i := range msgs {
+			msgs[i] = udpio.Message{Buf: bufs[i*maxDatagram : (i+1)*maxDatagram]}
+		}
+		if err := uc.SetReadDeadline(time.Now().Add(TickInterval)); err != nil {
+			return fmt.Errorf("target.Serve: %w", err)
+		}
+		n, err := conn.ReadBatch(msgs)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				n = 0
+			} else if errors.Is(err, net.ErrClosed) {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("target.Serve: %w", err)
+			} else {
+				continue // a transient error (an ICMP error queued on the socket, say)
+			}
+		}
+		now := time.Now()
+		in = in[:0]
+		for i := range n {
+			in = append(in, Datagram{Data: msgs[i].Buf[:msgs[i].N], Addr: msgs[i].Addr})
+		}
+		out.Reset()
+		if n > 0 {
+			t.Process(now, in, &out)
+		}
+		if now.Sub(lastTick) >= TickInterval {
+			t.Tick(now, &out)
+			lastTick = now
+		}
+		if out.Len() == 0 {
+			continue
+		}
+		outMsgs = outMsgs[:0]
+		for _, d := range out.Datagrams() {
+			outMsgs = append(outMsgs, udpio.Message{Buf: d.Data, Addr: d.Addr})
+		}
+		for sent := 0; sent < len(outMsgs); {
+			k, err := conn.WriteBatch(outMsgs[sent:])
+			sent += k
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("target.Serve: %w", err)
+				}
+				sent++ // skip the datagram that failed (an unreachable peer)
+			}
+		}
+	}
+	return nil
+}
+
+// ListenAndServe binds a UDP socket to the target's address (Config.Addr,
+// 127.0.0.1:4791 by default) and runs Serve on it until ctx is done; it
+// closes the socket on return.
+func (t *Target) ListenAndServe(ctx context.Context) error {
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(t.Addr()))
+	if err != nil {
+		return fmt.Errorf("target.ListenAndServe: %w", err)
+	}
+	defer uc.Close()
+	return t.Serve(ctx, uc)
+}

@@ -1,0 +1,351 @@
+// Package target is a software RoCEv2 target: the responder side of RC queue
+// pairs, over memory regions registered from ordinary Go byte slices, with the
+// passive side of the RDMA connection manager. It is what a DTA collector
+// runs when no RDMA NIC is present: a translator connects to it and writes
+// into its regions exactly as it would into a NIC's.
+//
+// The target is driven in memory ([Target.Process] takes received datagrams
+// and appends the datagrams to send; [Target.Tick] runs the timers) or over a
+// UDP socket ([Target.Serve], batched with recvmmsg and sendmmsg). RoCEv2
+// packets travel as UDP payloads; their ICRC covers the socket addresses
+// (package rocev2, [rocev2.DatagramICRC]), so the target must know its own
+// specific address.
+//
+// No frame, however hostile, makes the target write outside a registered
+// region: every RDMA operation is checked against the region its rkey names,
+// with overflow-safe arithmetic, before a byte moves. Bad input is answered
+// as a NIC answers it (a NAK) or dropped, and always counted ([Counters]).
+// docs/DTA-WIRE.md section 8.6 documents every decision.
+package target
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/dtakit/dtakit/rocev2"
+)
+
+// Errors returned by this package's API. Bad packets are never errors: they
+// are answered with NAKs or dropped, and counted.
+var (
+	// ErrConfig: a Config field is invalid (a wildcard or invalid address, an
+	// unsupported MTU).
+	ErrConfig = errors.New("target: invalid configuration")
+	// ErrRegion: a region cannot be registered (empty, misaligned for
+	// atomics) or is not registered.
+	ErrRegion = errors.New("target: invalid region")
+	// ErrListen: a CM port is already listened on, or is not.
+	ErrListen = errors.New("target: invalid listener")
+	// ErrQP: a queue pair cannot be created, or cannot take the request (its
+	// send queue is full, it is not connected, it was destroyed).
+	ErrQP = errors.New("target: queue pair unavailable")
+	// ErrClosed: the target was closed.
+	ErrClosed = errors.New("target: closed")
+)
+
+// Access is a set of remote access rights of a region.
+type Access uint8
+
+// Access rights. A region always allows local access by its owner.
+const (
+	// RemoteWrite allows RDMA WRITE into the region.
+	RemoteWrite Access = 1 << iota
+	// RemoteAtomic allows FETCH_ADD and COMPARE_SWAP on the region.
+	RemoteAtomic
+)
+
+// DefaultAddr is the target's default address: loopback, port 4791.
+var DefaultAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), rocev2.UDPPort)
+
+// Timing of the CM and of the target's own SENDs (the contract of issue 7).
+const (
+	// RetryInterval is the wait before the target resends a REP, a DREQ or
+	// an unacknowledged SEND.
+	RetryInterval = 100 * time.Millisecond
+	// MaxTries is the number of times such a message is sent before the
+	// target gives up on it.
+	MaxTries = 5
+	// MaxPendingSends bounds the SENDs a queue pair holds unacknowledged.
+	MaxPendingSends = 16
+	// MaxPostedRecvs bounds the receive buffers posted to a queue pair.
+	MaxPostedRecvs = 64
+	// atomicResources is the number of PSNs back a QP answers a duplicate
+	// atomic with its saved result (its responder resources): the results
+	// of the atomics among the last atomicResources PSNs, a power of two.
+	atomicResources = 1024
+)
+
+// Config configures a Target.
+type Config struct {
+	// Addr is the target's specific address: the destination of every
+	// datagram it receives, as the ICRC covers it. Zero means DefaultAddr.
+	// Serve replaces it with its socket's address.
+	Addr netip.AddrPort
+	// MaxQPs bounds the queue pairs (0 means 1024); a REQ beyond it is
+	// rejected with reason 3 (no resources).
+	MaxQPs int
+}
+
+// Target is a software RoCEv2 target. Its methods are safe for concurrent
+// use; Process, Tick and every method that changes state serialise on one
+// lock, so a Target uses one core.
+type Target struct {
+	mu      sync.Mutex
+	addr    netip.AddrPort
+	maxQPs  int
+	closed  bool
+	regions map[uint32]*Region // by rkey
+	nextVA  uint64
+	qps     map[uint32]*QP // by QPN
+	byComm  map[uint32]*QP // by the target's local comm ID
+	byReq   map[reqKey]*QP // by the peer's comm ID and address
+	listen  map[uint16]*listener
+	udPSN   rocev2.PSN // PSN of the target's QP 1 sends
+	c       Counters
+	pkt     rocev2.Packet // scratch packet for decoding
+	resp    rocev2.Packet // scratch packet for the target's requests
+	hdrs    headerCache   // ICRC states of recent sources
+	acking  []*QP         // QPs with an ACK pending in the batch under way
+	lastQP  *QP
+}
+
+type reqKey struct {
+	commID uint32
+	from   netip.AddrPort
+}
+
+// New returns a target with cfg. It opens no socket (see Serve).
+func New(cfg Config) (*Target, error) {
+	if !cfg.Addr.IsValid() {
+		cfg.Addr = DefaultAddr
+	}
+	if err := checkAddr(cfg.Addr.Addr()); err != nil {
+		return nil, fmt.Errorf("target.New: %w", err)
+	}
+	if cfg.MaxQPs <= 0 {
+		cfg.MaxQPs = 1024
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	// A synthetic VA space: a random page-aligned base in [2^40, 2^46).
+	base := (1<<40 | binary.LittleEndian.Uint64(b[:])&(1<<46-1)) &^ (pageSize - 1)
+	t := &Target{
+		addr:    cfg.Addr,
+		maxQPs:  cfg.MaxQPs,
+		regions: make(map[uint32]*Region),
+		nextVA:  base,
+		qps:     make(map[uint32]*QP),
+		byComm:  make(map[uint32]*QP),
+		byReq:   make(map[reqKey]*QP),
+		listen:  make(map[uint16]*listener),
+		udPSN:   rocev2.PSN(random32() & rocev2.PSNMask),
+	}
+	return t, nil
+}
+
+func checkAddr(a netip.Addr) error {
+	if !a.IsValid() || a.IsUnspecified() {
+		return fmt.Errorf("%w: address %v is not a specific address (the ICRC covers it)", ErrConfig, a)
+	}
+	return nil
+}
+
+// Addr returns the target's address.
+func (t *Target) Addr() netip.AddrPort {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.addr
+}
+
+// Close destroys every queue pair and region registration and stops
+// listeners. Memory of the regions is the caller's again once Close
+// returns: the target never touches it afterwards. Close does not send
+// DREQs (see Disconnect).
+func (t *Target) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	t.closed = true
+	for _, r := range t.regions {
+		r.dead = true
+	}
+	for _, qp := range t.qps {
+		qp.state = qpDestroyed
+	}
+	clear(t.regions)
+	clear(t.qps)
+	clear(t.byComm)
+	clear(t.byReq)
+	clear(t.listen)
+	t.lastQP = nil
+	return nil
+}
+
+// random32 returns 32 unpredictable bits.
+func random32() uint32 {
+	var b [4]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24 and later)
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// Counters is a snapshot of what the target has seen and done. Packets are
+// datagrams; a message is one SEND or RDMA WRITE of one or more packets.
+type Counters struct {
+	Frames uint64 // datagrams received
+	Bytes  uint64 // their bytes
+
+	BadICRC   uint64 // dropped: ICRC mismatch
+	Malformed uint64 // dropped: not a packet this target decodes (truncated, reserved opcode, bad length) or a CM MAD it refuses
+	Unknown   uint64 // dropped: no such QP, a source other than the QP's peer, a P_Key other than 0xFFFF, or a non-RC opcode
+	Flushed   uint64 // dropped: a packet to a QP in the error state or disconnecting
+
+	WritePackets uint64 // RDMA WRITE packets applied
+	WriteBytes   uint64 // their payload bytes
+	Sends        uint64 // SEND messages received into posted buffers
+	Atomics      uint64 // FETCH_ADD and COMPARE_SWAP executed
+	Completions  uint64 // receive completions delivered (SEND, WRITE with Immediate)
+	Duplicates   uint64 // duplicate requests, re-acknowledged and not executed
+	StaleAtomics uint64 // among them, atomics too old for a saved result, answered with a plain ACK
+	OutOfOrder   uint64 // requests ahead of the expected PSN (the first after a gap gets a NAK, the rest are dropped)
+
+	ACKs        uint64 // ACK packets sent
+	AtomicACKs  uint64 // ATOMIC ACK packets sent (duplicates answered included)
+	NAKSequence uint64 // NAK PSN sequence error sent
+	NAKInvalid  uint64 // NAK invalid request sent
+	NAKAccess   uint64 // NAK remote access error sent
+	RNRNAKs     uint64 // RNR NAKs sent (a SEND with no posted receive buffer)
+
+	SendPackets     uint64 // packets of the target's own SENDs sent, retransmissions included
+	SendRetransmits uint64 // retransmissions among them
+	SendFailures    uint64 // SENDs given up after MaxTries, or NAKed fatally
+	PeerNAKs        uint64 // NAKs received for the target's SENDs
+
+	CMReceived  uint64 // CM MADs received
+	Connections uint64 // connections established (RTU or first packet)
+	Rejects     uint64 // REJs sent
+	CMTimeouts  uint64 // connections dropped: no RTU after MaxTries REPs, or no DREP after MaxTries DREQs
+	Disconnects uint64 // connections ended by a DREQ from either side
+	Replaced    uint64 // connections dropped for a new one from the same peer address and port to the same listener
+}
+
+// Counters returns a snapshot of the counters. It takes the target's lock,
+// so memory written by the packets it counts can be read safely (with the
+// Go memory model's happens-before) after it returns.
+func (t *Target) Counters() Counters {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.c
+}
+
+const pageSize = 4096
+
+// Region is a registered memory region: caller-provided memory that peers
+// address with a virtual address and the region's rkey.
+type Region struct {
+	t      *Target
+	mem    []byte
+	va     uint64
+	rkey   uint32
+	access Access
+	dead   bool
+}
+
+// VA returns the virtual address of the region's first byte.
+func (r *Region) VA() uint64 { return r.va }
+
+// Len returns the region's length in bytes.
+func (r *Region) Len() int { return len(r.mem) }
+
+// RKey returns the remote key peers present to access the region.
+func (r *Region) RKey() uint32 { return r.rkey }
+
+// Access returns the region's remote access rights.
+func (r *Region) Access() Access { return r.access }
+
+// Bytes returns the region's memory (the slice given to Register).
+func (r *Region) Bytes() []byte { return r.mem }
+
+// Register registers mem as a region with the given remote access rights.
+// The region gets a virtual address in the target's synthetic VA space
+// (page-aligned, never reused, unrelated to mem's real address) and a
+// random, unique, non-zero rkey. A region allowing RemoteAtomic needs mem to
+// start at an 8-byte aligned address, so atomics can use sync/atomic on it.
+// mem must not be resized or freed until Deregister (or Close) returns; the
+// target writes into it from the goroutine running Process or Serve.
+func (t *Target) Register(mem []byte, access Access) (*Region, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("target.Register: %w: empty memory", ErrRegion)
+	}
+	if uint64(len(mem)) > 1<<40 {
+		return nil, fmt.Errorf("target.Register: %w: %d bytes, more than 2^40", ErrRegion, len(mem))
+	}
+	if access&RemoteAtomic != 0 && uintptr(unsafe.Pointer(&mem[0]))&7 != 0 {
+		return nil, fmt.Errorf("target.Register: %w: memory not 8-byte aligned, needed for remote atomics", ErrRegion)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, fmt.Errorf("target.Register: %w", ErrClosed)
+	}
+	r := &Region{t: t, mem: mem, va: t.nextVA, access: access}
+	// One unmapped guard page between regions, so an address past one
+	// region's end belongs to no region.
+	t.nextVA += (uint64(len(mem)) + 2*pageSize - 1) &^ (pageSize - 1)
+	for {
+		r.rkey = random32()
+		if _, used := t.regions[r.rkey]; !used && r.rkey != 0 {
+			break
+		}
+	}
+	t.regions[r.rkey] = r
+	return r, nil
+}
+
+// Deregister removes r: once it returns, no packet reaches r's memory, and
+// requests naming its rkey get NAK remote access error.
+func (t *Target) Deregister(r *Region) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r == nil || r.t != t || r.dead {
+		return fmt.Errorf("target.Deregister: %w: not registered", ErrRegion)
+	}
+	r.dead = true
+	delete(t.regions, r.rkey)
+	return nil
+}
+
+// lookup returns the live region with rkey, or nil. It is called with t.mu
+// held; qp caches the last region it used.
+func (t *Target) lookup(qp *QP, rkey uint32) *Region {
+	if r := qp.lastRegion; r != nil && r.rkey == rkey && !r.dead {
+		return r
+	}
+	r := t.regions[rkey]
+	if r != nil {
+		qp.lastRegion = r
+	}
+	return r
+}
+
+// span returns the offset in r of n bytes at va, and whether they lie
+// inside r. The arithmetic cannot overflow: va-r.va is computed only when
+// va >= r.va, and compared with the room left after n.
+func (r *Region) span(va uint64, n uint64) (uint64, bool) {
+	if va < r.va {
+		return 0, false
+	}
+	off := va - r.va
+	size := uint64(len(r.mem))
+	if n > size || off > size-n {
+		return 0, false
+	}
+	return off, true
+}
