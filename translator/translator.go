@@ -27,11 +27,8 @@ const (
 type Translator struct {
 	mu sync.Mutex
 	e  *Engine
-	// Each socket has one Conn per direction: udpio's Conn keeps its
-	// system-call arrays per Conn, so a read and a write on one Conn at once
-	// would share them.
-	rep, repW   *udpio.Conn
-	roce, roceW *udpio.Conn
+	rep  *udpio.Conn // read by readReports, written (NACKs) under mu
+	roce *udpio.Conn // read by readRoCE, written under mu
 	tick        time.Duration
 	started     bool
 	closed      bool
@@ -78,7 +75,7 @@ func New(cfg Config) (*Translator, error) {
 	for _, c := range []struct {
 		conn **udpio.Conn
 		uc   *net.UDPConn
-	}{{&t.rep, ruc}, {&t.repW, ruc}, {&t.roce, cuc}, {&t.roceW, cuc}} {
+	}{{&t.rep, ruc}, {&t.roce, cuc}} {
 		if *c.conn, err = udpio.New(c.uc, batchSize); err != nil {
 			closeAll()
 			return nil, err
@@ -210,8 +207,8 @@ func (t *Translator) sendLocked() {
 			t.roceOut = append(t.roceOut, m)
 		}
 	}
-	writeAll(t.roceW, t.roceOut)
-	writeAll(t.repW, t.repOut)
+	writeAll(t.roce, t.roceOut)
+	writeAll(t.rep, t.repOut)
 	clear(t.roceOut)
 	clear(t.repOut)
 	t.e.ResetOutput()
