@@ -25,15 +25,15 @@ const (
 // own goroutine in batches, and a ticker for timeouts. One mutex serialises
 // the engine.
 type Translator struct {
-	mu sync.Mutex
-	e  *Engine
-	rep  *udpio.Conn // read by readReports, written (NACKs) under mu
-	roce *udpio.Conn // read by readRoCE, written under mu
-	tick        time.Duration
-	started     bool
-	closed      bool
-	stop        chan struct{}
-	wg          sync.WaitGroup
+	mu      sync.Mutex
+	e       *Engine
+	rep     *udpio.Conn // read by readReports, written (NACKs) under mu
+	roce    *udpio.Conn // read by readRoCE, written under mu
+	tick    time.Duration
+	started bool
+	closed  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	roceOut []udpio.Message // send scratch, under mu
 	repOut  []udpio.Message
