@@ -107,9 +107,13 @@ func TestWithCollector(t *testing.T) {
 	}
 	cc := c.Counters() // orders this goroutine after the target's writes
 	tc := tr.Counters()
-	if tc.Retransmits != 0 || tc.Dropped != 0 || tc.EncodeErrors != 0 || cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.BadICRC != 0 {
+	// Retransmissions may happen on a loaded machine (a 10 ms ACK timeout);
+	// the regions below must match all the same: a resent FETCH_ADD is not
+	// applied twice.
+	if tc.Dropped != 0 || tc.Lost != 0 || tc.EncodeErrors != 0 || cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.BadICRC != 0 {
 		t.Errorf("translator %+v\ntarget %+v", tc, cc)
 	}
+	t.Logf("%d packets, %d retransmitted", tc.Packets, tc.Retransmits)
 	if !bytes.Equal(kw.Region(), refKW.Region()) {
 		t.Error("key-write region differs from the reference store")
 	}
