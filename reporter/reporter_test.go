@@ -1,0 +1,221 @@
+package reporter
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+)
+
+// sink is a UDP socket standing in for the translator.
+type sink struct {
+	t  *testing.T
+	uc *net.UDPConn
+}
+
+func newSink(t *testing.T) *sink {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	return &sink{t: t, uc: uc}
+}
+
+func (s *sink) addr() netip.AddrPort { return s.uc.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+// read returns the next datagram and its source, failing after a second.
+func (s *sink) read() ([]byte, netip.AddrPort) {
+	s.t.Helper()
+	buf := make([]byte, 65536)
+	s.uc.SetReadDeadline(time.Now().Add(time.Second))
+	n, from, err := s.uc.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		s.t.Fatalf("sink: %v", err)
+	}
+	return buf[:n], from
+}
+
+// freePort returns a UDP port that was free a moment ago.
+func freePort(t *testing.T) uint16 {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	return uint16(uc.LocalAddr().(*net.UDPAddr).Port)
+}
+
+func TestSendBatchesAndFlush(t *testing.T) {
+	s := newSink(t)
+	r, err := New(Config{Translator: s.addr(), Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	data := []byte{1, 2, 3, 4}
+	if err := r.KeyWrite(7, data, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.KeyIncrement(8, 1000, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Append(9, []byte{0, 0, 0, 5}, true); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing sent yet: the batch holds 4.
+	s.uc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, _, err := s.uc.ReadFromUDPAddrPort(make([]byte, 64)); err == nil {
+		t.Fatal("a report left before the batch was full")
+	}
+	if err := r.Postcard(10, 2, 77, 5); err != nil { // the fourth: the batch goes
+		t.Fatal(err)
+	}
+	want := []dta.Report{
+		{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: 2, Key: 7, Data: data}},
+		{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: 3, Key: 8, Counter: 1000}},
+		{Header: dta.Header{Opcode: dta.OpAppend, Immediate: true}, Append: dta.Append{ListID: 9, Data: []byte{0, 0, 0, 5}}},
+		{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: 10, Hop: 2, Value: 77, PathLength: 5, HasPathLength: true}},
+	}
+	for i, w := range want {
+		b, from := s.read()
+		if from != r.LocalAddr() {
+			t.Errorf("report %d from %v, want %v", i, from, r.LocalAddr())
+		}
+		wb, _ := dta.AppendPayload(nil, &w)
+		if !bytes.Equal(b, wb) {
+			t.Errorf("report %d = %x, want %x", i, b, wb)
+		}
+	}
+	if err := r.KeyWrite(11, data, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := s.read(); b[0] != byte(dta.OpKeyWrite) {
+		t.Errorf("flushed report %x", b)
+	}
+	if c := r.Counters(); c.Sent != 5 {
+		t.Errorf("counters %+v", c)
+	}
+	// Invalid reports are refused by dta, not sent.
+	if err := r.KeyWrite(1, []byte{1, 2, 3}, 1); !errors.Is(err, dta.ErrDataLength) {
+		t.Errorf("3-byte data: %v", err)
+	}
+}
+
+func TestSequencedAndNACKResend(t *testing.T) {
+	s := newSink(t)
+	ackPort := freePort(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var sent [][]byte
+	for i := range 300 {
+		d := binary.BigEndian.AppendUint32(nil, uint32(i)+1)
+		if err := r.KeyWrite(uint32(i), d, 1); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.read()
+		rep, err := dta.ParseReport(b)
+		if err != nil || !rep.Header.Sequenced || rep.Header.Seq != uint8(i) {
+			t.Fatalf("report %d: %+v, %v", i, rep.Header, err)
+		}
+		sent = append(sent, b)
+	}
+	// NACK sequence number 40: the window holds the latest report with it,
+	// number 296.
+	nack := dta.Ack{Seq: 40, NACK: true}.AppendTo(nil)
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
+	if _, err := s.uc.WriteToUDP(nack, to); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.read()
+	if !bytes.Equal(b, sent[296]) {
+		t.Errorf("resent %x, want %x", b, sent[296])
+	}
+	// A positive ack and a malformed one are not resends.
+	s.uc.WriteToUDP(dta.Ack{Seq: 41}.AppendTo(nil), to)
+	s.uc.WriteToUDP([]byte{1, 2, 3}, to)
+	time.Sleep(20 * time.Millisecond)
+	c := r.Counters()
+	if c.NACKs != 1 || c.Resent != 1 || c.Unknown != 1 || c.Sent != 301 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+func TestNACKForUnsentSequenceNumber(t *testing.T) {
+	s := newSink(t)
+	ackPort := freePort(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
+	s.uc.WriteToUDP(dta.Ack{Seq: 5, NACK: true}.AppendTo(nil), to)
+	deadline := time.Now().Add(time.Second)
+	for r.Counters().Unknown == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if c := r.Counters(); c.NACKs != 1 || c.Unknown != 1 || c.Resent != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.KeyWrite(1, []byte{1, 2, 3, 4}, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("send after close: %v", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	if _, err := New(Config{HandleNACKs: true}); !errors.Is(err, ErrConfig) {
+		t.Errorf("NACKs without sequencing: %v", err)
+	}
+	if _, err := New(Config{Batch: 2000}); !errors.Is(err, ErrConfig) {
+		t.Errorf("batch 2000: %v", err)
+	}
+}
+
+func TestSendDoesNotAllocate(t *testing.T) {
+	s := newSink(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d := []byte{1, 2, 3, 4}
+	for i := range 512 { // fill the window once
+		_ = r.KeyWrite(uint32(i), d, 2)
+	}
+	allocs := testing.AllocsPerRun(1000, func() { _ = r.KeyWrite(5, d, 2) })
+	if allocs != 0 {
+		t.Errorf("%v allocations per report", allocs)
+	}
+}
+
+func BenchmarkSend(b *testing.B) {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer uc.Close()
+	r, err := New(Config{Translator: uc.LocalAddr().(*net.UDPAddr).AddrPort()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	d := []byte{1, 2, 3, 4}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = r.KeyWrite(uint32(i), d, 2)
+	}
+}

@@ -1,0 +1,360 @@
+package translator
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// The active side of the RDMA CM (docs/DTA-WIRE.md section 8.6): discovery
+// connects to CMPort, CMPort+1, ... of a collector until a REJ with reason
+// 8; each REP is answered with an RTU, then the collector's advertisement
+// SEND is acknowledged and the QP is ready.
+
+// REQ parameters the contract fixes, and the ones the translator chooses.
+const (
+	reqRetryCount    = 3
+	reqRNRRetryCount = 7
+	reqMaxCMRetries  = 15
+	reqCMTimeout     = 20 // 4.096 µs · 2^20, about 4 s, as librdmacm sends
+	reqACKTimeout    = 14 // 4.096 µs · 2^14, about 67 ms
+	reqRDMAResources = 16 // atomics in flight, each way
+	reqHopLimit      = 64
+)
+
+// probe starts the discovery connection to col's next CM port.
+func (e *Engine) probe(col *collector) {
+	if len(col.instances) >= e.cfg.MaxInstances {
+		col.done = true
+		return
+	}
+	in := &instance{col: col, port: e.cfg.CMPort + uint16(len(col.instances))}
+	col.probe = in
+	e.connect(in)
+}
+
+// connect opens a new QP for in: a fresh QPN, comm ID and random starting
+// PSN, and a REQ to its port. A previous QP's ring is reused.
+func (e *Engine) connect(in *instance) {
+	var ring []byte
+	var lens []uint16
+	var slotSize int
+	if old := in.qp; old != nil {
+		ring, lens, slotSize = old.ring, old.lens, old.slotSize
+		e.closeQP(old)
+	}
+	e.nextQPN = (e.nextQPN + 1) & rocev2.PSNMask
+	if e.nextQPN < 2 {
+		e.nextQPN = 2
+	}
+	e.nextComm++
+	e.tid++
+	start := rocev2.PSN(e.randPSN() & rocev2.PSNMask)
+	q := &qp{
+		inst: in, remote: in.col.addr, qpn: e.nextQPN,
+		localCommID: e.nextComm, tid: e.tid,
+		una: start, next: start,
+		mask: uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize,
+	}
+	in.qp = q
+	e.qps[q.qpn] = q
+	e.byComm[q.localCommID] = q
+
+	local, remote := e.cfg.Local, q.remote
+	req := cm.ConnectRequest{
+		LocalCommID:             q.localCommID,
+		ServiceID:               cm.ServiceID(in.port),
+		LocalQPN:                q.qpn,
+		ResponderResources:      reqRDMAResources,
+		InitiatorDepth:          reqRDMAResources,
+		RemoteCMResponseTimeout: reqCMTimeout,
+		TransportType:           0, // RC
+		StartingPSN:             uint32(start),
+		LocalCMResponseTimeout:  reqCMTimeout,
+		RetryCount:              reqRetryCount,
+		PKey:                    rocev2.DefaultPKey,
+		PathMTU:                 cm.MTU1024,
+		RNRRetryCount:           reqRNRRetryCount,
+		MaxCMRetries:            reqMaxCMRetries,
+		Primary: cm.Path{
+			LocalLID: 0xFFFF, RemoteLID: 0xFFFF,
+			LocalGID: cm.GID(local.Addr()), RemoteGID: cm.GID(remote.Addr()),
+			HopLimit: reqHopLimit, LocalACKTimeout: reqACKTimeout,
+		},
+	}
+	h := cm.IPHeader{SrcPort: local.Port(), Src: local.Addr().Unmap(), Dst: remote.Addr().Unmap()}
+	if err := req.SetIPPrivateData(h, nil); err != nil {
+		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
+		return
+	}
+	q.cmPkt = e.appendCM(q.cmPkt[:0], q, cm.Header(q.tid, cm.AttrREQ), &req)
+	q.state = qpConnecting
+	q.cmTries = 1
+	q.cmAt = e.now
+	e.out = append(e.out, Datagram{Addr: remote, Buf: q.cmPkt})
+}
+
+// appendCM appends the datagram carrying m to q's target.
+func (e *Engine) appendCM(b []byte, q *qp, h cm.MADHeader, m cm.Message) []byte {
+	var mad [cm.MADLen]byte
+	mb, err := cm.AppendMAD(mad[:0], h, m)
+	if err != nil {
+		e.c.EncodeErrors++
+		return b
+	}
+	p := cm.Packet(mb, e.cmPSN)
+	e.cmPSN = e.cmPSN.Next()
+	out, err := p.AppendDatagram(b, e.cfg.Local, q.remote)
+	if err != nil {
+		e.c.EncodeErrors++
+		return b
+	}
+	return out
+}
+
+// sendCM queues a one-shot CM message (RTU, DREQ, DREP) to q's target.
+func (e *Engine) sendCM(q *qp, h cm.MADHeader, m cm.Message) []byte {
+	b := e.appendCM(make([]byte, 0, 512), q, h, m)
+	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
+	return b
+}
+
+// tickCM resends a REQ, or gives up on a connection that does not answer.
+func (e *Engine) tickCM(q *qp) {
+	switch q.state {
+	case qpConnecting:
+		if e.now-q.cmAt < int64(e.cfg.CMTimeout) {
+			return
+		}
+		if q.cmTries < e.cfg.CMTries {
+			q.cmTries++
+			q.cmAt = e.now
+			e.out = append(e.out, Datagram{Addr: q.remote, Buf: q.cmPkt})
+			return
+		}
+		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: no answer to %d requests %v apart",
+			ErrNotListening, q.remote, q.inst.port, e.cfg.CMTries, e.cfg.CMTimeout))
+	case qpWaitAdvert:
+		// The collector resends its advertisement CMTries times, CMTimeout
+		// apart; a repeated REP gets the RTU again.
+		if e.now-q.cmAt < int64(e.cfg.CMTimeout)*int64(e.cfg.CMTries+1) {
+			return
+		}
+		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: no advertisement", ErrAdvertisement, q.remote, q.inst.port))
+	}
+}
+
+// closeQP forgets q.
+func (e *Engine) closeQP(q *qp) {
+	q.state = qpClosed
+	if e.qps[q.qpn] == q {
+		delete(e.qps, q.qpn)
+	}
+	if e.byComm[q.localCommID] == q {
+		delete(e.byComm, q.localCommID)
+	}
+	if q.inst.qp == q {
+		q.inst.qp = nil
+	}
+}
+
+// failConnect ends a connection attempt with err: a failed discovery probe
+// fails its collector; an instance already discovered retries after
+// RetryInterval.
+func (e *Engine) failConnect(q *qp, err error) {
+	in := q.inst
+	e.closeQP(q)
+	col := in.col
+	if col.probe == in {
+		col.probe = nil
+		col.err = err
+		return
+	}
+	in.err = err
+	in.retryAt = e.now + int64(e.cfg.RetryInterval)
+}
+
+// reconnect replaces in's QP by a new connection to the same port. The old
+// QP's unacknowledged packets are lost (counted).
+func (e *Engine) reconnect(in *instance) {
+	e.c.Reconnects++
+	if old := in.qp; old != nil {
+		if old.state == qpReady {
+			e.c.Lost += uint64(old.inFlight())
+		}
+		if old.state == qpReady || old.state == qpWaitAdvert {
+			e.sendDREQ(old)
+		}
+	}
+	e.connect(in)
+}
+
+func (e *Engine) sendDREQ(q *qp) {
+	e.tid++
+	e.sendCM(q, cm.Header(e.tid, cm.AttrDREQ), &cm.DisconnectRequest{
+		LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID, RemoteQPN: q.remoteQPN,
+	})
+}
+
+// handleCM processes a CM MAD from src.
+func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
+	h, msg, err := cm.DecodeMAD(mad)
+	if err != nil {
+		e.c.BadRoCE++
+		return
+	}
+	e.c.CMMessages++
+	switch m := msg.(type) {
+	case *cm.ConnectReply:
+		q := e.byComm[m.RemoteCommID]
+		if q == nil || q.remote != src {
+			e.c.BadRoCE++
+			return
+		}
+		switch q.state {
+		case qpConnecting:
+			q.remoteQPN = m.LocalQPN
+			q.remoteCommID = m.LocalCommID
+			q.respPSN = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
+			q.msn = 0
+			q.rtuPkt = e.sendCM(q, cm.Header(h.TransactionID, cm.AttrRTU),
+				&cm.ReadyToUse{LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID})
+			q.state = qpWaitAdvert
+			q.cmAt = e.now
+			if col := q.inst.col; col.probe == q.inst {
+				col.probe = nil
+				col.instances = append(col.instances, q.inst)
+				e.probe(col)
+			}
+		case qpWaitAdvert, qpReady:
+			if m.LocalCommID == q.remoteCommID && q.rtuPkt != nil {
+				e.out = append(e.out, Datagram{Addr: q.remote, Buf: q.rtuPkt})
+			}
+		}
+	case *cm.Reject:
+		q := e.byComm[m.RemoteCommID]
+		if q == nil || q.remote != src || q.state != qpConnecting {
+			e.c.BadRoCE++
+			return
+		}
+		in := q.inst
+		if col := in.col; col.probe == in && m.Reason == cm.RejectInvalidServiceID {
+			// No instance on this port: discovery is complete.
+			e.closeQP(q)
+			col.probe = nil
+			col.done = true
+			return
+		}
+		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: reason %d", ErrRejected, q.remote, in.port, m.Reason))
+	case *cm.DisconnectRequest:
+		q := e.byComm[m.RemoteCommID]
+		if q == nil || q.remote != src {
+			e.c.BadRoCE++
+			return
+		}
+		e.sendCM(q, cm.Header(h.TransactionID, cm.AttrDREP),
+			&cm.DisconnectReply{LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID})
+		// The collector closed the QP: open a new one, unless it was still
+		// being discovered.
+		in := q.inst
+		if q.state == qpReady {
+			e.c.Lost += uint64(q.inFlight())
+		}
+		e.closeQP(q)
+		if in.col.probe != in {
+			e.c.Reconnects++
+			e.connect(in)
+		}
+	case *cm.DisconnectReply:
+		// Nothing to do: the QP was forgotten when the DREQ was sent.
+	default:
+		e.c.BadRoCE++ // a REQ or RTU: the translator is never the passive side
+	}
+}
+
+// handleSend is the responder for the collector's SEND on q: the
+// advertisement, acknowledged with an RC ACK.
+func (e *Engine) handleSend(q *qp) {
+	if q.state != qpWaitAdvert && q.state != qpReady {
+		e.c.BadRoCE++
+		return
+	}
+	psn := e.rx.BTH.PSN
+	switch d := psn.Diff(q.respPSN); {
+	case d < 0: // a repeat: acknowledge again, do not execute
+		e.sendAck(q, q.respPSN.Add(minusOne), rocev2.SyndromeACK)
+		return
+	case d > 0:
+		e.sendAck(q, q.respPSN, rocev2.SyndromeNAKPSNSequenceError)
+		return
+	}
+	q.respPSN = psn.Next()
+	q.msn = (q.msn + 1) & rocev2.PSNMask
+	e.sendAck(q, psn, rocev2.SyndromeACK)
+	if q.state != qpWaitAdvert {
+		return // a later SEND means nothing to the translator
+	}
+	in := q.inst
+	ad, err := dta.ParseAdvertisement(e.rx.Payload)
+	if err == nil {
+		err = in.configure(ad, e.cfg)
+	}
+	if err != nil {
+		in.err = fmt.Errorf("%w: %v, CM port %d: %w", ErrAdvertisement, q.remote, in.port, err)
+		e.sendDREQ(q)
+		e.closeQP(q)
+		return
+	}
+	in.err = nil
+	// Ring slots as large as the instance's largest packet, so that a ring
+	// of small packets stays in cache.
+	if size := (in.maxPacket() + 63) &^ 63; q.ring == nil || q.slotSize != size {
+		q.slotSize = size
+		q.ring = make([]byte, e.cfg.RingSize*size)
+		q.lens = make([]uint16, e.cfg.RingSize)
+	}
+	q.tokens = float64(e.cfg.RateBurst)
+	q.lastRefill = e.now
+	q.lastProgress = e.now
+	q.state = qpReady
+	e.assign(in.col)
+}
+
+// sendAck queues an ACK or NAK for the collector's SENDs.
+func (e *Engine) sendAck(q *qp, psn rocev2.PSN, s rocev2.Syndrome) {
+	p := rocev2.Packet{
+		BTH:  rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: rocev2.DefaultPKey, DestQP: q.remoteQPN, PSN: psn},
+		AETH: rocev2.AETH{Syndrome: s, MSN: q.msn},
+	}
+	b, err := p.AppendDatagram(make([]byte, 0, 32), e.cfg.Local, q.remote)
+	if err != nil {
+		e.c.EncodeErrors++
+		return
+	}
+	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
+}
+
+// assign maps each primitive of col to its first configured instance, in
+// CM port order.
+func (e *Engine) assign(col *collector) {
+	col.byPrim = [5]*instance{}
+	for _, in := range col.instances {
+		if in.prim.IsValid() && col.byPrim[in.prim] == nil {
+			col.byPrim[in.prim] = in
+		}
+	}
+}
+
+// Disconnect sends a DREQ on every connected QP and forgets them all
+// (Close does it after Flush).
+func (e *Engine) Disconnect() {
+	for _, q := range e.qps {
+		if q.state == qpReady || q.state == qpWaitAdvert {
+			e.sendDREQ(q)
+		}
+		e.closeQP(q)
+	}
+}

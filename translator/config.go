@@ -1,0 +1,153 @@
+package translator
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+)
+
+// Defaults of Config's zero fields (docs/DTA-WIRE.md section 8.6).
+const (
+	DefaultCMPort        = 40050
+	DefaultRingSize      = 1024
+	DefaultAckTimeout    = 10 * time.Millisecond
+	DefaultMaxRetries    = 8
+	DefaultCMTimeout     = 100 * time.Millisecond
+	DefaultCMTries       = 5
+	DefaultPostcardCache = 4096
+	DefaultMaxInstances  = 64
+	DefaultRetryInterval = time.Second
+	// AckReqInterval is the most packets a QP sends without asking for an
+	// acknowledgement.
+	AckReqInterval = 64
+	// MTU is the path MTU the translator asks for in its REQ (code 3): the
+	// payload bytes of one RDMA WRITE packet.
+	MTU = 1024
+)
+
+// Config configures an Engine and a Translator. The zero value of every
+// field but Collectors takes the default named beside it.
+type Config struct {
+	// ReportAddr is where the Translator receives reports (default
+	// 127.0.0.1:40040). The Engine ignores it.
+	ReportAddr netip.AddrPort
+	// Local is the translator's RoCEv2 address, the source of every packet
+	// it sends to the targets. It must be a specific address, since the ICRC
+	// covers it; the Translator binds it (default 127.0.0.1:0, the port
+	// chosen by the system) and fills the Engine's in.
+	Local netip.AddrPort
+	// Collectors are the targets' RoCEv2 addresses, one per collector.
+	Collectors []netip.AddrPort
+	// CMPort is the CM service port of a collector's first instance; instance
+	// i listens on CMPort+i (default 40050).
+	CMPort uint16
+	// RingSize is the retransmit ring of each QP, in packets: a power of two
+	// (default 1024). It bounds the packets in flight.
+	RingSize int
+	// AckTimeout is how long a QP waits for progress before it resends its
+	// unacknowledged packets (default 10 ms).
+	AckTimeout time.Duration
+	// MaxRetries is the number of timeouts in a row without progress after
+	// which a QP is reconnected (default 8).
+	MaxRetries int
+	// CMTimeout and CMTries: a REQ is resent after CMTimeout, CMTries times in
+	// all, before the collector counts as not listening (100 ms, 5).
+	CMTimeout time.Duration
+	CMTries   int
+	// RetryInterval is how long an instance whose reconnection failed waits
+	// before it tries again (default 1 s).
+	RetryInterval time.Duration
+	// RateLimit caps each QP at this many packets per second, 0 for no
+	// limit. RateBurst is the token bucket's depth in packets (default
+	// RateLimit/100, at least AckReqInterval).
+	RateLimit float64
+	RateBurst int
+	// AckPort is the UDP port NACKs are sent to, at the report's source
+	// address (default 40044, dta.AckPort).
+	AckPort uint16
+	// Choice is the collector choice table: a report with key k goes to
+	// collector Choice[CRC8(be32(k))]. Nil means entry i names collector
+	// i mod len(Collectors).
+	Choice *[256]uint8
+	// PostcardCache is the number of entries of each postcard cache, a power
+	// of two (default 4096).
+	PostcardCache int
+	// MaxInstances bounds discovery: at most this many instances per
+	// collector (default 64).
+	MaxInstances int
+}
+
+func (c Config) withDefaults() Config {
+	if !c.ReportAddr.IsValid() {
+		c.ReportAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), dta.ReportPort)
+	}
+	if c.CMPort == 0 {
+		c.CMPort = DefaultCMPort
+	}
+	if c.RingSize == 0 {
+		c.RingSize = DefaultRingSize
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = DefaultMaxRetries
+	}
+	if c.CMTimeout == 0 {
+		c.CMTimeout = DefaultCMTimeout
+	}
+	if c.CMTries == 0 {
+		c.CMTries = DefaultCMTries
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.RateLimit > 0 && c.RateBurst == 0 {
+		c.RateBurst = max(int(c.RateLimit/100), AckReqInterval)
+	}
+	if c.AckPort == 0 {
+		c.AckPort = dta.AckPort
+	}
+	if c.PostcardCache == 0 {
+		c.PostcardCache = DefaultPostcardCache
+	}
+	if c.MaxInstances == 0 {
+		c.MaxInstances = DefaultMaxInstances
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case !c.Local.IsValid() || c.Local.Addr().IsUnspecified():
+		return fmt.Errorf("%w: local address %v is not a specific address", ErrConfig, c.Local)
+	case len(c.Collectors) == 0 || len(c.Collectors) > 256:
+		return fmt.Errorf("%w: %d collectors, want 1..256", ErrConfig, len(c.Collectors))
+	case c.RingSize < 2 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<16:
+		return fmt.Errorf("%w: ring of %d packets, want a power of two in 2..65536", ErrConfig, c.RingSize)
+	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0:
+		return fmt.Errorf("%w: negative timeout or count", ErrConfig)
+	case c.RateLimit < 0 || c.RateBurst < 0:
+		return fmt.Errorf("%w: negative rate limit", ErrConfig)
+	case c.MaxInstances < 1 || int(c.CMPort)+c.MaxInstances > 1<<16:
+		return fmt.Errorf("%w: %d instances from CM port %d overflow the port range", ErrConfig, c.MaxInstances, c.CMPort)
+	}
+	for i, a := range c.Collectors {
+		if !a.IsValid() || a.Addr().IsUnspecified() || a.Port() == 0 {
+			return fmt.Errorf("%w: collector %d address %v", ErrConfig, i, a)
+		}
+		if a.Addr().Unmap().Is4() != c.Local.Addr().Unmap().Is4() {
+			return fmt.Errorf("%w: collector %d address %v and local address %v are of different families", ErrConfig, i, a, c.Local)
+		}
+	}
+	if c.Choice != nil {
+		for i, v := range c.Choice {
+			if int(v) >= len(c.Collectors) {
+				return fmt.Errorf("%w: choice table entry %d names collector %d of %d", ErrConfig, i, v, len(c.Collectors))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package translator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/translator"
+)
+
+// TestWithCollector runs reporter, translator and the software collector on
+// loopback, one instance of each primitive, and compares the collector's
+// regions byte for byte with reference stores fed the same reports.
+func TestWithCollector(t *testing.T) {
+	c, err := collector.New(collector.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	kwl, _ := keywrite.NewLayout(1<<12, 4)
+	kil, _ := keyincr.NewLayout(1 << 12)
+	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
+	all := appendlist.Layout{Lists: 4, Entries: 1024, EntrySize: 4, Batch: 8, Markers: true}
+	kw, err := c.AddKeyWrite(kwl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ki, _ := c.AddKeyIncrement(kil)
+	pc, _ := c.AddPostcard(pcc)
+	ar, err := c.AddAppend(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Serve(ctx)
+
+	tr, err := translator.New(translator.Config{
+		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),
+		Collectors: []netip.AddrPort{c.Addr()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	defer scancel()
+	if err := tr.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tr.Instances()); n != 4 {
+		t.Fatalf("%d instances discovered, want 4", n)
+	}
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+
+	refKW, _ := keywrite.NewStore(kwl, nil)
+	refKI, _ := keyincr.NewStore(kil, nil)
+	refPC, _ := postcard.NewStore(pcc, make([]byte, pcc.Layout().RegionSize()))
+	cache, _ := postcard.NewCache(pcc, translator.DefaultPostcardCache)
+	const n = 2000
+	sent := 0
+	for k := range uint32(n) {
+		d := binary.BigEndian.AppendUint32(nil, k+1)
+		_ = rep.KeyWrite(k, d, 2)
+		_ = refKW.Put(k, d, 2)
+		_ = rep.KeyIncrement(k%50, uint64(k), 2)
+		_ = refKI.Add(k%50, uint64(k), 2)
+		_ = rep.Postcard(k/2, uint8(k%2)+1, k+1, 2)
+		chunks, _ := cache.Insert(postcardOf(k/2, uint8(k%2)+1, k+1, 2), nil)
+		for i := range chunks {
+			for _, w := range pcc.Writes(&chunks[i], nil) {
+				_ = refPC.Apply(w)
+			}
+		}
+		_ = rep.Append(k%4, d, false)
+		sent += 4
+		if k%8 == 7 {
+			// Pace the reporter so loopback UDP drops nothing.
+			_ = rep.Flush()
+			deadline := time.Now().Add(5 * time.Second)
+			for reports(tr.Counters()) < uint64(sent) {
+				if time.Now().After(deadline) {
+					t.Fatalf("translator received %d of %d reports", reports(tr.Counters()), sent)
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	if err := tr.Close(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Counters() // orders this goroutine after the target's writes
+	tc := tr.Counters()
+	// Retransmissions may happen on a loaded machine (a 10 ms ACK timeout);
+	// the regions below must match all the same: a resent FETCH_ADD is not
+	// applied twice.
+	if tc.Dropped != 0 || tc.Lost != 0 || tc.EncodeErrors != 0 || cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.BadICRC != 0 {
+		t.Errorf("translator %+v\ntarget %+v", tc, cc)
+	}
+	t.Logf("%d packets, %d retransmitted", tc.Packets, tc.Retransmits)
+	if !bytes.Equal(kw.Region(), refKW.Region()) {
+		t.Error("key-write region differs from the reference store")
+	}
+	if !bytes.Equal(ki.Region(), refKI.Region()) {
+		t.Error("key-increment region differs from the reference store")
+	}
+	if !bytes.Equal(pc.Bytes(), refPC.Bytes()) {
+		t.Error("postcarding region differs from the reference store")
+	}
+	for l := range uint32(4) {
+		rd, _ := ar.Reader(l)
+		buf := make([]byte, 4*1024)
+		m, err := rd.Read(buf)
+		if err != nil || m != n/4 { // 500 entries per list, the last 4 flushed at Close
+			t.Fatalf("list %d: %d entries, %v", l, m, err)
+		}
+		for i := range m {
+			if got, want := binary.BigEndian.Uint32(buf[4*i:]), uint32(4*i)+l+1; got != want {
+				t.Fatalf("list %d entry %d = %d, want %d", l, i, got, want)
+			}
+		}
+	}
+}
+
+func reports(c translator.Counters) uint64 {
+	return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4]
+}
+
+func postcardOf(key uint32, hop uint8, v uint32, pathLen uint8) dta.Postcard {
+	return dta.Postcard{Key: key, Hop: hop, Value: v, PathLength: pathLen, HasPathLength: true}
+}

@@ -1,0 +1,436 @@
+package translator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// Datagram is one UDP datagram the engine wants sent: Buf to Addr.
+type Datagram struct {
+	Addr netip.AddrPort
+	Buf  []byte
+	// ToReporter marks a NACK to a reporter (sent from the report socket);
+	// every other datagram is RoCEv2 to a target.
+	ToReporter bool
+}
+
+// Counters is a snapshot of what an engine did. Reports counts decoded
+// reports by opcode (index 1..4, dta.Opcode); every report counted there ends
+// as translated (its operations counted in Writes or FetchAdds, or held in a
+// postcard cache or append batch), Rejected, Dropped or NACKed.
+type Counters struct {
+	Reports   [5]uint64 // decoded reports by opcode
+	Malformed uint64    // datagrams that are not DTA reports
+	Rejected  uint64    // reports the instance's geometry cannot take (data size, list, value 0, hop)
+	// NoInstance counts reports for a primitive no ready instance serves.
+	NoInstance  uint64
+	RingFull    uint64 // reports refused because a retransmit ring was full
+	RateLimited uint64 // reports refused by a rate limit
+	Dropped     uint64 // unsequenced reports refused (ring, rate, no instance)
+	NACKs       uint64 // sequenced reports refused, a NACK sent for each
+
+	Writes       uint64 // RDMA WRITE messages (a multi-packet WRITE counts once)
+	FetchAdds    uint64 // FETCH_ADD operations
+	Packets      uint64 // RoCEv2 data packets sent the first time
+	Retransmits  uint64 // data packets sent again
+	Timeouts     uint64 // acknowledgement timeouts
+	SeqNAKs      uint64 // PSN sequence error NAKs
+	DupNAKs      uint64 // sequence error NAKs ignored as repeats
+	RNRNAKs      uint64
+	AccessNAKs   uint64 // remote access error NAKs (the QP is reconnected)
+	InvalidNAKs  uint64 // invalid request NAKs (the QP is reconnected)
+	OtherNAKs    uint64 // remote operational error and reserved codes (reconnected)
+	AtomicACKs   uint64 // atomic ACKs consumed
+	StaleACKs    uint64 // ACKs for packets already acknowledged
+	BadACKs      uint64 // ACKs for packets never sent
+	Reconnects   uint64
+	Lost         uint64 // unacknowledged packets abandoned by a reconnection
+	BadICRC      uint64 // RoCEv2 datagrams with a wrong ICRC, dropped
+	BadRoCE      uint64 // RoCEv2 datagrams that do not decode, or for no QP
+	CMMessages   uint64 // CM messages received
+	FlushLost    uint64 // postcard chunks or append batches Flush could not send
+	EncodeErrors uint64 // packets that failed to encode (a bug if not 0)
+}
+
+// collector is one target and the instances discovered on it.
+type collector struct {
+	index     int
+	addr      netip.AddrPort
+	instances []*instance  // in CM port order
+	byPrim    [5]*instance // the instance serving each primitive
+	probe     *instance    // the discovery connection under way, if any
+	done      bool         // discovery ended (REJ reason 8, or the cap)
+	err       error        // discovery failed
+}
+
+// Engine is the whole software translator without sockets: it takes reports
+// (HandleReport, Translate), RoCEv2 datagrams from the targets (HandleRoCE)
+// and the time (Tick), and queues the datagrams to send (Output).
+//
+// Output's datagrams alias the engine's buffers (the retransmit rings):
+// send them, then call ResetOutput, before translating reports again after
+// HandleRoCE. An Engine is not safe for concurrent use.
+type Engine struct {
+	cfg        Config
+	now        int64
+	collectors []*collector
+	table      [256]uint8
+	crc8       *tofino.Hash
+	qps        map[uint32]*qp // by our QPN
+	byComm     map[uint32]*qp // by our local comm ID
+	nextQPN    uint32
+	nextComm   uint32
+	tid        uint64
+	cmPSN      rocev2.PSN
+	started    bool
+	randPSN    func() uint32 // starting PSNs; tests replace it
+
+	out     []Datagram
+	touched []*qp
+	nacks   []byte // NACK bytes of this round
+	rx      rocev2.Packet
+	rep     dta.Report
+	c       Counters
+
+	// Scratch space of the translation paths, reused by every report.
+	sc scratch
+	// The fast path's crc0 of the bytes the copies of one report share
+	// (fastpath.go): valid while shareTail is set and tailOK.
+	tail              uint32
+	tailOK, shareTail bool
+}
+
+// NewEngine returns an engine for cfg, which must name its Local address
+// and at least one collector.
+func NewEngine(cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.Local = unmap(cfg.Local)
+	crc8, err := tofino.NewPredefined(8, "CRC8")
+	if err != nil {
+		return nil, fmt.Errorf("translator: collector choice: %w", err)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		crc8:     crc8,
+		qps:      make(map[uint32]*qp),
+		byComm:   make(map[uint32]*qp),
+		nextQPN:  0x100 + rand.Uint32N(0x10000),
+		nextComm: rand.Uint32(),
+		tid:      rand.Uint64() &^ 0xFFFF_FFFF,
+		nacks:    make([]byte, 0, 4096),
+		randPSN:  rand.Uint32,
+	}
+	for i, a := range cfg.Collectors {
+		e.collectors = append(e.collectors, &collector{index: i, addr: unmap(a)})
+	}
+	if cfg.Choice != nil {
+		e.table = *cfg.Choice
+	} else {
+		for i := range e.table {
+			e.table[i] = uint8(i % len(cfg.Collectors))
+		}
+	}
+	e.sc.init()
+	return e, nil
+}
+
+// Config returns the engine's configuration with defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Start begins discovery: a REQ to the first CM port of every collector.
+// now is the current time; the engine has no clock of its own.
+func (e *Engine) Start(now time.Time) {
+	e.setNow(now)
+	if e.started {
+		return
+	}
+	e.started = true
+	for _, col := range e.collectors {
+		e.probe(col)
+	}
+}
+
+// Connected reports whether discovery has ended on every collector and
+// every instance found is ready (or has failed), and the first error of
+// any collector: a collector not listening, a rejection, a bad
+// advertisement.
+func (e *Engine) Connected() (bool, error) {
+	var errs []error
+	done := true
+	for _, col := range e.collectors {
+		if col.err != nil {
+			errs = append(errs, col.err)
+			continue
+		}
+		if !col.done {
+			done = false
+			continue
+		}
+		for _, in := range col.instances {
+			if in.err == nil && (in.qp == nil || in.qp.state != qpReady) {
+				done = false
+			}
+		}
+	}
+	return done || len(errs) == len(e.collectors), errors.Join(errs...)
+}
+
+// InstanceInfo describes one instance a collector advertised.
+type InstanceInfo struct {
+	Collector int
+	Port      uint16 // its CM service port
+	Primitive dta.Opcode
+	Ad        dta.Advertisement
+	Ready     bool
+	Used      bool  // reports of its primitive go to it
+	Err       error // why it is not usable, if it is not
+}
+
+// Instances lists the instances discovered so far, by collector and port.
+func (e *Engine) Instances() []InstanceInfo {
+	var out []InstanceInfo
+	for _, col := range e.collectors {
+		for _, in := range col.instances {
+			out = append(out, InstanceInfo{
+				Collector: col.index, Port: in.port, Primitive: in.prim, Ad: in.ad,
+				Ready: in.qp != nil && in.qp.state == qpReady,
+				Used:  in.prim.IsValid() && col.byPrim[in.prim] == in,
+				Err:   in.err,
+			})
+		}
+	}
+	return out
+}
+
+// Counters returns a snapshot of the engine's counters.
+func (e *Engine) Counters() Counters { return e.c }
+
+func (e *Engine) setNow(now time.Time) {
+	if t := now.UnixNano(); t > e.now {
+		e.now = t
+	}
+}
+
+// Tick advances the engine's time to now: CM requests and acknowledgement
+// timeouts resend, failed instances retry.
+func (e *Engine) Tick(now time.Time) {
+	e.setNow(now)
+	for _, q := range e.qps {
+		switch q.state {
+		case qpConnecting, qpWaitAdvert:
+			e.tickCM(q)
+		case qpReady:
+			e.tickQP(q)
+		}
+	}
+	for _, col := range e.collectors {
+		for _, in := range col.instances {
+			if in.qp == nil && in.retryAt != 0 && e.now >= in.retryAt {
+				in.retryAt = 0
+				e.connect(in)
+			}
+		}
+	}
+}
+
+// Output finishes the round (the AckReq of each QP's last packet) and
+// returns the datagrams to send. They stay valid until ResetOutput.
+func (e *Engine) Output() []Datagram {
+	e.endRound()
+	return e.out
+}
+
+// ResetOutput forgets the datagrams Output returned, once they were sent.
+func (e *Engine) ResetOutput() {
+	clear(e.out)
+	e.out = e.out[:0]
+	e.nacks = e.nacks[:0]
+}
+
+// Idle reports whether every QP has had all it sent acknowledged.
+func (e *Engine) Idle() bool {
+	for _, q := range e.qps {
+		if q.state == qpReady && q.una != q.next {
+			return false
+		}
+	}
+	return true
+}
+
+// HandleRoCE processes a RoCEv2 datagram received from src at the engine's
+// Local address: ACKs, NAKs and atomic ACKs of the data QPs, the
+// collectors' advertisement SENDs, and CM messages on QP 1. Datagrams with a
+// bad ICRC, that do not decode, or that belong to no QP are counted and
+// dropped.
+func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
+	e.setNow(now)
+	src = unmap(src)
+	if err := e.rx.DecodeDatagram(b, src, e.cfg.Local); err != nil {
+		if errors.Is(err, rocev2.ErrBadICRC) {
+			e.c.BadICRC++
+		} else {
+			e.c.BadRoCE++
+		}
+		return
+	}
+	bth := &e.rx.BTH
+	if bth.DestQP == cm.GSIQP {
+		if bth.Opcode != rocev2.UDSendOnly {
+			e.c.BadRoCE++
+			return
+		}
+		e.handleCM(src, e.rx.Payload)
+		return
+	}
+	q := e.qps[bth.DestQP]
+	if q == nil || q.remote != src || q.state == qpClosed {
+		e.c.BadRoCE++
+		return
+	}
+	switch bth.Opcode {
+	case rocev2.RCAcknowledge:
+		if q.state != qpReady {
+			e.c.BadRoCE++
+			return
+		}
+		e.handleAck(q, bth.PSN, e.rx.AETH.Syndrome)
+	case rocev2.RCAtomicAcknowledge:
+		if q.state != qpReady {
+			e.c.BadRoCE++
+			return
+		}
+		// The original value is of no use to a translator: consumed.
+		e.c.AtomicACKs++
+		e.handleAck(q, bth.PSN, e.rx.AETH.Syndrome)
+	case rocev2.RCSendOnly:
+		e.handleSend(q)
+	default:
+		e.c.BadRoCE++
+	}
+}
+
+// HandleReport decodes a DTA report received from src and translates it.
+// A datagram that is not a report is counted (Malformed) and dropped.
+func (e *Engine) HandleReport(b []byte, src netip.AddrPort) {
+	if err := e.rep.Decode(b); err != nil {
+		e.c.Malformed++
+		return
+	}
+	e.Translate(&e.rep, src)
+}
+
+// chooseCollector returns the collector of key: CRC8(be32(key)) indexes the
+// choice table.
+func (e *Engine) chooseCollector(key uint32) *collector {
+	if len(e.collectors) == 1 {
+		return e.collectors[0]
+	}
+	k := [4]byte{byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
+	return e.collectors[e.table[e.crc8.SumBytes(k[:])]]
+}
+
+// ChooseCollector returns the index of the collector that receives reports
+// with key (the key, list ID or flow ID).
+func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key).index }
+
+// Translate turns one decoded report, received from src, into RoCEv2
+// datagrams queued for Output. A report the translator cannot take now (no
+// ready instance, retransmit ring full, rate limit) is dropped: a sequenced
+// one gets a NACK to src's address at the ack port, an unsequenced one is
+// counted. It does not allocate.
+func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
+	op := r.Header.Opcode
+	var key uint32
+	switch op {
+	case dta.OpKeyWrite:
+		key = r.KeyWrite.Key
+	case dta.OpKeyIncrement:
+		key = r.KeyIncrement.Key
+	case dta.OpAppend:
+		key = r.Append.ListID
+	case dta.OpPostcard:
+		key = r.Postcard.Key
+	default:
+		e.c.Malformed++
+		return
+	}
+	e.c.Reports[op]++
+	in := e.chooseCollector(key).byPrim[op]
+	if in == nil || in.qp == nil || in.qp.state != qpReady {
+		e.c.NoInstance++
+		e.drop(r, src)
+		return
+	}
+	if !e.translate(in, r) {
+		e.drop(r, src)
+	}
+}
+
+// drop refuses r: a NACK when it is sequenced.
+func (e *Engine) drop(r *dta.Report, src netip.AddrPort) {
+	if !r.Header.Sequenced {
+		e.c.Dropped++
+		return
+	}
+	if cap(e.nacks)-len(e.nacks) < dta.AckLen {
+		// The queued NACKs keep the old array alive.
+		e.nacks = make([]byte, 0, 4096)
+	}
+	n := len(e.nacks)
+	e.nacks = dta.Ack{Seq: r.Header.Seq, NACK: true}.AppendTo(e.nacks)
+	e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
+	e.c.NACKs++
+}
+
+// unmap turns an IPv4-mapped address into IPv4, so that addresses compare
+// equal however a socket reports them.
+func unmap(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+}
+
+// Attach adds an instance to collector c (an index into Config.Collectors)
+// as if discovery had found it and its advertisement ad had arrived on an RC
+// connection whose target QP is remoteQPN and whose first PSN is start: it is
+// ready at once. It is for benchmarks and tests that drive the engine without
+// a CM peer (the ACKs they feed back go to the returned QPN). The instance
+// takes the next CM port of the collector.
+func (e *Engine) Attach(c int, ad dta.Advertisement, remoteQPN uint32, start rocev2.PSN) (qpn uint32, err error) {
+	if c < 0 || c >= len(e.collectors) {
+		return 0, fmt.Errorf("%w: collector %d of %d", ErrConfig, c, len(e.collectors))
+	}
+	if remoteQPN > rocev2.PSNMask || !start.Valid() {
+		return 0, fmt.Errorf("%w: QPN %#x or PSN %#x wider than 24 bits", ErrConfig, remoteQPN, start)
+	}
+	col := e.collectors[c]
+	in := &instance{col: col, port: e.cfg.CMPort + uint16(len(col.instances))}
+	if err := in.configure(ad, e.cfg); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrAdvertisement, err)
+	}
+	e.nextQPN = (e.nextQPN + 1) & rocev2.PSNMask
+	if e.nextQPN < 2 {
+		e.nextQPN = 2
+	}
+	size := (in.maxPacket() + 63) &^ 63
+	q := &qp{
+		inst: in, remote: col.addr, qpn: e.nextQPN, remoteQPN: remoteQPN, state: qpReady,
+		una: start, next: start, mask: uint32(e.cfg.RingSize - 1),
+		ring: make([]byte, e.cfg.RingSize*size), lens: make([]uint16, e.cfg.RingSize), slotSize: size,
+		tokens: float64(e.cfg.RateBurst), lastRefill: e.now, lastProgress: e.now,
+	}
+	in.qp = q
+	e.qps[q.qpn] = q
+	col.instances = append(col.instances, in)
+	e.assign(col)
+	return q.qpn, nil
+}

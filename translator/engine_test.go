@@ -1,0 +1,502 @@
+package translator
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
+)
+
+// Test geometries, small enough to compare whole regions.
+var (
+	testKW = must(keywrite.NewLayout(1<<10, 4))
+	testKI = must(keyincr.NewLayout(1 << 10))
+	testPC = postcard.Layout{Hops: 5, Chunks: 1 << 10, Copies: 2, Addressing: postcard.PerCopyAddressing}
+	testAL = appendlist.Layout{Lists: 4, Entries: 64, EntrySize: 8, Batch: 4, Markers: true}
+)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// geometry encodes a layout for an advertisement.
+func geometry(l interface{ AppendBinary([]byte) ([]byte, error) }) []byte {
+	return must(l.AppendBinary(nil))
+}
+
+func kwInst(_ testing.TB) *fakeInst {
+	return &fakeInst{prim: dta.OpKeyWrite, geom: geometry(testKW), mem: make([]byte, testKW.RegionSize())}
+}
+
+func kiInst(_ testing.TB) *fakeInst {
+	return &fakeInst{prim: dta.OpKeyIncrement, geom: geometry(testKI), mem: make([]byte, testKI.RegionSize())}
+}
+
+func pcInst(_ testing.TB) *fakeInst {
+	return &fakeInst{prim: dta.OpPostcard, geom: geometry(testPC), mem: make([]byte, testPC.RegionSize())}
+}
+
+func alInst(_ testing.TB, l appendlist.Layout) *fakeInst {
+	return &fakeInst{prim: dta.OpAppend, geom: geometry(l), mem: make([]byte, l.RegionSize())}
+}
+
+func allInsts(t testing.TB) []*fakeInst {
+	return []*fakeInst{kwInst(t), kiInst(t), pcInst(t), alInst(t, testAL)}
+}
+
+func kwReport(key uint32, n uint8, v uint32) dta.Report {
+	d := binary.BigEndian.AppendUint32(nil, v)
+	return dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: n, Key: key, Data: d}}
+}
+
+func kiReport(key uint32, n uint8, add uint64) dta.Report {
+	return dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: n, Key: key, Counter: add}}
+}
+
+func alReport(list uint32, v uint64, imm bool) dta.Report {
+	return dta.Report{Header: dta.Header{Opcode: dta.OpAppend, Immediate: imm},
+		Append: dta.Append{ListID: list, Data: binary.BigEndian.AppendUint64(nil, v)}}
+}
+
+func pcReport(key uint32, hop uint8, v uint32) dta.Report {
+	return dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: hop, Value: v}}
+}
+
+func sequenced(r dta.Report, seq uint8) dta.Report {
+	r.Header.Sequenced, r.Header.Seq = true, seq
+	return r
+}
+
+func TestDiscoveryAndAdvertisement(t *testing.T) {
+	ft := newFakeTarget(t, allInsts(t)...)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+
+	// REQs to 40050..40054: four instances, then the REJ reason 8.
+	if len(ft.reqs) != 5 {
+		t.Fatalf("%d REQs, want 5", len(ft.reqs))
+	}
+	for i, r := range ft.reqs {
+		if want := cm.ServiceID(uint16(DefaultCMPort + i)); r.ServiceID != want {
+			t.Errorf("REQ %d: service ID %#x, want %#x", i, r.ServiceID, want)
+		}
+		if r.TransportType != 0 || r.PKey != 0xFFFF || r.PathMTU != cm.MTU1024 || r.MaxCMRetries != 15 || r.RetryCount != 3 {
+			t.Errorf("REQ %d: %v", i, &r)
+		}
+		if r.LocalQPN < 2 || r.StartingPSN > rocev2.PSNMask {
+			t.Errorf("REQ %d: QPN %#x PSN %#x", i, r.LocalQPN, r.StartingPSN)
+		}
+		ip, err := cm.DecodeIPHeader(r.PrivateData[:])
+		if err != nil || ip.SrcPort != testLocal.Port() || ip.Src != testLocal.Addr() || ip.Dst != testTarget.Addr() {
+			t.Errorf("REQ %d: IP header %+v, %v", i, ip, err)
+		}
+	}
+	if ft.rtus != 4 {
+		t.Errorf("%d RTUs, want 4", ft.rtus)
+	}
+	for _, q := range ft.qps {
+		if !q.advertAck || q.advertMSN != 1 {
+			t.Errorf("advertisement of instance %d: acked %v, MSN %d", q.inst, q.advertAck, q.advertMSN)
+		}
+	}
+	infos := h.e.Instances()
+	if len(infos) != 4 {
+		t.Fatalf("%d instances, want 4", len(infos))
+	}
+	for i, in := range infos {
+		if in.Primitive != ft.insts[i].prim || !in.Ready || !in.Used || in.Port != uint16(DefaultCMPort+i) || in.Ad.RKey != ft.insts[i].rkey {
+			t.Errorf("instance %d: %+v", i, in)
+		}
+	}
+}
+
+func TestSeveralInstancesOfOnePrimitive(t *testing.T) {
+	a, b := kwInst(t), kwInst(t)
+	ft := newFakeTarget(t, a, b)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	infos := h.e.Instances()
+	if len(infos) != 2 || !infos[0].Used || infos[1].Used || !infos[1].Ready {
+		t.Fatalf("instances %+v: want the first used, the second ready and idle", infos)
+	}
+	h.report(kwReport(7, 2, 0x01020304))
+	h.pump()
+	if bytes.Equal(a.mem, make([]byte, len(a.mem))) || !bytes.Equal(b.mem, make([]byte, len(b.mem))) {
+		t.Error("the report did not go to the first instance only")
+	}
+}
+
+func TestNotListening(t *testing.T) {
+	ft := newFakeTarget(t, kwInst(t))
+	ft.silent = true
+	h := newHarness(t, Config{}, ft)
+	h.e.Start(h.now)
+	reqs := 0
+	h.toT = func(d []Datagram) []Datagram { reqs += len(d); return d }
+	h.pump()
+	if done, _ := h.e.Connected(); done {
+		t.Fatal("connected without an answer")
+	}
+	h.advance(99*time.Millisecond, time.Millisecond)
+	if reqs != 1 {
+		t.Errorf("%d REQs before the first timeout, want 1", reqs)
+	}
+	h.advance(500*time.Millisecond, 5*time.Millisecond)
+	done, err := h.e.Connected()
+	if !done || !errors.Is(err, ErrNotListening) {
+		t.Fatalf("Connected = %v, %v; want done with ErrNotListening", done, err)
+	}
+	if reqs != DefaultCMTries {
+		t.Errorf("%d REQs, want %d", reqs, DefaultCMTries)
+	}
+	t.Log(err)
+	// Reports now have nowhere to go.
+	h.report(sequenced(kwReport(1, 1, 1), 9))
+	h.pump()
+	if c := h.e.Counters(); c.NoInstance != 1 || c.NACKs != 1 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+func TestRejectOtherReason(t *testing.T) {
+	ft := newFakeTarget(t)
+	ft.rejectReason = cm.RejectConsumer
+	h := newHarness(t, Config{}, ft)
+	h.e.Start(h.now)
+	h.pump()
+	done, err := h.e.Connected()
+	if !done || !errors.Is(err, ErrRejected) {
+		t.Fatalf("Connected = %v, %v; want ErrRejected", done, err)
+	}
+}
+
+func TestNoInstancesIsNotAnError(t *testing.T) {
+	ft := newFakeTarget(t)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	if n := len(h.e.Instances()); n != 0 {
+		t.Errorf("%d instances", n)
+	}
+}
+
+func TestLostREPIsRetried(t *testing.T) {
+	ft := newFakeTarget(t, kwInst(t))
+	h := newHarness(t, Config{}, ft)
+	dropped := 0
+	h.toE = func(b [][]byte) [][]byte {
+		if dropped == 0 && len(b) > 0 {
+			dropped++
+			return b[1:] // the first REP
+		}
+		return b
+	}
+	h.e.Start(h.now)
+	h.pump()
+	h.advance(300*time.Millisecond, 10*time.Millisecond)
+	if done, err := h.e.Connected(); !done || err != nil {
+		t.Fatalf("Connected = %v, %v", done, err)
+	}
+	if len(ft.qps) != 1 {
+		t.Errorf("the repeated REQ made %d QPs, want 1", len(ft.qps))
+	}
+}
+
+// refKeyWrite applies reports to a reference store.
+func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
+	insts := allInsts(t)
+	ft := newFakeTarget(t, insts...)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+
+	kwl, _ := keywrite.ParseLayout(insts[0].geom)
+	kws, _ := keywrite.NewStore(kwl, nil)
+	kil, _ := keyincr.ParseLayout(insts[1].geom)
+	kis, _ := keyincr.NewStore(kil, nil)
+	pcc, _ := postcard.NewCodec(testPC)
+	pcs, _ := postcard.NewStore(pcc, make([]byte, testPC.RegionSize()))
+	cache, _ := postcard.NewCache(pcc, DefaultPostcardCache)
+
+	for i := range uint32(200) {
+		h.report(kwReport(i, 2, i*7+1))
+		if err := kws.Put(i, binary.BigEndian.AppendUint32(nil, i*7+1), 2); err != nil {
+			t.Fatal(err)
+		}
+		h.report(kiReport(i%17, 3, uint64(i)))
+		if err := kis.Add(i%17, uint64(i), 3); err != nil {
+			t.Fatal(err)
+		}
+		for hop := uint8(1); hop <= 5; hop++ {
+			r := pcReport(i, hop, uint32(hop)*1000+i)
+			h.report(r)
+			chunks, err := cache.Insert(r.Postcard, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range chunks {
+				for _, w := range pcc.Writes(&chunks[j], nil) {
+					if err := pcs.Apply(w); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		h.report(alReport(i%4, uint64(i)+1, false))
+		if i%16 == 0 {
+			h.pump()
+		}
+	}
+	h.pump()
+	if !bytes.Equal(insts[0].mem, kws.Region()) {
+		t.Error("key-write region differs from the store's")
+	}
+	if !bytes.Equal(insts[1].mem, kis.Region()) {
+		t.Error("key-increment region differs from the store's")
+	}
+	if !bytes.Equal(insts[2].mem, pcs.Bytes()) {
+		t.Error("postcarding region differs from the store's")
+	}
+	// Append: 50 entries per list, 48 written in batches of 4.
+	region, err := appendlist.NewRegion(testAL, insts[3].mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range uint32(4) {
+		rd, _ := region.Reader(l)
+		buf := make([]byte, 64*8)
+		n, err := rd.Read(buf)
+		if err != nil || n != 48 {
+			t.Fatalf("list %d: read %d entries, %v; want 48", l, n, err)
+		}
+		for k := range n {
+			if got, want := binary.BigEndian.Uint64(buf[k*8:]), uint64(l+uint32(k)*4)+1; got != want {
+				t.Errorf("list %d entry %d = %d, want %d", l, k, got, want)
+			}
+		}
+	}
+	c := h.e.Counters()
+	if c.Reports[dta.OpKeyWrite] != 200 || c.Reports[dta.OpKeyIncrement] != 200 || c.Reports[dta.OpPostcard] != 1000 || c.Reports[dta.OpAppend] != 200 {
+		t.Errorf("reports %v", c.Reports)
+	}
+	if c.FetchAdds != 600 || c.Retransmits != 0 || c.Dropped != 0 || c.Rejected != 0 || c.EncodeErrors != 0 {
+		t.Errorf("counters %+v", c)
+	}
+	// 400 key-write writes, 200 flows × 2 copies, 48 append batches.
+	if c.Writes != 400+400+48 {
+		t.Errorf("%d writes, want %d", c.Writes, 400+400+48)
+	}
+	if !h.e.Idle() {
+		t.Error("not idle after the pump")
+	}
+}
+
+func TestAppendImmediateAndMultiPacketWrites(t *testing.T) {
+	l := appendlist.Layout{Lists: 2, Entries: 512, EntrySize: 64, Batch: 64} // 4 KiB batches
+	in := alInst(t, l)
+	ft := newFakeTarget(t, in)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	var ops []rocev2.Opcode
+	h.toT = func(d []Datagram) []Datagram {
+		for _, x := range d {
+			var p rocev2.Packet
+			if p.DecodeDatagram(x.Buf, testLocal, testTarget) == nil && p.BTH.DestQP != 1 {
+				ops = append(ops, p.BTH.Opcode)
+			}
+		}
+		return d
+	}
+	entry := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, 64) }
+	for i := range 64 {
+		r := dta.Report{Header: dta.Header{Opcode: dta.OpAppend, Immediate: i == 10}, Append: dta.Append{ListID: 1, Data: entry(i)}}
+		h.report(r)
+	}
+	h.pump()
+	want := []rocev2.Opcode{rocev2.RCWriteFirst, rocev2.RCWriteMiddle, rocev2.RCWriteMiddle, rocev2.RCWriteLastImm}
+	if len(ops) != len(want) {
+		t.Fatalf("opcodes %v, want %v", ops, want)
+	}
+	for i := range want {
+		if ops[i] != want[i] {
+			t.Fatalf("opcodes %v, want %v", ops, want)
+		}
+	}
+	if len(in.imms) != 1 || in.imms[0] != 1 {
+		t.Errorf("immediates %v, want [1]", in.imms)
+	}
+	base := l.ListOffset(1)
+	for i := range 64 {
+		if got := in.mem[base+uint64(i*64) : base+uint64(i*64+64)]; !bytes.Equal(got, entry(i)) {
+			t.Fatalf("entry %d = %x", i, got[:4])
+		}
+	}
+}
+
+func TestFlushWritesCachedPostcardsAndPartialBatches(t *testing.T) {
+	pc, al := pcInst(t), alInst(t, testAL)
+	ft := newFakeTarget(t, pc, al)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	h.report(pcReport(42, 1, 7))
+	h.report(pcReport(42, 2, 8))
+	h.report(alReport(3, 99, true))
+	h.pump()
+	if h.e.Counters().Writes != 0 {
+		t.Fatal("wrote before the flush")
+	}
+	h.e.Flush()
+	h.pump()
+	if w := h.e.Counters().Writes; w != 2+1 {
+		t.Fatalf("%d writes after the flush, want 3", w)
+	}
+	pcc, _ := postcard.NewCodec(testPC)
+	st, _ := postcard.NewStore(pcc, pc.mem)
+	tab, _ := postcard.NewTable(pcc, []uint32{7, 8})
+	path, out := st.Query(tab, 42)
+	if out != postcard.Found || path.Len != 2 || path.Hops[0] != 7 || path.Hops[1] != 8 {
+		t.Errorf("flushed flow: %v %v", path.Values(), out)
+	}
+	region, _ := appendlist.NewRegion(testAL, al.mem)
+	rd, _ := region.Reader(3)
+	buf := make([]byte, 8*64)
+	if n, err := rd.Read(buf); n != 1 || err != nil || binary.BigEndian.Uint64(buf) != 99 {
+		t.Errorf("flushed list: %d entries, %v", n, err)
+	}
+	if len(al.imms) != 1 || al.imms[0] != 3 {
+		t.Errorf("immediates %v", al.imms)
+	}
+}
+
+func TestCollectorChoice(t *testing.T) {
+	a, b := kwInst(t), kwInst(t)
+	fa, fb := newFakeTarget(t, a), newFakeTarget(t, b)
+	h := newHarness(t, Config{}, fa, fb)
+	h.connect()
+	crc8, err := tofino.NewPredefined(8, "CRC8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwl, _ := keywrite.ParseLayout(a.geom)
+	sa, _ := keywrite.NewStore(kwl, nil)
+	sb, _ := keywrite.NewStore(kwl, nil)
+	for k := range uint32(300) {
+		h.report(kwReport(k, 1, k+1))
+		be := binary.BigEndian.AppendUint32(nil, k)
+		want := int(crc8.SumBytes(be)) % 2
+		if got := h.e.ChooseCollector(k); got != want {
+			t.Fatalf("key %d: collector %d, want %d", k, got, want)
+		}
+		s := sa
+		if want == 1 {
+			s = sb
+		}
+		_ = s.Put(k, binary.BigEndian.AppendUint32(nil, k+1), 1)
+	}
+	h.pump()
+	if !bytes.Equal(a.mem, sa.Region()) || !bytes.Equal(b.mem, sb.Region()) {
+		t.Error("collectors' regions differ from the split the CRC8 table gives")
+	}
+
+	var table [256]uint8
+	for i := range table {
+		table[i] = 1
+	}
+	h2 := newHarness(t, Config{Choice: &table}, newFakeTarget(t, kwInst(t)), newFakeTarget(t, kwInst(t)))
+	for k := range uint32(50) {
+		if h2.e.ChooseCollector(k) != 1 {
+			t.Fatal("a table naming collector 1 everywhere chose another")
+		}
+	}
+	bad := [256]uint8{5}
+	if _, err := NewEngine(Config{Local: testLocal, Collectors: []netip.AddrPort{testTarget}, Choice: &bad}); !errors.Is(err, ErrConfig) {
+		t.Errorf("table naming a missing collector: %v", err)
+	}
+}
+
+func TestMalformedReports(t *testing.T) {
+	ft := newFakeTarget(t, allInsts(t)...)
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	for _, b := range [][]byte{
+		nil, {1}, {9, 0}, {1, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}, {1, 0x40}, {3, 0, 1, 0, 0, 0, 1, 0},
+		{2, 0, 0, 0, 0, 1, 1, 2, 3},
+	} {
+		h.e.HandleReport(b, testReporter)
+	}
+	if c := h.e.Counters(); c.Malformed != 7 {
+		t.Errorf("%d malformed, want 7", c.Malformed)
+	}
+	// Well-formed reports the geometry refuses: data size, list, value 0.
+	h.report(dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: 1, Key: 1, Data: make([]byte, 8)}})
+	h.report(alReport(4, 1, false))
+	h.report(alReport(0, 0, false))
+	h.report(pcReport(1, 1, 0))
+	h.report(pcReport(1, 6, 1))
+	h.pump()
+	if c := h.e.Counters(); c.Rejected != 5 || c.Packets != 0 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+func TestReportsBeforeConnectionAreNACKed(t *testing.T) {
+	ft := newFakeTarget(t, kwInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.report(sequenced(kwReport(1, 1, 1), 200))
+	h.report(kwReport(1, 1, 1))
+	if len(h.e.Output()) != 1 {
+		t.Fatal("want one NACK")
+	}
+	d := h.e.Output()[0]
+	a, err := dta.ParseAck(d.Buf)
+	if err != nil || !a.NACK || a.Seq != 200 || !d.ToReporter || d.Addr != netip.AddrPortFrom(testReporter.Addr(), dta.AckPort) {
+		t.Errorf("NACK %+v to %v: %v", a, d.Addr, err)
+	}
+	if c := h.e.Counters(); c.NACKs != 1 || c.Dropped != 1 || c.NoInstance != 2 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+func TestAttach(t *testing.T) {
+	e, err := NewEngine(Config{Local: testLocal, Collectors: []netip.AddrPort{testTarget}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := kwInst(t)
+	ad := dta.Advertisement{VA: 0x1000, Length: uint32(len(in.mem)), RKey: 1, Primitive: dta.OpKeyWrite, Geometry: in.geom}
+	if _, err := e.Attach(1, ad, 5, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("collector 1 of 1: %v", err)
+	}
+	if _, err := e.Attach(0, ad, 1<<24, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("QPN of 25 bits: %v", err)
+	}
+	short := ad
+	short.Length = 64
+	if _, err := e.Attach(0, short, 5, 0); !errors.Is(err, ErrAdvertisement) {
+		t.Errorf("region shorter than the layout: %v", err)
+	}
+	bad := ad
+	bad.Geometry = []byte{9}
+	if _, err := e.Attach(0, bad, 5, 0); !errors.Is(err, ErrAdvertisement) || !errors.Is(err, keywrite.ErrGeometry) {
+		t.Errorf("bad geometry: %v", err)
+	}
+	if _, err := e.Attach(0, ad, 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	infos := e.Instances()
+	if len(infos) != 1 || !infos[0].Ready || !infos[0].Used || infos[0].Port != DefaultCMPort {
+		t.Errorf("instances %+v", infos)
+	}
+}

@@ -1,0 +1,302 @@
+package translator
+
+import (
+	"fmt"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2"
+)
+
+// instance is one primitive instance of a collector: its CM port, its QP,
+// its region (from the advertisement) and the translation state of its
+// primitive.
+type instance struct {
+	col     *collector
+	port    uint16
+	qp      *qp
+	err     error // why the instance is not usable
+	retryAt int64 // when a failed instance tries to connect again (0: never)
+
+	prim dta.Opcode
+	ad   dta.Advertisement // Geometry owned by the instance
+	geom string            // the geometry as advertised, to notice a change
+
+	kw       keywrite.Layout
+	ki       keyincr.Layout
+	pc       *postcard.Codec
+	cache    *postcard.Cache
+	al       appendlist.Layout
+	batcher  *appendlist.Batcher
+	alMaxPkt int // packets one append can produce
+}
+
+// configure sets up in's translation state from its advertisement: the
+// geometry is decoded by the primitive's package (ParseLayout).
+// A repeated advertisement (after a reconnection) with the same primitive
+// and geometry keeps the state (cached postcards, pending appends); the
+// region's address and rkey are taken from the new one.
+func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
+	if ad.IsReference() {
+		return fmt.Errorf("%w: a reference-only advertisement names no primitive", ErrUnsupported)
+	}
+	geom := string(ad.Geometry)
+	ad.Geometry = []byte(geom)
+	if in.prim == ad.Primitive && in.geom == geom {
+		in.ad = ad
+		return nil
+	}
+	switch ad.Primitive {
+	case dta.OpKeyWrite:
+		l, err := keywrite.ParseLayout(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
+		in.kw = l
+	case dta.OpKeyIncrement:
+		l, err := keyincr.ParseLayout(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
+		in.ki = l
+	case dta.OpPostcard:
+		l, err := postcard.ParseLayout(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		c, err := postcard.NewCodec(l)
+		if err != nil {
+			return err
+		}
+		if c.Layout().RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, c.Layout().RegionSize())
+		}
+		cache, err := postcard.NewCache(c, cfg.PostcardCache)
+		if err != nil {
+			return err
+		}
+		in.pc, in.cache = c, cache
+	case dta.OpAppend:
+		l, err := appendlist.ParseLayout(ad.Geometry)
+		if err != nil {
+			return err
+		}
+		b, err := appendlist.NewBatcher(l)
+		if err != nil {
+			return err
+		}
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
+		in.al, in.batcher = l, b
+		batch := max(l.Batch, 1) * l.SlotSize()
+		// A batch crossing the ring's end is two writes.
+		in.alMaxPkt = (batch+MTU-1)/MTU + 1
+	default:
+		return fmt.Errorf("%w: %v", ErrUnsupported, ad.Primitive)
+	}
+	in.prim, in.ad, in.geom = ad.Primitive, ad, geom
+	return nil
+}
+
+// maxPacket returns the longest datagram in's translation sends.
+func (in *instance) maxPacket() int {
+	const write = rocev2.BTHLen + rocev2.RETHLen + rocev2.ImmDtLen + 3 + rocev2.ICRCLen
+	switch in.prim {
+	case dta.OpKeyWrite:
+		return write + in.kw.PayloadSize()
+	case dta.OpKeyIncrement:
+		return rocev2.BTHLen + rocev2.AtomicETHLen + rocev2.ICRCLen
+	case dta.OpPostcard:
+		return write + in.pc.Layout().ChunkSize()
+	case dta.OpAppend:
+		return write + min(max(in.al.Batch, 1)*in.al.SlotSize(), MTU)
+	}
+	return maxPacketLen
+}
+
+// scratch is the translation paths' reusable space.
+type scratch struct {
+	pkt    rocev2.Packet
+	kwOps  []keywrite.Write
+	kwBuf  []byte
+	kiOps  []keyincr.FetchAdd
+	chunks []postcard.Chunk
+	pcw    []postcard.Write
+	alw    []appendlist.Write
+}
+
+func (s *scratch) init() {
+	s.kwOps = make([]keywrite.Write, 0, keywrite.MaxRedundancy)
+	s.kwBuf = make([]byte, 0, maxReport)
+	s.kiOps = make([]keyincr.FetchAdd, 0, keyincr.MaxRedundancy)
+	s.chunks = make([]postcard.Chunk, 0, 2)
+	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies)
+	s.alw = make([]appendlist.Write, 0, 2)
+}
+
+// translate turns r into in's operations. It returns false when in's QP
+// cannot take them now (the caller drops r); a report the geometry refuses
+// is counted as Rejected and reported as handled.
+func (e *Engine) translate(in *instance, r *dta.Report) bool {
+	q := in.qp
+	switch in.prim {
+	case dta.OpKeyWrite:
+		kw := &r.KeyWrite
+		if !e.room(q, int(kw.Redundancy)) {
+			return false
+		}
+		ops, _, err := in.kw.AppendWrites(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy))
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		e.shareTail, e.tailOK = true, false
+		for _, w := range ops {
+			e.write(in, w.Offset, w.Payload, false, 0)
+		}
+		e.shareTail = false
+	case dta.OpKeyIncrement:
+		ki := &r.KeyIncrement
+		if !e.room(q, int(ki.Redundancy)) {
+			return false
+		}
+		ops, err := in.ki.AppendOps(e.sc.kiOps[:0], ki.Key, ki.Counter, int(ki.Redundancy))
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		e.shareTail, e.tailOK = true, false
+		for _, op := range ops {
+			e.fetchAdd(in, op.Offset, op.Add)
+		}
+		e.shareTail = false
+	case dta.OpPostcard:
+		copies := in.pc.Layout().Copies
+		if !e.room(q, 2*copies) {
+			return false
+		}
+		chunks, err := in.cache.Insert(r.Postcard, e.sc.chunks[:0])
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		for i := range chunks {
+			e.shareTail, e.tailOK = true, false
+			for _, w := range in.pc.Writes(&chunks[i], e.sc.pcw[:0]) {
+				e.write(in, w.Offset, w.Data, false, 0)
+			}
+			e.shareTail = false
+		}
+	case dta.OpAppend:
+		if !e.room(q, in.alMaxPkt) {
+			return false
+		}
+		ws, err := in.batcher.Append(r.Append.ListID, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
+		if err != nil {
+			e.c.Rejected++
+			return true
+		}
+		for _, w := range ws {
+			e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
+		}
+	}
+	return true
+}
+
+// write posts one RDMA WRITE of data at offset off of in's region: WRITE
+// Only, or First/Middle/Last when data exceeds the MTU; with imm, the last
+// packet carries the immediate. A write that would reach past the region is
+// refused (counted), never sent.
+func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData uint32) {
+	if off > uint64(in.ad.Length) || uint64(len(data)) > uint64(in.ad.Length)-off {
+		e.c.EncodeErrors++
+		return
+	}
+	q, p := in.qp, &e.sc.pkt
+	e.c.Writes++
+	if len(data) <= MTU {
+		e.postWriteOnly(q, in.ad.VA+off, in.ad.RKey, data, imm, immData)
+		return
+	}
+	*p = rocev2.Packet{
+		BTH:     rocev2.BTH{Opcode: rocev2.RCWriteFirst},
+		RETH:    rocev2.RETH{VA: in.ad.VA + off, RKey: in.ad.RKey, DMALength: uint32(len(data))},
+		Payload: data[:MTU],
+	}
+	e.post(q, p)
+	for data = data[MTU:]; len(data) > MTU; data = data[MTU:] {
+		*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteMiddle}, Payload: data[:MTU]}
+		e.post(q, p)
+	}
+	*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteLast}, Payload: data}
+	if imm {
+		p.BTH.Opcode = rocev2.RCWriteLastImm
+		p.ImmDt.Data = immData
+	}
+	e.post(q, p)
+}
+
+// fetchAdd posts one FETCH_ADD of add to the counter at offset off of in's
+// region, with AckReq as every atomic.
+func (e *Engine) fetchAdd(in *instance, off, add uint64) {
+	if off > uint64(in.ad.Length) || uint64(in.ad.Length)-off < 8 || (in.ad.VA+off)%8 != 0 {
+		e.c.EncodeErrors++
+		return
+	}
+	e.c.FetchAdds++
+	e.postFetchAdd(in.qp, in.ad.VA+off, in.ad.RKey, add)
+}
+
+// Flush writes what the translator holds back: every cached postcard flow's
+// chunks and every partial append batch, on every ready instance, whatever
+// the rate limit. What does not fit a retransmit ring, or belongs to an
+// instance that is not ready, is counted in FlushLost.
+func (e *Engine) Flush() {
+	for _, col := range e.collectors {
+		for _, in := range col.instances {
+			ready := in.qp != nil && in.qp.state == qpReady
+			if in.cache != nil {
+				chunks := in.cache.Flush(nil)
+				for i := range chunks {
+					n := in.pc.Layout().Copies
+					if !ready || in.qp.inFlight()+n > len(in.qp.lens) {
+						e.c.FlushLost++
+						continue
+					}
+					for _, w := range in.pc.Writes(&chunks[i], nil) {
+						e.write(in, w.Offset, w.Data, false, 0)
+					}
+				}
+			}
+			if in.batcher != nil {
+				for l := range in.al.Lists {
+					if in.batcher.Pending(uint32(l)) == 0 {
+						continue
+					}
+					if !ready || in.qp.inFlight()+in.alMaxPkt > len(in.qp.lens) {
+						e.c.FlushLost++
+						continue
+					}
+					ws, err := in.batcher.Flush(uint32(l), nil)
+					if err != nil {
+						e.c.FlushLost++
+						continue
+					}
+					for _, w := range ws {
+						e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,304 @@
+package translator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/dtakit/dtakit/internal/udpio"
+)
+
+// Socket batch sizes and buffers.
+const (
+	batchSize    = 64
+	maxReport    = 65536 // the largest UDP payload
+	maxRoCERecv  = 2048  // ACKs, CM MADs and advertisements are smaller
+	socketBuffer = 8 << 20
+)
+
+// Translator runs an Engine on UDP sockets: one for reports (Config.ReportAddr,
+// which also sends NACKs), one for RoCEv2 (Config.Local), each read by its
+// own goroutine in batches, and a ticker for timeouts. One mutex serialises
+// the engine.
+type Translator struct {
+	mu      sync.Mutex
+	e       *Engine
+	rep     *udpio.Conn // read by readReports, written (NACKs) under mu
+	roce    *udpio.Conn // read by readRoCE, written under mu
+	tick    time.Duration
+	started bool
+	closed  bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	roceOut []udpio.Message // send scratch, under mu
+	repOut  []udpio.Message
+}
+
+// New binds the translator's sockets and builds its engine. cfg.Local
+// defaults to 127.0.0.1:0; the port the system chooses becomes the engine's
+// Local address. Start connects to the collectors.
+func New(cfg Config) (*Translator, error) {
+	cfg = cfg.withDefaults()
+	if !cfg.Local.IsValid() {
+		cfg.Local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
+	}
+	if cfg.Local.Addr().IsUnspecified() || cfg.ReportAddr.Addr().IsUnspecified() {
+		return nil, fmt.Errorf("%w: the translator binds specific addresses, not %v or %v", ErrConfig, cfg.Local, cfg.ReportAddr)
+	}
+	ruc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.ReportAddr))
+	if err != nil {
+		return nil, fmt.Errorf("translator: report socket: %w", err)
+	}
+	cuc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.Local))
+	if err != nil {
+		ruc.Close()
+		return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
+	}
+	closeAll := func() { ruc.Close(); cuc.Close() }
+	// Reports come in bursts: ask for a deep receive queue (the kernel caps
+	// it at net.core.rmem_max).
+	_ = ruc.SetReadBuffer(socketBuffer)
+	_ = cuc.SetReadBuffer(socketBuffer)
+	cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
+	cfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
+	e, err := NewEngine(cfg)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	t := &Translator{e: e, stop: make(chan struct{})}
+	for _, c := range []struct {
+		conn **udpio.Conn
+		uc   *net.UDPConn
+	}{{&t.rep, ruc}, {&t.roce, cuc}} {
+		if *c.conn, err = udpio.New(c.uc, batchSize); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
+	cfg = e.Config()
+	t.tick = max(min(cfg.AckTimeout, cfg.CMTimeout)/4, time.Millisecond)
+	return t, nil
+}
+
+// ReportAddr returns the address the translator receives reports on.
+func (t *Translator) ReportAddr() netip.AddrPort { return t.e.cfg.ReportAddr }
+
+// LocalAddr returns the translator's RoCEv2 address.
+func (t *Translator) LocalAddr() netip.AddrPort { return t.e.cfg.Local }
+
+// Start connects to every collector (discovery, advertisements) and starts
+// translating reports. It returns when every instance is ready or failed,
+// with the collectors' errors joined (ErrNotListening, ErrRejected,
+// ErrAdvertisement), or with ctx's error. Either way the translator keeps
+// serving what did connect until Close. Reports that arrive before an
+// instance is ready are dropped (NACKed when sequenced).
+func (t *Translator) Start(ctx context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	if t.started {
+		t.mu.Unlock()
+		return errors.New("translator: already started")
+	}
+	t.started = true
+	t.wg.Add(3)
+	go t.readRoCE()
+	go t.readReports()
+	go t.ticker()
+	t.e.Start(time.Now())
+	t.sendLocked()
+	t.mu.Unlock()
+
+	poll := time.NewTicker(2 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		t.mu.Lock()
+		done, err := t.e.Connected()
+		t.mu.Unlock()
+		if done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("translator: connecting: %w", ctx.Err())
+		case <-poll.C:
+		}
+	}
+}
+
+// Counters returns a snapshot of the engine's counters.
+func (t *Translator) Counters() Counters {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.e.Counters()
+}
+
+// Instances lists the collectors' instances.
+func (t *Translator) Instances() []InstanceInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.e.Instances()
+}
+
+// Close flushes what the translator holds back (cached postcards, partial
+// append batches), waits up to timeout for every QP's packets to be
+// acknowledged, retransmitting as needed, disconnects (DREQ) and closes the
+// sockets. It reports whether all was acknowledged: an error wrapping
+// context.DeadlineExceeded otherwise.
+func (t *Translator) Close(timeout time.Duration) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	var err error
+	if t.started {
+		t.e.Tick(time.Now())
+		t.e.Flush()
+		t.sendLocked()
+		t.mu.Unlock()
+		deadline := time.Now().Add(timeout)
+		for {
+			t.mu.Lock()
+			idle := t.e.Idle()
+			t.mu.Unlock()
+			if idle {
+				break
+			}
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("translator: close: unacknowledged packets: %w", context.DeadlineExceeded)
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.mu.Lock()
+		t.e.Disconnect()
+		t.sendLocked()
+	}
+	t.mu.Unlock()
+	close(t.stop)
+	t.rep.UDPConn().Close()
+	t.roce.UDPConn().Close()
+	t.wg.Wait()
+	return err
+}
+
+// sendLocked sends the engine's output. t.mu is held.
+func (t *Translator) sendLocked() {
+	out := t.e.Output()
+	if len(out) == 0 {
+		return
+	}
+	t.roceOut, t.repOut = t.roceOut[:0], t.repOut[:0]
+	for _, d := range out {
+		m := udpio.Message{Buf: d.Buf, Addr: d.Addr}
+		if d.ToReporter {
+			t.repOut = append(t.repOut, m)
+		} else {
+			t.roceOut = append(t.roceOut, m)
+		}
+	}
+	writeAll(t.roce, t.roceOut)
+	writeAll(t.rep, t.repOut)
+	clear(t.roceOut)
+	clear(t.repOut)
+	t.e.ResetOutput()
+}
+
+// writeAll sends ms, skipping a datagram the kernel refuses (the peer's
+// retransmission or the reporter's resend covers it).
+func writeAll(c *udpio.Conn, ms []udpio.Message) {
+	for len(ms) > 0 {
+		n, err := c.WriteBatch(ms)
+		if err != nil {
+			n++
+		}
+		ms = ms[min(n, len(ms)):]
+	}
+}
+
+func (t *Translator) readReports() {
+	defer t.wg.Done()
+	ms := make([]udpio.Message, batchSize)
+	buf := make([]byte, batchSize*maxReport)
+	for i := range ms {
+		ms[i].Buf = buf[i*maxReport : (i+1)*maxReport]
+	}
+	for {
+		n, err := t.rep.ReadBatch(ms)
+		if err != nil {
+			if t.stopped() {
+				return
+			}
+			continue
+		}
+		now := time.Now()
+		t.mu.Lock()
+		t.e.setNow(now)
+		for i := range n {
+			t.e.HandleReport(ms[i].Buf[:ms[i].N], ms[i].Addr)
+		}
+		t.sendLocked()
+		t.mu.Unlock()
+	}
+}
+
+func (t *Translator) readRoCE() {
+	defer t.wg.Done()
+	ms := make([]udpio.Message, batchSize)
+	buf := make([]byte, batchSize*maxRoCERecv)
+	for i := range ms {
+		ms[i].Buf = buf[i*maxRoCERecv : (i+1)*maxRoCERecv]
+	}
+	for {
+		n, err := t.roce.ReadBatch(ms)
+		if err != nil {
+			if t.stopped() {
+				return
+			}
+			continue
+		}
+		now := time.Now()
+		t.mu.Lock()
+		for i := range n {
+			t.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
+		}
+		t.sendLocked()
+		t.mu.Unlock()
+	}
+}
+
+func (t *Translator) ticker() {
+	defer t.wg.Done()
+	tk := time.NewTicker(t.tick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case now := <-tk.C:
+			t.mu.Lock()
+			t.e.Tick(now)
+			t.sendLocked()
+			t.mu.Unlock()
+		}
+	}
+}
+
+func (t *Translator) stopped() bool {
+	select {
+	case <-t.stop:
+		return true
+	default:
+		return false
+	}
+}
