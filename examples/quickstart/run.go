@@ -62,10 +62,18 @@ type config struct {
 	// checks fail.
 	beforeQuery func(*instances)
 	verbose     bool
+	// stats, when set, receives the send phase's numbers (benchmarks).
+	stats *stats
 }
 
 func defaultConfig() config {
 	return config{Keys: 1 << 15, Slots: 1 << 18, Reports: 1 << 20, Seed: 1}
+}
+
+// stats are the send phase's numbers.
+type stats struct {
+	received uint64        // reports the translator took
+	elapsed  time.Duration // from the first report sent to the last acknowledgement
 }
 
 // instances are the collector's four primitive instances.
@@ -91,16 +99,6 @@ type plan struct {
 	kiLayout              keyincr.Layout
 	pcCodec               *postcard.Codec
 	apLayout              appendlist.Layout
-}
-
-var primitives = [...]struct {
-	op   dta.Opcode
-	name string
-}{
-	{dta.OpKeyWrite, "Key-Write"},
-	{dta.OpKeyIncrement, "Key-Increment"},
-	{dta.OpPostcard, "Postcarding"},
-	{dta.OpAppend, "Append"},
 }
 
 func newPlan(cfg config) (*plan, error) {
@@ -168,11 +166,9 @@ func value(seed uint64, a, b int) uint32 {
 // queries can recompute what was sent last under every key.
 //
 // Key-Write: key i mod K, round i/K; the data changes every round, so a
-// query that returns an older round's data counts as a failure.
-func (p *plan) kwValue(key, round int) []byte {
-	return binary.BigEndian.AppendUint32(nil, value(p.cfg.Seed, key, round))
-}
-
+// query that returns an older round's data counts as a failure. The data is
+// value(seed, key index, round).
+//
 // Key-Increment: key i mod K/4, adding 1..8.
 func (p *plan) kiAdd(i int) uint64 { return 1 + uint64(value(p.cfg.Seed^1, i, 0)%8) }
 
@@ -249,7 +245,6 @@ type flowControl struct {
 	sent      atomic.Uint64 // reports handed to the sockets
 	received  atomic.Uint64 // reports the translator decoded
 	roceQueue atomic.Int64  // RoCEv2 data packets sent, not yet applied
-	acked     atomic.Bool   // polling stopped
 }
 
 const (
@@ -497,6 +492,9 @@ sending:
 		tc.Writes, tc.FetchAdds, tc.Packets, tc.Retransmits, tc.NACKs)
 	fmt.Fprintf(w, "target: %d WRITE packets and %d atomics applied, %d duplicates, %d remote access NAKs, %d invalid request NAKs, %d bad ICRCs\n",
 		cc.WritePackets, cc.Atomics, cc.Duplicates, cc.NAKAccess, cc.NAKInvalid, cc.BadICRC)
+	if cfg.stats != nil {
+		*cfg.stats = stats{received, elapsed}
+	}
 	rate := float64(received) / elapsed.Seconds()
 	fmt.Fprintf(w, "send phase: %d reports received and acknowledged in %.2f s: %.0f reports/s\n", received, elapsed.Seconds(), rate)
 
