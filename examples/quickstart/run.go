@@ -67,7 +67,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{Keys: 1 << 15, Slots: 1 << 18, Reports: 1 << 20, Seed: 1}
+	return config{Keys: 1 << 15, Slots: 1 << 18, Reports: 1 << 22, Seed: 1}
 }
 
 // stats are the send phase's numbers.
@@ -213,7 +213,7 @@ func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter, 
 					return err
 				}
 			}
-			fc.sent.Add(uint64((i % reporter.DefaultBatch) + 1))
+			fc.sent.Add(int64((i % reporter.DefaultBatch) + 1))
 			if err := fc.wait(ctx, p.cfg.Rate/float64(p.streams()), i+1, start); err != nil {
 				return err
 			}
@@ -242,20 +242,49 @@ func (p *plan) total() int { return p.n[1] + p.n[2] + p.n[3] + p.n[4] }
 // thousand small datagrams). Reporters wait while either backlog is above
 // its window.
 type flowControl struct {
-	sent      atomic.Uint64 // reports handed to the sockets
-	received  atomic.Uint64 // reports the translator decoded
-	roceQueue atomic.Int64  // RoCEv2 data packets sent, not yet applied
+	sent      atomic.Int64 // reports handed to the sockets
+	received  atomic.Int64 // reports the translator decoded
+	roceQueue atomic.Int64 // RoCEv2 data packets sent, not yet applied (or acknowledged)
+	// lostReports is the report backlog written off as lost (see wait).
+	lostReports atomic.Int64
 }
 
 const (
 	reportWindow = 1024
 	roceWindow   = 1024
+	// stall is how long a reporter waits while neither backlog moves
+	// before it writes the report backlog off as lost: loopback UDP may
+	// drop reports, and the table counts what never arrived. RoCEv2
+	// packets are never written off: the translator resends them until
+	// they are applied, or counts them in Lost when it gives up.
+	stall = time.Second
 )
 
+// The backlogs are differences of counters read at different times: a
+// report may be decoded before its sender counts it sent, so they may be
+// negative.
+func (fc *flowControl) reportBacklog() int64 {
+	return fc.sent.Load() - fc.received.Load() - fc.lostReports.Load()
+}
+
+func (fc *flowControl) packetBacklog() int64 { return fc.roceQueue.Load() }
+
 func (fc *flowControl) wait(ctx context.Context, rate float64, sent int, start time.Time) error {
-	for fc.sent.Load()-fc.received.Load() > reportWindow || fc.roceQueue.Load() > roceWindow {
+	var since time.Time
+	var lastRecv, lastQueue int64
+	for fc.reportBacklog() > reportWindow || fc.packetBacklog() > roceWindow {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		r, q := fc.received.Load(), fc.roceQueue.Load()
+		if since.IsZero() || r != lastRecv || q != lastQueue {
+			since, lastRecv, lastQueue = time.Now(), r, q
+		} else if time.Since(since) > stall {
+			if b := fc.reportBacklog(); b > reportWindow {
+				fc.lostReports.Add(b)
+			}
+			since = time.Time{}
+			continue
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -281,8 +310,12 @@ func (fc *flowControl) poll(tr *translator.Translator, c *collector.Collector, s
 		default:
 		}
 		tc, cc := tr.Counters(), c.Counters()
-		fc.received.Store(decoded(tc))
-		fc.roceQueue.Store(int64(tc.Packets) - int64(cc.WritePackets+cc.Atomics))
+		fc.received.Store(int64(decoded(tc)))
+		// The translator keeps a packet in its retransmit ring until the
+		// ACK arrives, after the target applied it: with every FETCH_ADD
+		// answered by its own ATOMIC ACK, that second queue is the longer.
+		q := int64(tc.Packets) - int64(tc.Lost) - int64(cc.WritePackets+cc.Atomics)
+		fc.roceQueue.Store(max(q, int64(tc.FetchAdds)-int64(tc.AtomicACKs)))
 		time.Sleep(50 * time.Microsecond)
 	}
 }
@@ -408,7 +441,7 @@ sending:
 		case <-sendersDone:
 			break sending
 		case <-tick.C:
-			prog.show(fc.sent.Load(), fc.received.Load(), false)
+			prog.show(uint64(fc.sent.Load()), uint64(fc.received.Load()), false)
 		}
 	}
 	close(stopPoll)
@@ -446,7 +479,7 @@ sending:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			prog.show(fc.sent.Load(), got, false)
+			prog.show(uint64(fc.sent.Load()), got, false)
 		default:
 			time.Sleep(time.Millisecond)
 		}
@@ -468,7 +501,7 @@ sending:
 	elapsed := time.Since(start)
 	tc := tr.Counters()
 	cc := c.Counters() // also orders this goroutine after the target's writes
-	prog.show(fc.sent.Load(), decoded(tc), true)
+	prog.show(uint64(fc.sent.Load()), decoded(tc), true)
 
 	if cfg.beforeQuery != nil {
 		cfg.beforeQuery(&in)
