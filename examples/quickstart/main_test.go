@@ -170,3 +170,28 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.received)/st.elapsed.Seconds(), "reports/s")
 }
+
+// TestFlowControl: a report decoded before its sender counted it sent does
+// not stall the sender, and a backlog that never drains is written off as
+// lost after the stall time instead of blocking for ever.
+func TestFlowControl(t *testing.T) {
+	var fc flowControl
+	fc.sent.Store(64)
+	fc.received.Store(128)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := fc.wait(ctx, 0, 64, start); err != nil || time.Since(start) > stall/2 {
+		t.Fatalf("wait with a negative backlog: %v after %v", err, time.Since(start))
+	}
+	fc.sent.Store(128 + 5*reportWindow)
+	if err := fc.wait(ctx, 0, 64, start); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < stall {
+		t.Errorf("wait returned after %v, before the stall time %v", d, stall)
+	}
+	if got := fc.lostReports.Load(); got != 5*reportWindow {
+		t.Errorf("lost %d reports, want %d", got, 5*reportWindow)
+	}
+}
