@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dtakit/dtakit/dta"
 )
 
 // smallConfig is a run of a second or two: the same loads as the default
@@ -115,6 +118,44 @@ func TestCorruptionFails(t *testing.T) {
 				t.Errorf("%s rows %v, want a FAIL\n%s", tc.row, v[tc.row], out.String())
 			}
 		})
+	}
+}
+
+// TestLostReportsCount: reports that never reach the translator are
+// counted in the table's lost column and fail their queries.
+func TestLostReportsCount(t *testing.T) {
+	var out bytes.Buffer
+	cfg := smallConfig(t)
+	cfg.Reports = 20000
+	n := cfg.Reports / 4
+	// Every tenth key's last Key-Write report, and one Append entry.
+	cfg.drop = func(op dta.Opcode, i int) bool {
+		return op == dta.OpKeyWrite && i >= n-cfg.Keys && i%10 == 0 || op == dta.OpAppend && i == 100
+	}
+	dropped := 0
+	for i := n - cfg.Keys; i < n; i++ {
+		if i%10 == 0 {
+			dropped++
+		}
+	}
+	err := run(context.Background(), cfg, &out)
+	if err == nil {
+		t.Fatalf("run passed with %d Key-Write reports lost:\n%s", dropped, out.String())
+	}
+	for _, want := range []string{
+		"Key-Write: latest data",
+		fmt.Sprintf("(%d reports never reached the translator", dropped),
+		"Append: entries read back in order",
+		"(1 reports never reached the translator",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	for line := range strings.Lines(out.String()) {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "Key-Write" && f[3] != fmt.Sprint(dropped) {
+			t.Errorf("Key-Write lost column %s, want %d: %s", f[3], dropped, line)
+		}
 	}
 }
 

@@ -61,7 +61,10 @@ type config struct {
 	// queries: tests corrupt the collector's memory with it to see the
 	// checks fail.
 	beforeQuery func(*instances)
-	verbose     bool
+	// drop, when set, names reports the streams count as sent but do not
+	// send: tests stand in for UDP loss with it.
+	drop    func(op dta.Opcode, i int) bool
+	verbose bool
 	// stats, when set, receives the send phase's numbers (benchmarks).
 	stats *stats
 }
@@ -187,20 +190,24 @@ func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter, 
 	start := time.Now()
 	for i := range n {
 		var err error
-		switch op {
-		case dta.OpKeyWrite:
+		switch {
+		case p.cfg.drop != nil && p.cfg.drop(op, i):
+			if op == dta.OpKeyIncrement {
+				p.kiTruth[i%len(p.kiKeys)] += p.kiAdd(i)
+			}
+		case op == dta.OpKeyWrite:
 			K := len(p.kwKeys)
 			binary.BigEndian.PutUint32(buf[:], value(p.cfg.Seed, i%K, i/K))
 			err = rep.KeyWrite(p.kwKeys[i%K], buf[:], redundancy)
-		case dta.OpKeyIncrement:
+		case op == dta.OpKeyIncrement:
 			k, add := i%len(p.kiKeys), p.kiAdd(i)
 			p.kiTruth[k] += add
 			err = rep.KeyIncrement(p.kiKeys[k], add, redundancy)
-		case dta.OpPostcard:
+		case op == dta.OpPostcard:
 			w, hop := i/hops, i%hops
 			f, round := w%len(p.flows), w/len(p.flows)
 			err = rep.Postcard(p.flows[f], uint8(hop+1), p.pcValue(f, round, hop), hops)
-		case dta.OpAppend:
+		case op == dta.OpAppend:
 			binary.BigEndian.PutUint32(buf[:], uint32(i/lists+1))
 			err = rep.Append(uint32(i%lists), buf[:], false)
 		}
