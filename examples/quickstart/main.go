@@ -14,6 +14,12 @@
 // reached. It exits 0 only if every success rate is within its tolerance of
 // the prediction and the target saw nothing out of bounds (no remote access
 // NAK, no bad ICRC); otherwise it says which check failed and exits 1.
+// It also prints the send phase's rate: reports the translator received and
+// had acknowledged, per second (over a million on a 2-core Linux machine,
+// where internal/udpio sends runs of equal datagrams with UDP segmentation
+// offload). The reporters pace themselves on the translator's and the
+// target's counters so that no socket queue overflows; a report lost all
+// the same is counted in the table and fails its query.
 //
 // It needs only Go and a loopback interface. On Linux each reporter binds its
 // own 127.x.y.z address, so that each can listen for the translator's NACKs on
