@@ -300,6 +300,21 @@ func waitReports(tb testing.TB, rep *reporter.Reporter, tr *translator.Translato
 	}
 }
 
+// waitApplied waits until the target has executed every data packet the
+// translator has sent (first transmissions; the target executes each PSN
+// once). Pacing a lossy stream this way keeps each QP's go-back-N window
+// small: the translator has no congestion control, and resending large
+// windows through a hop slower than itself (the relay, under the race
+// detector) overflows that hop's socket buffer, which loses more than the
+// faults under test.
+func waitApplied(tb testing.TB, s *served, tr *translator.Translator) {
+	tb.Helper()
+	waitFor(tb, 10*time.Second, "the target to execute every packet", func() bool {
+		tc, cc := tr.Counters(), s.c.Counters()
+		return cc.WritePackets+cc.Atomics >= tc.Packets
+	})
+}
+
 // waitFor polls cond every millisecond until it holds or d passes.
 func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 	tb.Helper()

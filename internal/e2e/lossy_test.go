@@ -29,7 +29,8 @@ func TestLossyRelay(t *testing.T) {
 		{"drop", faults{Drop: 0.05}},
 		{"duplicate", faults{Duplicate: 0.1}},
 		{"reorder", faults{Delay: 0.05, MaxDelay: 3 * time.Millisecond}},
-		{"all", faults{Drop: 0.03, Duplicate: 0.03, Delay: 0.03, MaxDelay: 3 * time.Millisecond}},
+		{"corrupt", faults{Corrupt: 0.05}},
+		{"all", faults{Drop: 0.03, Duplicate: 0.03, Delay: 0.03, MaxDelay: 3 * time.Millisecond, Corrupt: 0.02}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lossy(t, tc.f, n, 1)
@@ -57,6 +58,7 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 		sent += uint64(step(t, rep, m, k, sendAll))
 		if k%8 == 7 {
 			waitReports(t, rep, tr, sent)
+			waitApplied(t, s, tr)
 		}
 	}
 	waitReports(t, rep, tr, sent)
@@ -68,12 +70,12 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 	t.Logf("relay %+v", rc)
 	t.Logf("translator: %d packets, %d retransmitted, %d timeouts, %d sequence NAKs (%d repeats), %d stale ACKs",
 		tc.Packets, tc.Retransmits, tc.Timeouts, tc.SeqNAKs, tc.DupNAKs, tc.StaleACKs)
-	t.Logf("target: %d duplicates, %d out of order, %d sequence NAKs", cc.Duplicates, cc.OutOfOrder, cc.NAKSequence)
+	t.Logf("target: %d frames, %d duplicates, %d out of order, %d sequence NAKs, %d ACKs", cc.Frames, cc.Duplicates, cc.OutOfOrder, cc.NAKSequence, cc.ACKs+cc.AtomicACKs)
 	if tc.Reconnects != 0 || tc.Lost != 0 || tc.Dropped != 0 || tc.NACKs != 0 || tc.RingFull != 0 ||
-		tc.EncodeErrors != 0 || tc.FlushLost != 0 || tc.BadICRC != 0 {
+		tc.EncodeErrors != 0 || tc.FlushLost != 0 || tc.BadRoCE != 0 {
 		t.Errorf("translator lost or refused something: %+v", tc)
 	}
-	if cc.BadICRC != 0 || cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.Unknown != 0 || cc.Malformed != 0 {
+	if cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.Unknown != 0 || cc.Malformed != 0 {
 		t.Errorf("target dropped or refused something: %+v", cc)
 	}
 	// Exactly once: every packet the translator sent (first time) was
@@ -86,15 +88,23 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 	}
 	// The faults happened, and were recovered from as section 8.6 says.
 	for d, name := range []string{"to target", "to translator"} {
-		if f.Drop > 0 && rc.Dropped[d] == 0 || f.Duplicate > 0 && rc.Duplicated[d] == 0 || f.Delay > 0 && rc.Delayed[d] == 0 {
+		if f.Drop > 0 && rc.Dropped[d] == 0 || f.Duplicate > 0 && rc.Duplicated[d] == 0 || f.Delay > 0 && rc.Delayed[d] == 0 ||
+			f.Corrupt > 0 && rc.Corrupted[d] == 0 {
 			t.Errorf("relay %s: no fault injected: %+v", name, rc)
 		}
 	}
-	if f.Drop > 0 && tc.Retransmits == 0 {
+	if (f.Drop > 0 || f.Corrupt > 0) && tc.Retransmits == 0 {
 		t.Error("datagrams dropped, none retransmitted")
 	}
 	if f.Duplicate > 0 && (cc.Duplicates == 0 || tc.StaleACKs == 0) {
 		t.Errorf("datagrams duplicated, but %d duplicates at the target, %d stale ACKs at the translator", cc.Duplicates, tc.StaleACKs)
+	}
+	// A corrupted datagram fails its ICRC check and is dropped, counted,
+	// never applied; the relay's own ICRC fixing is exact (no bad ICRC
+	// without corruption).
+	if (f.Corrupt > 0) != (cc.BadICRC > 0 && tc.BadICRC > 0) || (f.Corrupt == 0) != (cc.BadICRC == 0 && tc.BadICRC == 0) {
+		t.Errorf("%d datagrams corrupted to the target, %d bad ICRCs there; %d to the translator, %d bad ICRCs there",
+			rc.Corrupted[toTarget], cc.BadICRC, rc.Corrupted[toTranslator], tc.BadICRC)
 	}
 	if f.Delay > 0 && cc.NAKSequence == 0 {
 		t.Error("datagrams reordered, no sequence NAK")
