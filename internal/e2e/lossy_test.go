@@ -58,7 +58,7 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 		sent += uint64(step(t, rep, m, k, sendAll))
 		if k%8 == 7 {
 			waitReports(t, rep, tr, sent)
-			waitApplied(t, s, tr)
+			waitApplied(t, s.c.Counters, tr)
 		}
 	}
 	waitReports(t, rep, tr, sent)
