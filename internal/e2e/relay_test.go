@@ -71,6 +71,7 @@ type relay struct {
 	counts relayCounts
 
 	delayed chan delayedDatagram
+	synced  chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closed  bool
@@ -123,6 +124,7 @@ func newRelay(target netip.AddrPort, seed uint64) (*relay, error) {
 		rng:     rand.New(rand.NewPCG(seed, 0xD7A)),
 		backs:   make(map[netip.AddrPort]*back),
 		delayed: make(chan delayedDatagram, 1024),
+		synced:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
 	r.wg.Add(2)
@@ -195,6 +197,33 @@ func (r *relay) Close() {
 	r.wg.Wait()
 }
 
+// syncMagic is the datagram sync sends to the relay.
+const syncMagic = "relay sync"
+
+// sync returns once the relay has handled every datagram that reached its
+// front socket before the call: a datagram sent on loopback is queued at its
+// receiver when the send returns, and the relay handles its queue in order.
+func (r *relay) sync() error {
+	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		return err
+	}
+	defer uc.Close()
+	select {
+	case <-r.synced:
+	default:
+	}
+	if _, err := uc.WriteToUDPAddrPort([]byte(syncMagic), r.addr); err != nil {
+		return err
+	}
+	select {
+	case <-r.synced:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("relay sync: timed out")
+	}
+}
+
 func newBatch() []udpio.Message {
 	ms := make([]udpio.Message, relayBatch)
 	buf := make([]byte, relayBatch*2048)
@@ -220,6 +249,13 @@ func (r *relay) readFront() {
 		for i := range n {
 			src := unmap(ms[i].Addr)
 			d := ms[i].Buf[:ms[i].N]
+			if string(d) == syncMagic {
+				select {
+				case r.synced <- struct{}{}:
+				default:
+				}
+				continue
+			}
 			r.mu.Lock()
 			b := r.backs[src]
 			if b == nil && !r.closed {
