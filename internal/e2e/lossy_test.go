@@ -75,7 +75,9 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 		tc.EncodeErrors != 0 || tc.FlushLost != 0 || tc.BadRoCE != 0 {
 		t.Errorf("translator lost or refused something: %+v", tc)
 	}
-	if cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.Unknown != 0 || cc.Malformed != 0 {
+	// (Unknown is not checked: a copy the relay delayed or duplicated may
+	// arrive after Close's DREQ has destroyed its QP.)
+	if cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.Malformed != 0 {
 		t.Errorf("target dropped or refused something: %+v", cc)
 	}
 	// Exactly once: every packet the translator sent (first time) was
