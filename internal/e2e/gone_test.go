@@ -128,15 +128,12 @@ func TestNotListening(t *testing.T) {
 		if !errors.Is(err, translator.ErrNotListening) {
 			t.Fatalf("start: %v, want ErrNotListening", err)
 		}
-		reqs, at := s.count()
+		reqs, _ := s.count()
 		if len(reqs) != 1 || reqs[translator.DefaultCMPort] != tries {
 			t.Errorf("REQs by CM port %v, want %d to port %d only", reqs, tries, translator.DefaultCMPort)
 		}
-		for i := 1; i < len(at); i++ {
-			if gap := at[i].Sub(at[i-1]); gap < timeout*3/4 {
-				t.Errorf("REQ %d came %v after the previous one, want about %v", i, gap, timeout)
-			}
-		}
+		// (When the REQs arrive says little on a loaded machine: the reading
+		// goroutine may lag. Start's duration bounds their spacing.)
 		if took < tries*timeout {
 			t.Errorf("Start failed after %v, before %d timeouts of %v", took, tries, timeout)
 		}
