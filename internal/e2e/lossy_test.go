@@ -72,11 +72,12 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 		tc.Packets, tc.Retransmits, tc.Timeouts, tc.SeqNAKs, tc.DupNAKs, tc.StaleACKs)
 	t.Logf("target: %d frames, %d duplicates, %d out of order, %d sequence NAKs, %d ACKs", cc.Frames, cc.Duplicates, cc.OutOfOrder, cc.NAKSequence, cc.ACKs+cc.AtomicACKs)
 	if tc.Reconnects != 0 || tc.Lost != 0 || tc.Dropped != 0 || tc.NACKs != 0 || tc.RingFull != 0 ||
-		tc.EncodeErrors != 0 || tc.FlushLost != 0 || tc.BadRoCE != 0 {
+		tc.EncodeErrors != 0 || tc.FlushLost != 0 {
 		t.Errorf("translator lost or refused something: %+v", tc)
 	}
-	// (Unknown is not checked: a copy the relay delayed or duplicated may
-	// arrive after Close's DREQ has destroyed its QP.)
+	// (The target's Unknown and the translator's BadRoCE are not checked: a
+	// copy the relay delayed or duplicated may arrive after its QP is gone,
+	// destroyed by Close's DREQ, or, for a REJ ending discovery, forgotten.)
 	if cc.NAKAccess != 0 || cc.NAKInvalid != 0 || cc.Malformed != 0 {
 		t.Errorf("target dropped or refused something: %+v", cc)
 	}
