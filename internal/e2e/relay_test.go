@@ -28,8 +28,8 @@ type faults struct {
 	Drop      float64       // the datagram is not forwarded
 	Duplicate float64       // it is forwarded twice
 	Delay     float64       // a copy is held back a random time up to MaxDelay (reordering)
-	MaxDelay  time.Duration //
-	Corrupt   float64       // one bit after the BTH is flipped after the ICRC was fixed (bad ICRC)
+	MaxDelay  time.Duration // the longest hold
+	Corrupt   float64       // a copy gets one bit after the BTH flipped, its ICRC left as it was (bad ICRC)
 }
 
 // relayCounts counts what the relay did, per direction.
