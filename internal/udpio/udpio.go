@@ -1,6 +1,12 @@
 // Package udpio moves batches of UDP datagrams with one system call each way
 // (recvmmsg and sendmmsg on Linux), which is what lets a software translator,
 // target or reporter keep up with millions of small datagrams per second.
+// On Linux it also uses UDP segmentation offload: a write sends each run of
+// datagrams of equal size to one destination as one GSO message
+// (UDP_SEGMENT), and every socket it reads has UDP_GRO on, a read cutting
+// coalesced datagrams back into the ones sent, so that the kernel's
+// per-datagram work is paid once per run (on loopback the run crosses the
+// stack whole). Datagram boundaries, order and addresses are as without it.
 // Elsewhere it falls back to one datagram per call with the same API.
 package udpio
 

@@ -21,6 +21,26 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
+// Segmentation offload (docs: udp(7), UDP_SEGMENT and UDP_GRO). A write
+// sends each run of consecutive datagrams to one destination whose sizes are
+// equal (the last may be shorter) as one GSO message: the kernel carries
+// the run through its stack as one buffer and cuts it into datagrams at the
+// device, or, on loopback, hands it whole to a receiving socket that has
+// UDP_GRO on. Every socket read here has UDP_GRO on, and a read cuts what
+// arrives coalesced back into the datagrams that were sent. Per datagram,
+// the stack's work is what bounds small-datagram throughput; offload pays it
+// once per run.
+const (
+	maxGSOSegments = 64    // UDP_MAX_SEGMENTS of kernels before 6.10
+	maxGSOBytes    = 65000 // a UDP datagram over IPv4 carries at most 65507 bytes
+	groBufSize     = 65536 // room for the largest coalesced datagram
+	maxGROHdrs     = 16    // coalesced datagrams read per call
+)
+
+// cmsgSpace is the control buffer of one header: a UDP_SEGMENT (u16) or a
+// UDP_GRO (int) message.
+var cmsgSpace = unix.CmsgSpace(4)
+
 type sysConn struct {
 	raw       syscall.RawConn
 	is4       bool // the socket is AF_INET, not a dual-stack AF_INET6 one
@@ -28,6 +48,13 @@ type sysConn struct {
 	// One reader and one writer may run at once, so each direction has
 	// its own headers, buffers and call state.
 	rd, wr direction
+
+	gso bool // writes coalesce runs (cleared if the kernel refuses GSO)
+	gro bool // UDP_GRO is on: reads go through groBuf
+	// Reads with GRO: the headers of the last recvmmsg, groBuf holding
+	// their datagrams, and the position of the next datagram to hand out.
+	groBuf               []byte
+	groHdr, groOff, groN int
 }
 
 // direction holds one direction's message headers and the arguments and
@@ -37,6 +64,8 @@ type direction struct {
 	hdrs  []mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6
+	ctrl  []byte // cmsgSpace bytes per header
+	ends  []int  // writes: the index after the last message of header i
 	n     int
 	errno syscall.Errno
 	fn    func(fd uintptr) bool
@@ -46,6 +75,8 @@ func (d *direction) init(max int, call uintptr) {
 	d.hdrs = make([]mmsghdr, max)
 	d.iovs = make([]unix.Iovec, max)
 	d.names = make([]unix.RawSockaddrInet6, max)
+	d.ctrl = make([]byte, max*cmsgSpace)
+	d.ends = make([]int, max)
 	d.fn = func(fd uintptr) bool {
 		r, _, e := unix.Syscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EAGAIN {
@@ -74,6 +105,15 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	s.connected = uc.RemoteAddr() != nil
 	s.rd.init(max, unix.SYS_RECVMMSG)
 	s.wr.init(max, unix.SYS_SENDMMSG)
+	s.gso = true
+	// UDP_GRO needs Linux 5.0; without it reads are one datagram per
+	// header, as the kernel delivers them.
+	var gerr error
+	if err := raw.Control(func(fd uintptr) {
+		gerr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1)
+	}); err == nil && gerr == nil {
+		s.gro = true
+	}
 	return nil
 }
 
@@ -97,6 +137,9 @@ func (d *direction) prepare(ms []Message, withNames bool) {
 }
 
 func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
+	if s.gro {
+		return s.readGRO(uc, ms)
+	}
 	d := &s.rd
 	d.prepare(ms, true)
 	d.n = len(ms)
@@ -114,25 +157,152 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	return n, nil
 }
 
+// readGRO reads with UDP_GRO on: datagrams still held from the last call
+// first, without a system call; otherwise one recvmmsg into groBuf, whose
+// coalesced datagrams are cut at the segment size the kernel reports.
+func (s *sysConn) readGRO(uc *net.UDPConn, ms []Message) (int, error) {
+	d := &s.rd
+	if s.groHdr >= s.groN {
+		nh := min(len(d.hdrs), maxGROHdrs)
+		if s.groBuf == nil {
+			s.groBuf = make([]byte, nh*groBufSize)
+		}
+		for i := range nh {
+			h := &d.hdrs[i]
+			*h = mmsghdr{}
+			iov := &d.iovs[i]
+			iov.Base = &s.groBuf[i*groBufSize]
+			iov.SetLen(groBufSize)
+			h.hdr.Iov = iov
+			h.hdr.SetIovlen(1)
+			h.hdr.Name = (*byte)(unsafe.Pointer(&d.names[i]))
+			h.hdr.Namelen = uint32(unsafe.Sizeof(d.names[i]))
+			h.hdr.Control = &d.ctrl[i*cmsgSpace]
+			h.hdr.SetControllen(cmsgSpace)
+		}
+		d.n = nh
+		if err := s.raw.Read(d.fn); err != nil {
+			return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
+		}
+		if d.errno != 0 {
+			return 0, &net.OpError{Op: "recvmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
+		}
+		s.groHdr, s.groOff, s.groN = 0, 0, d.n
+	}
+	out := 0
+	for out < len(ms) && s.groHdr < s.groN {
+		i := s.groHdr
+		h := &d.hdrs[i]
+		n := int(h.len)
+		seg := n
+		if g := groSegment(h, d.ctrl[i*cmsgSpace:(i+1)*cmsgSpace]); g > 0 {
+			seg = g
+		}
+		data := s.groBuf[i*groBufSize : i*groBufSize+n]
+		l := min(seg, n-s.groOff)
+		m := &ms[out]
+		m.N = copy(m.Buf, data[s.groOff:s.groOff+l])
+		m.Addr = addrFromRaw(&d.names[i])
+		out++
+		s.groOff += l
+		if s.groOff >= n {
+			s.groHdr, s.groOff = i+1, 0
+		}
+	}
+	return out, nil
+}
+
+// groSegment returns the segment size of a coalesced datagram from its
+// UDP_GRO control message, or 0 when there is none.
+func groSegment(h *mmsghdr, ctrl []byte) int {
+	cl := min(int(h.hdr.Controllen), len(ctrl))
+	for off := 0; off+unix.SizeofCmsghdr <= cl; {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[off]))
+		if c.Len < unix.SizeofCmsghdr || off+int(c.Len) > cl {
+			return 0
+		}
+		if c.Level == unix.IPPROTO_UDP && c.Type == unix.UDP_GRO && int(c.Len) >= unix.CmsgLen(4) {
+			return int(binary.NativeEndian.Uint32(ctrl[off+unix.CmsgLen(0):]))
+		}
+		off += unix.CmsgSpace(int(c.Len) - unix.CmsgLen(0))
+	}
+	return 0
+}
+
 func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	d := &s.wr
-	d.prepare(ms, !s.connected)
 	if !s.connected {
 		for i := range ms {
 			if !ms[i].Addr.IsValid() || (s.is4 && !ms[i].Addr.Addr().Unmap().Is4()) {
 				return i, fmt.Errorf("udpio: sendmmsg: %w: message %d has destination %v, which this socket cannot reach", ErrBatch, i, ms[i].Addr)
 			}
-			d.hdrs[i].hdr.Namelen = rawFromAddr(&d.names[i], ms[i].Addr, s.is4)
 		}
 	}
-	d.n = len(ms)
+	// One header per run of datagrams that GSO can send as one.
+	nh := 0
+	for i := 0; i < len(ms); nh++ {
+		size := len(ms[i].Buf)
+		j := i + 1
+		if s.gso && size > 0 {
+			total := size
+			for j < len(ms) && j-i < maxGSOSegments && (s.connected || ms[j].Addr == ms[i].Addr) {
+				l := len(ms[j].Buf)
+				if l == 0 || l > size || total+l > maxGSOBytes {
+					break
+				}
+				total += l
+				j++
+				if l < size {
+					break // only the last segment may be shorter
+				}
+			}
+		}
+		h := &d.hdrs[nh]
+		*h = mmsghdr{}
+		for k := i; k < j; k++ {
+			iov := &d.iovs[k]
+			iov.Base = nil
+			if len(ms[k].Buf) > 0 {
+				iov.Base = &ms[k].Buf[0]
+			}
+			iov.SetLen(len(ms[k].Buf))
+		}
+		h.hdr.Iov = &d.iovs[i]
+		h.hdr.SetIovlen(j - i)
+		if !s.connected {
+			h.hdr.Name = (*byte)(unsafe.Pointer(&d.names[nh]))
+			h.hdr.Namelen = rawFromAddr(&d.names[nh], ms[i].Addr, s.is4)
+		}
+		if j-i > 1 {
+			c := d.ctrl[nh*cmsgSpace : (nh+1)*cmsgSpace]
+			clear(c)
+			ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+			ch.Level, ch.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+			ch.SetLen(unix.CmsgLen(2))
+			binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(size))
+			h.hdr.Control = &c[0]
+			h.hdr.SetControllen(unix.CmsgSpace(2))
+		}
+		d.ends[nh] = j
+		i = j
+	}
+	d.n = nh
 	if err := s.raw.Write(d.fn); err != nil {
 		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
 	}
 	if d.errno != 0 {
+		if s.gso && d.ends[0] > 1 && (d.errno == unix.EIO || d.errno == unix.EINVAL || d.errno == unix.EOPNOTSUPP || d.errno == unix.ENOPROTOOPT) {
+			// The kernel or the route's device cannot segment: send one
+			// datagram per header from now on.
+			s.gso = false
+			return s.writeBatch(uc, ms)
+		}
 		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
 	}
-	return d.n, nil
+	if d.n == 0 {
+		return 0, nil
+	}
+	return d.ends[d.n-1], nil
 }
 
 // addrFromRaw reads a sockaddr_in or sockaddr_in6 the kernel filled in.
