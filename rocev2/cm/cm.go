@@ -217,6 +217,11 @@ func DecodeMAD(b []byte) (MADHeader, Message, error) {
 		return h, nil, fmt.Errorf("decode mad: %w: %v", ErrAttribute, h.AttrID)
 	}
 	m.decode((*[BodyLen]byte)(b[MADHeaderLen:]))
+	// Some fields decode to values the message cannot hold (a REJ's reject
+	// info length above its 72 bytes of ARI): such a message is malformed.
+	if err := m.Validate(); err != nil {
+		return h, nil, fmt.Errorf("decode mad: %w", err)
+	}
 	return h, m, nil
 }
 

@@ -166,6 +166,19 @@ func TestBadMADs(t *testing.T) {
 		{"MRA attribute", mod(17, 0x11), ErrAttribute},
 		{"unknown attribute", mod(17, 0x99), ErrAttribute},
 	}
+	// A REJ whose reject info length (body byte 9, 7 bits) is above the 72
+	// bytes of ARI: found by FuzzDecodeMAD, which checks that what decodes
+	// validates.
+	rej, err := AppendMAD(nil, Header(1, 0), &Reject{InfoLength: 72})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rej[MADHeaderLen+9] = 73 << 1
+	cases = append(cases, struct {
+		name string
+		mad  []byte
+		want error
+	}{"REJ info length 73", rej, ErrField})
 	for _, c := range cases {
 		if _, _, err := DecodeMAD(c.mad); !errors.Is(err, c.want) {
 			t.Errorf("%s: err %v, want %v", c.name, err, c.want)

@@ -22,7 +22,7 @@ func FuzzDecodeMAD(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, m, err := DecodeMAD(b)
 		if err != nil {
-			for _, e := range []error{ErrTruncated, ErrLength, ErrClass, ErrAttribute} {
+			for _, e := range []error{ErrTruncated, ErrLength, ErrClass, ErrAttribute, ErrField} {
 				if errors.Is(err, e) {
 					return
 				}

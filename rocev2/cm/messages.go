@@ -1,6 +1,9 @@
 package cm
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Path is a REQ's primary or alternate path (44 bytes). For RoCEv2 the GIDs
 // are the IP addresses ([GID]) and the remote LID is 0xFFFF when the hop
@@ -327,7 +330,7 @@ func (m *Reject) Validate() error {
 	case m.MessageRejected > 3:
 		return fieldError("rej", "message rejected", 2)
 	case m.InfoLength > 72:
-		return fieldError("rej", "reject info length (at most 72)", 7)
+		return fmt.Errorf("rej: %w: reject info length %d above the 72 bytes of ARI", ErrField, m.InfoLength)
 	}
 	return nil
 }
