@@ -1,6 +1,7 @@
 package dta
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -62,22 +63,27 @@ func BenchmarkReportLayerDecode(b *testing.B) {
 // gopacket's default map container and with the faster sparse one, where
 // gopacket's own Ethernet, IPv4 and UDP layers take most of the time.
 func BenchmarkDecodingLayerParser(b *testing.B) {
-	b.Run("layers=dta", func(b *testing.B) {
-		payload := keyWriteBench.AppendTo(nil)
-		var rep ReportLayer
-		seen := make([]gopacket.LayerType, 0, 2)
-		parser := gopacket.NewDecodingLayerParser(LayerTypeReport, &rep)
-		b.SetBytes(int64(len(payload)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := parser.DecodeLayers(payload, &seen); err != nil {
-				b.Fatal(err)
+	// ignorepanic=true drops the recover that DecodeLayers otherwise
+	// defers on every call; the dta layers are fuzzed never to panic.
+	for _, ignorePanic := range []bool{false, true} {
+		b.Run(fmt.Sprintf("layers=dta/ignorepanic=%v", ignorePanic), func(b *testing.B) {
+			payload := keyWriteBench.AppendTo(nil)
+			var rep ReportLayer
+			seen := make([]gopacket.LayerType, 0, 2)
+			parser := gopacket.NewDecodingLayerParser(LayerTypeReport, &rep)
+			parser.IgnorePanic = ignorePanic
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := parser.DecodeLayers(payload, &seen); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		if len(seen) != 1 || rep.KeyWrite.Key != keyWriteBench.KeyWrite.Key {
-			b.Fatalf("decoded %v, %+v", seen, rep.Report)
-		}
-	})
+			if len(seen) != 1 || rep.KeyWrite.Key != keyWriteBench.KeyWrite.Key {
+				b.Fatalf("decoded %v, %+v", seen, rep.Report)
+			}
+		})
+	}
 	frame, err := testBuilder.AppendFrame(nil, &keyWriteBench)
 	if err != nil {
 		b.Fatal(err)

@@ -35,7 +35,9 @@ func init() {
 //
 // As a [gopacket.DecodingLayer] it decodes without allocating, and as a
 // [gopacket.SerializableLayer] it encodes its Report field (the DTA header
-// has no length field; FixLengths fixes UDP's and IPv4's).
+// has no length field; FixLengths fixes UDP's and IPv4's). Its decoder is
+// fuzzed never to panic, so a DecodingLayerParser of dta layers alone may set
+// IgnorePanic and save the recover it otherwise defers on every packet.
 type ReportLayer struct {
 	Report
 	contents []byte
