@@ -4,8 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 
-	"github.com/klauspost/crc32"
-
+	"github.com/dtakit/dtakit/internal/crc32s"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -15,18 +14,18 @@ import (
 // pseudo-header.
 //
 // A CRC is affine: for messages x and y of the same length, crc(x) ^ crc(y)
-// is the CRC with zero initial value and no final XOR (crc0) of x ^ y, and
-// leading zero bytes do not change crc0. Two datagrams of one QP with the same
+// is the CRC with zero initial value and no final XOR (crc32s.Linear) of
+// x ^ y, and leading zero bytes do not change it. Two datagrams of one QP with the same
 // length and the same first 8 BTH bytes (opcode, pad count, P_Key, destination
 // QP; byte 4 is masked by the ICRC anyway) differ only from BTH byte 8 on, so
 //
-//	ICRC(p) = K ^ H(p[8:20]) ^ crc0(p[20:])
+//	ICRC(p) = K ^ H(p[8:20]) ^ Linear(p[20:])
 //
 // where K is the ICRC of p[:8] followed by zeros (computed once with
-// rocev2.DatagramICRC), H(x) = crc0(x followed by len(p)-20 zeros), a sum of
+// rocev2.DatagramICRC), H(x) = Linear(x followed by len(p)-20 zeros), a sum of
 // one table lookup per byte (tables built once per length), and p[8:20] the
 // AckReq bit, the PSN and the VA (RETH or AtomicETH), the bytes in which the
-// N copies of one report differ. crc0(p[20:]) (rkey, length or add, payload)
+// N copies of one report differ. Linear(p[20:]) (rkey, length or add, payload)
 // is the same for every copy, so it is computed once per report.
 // TestFastPathMatchesRocev2 checks every fast packet against
 // rocev2.Packet.AppendDatagram.
@@ -36,7 +35,7 @@ type icrcEntry struct {
 	prefix uint64 // BTH bytes 0..7, byte 4 set to 0xFF
 	n      int    // datagram length without the ICRC
 	k      uint32
-	h      [12][256]uint32 // h[j][v]: crc0 of v at byte 8+j, zeros after
+	h      [12][256]uint32 // h[j][v]: Linear of v at byte 8+j, zeros after
 }
 
 var zeroSlot [slotCap]byte
@@ -55,7 +54,7 @@ func (e *Engine) icrc(q *qp, b []byte) uint32 {
 		e.fillICRC(q, en, b[:8], n)
 	}
 	if !e.tailOK || !e.shareTail {
-		e.tail = crc0(b[20:])
+		e.tail = crc32s.Linear(b[20:])
 		e.tailOK = true
 	}
 	h := &en.h
@@ -81,7 +80,7 @@ func (e *Engine) fillICRC(q *qp, en *icrcEntry, prefix []byte, n int) {
 		var base [8]uint32
 		for bit := range 8 {
 			msg[j] = 1 << bit
-			base[bit] = crc0(msg)
+			base[bit] = crc32s.Linear(msg)
 		}
 		msg[j] = 0
 		t := &en.h[j]
@@ -90,46 +89,6 @@ func (e *Engine) fillICRC(q *qp, en *icrcEntry, prefix []byte, n int) {
 			t[v] = t[v&(v-1)] ^ base[bits.TrailingZeros(uint(v))]
 		}
 	}
-}
-
-// crc0Tables are slicing-by-8 tables of CRC-32/ISO-HDLC (reflected
-// polynomial 0xEDB88320): crc0Tables[k][v] is the CRC of byte v followed by
-// k zero bytes.
-var crc0Tables = func() (t [8][256]uint32) {
-	for i := range 256 {
-		t[0][i] = crc32.IEEETable[i]
-	}
-	for i := range 256 {
-		for k := 1; k < 8; k++ {
-			c := t[k-1][i]
-			t[k][i] = t[0][c&0xFF] ^ c>>8
-		}
-	}
-	return t
-}()
-
-// crc0 is the CRC-32/ISO-HDLC of p with initial value 0 and no final XOR:
-// the linear part of the CRC. klauspost/crc32 hands inputs this short to a
-// byte-at-a-time loop; slicing by 8 is about three times faster. It equals
-// ^crc32.Update(0xFFFFFFFF, crc32.IEEETable, p) (TestCRC0).
-func crc0(p []byte) uint32 {
-	var crc uint32
-	t := &crc0Tables
-	for len(p) >= 8 {
-		crc ^= binary.LittleEndian.Uint32(p)
-		crc = t[7][crc&0xFF] ^ t[6][crc>>8&0xFF] ^ t[5][crc>>16&0xFF] ^ t[4][crc>>24] ^
-			t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]]
-		p = p[8:]
-	}
-	if len(p) >= 4 { // packets are padded to 4 bytes: this is the usual tail
-		crc ^= binary.LittleEndian.Uint32(p)
-		crc = t[3][crc&0xFF] ^ t[2][crc>>8&0xFF] ^ t[1][crc>>16&0xFF] ^ t[0][crc>>24]
-		p = p[4:]
-	}
-	for _, c := range p {
-		crc = t[0][byte(crc)^c] ^ crc>>8
-	}
-	return crc
 }
 
 // ackReqPolicy decides the AckReq bit of q's next packet: always for

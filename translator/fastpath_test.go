@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/klauspost/crc32"
-
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -62,7 +60,7 @@ func TestFastPathMatchesRocev2(t *testing.T) {
 				}
 			}
 		}
-		// Copies of one report share the crc0 of their tail.
+		// Copies of one report share the linear CRC of their tail.
 		for n := 4; n <= 64; n += 4 {
 			e.ResetOutput()
 			e.shareTail, e.tailOK = true, false
@@ -105,25 +103,6 @@ func TestFastPathMatchesRocev2(t *testing.T) {
 			wb, _ := want.AppendDatagram(nil, fam.local, fam.remote)
 			if got := e.Output()[0].Buf; !bytes.Equal(got, wb) {
 				t.Fatalf("fetch-add:\n got %x\nwant %x", got, wb)
-			}
-		}
-	}
-}
-
-func TestCRC0(t *testing.T) {
-	p := make([]byte, 300)
-	rng := rand.New(rand.NewPCG(1, 1))
-	for i := range p {
-		p[i] = byte(rng.Uint32())
-	}
-	for n := range len(p) {
-		for off := range 8 {
-			if off > n {
-				break
-			}
-			b := p[off:n]
-			if got, want := crc0(b), ^crc32.Update(0xFFFFFFFF, crc32.IEEETable, b); got != want {
-				t.Fatalf("crc0 of %d bytes = %#x, want %#x", len(b), got, want)
 			}
 		}
 	}

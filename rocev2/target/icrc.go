@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
+	"github.com/dtakit/dtakit/internal/crc32s"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/klauspost/crc32"
 )
@@ -21,64 +22,26 @@ import (
 // The ICRC of a small packet costs about twice the rest of its handling
 // otherwise.
 
-// crcTable is CRC-32/ISO-HDLC (reflected 0xEDB88320), slicing by 8.
-var crcTable = func() (t [8][256]uint32) {
-	for i := range 256 {
-		c := uint32(i)
-		for range 8 {
-			if c&1 != 0 {
-				c = c>>1 ^ 0xEDB88320
-			} else {
-				c >>= 1
-			}
-		}
-		t[0][i] = c
-	}
-	for i := range 256 {
-		for k := 1; k < 8; k++ {
-			t[k][i] = t[k-1][i]>>8 ^ t[0][t[k-1][i]&0xFF]
-		}
-	}
-	return t
-}()
-
 // crcUpdate is crc32.Update with the IEEE table: slicing by 8 for the short
 // inputs of this package, the library (SIMD) for long ones.
 func crcUpdate(crc uint32, p []byte) uint32 {
 	if len(p) >= 128 {
 		return crc32.Update(crc, crc32.IEEETable, p)
 	}
-	return crcSmall(crc, p)
-}
-
-// crcSmall is crcUpdate by slicing by 8 alone. Stack buffers go to it, not
-// to crcUpdate: the library's call through a function variable would make
-// them escape to the heap.
-func crcSmall(crc uint32, p []byte) uint32 {
-	crc = ^crc
-	for len(p) >= 8 {
-		crc ^= binary.LittleEndian.Uint32(p)
-		crc = crcTable[0][p[7]] ^ crcTable[1][p[6]] ^ crcTable[2][p[5]] ^ crcTable[3][p[4]] ^
-			crcTable[4][crc>>24] ^ crcTable[5][crc>>16&0xFF] ^ crcTable[6][crc>>8&0xFF] ^ crcTable[7][crc&0xFF]
-		p = p[8:]
-	}
-	for _, c := range p {
-		crc = crcTable[0][byte(crc)^c] ^ crc>>8
-	}
-	return ^crc
+	return crc32s.Update(crc, p)
 }
 
 // icrcSeed is the CRC after the 8 bytes of 0xFF that stand in for the LRH.
-var icrcSeed = crcSmall(0, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
+var icrcSeed = crc32s.Update(0, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
 
 // contrib[d][b] is what byte b adds to the CRC register when d bytes follow
 // it: the linear part of the CRC, register and input otherwise zero.
 var contrib = func() (t [15][256]uint32) {
 	for b := range 256 {
-		t[0][b] = crcTable[0][b]
+		t[0][b] = crc32s.Table[0][b]
 		for d := 1; d < len(t); d++ {
 			v := t[d-1][b]
-			t[d][b] = v>>8 ^ crcTable[0][v&0xFF]
+			t[d][b] = v>>8 ^ crc32s.Table[0][v&0xFF]
 		}
 	}
 	return t
@@ -125,7 +88,7 @@ func headerCRC(src, dst netip.AddrPort, n int) (crc uint32, ok bool) {
 	binary.BigEndian.PutUint16(u[2:], dst.Port())
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xFF, 0xFF
-	return crcSmall(icrcSeed, h), true
+	return crc32s.Update(icrcSeed, h), true
 }
 
 // packetICRC returns the ICRC of a UDP payload b (BTH through pad, no
@@ -134,7 +97,7 @@ func packetICRC(hdr uint32, b []byte) uint32 {
 	var bth [rocev2.BTHLen]byte
 	copy(bth[:], b)
 	bth[4] = 0xFF // FECN, BECN, Resv6
-	return crcUpdate(crcSmall(hdr, bth[:]), b[rocev2.BTHLen:])
+	return crcUpdate(crc32s.Update(hdr, bth[:]), b[rocev2.BTHLen:])
 }
 
 // headerCache remembers the header CRC of recent sources and lengths.
