@@ -30,7 +30,7 @@ type Hasher interface {
 // and redundancy does not protect against overwrites. Use it to read memory
 // written by the reference prototype or by a switch that follows section 4
 // as written. Its methods do not allocate.
-var Reference Hasher = referenceHasher{}
+var Reference Hasher = ReferenceHasher{}
 
 // PerCopy is the project's default Hasher: copy 0 is Reference's,
 // CRC32(le32(key) ‖ u8(0)), so one-copy memory is the reference's byte for
@@ -42,7 +42,7 @@ var Reference Hasher = referenceHasher{}
 //
 // A copy's tables (4 KiB) are built on its first use and shared; after that
 // its methods do not allocate.
-var PerCopy Hasher = perCopyHasher{}
+var PerCopy Hasher = PerCopyHasher{}
 
 // XXHash is a Hasher for software-only deployments, where a software
 // translator writes the memory a software collector reads: the low 32 bits of
@@ -68,9 +68,9 @@ var ErrHasher = errors.New("tofino: no such built-in hasher")
 // XXHashID); ok is false for any other Hasher.
 func HasherID(h Hasher) (id uint8, ok bool) {
 	switch h.(type) {
-	case referenceHasher:
+	case ReferenceHasher:
 		return ReferenceID, true
-	case perCopyHasher:
+	case PerCopyHasher:
 		return PerCopyID, true
 	case xxHasher:
 		return XXHashID, true
@@ -92,7 +92,10 @@ func HasherByID(id uint8) (Hasher, error) {
 	return nil, fmt.Errorf("hasher by id: %w: id %d (0 Reference, 1 PerCopy, 2 XXHash)", ErrHasher, id)
 }
 
-type referenceHasher struct{}
+// ReferenceHasher is the type of [Reference]. It is exported so that a hot
+// loop can call its methods directly: a call through the Hasher interface
+// is not inlined, and a slice passed through it escapes to the heap.
+type ReferenceHasher struct{}
 
 var crc32Hash, _ = NewPredefined(32, "crc_32")
 
@@ -106,12 +109,12 @@ func keyReg(key uint32) uint32 {
 	return crc32Tab[3][byte(r)] ^ crc32Tab[2][byte(r>>8)] ^ crc32Tab[1][byte(r>>16)] ^ crc32Tab[0][r>>24]
 }
 
-func (referenceHasher) Slot(key uint32, n uint8) uint32 {
+func (ReferenceHasher) Slot(key uint32, n uint8) uint32 {
 	r := keyReg(key)
 	return ^(crc32Tab[0][byte(r)^n] ^ r>>8)
 }
 
-func (referenceHasher) Slots(key uint32, dst []uint32) {
+func (ReferenceHasher) Slots(key uint32, dst []uint32) {
 	r := keyReg(key)
 	t := &crc32Tab[0]
 	hi := r >> 8
@@ -120,7 +123,7 @@ func (referenceHasher) Slots(key uint32, dst []uint32) {
 	}
 }
 
-func (referenceHasher) Checksum(key uint32) uint32 {
+func (ReferenceHasher) Checksum(key uint32) uint32 {
 	return ^keyReg(key)
 }
 
@@ -200,9 +203,11 @@ func (t *copyTable) eval(key uint32) uint32 {
 	return t[0][byte(key)] ^ t[1][byte(key>>8)] ^ t[2][byte(key>>16)] ^ t[3][key>>24]
 }
 
-type perCopyHasher struct{}
+// PerCopyHasher is the type of [PerCopy], exported for direct calls as
+// [ReferenceHasher] is.
+type PerCopyHasher struct{}
 
-func (perCopyHasher) Slot(key uint32, n uint8) uint32 {
+func (PerCopyHasher) Slot(key uint32, n uint8) uint32 {
 	if n == 0 {
 		r := keyReg(key)
 		return ^(crc32Tab[0][byte(r)] ^ r>>8)
@@ -210,7 +215,7 @@ func (perCopyHasher) Slot(key uint32, n uint8) uint32 {
 	return copyTab(n).eval(key)
 }
 
-func (perCopyHasher) Slots(key uint32, dst []uint32) {
+func (PerCopyHasher) Slots(key uint32, dst []uint32) {
 	if len(dst) == 0 {
 		return
 	}
@@ -225,7 +230,68 @@ func (perCopyHasher) Slots(key uint32, dst []uint32) {
 	}
 }
 
-func (perCopyHasher) Checksum(key uint32) uint32 {
+// Hashes is Checksum and Slots in one call: it sets dst[n] = Slot(key, n)
+// for every n < len(dst) and returns the key checksum. The key's CRC32
+// register (the checksum, and copy 0 after one more step) and copy 1's
+// hash come from one merged table, four lookups for both: this is the
+// whole addressing of a query at N = 2, the common redundancy.
+func (PerCopyHasher) Hashes(key uint32, dst []uint32) (checksum uint32) {
+	if len(dst) < 2 {
+		r := keyReg(key)
+		if len(dst) == 1 {
+			dst[0] = ^(crc32Tab[0][byte(r)] ^ r>>8)
+		}
+		return ^r
+	}
+	t := regCopy1Tab.Load()
+	if t == nil {
+		t = newRegCopy1Tab()
+	}
+	x := t[0][byte(key)] ^ t[1][byte(key>>8)] ^ t[2][byte(key>>16)] ^ t[3][key>>24]
+	r := uint32(x)
+	dst[0] = ^(crc32Tab[0][byte(r)] ^ r>>8)
+	dst[1] = uint32(x >> 32)
+	for n := 2; n < len(dst); n++ {
+		dst[n] = copyTab(uint8(n)).eval(key)
+	}
+	return ^r
+}
+
+// Hashes2 is Hashes for N = 2, small enough to inline: the key checksum
+// and the slot hashes of copies 0 and 1.
+func (PerCopyHasher) Hashes2(key uint32) (checksum, slot0, slot1 uint32) {
+	t := regCopy1Tab.Load()
+	if t == nil {
+		t = newRegCopy1Tab()
+	}
+	x := t[0][byte(key)] ^ t[1][byte(key>>8)] ^ t[2][byte(key>>16)] ^ t[3][key>>24]
+	r := uint32(x)
+	return ^r, ^(crc32Tab[0][byte(r)] ^ r>>8), uint32(x >> 32)
+}
+
+// regCopy1Table merges keyReg's and copy 1's tables, both indexed by the
+// key's bytes: entry [j][b] holds key byte j = b's share of the key's
+// CRC32 register in its low 32 bits and of copy 1's slot hash in its high
+// 32 bits.
+type regCopy1Table [4][256]uint64
+
+var regCopy1Tab atomic.Pointer[regCopy1Table]
+
+func newRegCopy1Tab() *regCopy1Table {
+	c1 := copyTab(1)
+	t := new(regCopy1Table)
+	for b := range 256 {
+		for j := range 4 {
+			// keyReg complements the key (the init) and reads byte j
+			// from slicing table 3-j.
+			t[j][b] = uint64(c1[j][b])<<32 | uint64(crc32Tab[3-j][byte(b)^0xFF])
+		}
+	}
+	regCopy1Tab.CompareAndSwap(nil, t)
+	return regCopy1Tab.Load()
+}
+
+func (PerCopyHasher) Checksum(key uint32) uint32 {
 	return ^keyReg(key)
 }
 

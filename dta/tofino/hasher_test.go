@@ -174,6 +174,35 @@ func TestPerCopyMatchesModel(t *testing.T) {
 	}
 }
 
+// TestPerCopyHashes checks the direct-call forms against the Hasher
+// methods: Hashes for every count of copies, and Hashes2.
+func TestPerCopyHashes(t *testing.T) {
+	var h PerCopyHasher
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := []uint32{0, 1, 0xff, 0x100, 0x80000000, 0xffffffff}
+	for range 2000 {
+		keys = append(keys, rng.Uint32())
+	}
+	var want, got [9]uint32
+	for _, key := range keys {
+		PerCopy.Slots(key, want[:])
+		sum := PerCopy.Checksum(key)
+		for n := range len(got) + 1 {
+			got = [9]uint32{}
+			if c := h.Hashes(key, got[:n]); c != sum {
+				t.Fatalf("Hashes(%#x, %d copies) checksum = %#x, want %#x", key, n, c, sum)
+			}
+			if got != [9]uint32(append(want[:n:n], make([]uint32, 9-n)...)) {
+				t.Fatalf("Hashes(%#x, %d copies) = %#x, want %#x", key, n, got[:n], want[:n])
+			}
+		}
+		c, s0, s1 := h.Hashes2(key)
+		if c != sum || s0 != want[0] || s1 != want[1] {
+			t.Fatalf("Hashes2(%#x) = %#x %#x %#x, want %#x %#x %#x", key, c, s0, s1, sum, want[0], want[1])
+		}
+	}
+}
+
 // TestCopyOffsets shows the finding PerCopy exists for: under Reference the
 // XOR of copy n's and copy 0's slot is the same for every key, under
 // PerCopy it varies with the key.
