@@ -207,7 +207,7 @@ func (s *Store) Query(key uint32, n int, p Policy) (Result, error) {
 		matched[m] = off
 		m++
 	}
-	return s.vote(matched[:m], p), nil
+	return s.voteSlots(matched[:m], p), nil
 }
 
 // data returns the data of the slot at off, aliasing the region.
@@ -225,8 +225,8 @@ func (s *Store) sameData(a, b uint64) bool {
 	return bytes.Equal(s.data(a), s.data(b))
 }
 
-// vote turns the offsets of the distinct matching slots into a Result.
-func (s *Store) vote(matched []uint64, p Policy) Result {
+// voteSlots turns the offsets of the distinct matching slots into a Result.
+func (s *Store) voteSlots(matched []uint64, p Policy) Result {
 	m := len(matched)
 	switch {
 	case m == 0:

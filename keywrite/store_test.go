@@ -363,41 +363,83 @@ func TestQueryBadInput(t *testing.T) {
 }
 
 // TestQueryBatchMatchesQuery compares the batch path with single queries on
-// a crowded store (collisions, ties, duplicates), for every policy and a
-// range of N including ones that split rounds oddly.
+// crowded stores (collisions, ties, duplicates), for every policy and a
+// range of N including ones that split rounds oddly. It covers both of
+// QueryBatch's addressing paths (the default hasher called directly, any
+// other through the interface) and data wider than a slot's 8-byte head,
+// with values that agree in their first 4 bytes and differ after.
 func TestQueryBatchMatchesQuery(t *testing.T) {
-	l := mustLayout(t, 1<<10, 4, WithHasher(truncHasher{tofino.Reference, 6}))
-	s := mustStore(t, l, nil)
-	for i := range uint32(1500) {
-		key := mix(i)
-		if err := s.Put(key, valueOf(key%7, 4), int(i%4)+1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	keys := make([]uint32, 300)
-	for i := range keys {
-		keys[i] = mix(uint32(i * 7)) // written and never-written keys
-	}
-	res := make([]Result, len(keys))
-	for _, p := range []Policy{Plurality, FirstMatch, Consensus(1), Consensus(2), Consensus(3)} {
-		for _, n := range []int{1, 2, 3, 5, 7, 64, 100, 255} {
-			if err := s.QueryBatch(keys, n, p, res); err != nil {
-				t.Fatal(err)
-			}
-			for i, key := range keys {
-				r, err := s.Query(key, n, p)
-				if err != nil {
+	for _, c := range []struct {
+		name     string
+		hasher   tofino.Hasher
+		dataSize int
+		keys     uint32
+	}{
+		{"trunc6/data=4", truncHasher{tofino.Reference, 6}, 4, 1500},
+		{"trunc6/data=12", truncHasher{tofino.Reference, 6}, 12, 1500},
+		{"percopy/data=4", tofino.PerCopy, 4, 1500},
+		{"percopy/data=12", tofino.PerCopy, 12, 1500},
+		{"percopy/data=4/light", tofino.PerCopy, 4, 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := mustLayout(t, 1<<10, c.dataSize, WithHasher(c.hasher))
+			s := mustStore(t, l, nil)
+			for i := range c.keys {
+				key := mix(i)
+				v := valueOf(key%7, c.dataSize)
+				if c.dataSize > 4 {
+					copy(v, "same") // only the bytes past the head differ
+				}
+				if err := s.Put(key, v, int(i%4)+1); err != nil {
 					t.Fatal(err)
 				}
-				b := res[i]
-				if p == FirstMatch {
-					b.Matches, r.Matches = 0, 0
+			}
+			keys := make([]uint32, 300)
+			for i := range keys {
+				keys[i] = mix(uint32(i * 7)) // written and never-written keys
+			}
+			// Rewrite copy 0 of every fifth key with other data under
+			// its checksum, as a colliding key with a 32-bit checksum
+			// collision would: ties at N = 2.
+			for i := 0; i < len(keys); i += 5 {
+				v := valueOf(keys[i]+1, c.dataSize)
+				if c.dataSize > 4 {
+					copy(v, "same")
 				}
-				if b.Status != r.Status || !bytes.Equal(b.Data, r.Data) || b.Matches != r.Matches || b.Votes != r.Votes {
-					t.Fatalf("key %#x n=%d %v: batch %+v, single %+v", key, n, p, b, r)
+				forge(t, s, keys[i], 0, v)
+			}
+			res := make([]Result, len(keys))
+			statuses := map[Status]int{}
+			for _, p := range []Policy{Plurality, FirstMatch, Consensus(1), Consensus(2), Consensus(3)} {
+				for _, n := range []int{1, 2, 3, 5, 7, 64, 100, 255} {
+					if err := s.QueryBatch(keys, n, p, res); err != nil {
+						t.Fatal(err)
+					}
+					for i, key := range keys {
+						r, err := s.Query(key, n, p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						b := res[i]
+						if p == FirstMatch {
+							b.Matches, r.Matches = 0, 0
+						}
+						if b.Status != r.Status || !bytes.Equal(b.Data, r.Data) || b.Matches != r.Matches || b.Votes != r.Votes {
+							t.Fatalf("key %#x n=%d %v: batch %+v, single %+v", key, n, p, b, r)
+						}
+						if n == 2 {
+							statuses[r.Status]++
+						}
+					}
 				}
 			}
-		}
+			// The N = 2 path met every outcome it has a branch for.
+			for _, st := range []Status{Found, Empty, Ambiguous, NoConsensus} {
+				if statuses[st] == 0 {
+					t.Errorf("no %v result at N = 2: %v", st, statuses)
+				}
+			}
+		})
 	}
 }
 
