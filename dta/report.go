@@ -119,6 +119,18 @@ func ParseReport(b []byte) (Report, error) {
 // sub-header parsers; FuzzParseReport checks that the two agree.
 func (r *Report) Decode(b []byte) error {
 	*r = Report{}
+	// The common report first: Key-Write without a sequence number, with
+	// redundancy and data a positive multiple of 4 bytes. FuzzParseReport
+	// checks it against the general path and the header parsers.
+	if len(b) >= 2+keyWriteFixed+4 && b[0] == byte(OpKeyWrite) && b[1]&flagSequenced == 0 && b[2] != 0 && (len(b)-2-keyWriteFixed)%4 == 0 {
+		r.Header.Opcode = OpKeyWrite
+		r.Header.Immediate = b[1]&flagImmediate != 0
+		r.Header.Reserved = b[1] & reservedMask
+		r.KeyWrite.Redundancy = b[2]
+		r.KeyWrite.Key = binary.BigEndian.Uint32(b[3:7])
+		r.KeyWrite.Data = b[7:]
+		return nil
+	}
 	if len(b) < 2 {
 		return errHeaderShort
 	}
