@@ -230,14 +230,23 @@ func (s *Store) QueryBatch(keys []uint32, n int, dst []uint64) error {
 	counters := s.counters
 	for len(keys) > 0 {
 		k := min(per, len(keys))
-		j := 0
-		for _, key := range keys[:k] {
-			for i := range n {
-				idx[j] = h.Slot(key, uint8(i)) & l.mask
-				j++
+		if pc, ok := h.(tofino.PerCopyHasher); ok && n == 2 {
+			// The default hasher at the common redundancy, called
+			// directly: one merged table for both copies.
+			for q, key := range keys[:k] {
+				_, s0, s1 := pc.Hashes2(key)
+				idx[2*q], idx[2*q+1] = s0&l.mask, s1&l.mask
+			}
+		} else {
+			j := 0
+			for _, key := range keys[:k] {
+				for i := range n {
+					idx[j] = h.Slot(key, uint8(i)) & l.mask
+					j++
+				}
 			}
 		}
-		j = 0
+		j := 0
 		for q := range keys[:k] {
 			est := atomic.LoadUint64(&counters[idx[j]])
 			for i := 1; i < n; i++ {

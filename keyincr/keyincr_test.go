@@ -206,36 +206,43 @@ func TestConcurrentAdds(t *testing.T) {
 }
 
 func TestQueryAndBatch(t *testing.T) {
-	s := mustStore(t, 1<<10, WithHasher(tofino.Reference))
-	truth := map[uint32]uint64{}
-	for i := range uint32(3000) {
-		key := mix(i % 500)
-		_ = s.Add(key, uint64(i%17), 2)
-		truth[key] += uint64(i % 17)
+	// PerCopy is the default and takes QueryBatch's direct-call path at
+	// N = 2; Reference goes through the Hasher interface.
+	for _, h := range []tofino.Hasher{tofino.Reference, tofino.PerCopy} {
+		s := mustStore(t, 1<<10, WithHasher(h))
+		truth := map[uint32]uint64{}
+		for i := range uint32(3000) {
+			key := mix(i % 500)
+			_ = s.Add(key, uint64(i%17), 2)
+			truth[key] += uint64(i % 17)
+		}
+		keys := make([]uint32, 700)
+		for i := range keys {
+			keys[i] = mix(uint32(i))
+		}
+		dst := make([]uint64, len(keys))
+		for _, n := range []int{1, 2, 3, 100, 255} {
+			if err := s.QueryBatch(keys, n, dst); err != nil {
+				t.Fatal(err)
+			}
+			for i, key := range keys {
+				est, err := s.Query(key, n)
+				if err != nil || est != dst[i] {
+					t.Fatalf("%T n=%d key %#x: Query %d (%v), batch %d", h, n, key, est, err, dst[i])
+				}
+				if n <= 2 && est < truth[key] {
+					t.Fatalf("%T key %#x: estimate %d below truth %d", h, key, est, truth[key])
+				}
+			}
+		}
+		s.Reset()
+		if !bytes.Equal(s.Region(), make([]byte, len(s.Region()))) {
+			t.Errorf("%T: Reset left non-zero counters", h)
+		}
 	}
-	keys := make([]uint32, 700)
-	for i := range keys {
-		keys[i] = mix(uint32(i))
-	}
+	s := mustStore(t, 1<<10)
+	keys := []uint32{1, 2, 3, 4}
 	dst := make([]uint64, len(keys))
-	for _, n := range []int{1, 2, 3, 100, 255} {
-		if err := s.QueryBatch(keys, n, dst); err != nil {
-			t.Fatal(err)
-		}
-		for i, key := range keys {
-			est, err := s.Query(key, n)
-			if err != nil || est != dst[i] {
-				t.Fatalf("n=%d key %#x: Query %d (%v), batch %d", n, key, est, err, dst[i])
-			}
-			if n <= 2 && est < truth[key] {
-				t.Fatalf("key %#x: estimate %d below truth %d", key, est, truth[key])
-			}
-		}
-	}
-	s.Reset()
-	if !bytes.Equal(s.Region(), make([]byte, len(s.Region()))) {
-		t.Error("Reset left non-zero counters")
-	}
 	for _, n := range []int{0, 256} {
 		if _, err := s.Query(1, n); !errors.Is(err, ErrRedundancy) {
 			t.Errorf("Query(n=%d) error = %v", n, err)
