@@ -154,3 +154,26 @@ func BenchmarkNewHash(b *testing.B) {
 		benchSink += h.start
 	}
 }
+
+// BenchmarkPerCopyDirect is PerCopy called on its type, as batch queries
+// call it: the checksum and N slot hashes in one call.
+func BenchmarkPerCopyDirect(b *testing.B) {
+	var h PerCopyHasher
+	b.Run("Hashes2", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			c, s0, s1 := h.Hashes2(uint32(i))
+			benchSink += uint64(c ^ s0 ^ s1)
+		}
+	})
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprintf("Hashes/copies=%d", n), func(b *testing.B) {
+			dst := make([]uint32, n)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				benchSink += uint64(h.Hashes(uint32(i), dst))
+			}
+			benchSink += uint64(dst[0])
+		})
+	}
+}
