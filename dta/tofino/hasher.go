@@ -209,56 +209,40 @@ type PerCopyHasher struct{}
 
 func (PerCopyHasher) Slot(key uint32, n uint8) uint32 {
 	if n == 0 {
-		r := keyReg(key)
-		return ^(crc32Tab[0][byte(r)] ^ r>>8)
+		return copy0(keyReg(key))
 	}
 	return copyTab(n).eval(key)
 }
 
-func (PerCopyHasher) Slots(key uint32, dst []uint32) {
-	if len(dst) == 0 {
-		return
-	}
-	r := keyReg(key)
-	dst[0] = ^(crc32Tab[0][byte(r)] ^ r>>8)
-	for n := 1; n < len(dst); n++ {
-		t := copyTables[uint8(n)].Load() // copyTab, inlined by hand
-		if t == nil {
-			t = newCopyTab(uint8(n))
-		}
-		dst[n] = t.eval(key)
-	}
-}
+// copy0 returns copy 0's slot hash from the key's CRC32 register: one more
+// CRC step over the copy byte 0, then the xor-out.
+func copy0(r uint32) uint32 { return ^(crc32Tab[0][byte(r)] ^ r>>8) }
+
+func (h PerCopyHasher) Slots(key uint32, dst []uint32) { h.Hashes(key, dst) }
 
 // Hashes is Checksum and Slots in one call: it sets dst[n] = Slot(key, n)
-// for every n < len(dst) and returns the key checksum. The key's CRC32
-// register (the checksum, and copy 0 after one more step) and copy 1's
-// hash come from one merged table, four lookups for both: this is the
-// whole addressing of a query at N = 2, the common redundancy.
-func (PerCopyHasher) Hashes(key uint32, dst []uint32) (checksum uint32) {
+// for every n < len(dst) and returns the key checksum. With two copies or
+// more the key's CRC32 register (the checksum, and copy 0 after one more
+// step) and copy 1's hash come from [PerCopyHasher.Hashes2]'s merged table.
+func (h PerCopyHasher) Hashes(key uint32, dst []uint32) (checksum uint32) {
 	if len(dst) < 2 {
 		r := keyReg(key)
 		if len(dst) == 1 {
-			dst[0] = ^(crc32Tab[0][byte(r)] ^ r>>8)
+			dst[0] = copy0(r)
 		}
 		return ^r
 	}
-	t := regCopy1Tab.Load()
-	if t == nil {
-		t = newRegCopy1Tab()
-	}
-	x := t[0][byte(key)] ^ t[1][byte(key>>8)] ^ t[2][byte(key>>16)] ^ t[3][key>>24]
-	r := uint32(x)
-	dst[0] = ^(crc32Tab[0][byte(r)] ^ r>>8)
-	dst[1] = uint32(x >> 32)
+	checksum, dst[0], dst[1] = h.Hashes2(key)
 	for n := 2; n < len(dst); n++ {
 		dst[n] = copyTab(uint8(n)).eval(key)
 	}
-	return ^r
+	return checksum
 }
 
-// Hashes2 is Hashes for N = 2, small enough to inline: the key checksum
-// and the slot hashes of copies 0 and 1.
+// Hashes2 is Hashes for N = 2, the common redundancy, returning the key
+// checksum and the slot hashes of copies 0 and 1 without a slice: one
+// merged table gives the key's CRC32 register and copy 1's hash in four
+// lookups, and copy 0 takes one more.
 func (PerCopyHasher) Hashes2(key uint32) (checksum, slot0, slot1 uint32) {
 	t := regCopy1Tab.Load()
 	if t == nil {
@@ -266,7 +250,7 @@ func (PerCopyHasher) Hashes2(key uint32) (checksum, slot0, slot1 uint32) {
 	}
 	x := t[0][byte(key)] ^ t[1][byte(key>>8)] ^ t[2][byte(key>>16)] ^ t[3][key>>24]
 	r := uint32(x)
-	return ^r, ^(crc32Tab[0][byte(r)] ^ r>>8), uint32(x >> 32)
+	return ^r, copy0(r), uint32(x >> 32)
 }
 
 // regCopy1Table merges keyReg's and copy 1's tables, both indexed by the
