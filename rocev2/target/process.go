@@ -62,8 +62,7 @@ func (o *Output) add(p *rocev2.Packet, src, dst netip.AddrPort) {
 		o.buf = o.buf[:start]
 		return
 	}
-	o.ends = append(o.ends, len(o.buf))
-	o.addrs = append(o.addrs, dst)
+	o.commit(dst)
 }
 
 // Process handles datagrams received at the target's address, in order,
