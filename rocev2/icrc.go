@@ -92,7 +92,7 @@ func icrcV4(p []byte) uint32 {
 	m[10], m[11] = 0xFF, 0xFF              // header checksum
 	m[26], m[27] = 0xFF, 0xFF              // UDP checksum
 	m[ipv4HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-	return crcUpdate(updateSmall(icrcSeed, m[:]), p[maskedV4:])
+	return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[maskedV4:])
 }
 
 // icrcV6 computes the ICRC of an IPv6 packet whose next header is UDP, at
@@ -105,21 +105,23 @@ func icrcV6(p []byte) uint32 {
 	m[7] = 0xFF                            // hop limit
 	m[46], m[47] = 0xFF, 0xFF              // UDP checksum
 	m[ipv6HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-	return crcUpdate(updateSmall(icrcSeed, m[:]), p[maskedV6:])
+	return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[maskedV6:])
 }
 
 // crcUpdate is crc32.Update with the tail of fewer than 16 bytes done by
-// updateSmall: klauspost/crc32 hands such a tail to a byte-at-a-time loop,
+// UpdateCRC: klauspost/crc32 hands such a tail to a byte-at-a-time loop,
 // which costs more than the folding of a 100-byte packet.
 func crcUpdate(crc uint32, p []byte) uint32 {
 	n := len(p) &^ 15
 	if n > 0 {
 		crc = crc32.Update(crc, crc32.IEEETable, p[:n])
 	}
-	return updateSmall(crc, p[n:])
+	return UpdateCRC(crc, p[n:])
 }
 
-// slicing8 holds the tables of a slicing-by-8 CRC-32/ISO-HDLC.
+// slicing8 holds the tables of a slicing-by-8 CRC-32/ISO-HDLC:
+// slicing8[k][v] is what byte v adds to the CRC register when k zero bytes
+// follow it.
 var slicing8 = func() (t [8][256]uint32) {
 	for i := range 256 {
 		c := uint32(i)
@@ -140,16 +142,26 @@ var slicing8 = func() (t [8][256]uint32) {
 	return t
 }()
 
-// updateSmall is crc32.Update for the short masked prefix. It exists because
-// crc32.Update calls through a function variable, which makes a stack buffer
-// passed to it escape to the heap; this one keeps the prefix on the stack.
-func updateSmall(crc uint32, p []byte) uint32 {
+// UpdateCRC returns the CRC-32/ISO-HDLC that the ICRC is made of, continued
+// from crc over p: crc32.Update(crc, crc32.IEEETable, p), by slicing by 8.
+// It is for short inputs, such as the masked headers, and for callers that
+// keep their own ICRC state (the software target and translator cache the
+// CRC after the headers and derive ICRCs from it); for those it is faster
+// than the library, and since it makes no call through a function variable,
+// a stack buffer passed to it stays on the stack. It does not allocate and
+// does not let p escape.
+func UpdateCRC(crc uint32, p []byte) uint32 {
 	crc = ^crc
 	for len(p) >= 8 {
 		crc ^= binary.LittleEndian.Uint32(p)
 		crc = slicing8[0][p[7]] ^ slicing8[1][p[6]] ^ slicing8[2][p[5]] ^ slicing8[3][p[4]] ^
 			slicing8[4][crc>>24] ^ slicing8[5][crc>>16&0xFF] ^ slicing8[6][crc>>8&0xFF] ^ slicing8[7][crc&0xFF]
 		p = p[8:]
+	}
+	if len(p) >= 4 { // RoCEv2 packets are padded to 4 bytes: the usual tail
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = slicing8[0][crc>>24] ^ slicing8[1][crc>>16&0xFF] ^ slicing8[2][crc>>8&0xFF] ^ slicing8[3][crc&0xFF]
+		p = p[4:]
 	}
 	for _, c := range p {
 		crc = slicing8[0][byte(crc)^c] ^ crc>>8

@@ -51,7 +51,7 @@ func DatagramICRC(src, dst netip.AddrPort, p []byte) (uint32, error) {
 		putUDPMasked(m[ipv4HeaderLen:], src.Port(), dst.Port(), udpLen)
 		copy(m[ipv4HeaderLen+udpHeaderLen:], p[:BTHLen])
 		m[ipv4HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-		return crcUpdate(updateSmall(icrcSeed, m[:]), p[BTHLen:]), nil
+		return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[BTHLen:]), nil
 	case s.Is6() && d.Is6():
 		if udpLen > 0xFFFF {
 			return 0, errDatagramLength
@@ -67,7 +67,7 @@ func DatagramICRC(src, dst netip.AddrPort, p []byte) (uint32, error) {
 		putUDPMasked(m[ipv6HeaderLen:], src.Port(), dst.Port(), udpLen)
 		copy(m[ipv6HeaderLen+udpHeaderLen:], p[:BTHLen])
 		m[ipv6HeaderLen+udpHeaderLen+4] = 0xFF
-		return crcUpdate(updateSmall(icrcSeed, m[:]), p[BTHLen:]), nil
+		return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[BTHLen:]), nil
 	}
 	return 0, errAddrFamily
 }

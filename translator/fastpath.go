@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math/bits"
 
-	"github.com/dtakit/dtakit/internal/crc32s"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -14,7 +13,7 @@ import (
 // pseudo-header.
 //
 // A CRC is affine: for messages x and y of the same length, crc(x) ^ crc(y)
-// is the CRC with zero initial value and no final XOR (crc32s.Linear) of
+// is the CRC with zero initial value and no final XOR (linearCRC) of
 // x ^ y, and leading zero bytes do not change it. Two datagrams of one QP with the same
 // length and the same first 8 BTH bytes (opcode, pad count, P_Key, destination
 // QP; byte 4 is masked by the ICRC anyway) differ only from BTH byte 8 on, so
@@ -40,6 +39,11 @@ type icrcEntry struct {
 
 var zeroSlot [slotCap]byte
 
+// linearCRC returns the linear part of the CRC of p: the register after p
+// starting from 0, with no final XOR. For messages x and y of one length,
+// linearCRC(x XOR y) = CRC(x) XOR CRC(y). It does not allocate.
+func linearCRC(p []byte) uint32 { return ^rocev2.UpdateCRC(0xFFFFFFFF, p) }
+
 // icrc returns the ICRC of b, a datagram of q without its ICRC.
 func (e *Engine) icrc(q *qp, b []byte) uint32 {
 	prefix := binary.BigEndian.Uint64(b) | 0xFF<<24
@@ -54,7 +58,7 @@ func (e *Engine) icrc(q *qp, b []byte) uint32 {
 		e.fillICRC(q, en, b[:8], n)
 	}
 	if !e.tailOK || !e.shareTail {
-		e.tail = crc32s.Linear(b[20:])
+		e.tail = linearCRC(b[20:])
 		e.tailOK = true
 	}
 	h := &en.h
@@ -80,7 +84,7 @@ func (e *Engine) fillICRC(q *qp, en *icrcEntry, prefix []byte, n int) {
 		var base [8]uint32
 		for bit := range 8 {
 			msg[j] = 1 << bit
-			base[bit] = crc32s.Linear(msg)
+			base[bit] = linearCRC(msg)
 		}
 		msg[j] = 0
 		t := &en.h[j]

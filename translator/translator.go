@@ -227,40 +227,34 @@ func writeAll(c *udpio.Conn, ms []udpio.Message) {
 }
 
 func (t *Translator) readReports() {
-	defer t.wg.Done()
-	ms := make([]udpio.Message, batchSize)
-	buf := make([]byte, batchSize*maxReport)
-	for i := range ms {
-		ms[i].Buf = buf[i*maxReport : (i+1)*maxReport]
-	}
-	for {
-		n, err := t.rep.ReadBatch(ms)
-		if err != nil {
-			if t.stopped() {
-				return
-			}
-			continue
-		}
-		now := time.Now()
-		t.mu.Lock()
+	t.readLoop(t.rep, maxReport, func(ms []udpio.Message, now time.Time) {
 		t.e.setNow(now)
-		for i := range n {
+		for i := range ms {
 			t.e.HandleReport(ms[i].Buf[:ms[i].N], ms[i].Addr)
 		}
-		t.sendLocked()
-		t.mu.Unlock()
-	}
+	})
 }
 
 func (t *Translator) readRoCE() {
+	t.readLoop(t.roce, maxRoCERecv, func(ms []udpio.Message, now time.Time) {
+		for i := range ms {
+			t.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
+		}
+	})
+}
+
+// readLoop reads batches of datagrams of up to size bytes from c until the
+// translator stops, and hands each batch, with its arrival time, to handle
+// under mu, then sends what handling queued.
+func (t *Translator) readLoop(c *udpio.Conn, size int, handle func(ms []udpio.Message, now time.Time)) {
 	defer t.wg.Done()
 	ms := make([]udpio.Message, batchSize)
-	buf := make([]byte, batchSize*maxRoCERecv)
+	buf := make([]byte, batchSize*size)
 	for i := range ms {
-		ms[i].Buf = buf[i*maxRoCERecv : (i+1)*maxRoCERecv]
+		ms[i].Buf = buf[i*size : (i+1)*size]
 	}
 	for {
-		n, err := t.roce.ReadBatch(ms)
+		n, err := c.ReadBatch(ms)
 		if err != nil {
 			if t.stopped() {
 				return
@@ -269,9 +263,7 @@ func (t *Translator) readRoCE() {
 		}
 		now := time.Now()
 		t.mu.Lock()
-		for i := range n {
-			t.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
-		}
+		handle(ms[:n], now)
 		t.sendLocked()
 		t.mu.Unlock()
 	}

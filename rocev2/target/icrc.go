@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/dtakit/dtakit/internal/crc32s"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/klauspost/crc32"
 )
@@ -28,20 +27,20 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 	if len(p) >= 128 {
 		return crc32.Update(crc, crc32.IEEETable, p)
 	}
-	return crc32s.Update(crc, p)
+	return rocev2.UpdateCRC(crc, p)
 }
 
 // icrcSeed is the CRC after the 8 bytes of 0xFF that stand in for the LRH.
-var icrcSeed = crc32s.Update(0, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
+var icrcSeed = rocev2.UpdateCRC(0, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
 
 // contrib[d][b] is what byte b adds to the CRC register when d bytes follow
 // it: the linear part of the CRC, register and input otherwise zero.
 var contrib = func() (t [15][256]uint32) {
+	var m [len(t)]byte
 	for b := range 256 {
-		t[0][b] = crc32s.Table[0][b]
-		for d := 1; d < len(t); d++ {
-			v := t[d-1][b]
-			t[d][b] = v>>8 ^ crc32s.Table[0][v&0xFF]
+		m[0] = byte(b)
+		for d := range len(t) {
+			t[d][b] = ^rocev2.UpdateCRC(0xFFFFFFFF, m[:d+1]) // register 0 in, no final XOR
 		}
 	}
 	return t
@@ -88,7 +87,7 @@ func headerCRC(src, dst netip.AddrPort, n int) (crc uint32, ok bool) {
 	binary.BigEndian.PutUint16(u[2:], dst.Port())
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xFF, 0xFF
-	return crc32s.Update(icrcSeed, h), true
+	return rocev2.UpdateCRC(icrcSeed, h), true
 }
 
 // packetICRC returns the ICRC of a UDP payload b (BTH through pad, no
@@ -97,7 +96,7 @@ func packetICRC(hdr uint32, b []byte) uint32 {
 	var bth [rocev2.BTHLen]byte
 	copy(bth[:], b)
 	bth[4] = 0xFF // FECN, BECN, Resv6
-	return crcUpdate(crc32s.Update(hdr, bth[:]), b[rocev2.BTHLen:])
+	return crcUpdate(rocev2.UpdateCRC(hdr, bth[:]), b[rocev2.BTHLen:])
 }
 
 // headerCache remembers the header CRC of recent sources and lengths.

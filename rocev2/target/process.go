@@ -62,8 +62,7 @@ func (o *Output) add(p *rocev2.Packet, src, dst netip.AddrPort) {
 		o.buf = o.buf[:start]
 		return
 	}
-	o.ends = append(o.ends, len(o.buf))
-	o.addrs = append(o.addrs, dst)
+	o.commit(dst)
 }
 
 // Process handles datagrams received at the target's address, in order,
@@ -143,7 +142,7 @@ func (t *Target) Tick(now time.Time, out *Output) {
 	}
 	for _, qp := range t.qps {
 		switch qp.state {
-		case qpWaitRTU:
+		case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
 			if now.Before(qp.cmDeadline) {
 				continue
 			}
@@ -152,17 +151,11 @@ func (t *Target) Tick(now time.Time, out *Output) {
 				t.destroy(qp)
 				continue
 			}
-			t.sendREP(now, qp, out)
-		case qpClosing:
-			if now.Before(qp.cmDeadline) {
-				continue
+			if qp.state == qpWaitRTU {
+				t.sendREP(now, qp, out)
+			} else {
+				t.sendDREQ(now, qp, out)
 			}
-			if qp.cmTries >= MaxTries {
-				t.c.CMTimeouts++
-				t.destroy(qp)
-				continue
-			}
-			t.sendDREQ(now, qp, out)
 		case qpReady:
 			if len(qp.sends) > 0 {
 				qp.transmit(now, out)
