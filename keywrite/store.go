@@ -261,17 +261,23 @@ func (s *Store) voteSlots(matched []uint64, p Policy) Result {
 			tied = true
 		}
 	}
-	r := Result{Matches: uint8(m), Votes: uint8(bestVotes)}
-	switch {
-	case p.kind == consensusKind && bestVotes < p.threshold:
-		r.Status = NoConsensus
-	case tied:
-		r.Status = Ambiguous
-	default:
-		r.Status = Found
+	r := Result{Status: p.verdict(bestVotes, tied), Matches: uint8(m), Votes: uint8(bestVotes)}
+	if r.Status == Found {
 		r.Data = s.data(matched[best])
 	}
 	return r
+}
+
+// verdict is the status of a vote (Plurality or Consensus) whose most
+// held value has votes votes, tied when another value has as many.
+func (p Policy) verdict(votes int, tied bool) Status {
+	switch {
+	case p.kind == consensusKind && votes < p.threshold:
+		return NoConsensus
+	case tied:
+		return Ambiguous
+	}
+	return Found
 }
 
 func contains(offs []uint64, off uint64) bool {
