@@ -174,31 +174,20 @@ type outcome2 struct {
 // outcomes2 returns, for policy p, the outcome of every combination of
 // m0 (copy 0 matches), m1 (copy 1 matches, in another slot) and same (both
 // match and hold the same data), indexed by m0 | m1<<1 | same<<2. It
-// applies voteSlots's rules.
+// applies voteSlots's rules: FirstMatch takes the first matching copy;
+// otherwise p.verdict decides, two different values being a tie.
 func outcomes2(p Policy) [8]outcome2 {
-	var t [8]outcome2
 	one := outcome2{status: Found, matches: 1, votes: 1}
-	if p.kind == consensusKind && p.threshold > 1 {
-		one.status = NoConsensus
+	tie := outcome2{status: Found, matches: 2, votes: 1}
+	same := outcome2{status: Found, matches: 2, votes: 1}
+	if p.kind != firstMatchKind {
+		one.status = p.verdict(1, false)
+		tie.status = p.verdict(1, true)
+		same.status, same.votes = p.verdict(2, false), 2
 	}
-	t[1] = one
-	one.second = true
-	t[2] = one
-	switch {
-	case p.kind == firstMatchKind:
-		t[3] = outcome2{status: Found, matches: 2, votes: 1}
-		t[7] = t[3]
-	default:
-		t[3] = outcome2{status: Ambiguous, matches: 2, votes: 1} // a tie
-		if p.kind == consensusKind && p.threshold > 1 {
-			t[3].status = NoConsensus
-		}
-		t[7] = outcome2{status: Found, matches: 2, votes: 2}
-		if p.kind == consensusKind && p.threshold > 2 {
-			t[7].status = NoConsensus
-		}
-	}
-	return t
+	second := one
+	second.second = true
+	return [8]outcome2{1: one, 2: second, 3: tie, 7: same}
 }
 
 func b2u(b bool) uint8 {

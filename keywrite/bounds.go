@@ -1,7 +1,6 @@
 package keywrite
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -202,9 +201,6 @@ func binom(n, k int) float64 {
 	}
 	return r
 }
-
-// ErrSizing is returned by Size for a target it cannot meet or understand.
-var ErrSizing = errors.New("keywrite: cannot size")
 
 // Addressing says how the slots of a key's copies relate, for Size.
 type Addressing uint8

@@ -27,6 +27,10 @@ var (
 	// hasher ID), or a layout that cannot be encoded (a hasher that is not
 	// built in).
 	ErrGeometry = errors.New("keywrite: bad layout geometry")
+	// ErrSizing: a Size target it cannot meet (more than 2^32 slots) or
+	// understand (a success probability outside (0, 1), an unknown
+	// Addressing).
+	ErrSizing = errors.New("keywrite: cannot size")
 )
 
 // Hot-path errors, allocated once.

@@ -464,6 +464,7 @@ func TestAllocs(t *testing.T) {
 		"ApplyWrites":   func() { _ = s.ApplyWrites(ops) },
 		"Query":         func() { _, _ = s.Query(keys[3], 2, Plurality) },
 		"QueryFirst":    func() { _, _ = s.Query(keys[3], 2, FirstMatch) },
+		"QueryWide":     func() { _, _ = s.Query(keys[3], 64, Plurality) },
 		"QueryBatch":    func() { _ = s.QueryBatch(keys, 2, Plurality, res) },
 		"QueryBad":      func() { _, _ = s.Query(keys[3], 0, Plurality) },
 		"PutBad":        func() { _ = s.Put(5, data[:3], 2) },
