@@ -159,7 +159,12 @@ func TestNotListening(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- tg.Serve(ctx, uc) }()
 		defer func() { cancel(); <-done; uc.Close(); tg.Close() }()
-		tr, _, err := start(t, cfg(unmap(uc.LocalAddr().(*net.UDPAddr).AddrPort())))
+		// The REJ ends discovery at once; a timeout longer than the others'
+		// keeps a REJ delayed on a loaded machine from crossing a resent
+		// REQ, which the target would reject a second time.
+		c := cfg(unmap(uc.LocalAddr().(*net.UDPAddr).AddrPort()))
+		c.CMTimeout = time.Second
+		tr, _, err := start(t, c)
 		if err != nil || len(tr.Instances()) != 0 {
 			t.Fatalf("start: %v, instances %+v; want nil and none", err, tr.Instances())
 		}
