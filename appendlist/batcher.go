@@ -61,11 +61,9 @@ func (b *Batcher) Append(list uint32, data []byte, imm bool, out []Write) ([]Wri
 	}
 	n := b.count[list]
 	s := b.buf[(int(list)*b.l.Batch+int(n))*b.slot:][:b.slot]
+	copy(s, data)
 	if b.l.Markers {
-		copy(s, data)
 		binary.LittleEndian.PutUint32(s[b.l.EntrySize:], marker(b.heads[list]+uint64(n), b.logE))
-	} else {
-		copy(s, data)
 	}
 	b.count[list] = n + 1
 	b.imm[list] = b.imm[list] || imm

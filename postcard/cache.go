@@ -124,19 +124,14 @@ func (ca *Cache) Len() int {
 }
 
 // emit appends e's chunk to out and frees e. Hops that did not arrive are
-// blank.
+// blank: their values are 0, since Insert zeroes an entry it takes over and
+// rejects value 0.
 func (ca *Cache) emit(e *entry, out []Chunk) []Chunk {
 	out = append(out, Chunk{})
 	ch := &out[len(out)-1]
 	ch.Key = e.key
 	ch.Len = ca.c.csize
-	var vals [MaxHops]uint32
-	for i := range ca.c.l.Hops {
-		if e.have&(1<<i) != 0 {
-			vals[i] = e.values[i]
-		}
-	}
-	ca.c.EncodeChunk(ch.Data[:], e.key, vals[:ca.c.l.Hops])
+	ca.c.EncodeChunk(ch.Data[:], e.key, e.values[:ca.c.l.Hops])
 	e.used = false
 	return out
 }

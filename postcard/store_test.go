@@ -82,6 +82,24 @@ func (f *fixture) path(t testing.TB, key uint32, values []uint32, pathLen uint8)
 	}
 }
 
+// randomFlows writes n flows of 5 hops, each a random key with values
+// drawn from 1..nV, one flow after the other, and returns their keys and
+// paths.
+func (f *fixture) randomFlows(t testing.TB, rng *rand.Rand, n int, nV uint32) (keys []uint32, paths [][]uint32) {
+	t.Helper()
+	keys = make([]uint32, n)
+	paths = make([][]uint32, n)
+	for i := range keys {
+		keys[i] = rng.Uint32()
+		paths[i] = make([]uint32, 5)
+		for h := range paths[i] {
+			paths[i][h] = 1 + rng.Uint32N(nV)
+		}
+		f.path(t, keys[i], paths[i], 0)
+	}
+	return keys, paths
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, l := range []Layout{
 		{Hops: 5, SlotBits: 32, Chunks: 1 << 12, Copies: 2},
@@ -405,16 +423,7 @@ func monteCarlo(t *testing.T, a Addressing) {
 	for r := range rounds {
 		f := newFixture(t, l, 1024, universe(nV))
 		rng := rand.New(rand.NewPCG(uint64(r), 99))
-		keys := make([]uint32, flows)
-		paths := make([][]uint32, flows)
-		for i := range keys {
-			keys[i] = rng.Uint32()
-			paths[i] = make([]uint32, 5)
-			for h := range paths[i] {
-				paths[i][h] = 1 + rng.Uint32N(nV)
-			}
-			f.path(t, keys[i], paths[i], 0)
-		}
+		keys, paths := f.randomFlows(t, rng, flows, nV)
 		for i, k := range keys {
 			got, o := f.s.Query(f.tab, k)
 			switch {
@@ -532,16 +541,7 @@ func TestMonteCarloSmallSlotsWithinBound(t *testing.T) {
 	oldest := flows / 10
 	f := newFixture(t, l, 1024, universe(nV))
 	rng := rand.New(rand.NewPCG(21, 22))
-	keys := make([]uint32, flows)
-	paths := make([][]uint32, flows)
-	for i := range keys {
-		keys[i] = rng.Uint32()
-		paths[i] = make([]uint32, 5)
-		for h := range paths[i] {
-			paths[i][h] = 1 + rng.Uint32N(nV)
-		}
-		f.path(t, keys[i], paths[i], 0)
-	}
+	keys, paths := f.randomFlows(t, rng, flows, nV)
 	var wrong, none int
 	for i, k := range keys[:oldest] {
 		got, o := f.s.Query(f.tab, k)

@@ -269,7 +269,6 @@ func (r *Reporter) readAcks() {
 	for i := range ms {
 		ms[i].Buf = buf[i*64 : (i+1)*64]
 	}
-	var resend [][]byte
 	for {
 		n, err := r.ack.ReadBatch(ms)
 		if err != nil {
@@ -286,7 +285,7 @@ func (r *Reporter) readAcks() {
 			r.mu.Unlock()
 			return
 		}
-		resend = resend[:0]
+		resent := false
 		for i := range n {
 			a, err := dta.ParseAck(ms[i].Buf[:ms[i].N])
 			if err != nil || !a.NACK {
@@ -303,17 +302,15 @@ func (r *Reporter) readAcks() {
 				r.c.GaveUp++
 			default:
 				r.resends[a.Seq]++
-				resend = append(resend, w)
+				r.c.Resent++
+				resent = true
+				r.batch = append(r.batch, udpio.Message{Buf: w})
+				if len(r.batch) == cap(r.batch) {
+					_ = r.flushLocked()
+				}
 			}
 		}
-		for _, b := range resend {
-			r.batch = append(r.batch, udpio.Message{Buf: b})
-			r.c.Resent++
-			if len(r.batch) == cap(r.batch) {
-				_ = r.flushLocked()
-			}
-		}
-		if len(resend) > 0 {
+		if resent {
 			_ = r.flushLocked()
 		}
 		r.mu.Unlock()

@@ -159,7 +159,12 @@ func TestNotListening(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- tg.Serve(ctx, uc) }()
 		defer func() { cancel(); <-done; uc.Close(); tg.Close() }()
-		tr, _, err := start(t, cfg(unmap(uc.LocalAddr().(*net.UDPAddr).AddrPort())))
+		// The REJ ends discovery at once; a timeout longer than the others'
+		// keeps a REJ delayed on a loaded machine from crossing a resent
+		// REQ, which the target would reject a second time.
+		c := cfg(unmap(uc.LocalAddr().(*net.UDPAddr).AddrPort()))
+		c.CMTimeout = time.Second
+		tr, _, err := start(t, c)
 		if err != nil || len(tr.Instances()) != 0 {
 			t.Fatalf("start: %v, instances %+v; want nil and none", err, tr.Instances())
 		}
@@ -224,6 +229,20 @@ func TestCollectorGone(t *testing.T) {
 	}
 	sendFor(2*retry + 200*time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
+	// On a loaded machine (-race) a retry's REQs can run late: give every
+	// port up to 2 s more to show the two rounds checked below.
+	twoRounds := func() bool {
+		c := sl.count()
+		for port := uint16(translator.DefaultCMPort); port < translator.DefaultCMPort+4; port++ {
+			if c[port] < 2*3 {
+				return false
+			}
+		}
+		return true
+	}
+	for end := time.Now().Add(2 * time.Second); !twoRounds() && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	tc, rc := tr.Counters(), rep.Counters()
 	reqs := sl.count()
 	sl.close()

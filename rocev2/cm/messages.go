@@ -390,7 +390,9 @@ func (m *DisconnectRequest) decode(w *[BodyLen]byte) {
 }
 
 // DisconnectReply (DREP, table 113): 0 local comm ID · 4 remote comm ID · 8
-// private data (224).
+// private data (224), the layout of [ReadyToUse], whose encoder and decoder
+// it shares (the conversion between the two stops compiling if one of them
+// changes).
 type DisconnectReply struct {
 	LocalCommID  uint32
 	RemoteCommID uint32
@@ -404,12 +406,6 @@ func (*DisconnectReply) AttrID() AttrID { return AttrDREP }
 func (*DisconnectReply) Validate() error { return nil }
 
 // AppendTo appends the 232-byte DREP body to b.
-func (m *DisconnectReply) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, m.LocalCommID)
-	b = binary.BigEndian.AppendUint32(b, m.RemoteCommID)
-	return append(b, m.PrivateData[:]...)
-}
+func (m *DisconnectReply) AppendTo(b []byte) []byte { return (*ReadyToUse)(m).AppendTo(b) }
 
-func (m *DisconnectReply) decode(w *[BodyLen]byte) {
-	*m = DisconnectReply{LocalCommID: be32(w[0:]), RemoteCommID: be32(w[4:]), PrivateData: [224]byte(w[8:])}
-}
+func (m *DisconnectReply) decode(w *[BodyLen]byte) { (*ReadyToUse)(m).decode(w) }
