@@ -121,7 +121,6 @@ func (o Opcode) String() string {
 	return fmt.Sprintf("Opcode(%d)", uint8(o))
 }
 
-func (o Opcode) remote() bool { return o != OpSend && o != OpSendImm }
 func (o Opcode) atomic() bool { return o == OpCompareSwap || o == OpFetchAdd }
 
 // SendFlags modify a send work request (enum ibv_send_flags).
