@@ -294,7 +294,9 @@ func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
 		return
 	}
 	q := e.qps[bth.DestQP]
-	if q == nil || q.remote != src || q.state == qpClosed {
+	// The peer's address, not its port: a RoCEv2 stack picks the UDP
+	// source port per flow, for entropy; only the destination is 4791.
+	if q == nil || q.remote.Addr() != src.Addr() || q.state == qpClosed {
 		e.c.BadRoCE++
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/rocev2"
 )
 
 // Socket batch sizes and buffers.
@@ -64,6 +65,10 @@ func New(cfg Config) (*Translator, error) {
 	// it at net.core.rmem_max).
 	_ = ruc.SetReadBuffer(socketBuffer)
 	_ = cuc.SetReadBuffer(socketBuffer)
+	if err := rocev2.ConfigureSocket(cuc); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
+	}
 	cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
 	cfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
 	e, err := NewEngine(cfg)
@@ -81,6 +86,7 @@ func New(cfg Config) (*Translator, error) {
 			return nil, err
 		}
 	}
+	t.roce.LoopbackGSOOnly() // the ICRCs assume identification 0
 	cfg = e.Config()
 	t.tick = max(min(cfg.AckTimeout, cfg.CMTimeout)/4, time.Millisecond)
 	return t, nil

@@ -159,8 +159,7 @@ func (t *Target) NewQP(cfg QPConfig) (*QP, error) {
 	if len(t.qps) >= t.maxQPs {
 		return nil, fmt.Errorf("target.NewQP: %w: %d queue pairs already", ErrQP, len(t.qps))
 	}
-	qp := t.newQP(cfg.Peer, cfg.RemoteQPN, cfg.RecvPSN, cfg.MTU)
-	qp.sendPSN = cfg.SendPSN
+	qp := t.newQP(cfg.Peer, cfg.RemoteQPN, cfg.RecvPSN, cfg.SendPSN, cfg.MTU)
 	qp.onRecv = cfg.OnRecv
 	qp.state = qpReady
 	return qp, nil
@@ -169,9 +168,8 @@ func (t *Target) NewQP(cfg QPConfig) (*QP, error) {
 func validMTU(n int) bool { return n >= 256 && n <= 4096 && n&(n-1) == 0 }
 
 // newQP makes a queue pair with a fresh QPN and registers it; t.mu is held.
-func (t *Target) newQP(peer netip.AddrPort, remoteQPN uint32, recvPSN rocev2.PSN, mtu int) *QP {
-	qp := &QP{t: t, peer: peer, remoteQPN: remoteQPN, epsn: recvPSN, mtu: mtu,
-		sendPSN: rocev2.PSN(random32() & rocev2.PSNMask)}
+func (t *Target) newQP(peer netip.AddrPort, remoteQPN uint32, recvPSN, sendPSN rocev2.PSN, mtu int) *QP {
+	qp := &QP{t: t, peer: peer, remoteQPN: remoteQPN, epsn: recvPSN, sendPSN: sendPSN, mtu: mtu}
 	for {
 		qp.qpn = random32() & rocev2.PSNMask
 		if _, used := t.qps[qp.qpn]; !used && qp.qpn > cm.GSIQP {
