@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ import (
 // collector whose regions the kernel's Soft-RoCE serves through package
 // verbs: two independent RoCEv2 stacks. They need that VM (DTAKIT_RXE=1),
 // or a host set up the same way (DTAKIT_VERBS_PEER_NETNS, _ADDR and
-// _PEER_ADDR naming a namespace without rxe and the two addresses).
+// _PEER_ADDR naming a namespace without rxe and the two addresses; the
+// verbs-to-verbs test runs both ends at DTAKIT_VERBS_ADDR).
 
 type interopEnv struct {
 	netns           string
@@ -89,7 +91,34 @@ func ioLayouts(t *testing.T) (keywrite.Layout, keyincr.Layout, *postcard.Codec, 
 
 func TestDeviceSoftwareTranslatorToVerbsCollector(t *testing.T) {
 	env := needInterop(t)
-	c, err := New(Config{Addr: netip.AddrPortFrom(env.collector, 4791), Backend: BackendVerbs})
+	runPair(t, env.collector, "ip", "netns", "exec", env.netns, os.Args[0], "-test.run", "^TestInteropTranslatorChild$", "-test.v",
+		"DTAKIT_INTEROP_LOCAL="+env.peer.String())
+}
+
+// TestDeviceVerbsTranslatorToVerbsCollector: the translator's verbs
+// backend (the NIC runs its connections) writes into a verbs collector, in
+// two processes on one device.
+func TestDeviceVerbsTranslatorToVerbsCollector(t *testing.T) {
+	needInterop(t)
+	a := os.Getenv("DTAKIT_VERBS_ADDR")
+	if a == "" {
+		a = "10.77.0.2" // .ci/rxe-vm's rxe1, both ends on it
+	}
+	addr := netip.MustParseAddr(a)
+	runPair(t, addr, os.Args[0], "-test.run", "^TestInteropTranslatorChild$", "-test.v",
+		"DTAKIT_INTEROP_LOCAL="+addr.String(), "DTAKIT_INTEROP_VERBS=1")
+}
+
+// runPair serves the four instances with the verbs backend at addr, runs
+// the translator process (argv, then its environment assignments), and
+// checks every query against what the process reported.
+func runPair(t *testing.T, addr netip.Addr, argv ...string) {
+	var env []string
+	for len(argv) > 0 && strings.Contains(argv[len(argv)-1], "=") {
+		env = append(env, argv[len(argv)-1])
+		argv = argv[:len(argv)-1]
+	}
+	c, err := New(Config{Addr: netip.AddrPortFrom(addr, 4791), Backend: BackendVerbs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +152,8 @@ func TestDeviceSoftwareTranslatorToVerbsCollector(t *testing.T) {
 		}
 	}()
 
-	cmd := exec.Command("ip", "netns", "exec", env.netns, os.Args[0], "-test.run", "^TestInteropTranslatorChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "DTAKIT_INTEROP_CHILD=1",
-		"DTAKIT_INTEROP_COLLECTOR="+env.collector.String(), "DTAKIT_INTEROP_LOCAL="+env.peer.String())
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), "DTAKIT_INTEROP_CHILD=1", "DTAKIT_INTEROP_COLLECTOR="+addr.String()), env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("translator process:\n%s", out)
 	vc := c.VerbsCounters()
@@ -230,6 +258,7 @@ func TestInteropTranslatorChild(t *testing.T) {
 		// RoCEv2 answers go to port 4791 whatever the request's source port.
 		Local:      netip.AddrPortFrom(local, 4791),
 		Collectors: []netip.AddrPort{netip.AddrPortFrom(coll, 4791)},
+		Verbs:      os.Getenv("DTAKIT_INTEROP_VERBS") != "",
 	})
 	if err != nil {
 		t.Fatal(err)
