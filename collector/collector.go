@@ -77,6 +77,11 @@ type Config struct {
 	// MaxQPs bounds the connections the target accepts (0: the target's
 	// default).
 	MaxQPs int
+	// ReplyPort, with the software backend, is the UDP port the target's
+	// responses go to: 0 for the port the translator sent from (dtakit's
+	// translator), 4791 for a translator on an RDMA NIC or kernel stack
+	// (target.Config.ReplyPort).
+	ReplyPort uint16
 	// Backend chooses what serves the regions: the software target (the
 	// default) or an RDMA NIC. With BackendVerbs, Addr's address must belong
 	// to a netdev with an RDMA device (its port is ignored: RoCEv2 is port
@@ -143,7 +148,7 @@ func New(cfg Config) (*Collector, error) {
 	default:
 		return nil, fmt.Errorf("collector.New: %w: backend %v", ErrConfig, cfg.Backend)
 	}
-	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs})
+	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs, ReplyPort: cfg.ReplyPort})
 	if err != nil {
 		return nil, fmt.Errorf("collector.New: %w: %w", ErrConfig, err)
 	}

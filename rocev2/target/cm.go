@@ -224,5 +224,5 @@ func (t *Target) sendMAD(h cm.MADHeader, m cm.Message, dst netip.AddrPort, out *
 	}
 	p := cm.Packet(mad, t.udPSN)
 	t.udPSN = t.udPSN.Next()
-	out.add(&p, t.addr, dst)
+	out.add(&p, t.addr, t.replyTo(dst))
 }

@@ -322,6 +322,7 @@ func (qp *QP) respond(s rocev2.Syndrome, psn rocev2.PSN, dst netip.AddrPort, out
 	if s != rocev2.SyndromeACK {
 		qp.flushAck(out)
 	}
+	dst = qp.t.replyTo(dst)
 	if rb, ok := qp.bases(dst); ok {
 		out.buf = rb.appendAck(out.buf, qp.remoteQPN, s, psn, qp.msn)
 		out.commit(dst)
@@ -366,6 +367,7 @@ func (qp *QP) duplicate(p *rocev2.Packet, src netip.AddrPort, out *Output) {
 
 func (qp *QP) atomicAck(a *atomicResult, dst netip.AddrPort, out *Output) {
 	qp.flushAck(out)
+	dst = qp.t.replyTo(dst)
 	if rb, ok := qp.bases(dst); ok {
 		out.buf = rb.appendAtomicAck(out.buf, qp.remoteQPN, a.psn, a.msn, a.orig)
 		out.commit(dst)
@@ -634,7 +636,7 @@ func (qp *QP) transmit(now time.Time, out *Output) {
 			BTH:     rocev2.BTH{Opcode: rocev2.RCSendOnly, PKey: rocev2.DefaultPKey, DestQP: qp.remoteQPN, PSN: s.psn, AckReq: true},
 			Payload: s.data,
 		}
-		out.add(r, t.addr, qp.peer)
+		out.add(r, t.addr, t.replyTo(qp.peer))
 		t.c.SendPackets++
 	}
 }
