@@ -1,4 +1,4 @@
-//go:build linux && cgo
+//go:build linux && cgo && rdma
 
 package verbs
 
@@ -17,7 +17,7 @@ import (
 // where they must run. On a Linux host with Soft-RoCE:
 //
 //	rdma link add rxe0 type rxe netdev eth0
-//	DTAKIT_VERBS_ADDR=<eth0's IPv4 address> go test -run Device ./verbs
+//	DTAKIT_VERBS_ADDR=<eth0's IPv4 address> go test -tags rdma -run Device ./verbs
 
 func needDevice(t *testing.T) *Context {
 	t.Helper()

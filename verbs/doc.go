@@ -10,11 +10,13 @@
 //
 // # Platforms
 //
-// The binding needs Linux and cgo, and at run time libibverbs.so.1 and
-// librdmacm.so.1 (Debian: libibverbs1, librdmacm1, ibverbs-providers; to
-// build: libibverbs-dev, librdmacm-dev). Elsewhere, and with CGO_ENABLED=0,
-// the package builds and every call returns an error wrapping
-// [ErrNotSupported]. With no RDMA device, [Devices] and [Open] return an
+// The binding needs Linux, cgo and the build tag rdma (`go build -tags
+// rdma`), rdma-core's headers to build (Debian: libibverbs-dev,
+// librdmacm-dev) and its libraries to run (libibverbs1, librdmacm1,
+// ibverbs-providers). Without the tag, so on any machine with only Go, the
+// package builds and every call returns an error wrapping
+// [ErrNotSupported]: programs that import it (through package collector or
+// translator) need rdma-core only when they ask for it. With no RDMA device, [Devices] and [Open] return an
 // error wrapping [ErrNoDevice]; Soft-RoCE (`rdma link add rxe0 type rxe
 // netdev eth0`) provides one on any Linux host whose kernel has rdma_rxe.
 //

@@ -11,7 +11,7 @@ import (
 // errno.
 var (
 	// ErrNotSupported: the package was built without cgo or not for Linux.
-	ErrNotSupported = errors.New("verbs: not supported on this build (needs linux and cgo)")
+	ErrNotSupported = errors.New("verbs: not supported on this build (needs linux, cgo and -tags rdma)")
 	// ErrNoDevice: ibv_get_device_list found no RDMA device, or none has
 	// the name asked for.
 	ErrNoDevice = errors.New("verbs: no RDMA device")
@@ -61,10 +61,6 @@ func (e *Error) Unwrap() []error {
 		errs = append(errs, e.Err)
 	}
 	return errs
-}
-
-func callErr(op string, errno syscall.Errno) error {
-	return &Error{Op: op, Errno: errno}
 }
 
 func opErr(op string, err error) error {

@@ -1,4 +1,4 @@
-//go:build linux && cgo
+//go:build linux && cgo && rdma
 
 package verbs
 
@@ -426,6 +426,10 @@ type (
 )
 
 func errnoOf(rc C.int) syscall.Errno { return syscall.Errno(rc) }
+
+func callErr(op string, errno syscall.Errno) error {
+	return &Error{Op: op, Errno: errno}
+}
 
 const maxDevices = 64
 

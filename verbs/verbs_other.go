@@ -1,4 +1,4 @@
-//go:build !linux || !cgo
+//go:build !linux || !cgo || !rdma
 
 package verbs
 
@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Without cgo or off Linux every call fails with ErrNotSupported; the
-// handles are never set.
+// Without cgo, off Linux or without the rdma build tag every call fails with
+// ErrNotSupported; the handles are never set.
 type (
 	ctxH  = *struct{}
 	pdH   = *struct{}
