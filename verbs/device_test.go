@@ -198,11 +198,17 @@ func exercise(t *testing.T, a, b *qpSide) {
 	}
 }
 
-func TestDeviceLoopbackQPs(t *testing.T) {
+// loopbackPair connects two QPs on one device by hand.
+func loopbackPair(t testing.TB) (a, b *qpSide) {
 	c := needDevice(t)
 	sgid, gid := gidIndex(t, c)
-	a, b := newSide(t, c), newSide(t, c)
+	a, b = newSide(t, c), newSide(t, c)
 	connectPair(t, a, b, sgid, gid)
+	return a, b
+}
+
+func TestDeviceLoopbackQPs(t *testing.T) {
+	a, b := loopbackPair(t)
 	exercise(t, a, b)
 
 	// A WRITE with a wrong rkey completes with a remote access error and
@@ -454,10 +460,7 @@ func postPoll(tb testing.TB, a, b *qpSide, wr *SendWR, wcs []WC) {
 }
 
 func TestDevicePostPollDoesNotAllocate(t *testing.T) {
-	c := needDevice(t)
-	sgid, gid := gidIndex(t, c)
-	a, b := newSide(t, c), newSide(t, c)
-	connectPair(t, a, b, sgid, gid)
+	a, b := loopbackPair(t)
 	wr := SendWR{Opcode: OpWrite, Flags: SendSignaled, Local: SGE{MR: a.mr, Length: 64}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}
 	wcs := make([]WC, 4)
 	if n := testing.AllocsPerRun(100, func() { postPoll(t, a, b, &wr, wcs) }); n != 0 {
@@ -468,10 +471,7 @@ func TestDevicePostPollDoesNotAllocate(t *testing.T) {
 // BenchmarkDeviceWrite times one signalled 64-byte RDMA WRITE, posted and
 // polled (on Soft-RoCE in a VM this measures the emulated kernel path).
 func BenchmarkDeviceWrite(b *testing.B) {
-	c := needDevice(b)
-	sgid, gid := gidIndex(b, c)
-	x, y := newSide(b, c), newSide(b, c)
-	connectPair(b, x, y, sgid, gid)
+	x, y := loopbackPair(b)
 	wr := SendWR{Opcode: OpWrite, Flags: SendSignaled, Local: SGE{MR: x.mr, Length: 64}, RemoteAddr: y.mr.Addr(), RKey: y.mr.RKey()}
 	wcs := make([]WC, 4)
 	b.ReportAllocs()
