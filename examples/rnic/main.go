@@ -11,15 +11,15 @@
 //
 //   - an RNIC, or Soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`;
 //     check with `ibv_devices` and `rdma link`;
-//
 //   - rdma-core's libraries (Debian: libibverbs1 librdmacm1 ibverbs-providers;
 //     to build: libibverbs-dev librdmacm-dev), cgo and the build tag rdma;
-//
 //   - enough locked memory for the regions (`ulimit -l unlimited`, or a
 //     limit above the regions' size); hugepages are used when reserved
 //     (`echo 64 > /proc/sys/vm/nr_hugepages`).
 //
-//     go run -tags rdma ./examples/rnic -addr 192.0.2.10
+// Run it with
+//
+//	go run -tags rdma ./examples/rnic -addr 192.0.2.10
 //
 // Without a device it exits 2 saying why.
 package main
