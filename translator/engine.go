@@ -57,6 +57,9 @@ type Counters struct {
 	BadRoCE      uint64 // RoCEv2 datagrams that do not decode, or for no QP
 	CMMessages   uint64 // CM messages received
 	FlushLost    uint64 // postcard chunks or append batches Flush could not send
+	// DiscoveryRetries counts probes of a collector that did not answer,
+	// made again after a backoff.
+	DiscoveryRetries uint64
 	VerbsErrors  uint64 // verbs backend: work requests refused or completed with an error
 	EncodeErrors uint64 // packets that failed to encode (a bug if not 0)
 }
@@ -69,7 +72,9 @@ type collector struct {
 	byPrim    [5]*instance // the instance serving each primitive
 	probe     *instance    // the discovery connection under way, if any
 	done      bool         // discovery ended (REJ reason 8, or the cap)
-	err       error        // discovery failed
+	err       error        // discovery failed (the last failure, while it retries)
+	retryAt   int64        // when a failed discovery probes again (0: not failed)
+	backoff   time.Duration
 }
 
 // Engine is the whole software translator without sockets: it takes reports
@@ -241,6 +246,11 @@ func (e *Engine) Tick(now time.Time) {
 				in.retryAt = 0
 				e.connect(in)
 			}
+		}
+		if col.retryAt != 0 && e.now >= col.retryAt {
+			col.retryAt = 0
+			e.c.DiscoveryRetries++
+			e.probe(col)
 		}
 	}
 }
