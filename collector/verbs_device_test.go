@@ -466,9 +466,3 @@ func waitReady(tr *translator.Translator, n int, timeout time.Duration) error {
 	}
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
