@@ -465,4 +465,3 @@ func waitReady(tr *translator.Translator, n int, timeout time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
