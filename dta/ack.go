@@ -1,5 +1,7 @@
 package dta
 
+import "encoding/binary"
+
 // Acknowledgement header (spec section 2), sent to UDP port 40044, 2 bytes:
 //
 //	 0                   1
@@ -8,50 +10,105 @@ package dta
 //	|      seq      |N|  reserved   |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 
+// With W (dtakit's wide sequence numbers, section 8.1) an acknowledgement is
+// 8 bytes and carries a reason:
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                        seq (32 bits)                          |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|N|  reserved   |    reason     |         reserved (16)         |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//
+// The two forms are told apart by their length.
+
 // Ack acknowledges, or with NACK set reports the drop of, the sequenced
 // report with sequence number Seq.
 type Ack struct {
-	Seq  uint8 // byte 0
-	NACK bool  // byte 1 bit 7: the report was dropped, retransmit it
-	// Reserved is byte 1 bits 6..0, kept as received so a decoded ack
-	// re-encodes to its bytes. Senders leave it 0.
-	Reserved uint8
+	// Seq is byte 0, or bytes 0-3 when Wide.
+	Seq  uint32
+	NACK bool // byte 1 (byte 4 when Wide) bit 7: the report was dropped, retransmit it
+	// Wide selects the 8-byte form, for reports sent with the W flag.
+	Wide bool
+	// Reason (byte 5, Wide only) says why a NACKed report was dropped.
+	Reason Reason
+	// Reserved is byte 1 (byte 4 when Wide) bits 6..0, and Reserved2 bytes
+	// 6-7 of the wide form, kept as received so a decoded ack re-encodes to
+	// its bytes. Senders leave them 0.
+	Reserved  uint8
+	Reserved2 uint16
 }
 
-// AckLen is the encoded length of an acknowledgement header.
-const AckLen = 2
+// Reason is why a translator refused a report.
+type Reason uint8
+
+// NACK reasons (wide acknowledgements). A sender may retry after Busy and
+// NoInstance; the others would fail the same way again.
+const (
+	ReasonUnspecified Reason = 0
+	ReasonBusy        Reason = 1 // the translator's queue to the collector is full, or its rate limit spent
+	ReasonNoInstance  Reason = 2 // no collector instance serves the primitive yet
+)
+
+// AckLen is the encoded length of an acknowledgement header; WideAckLen of
+// the wide form.
+const (
+	AckLen     = 2
+	WideAckLen = 8
+)
 
 const (
 	flagNACK        = 0x80
 	ackReservedMask = 0x7f
 )
 
+// Len returns the encoded length: AckLen, or WideAckLen when Wide.
+func (a Ack) Len() int {
+	if a.Wide {
+		return WideAckLen
+	}
+	return AckLen
+}
+
 // AppendTo appends the encoded header to b and returns the extended slice
-// (Reserved masked to 7 bits). It does not allocate when b has room.
+// (Reserved masked to 7 bits; without Wide, Seq's low 8 bits and no
+// reason). It does not allocate when b has room.
 func (a Ack) AppendTo(b []byte) []byte {
 	flags := a.Reserved & ackReservedMask
 	if a.NACK {
 		flags |= flagNACK
 	}
-	return append(b, a.Seq, flags)
+	if a.Wide {
+		b = binary.BigEndian.AppendUint32(b, a.Seq)
+		return binary.BigEndian.AppendUint16(append(b, flags, byte(a.Reason)), a.Reserved2)
+	}
+	return append(b, byte(a.Seq), flags)
 }
 
-// Validate reports what is wrong with a (Reserved wider than 7 bits), or nil.
+// Validate reports what is wrong with a, or nil: Reserved wider than 7
+// bits, or a narrow ack with a Seq above 255, a Reason or Reserved2.
 func (a Ack) Validate() error {
 	if a.Reserved&^ackReservedMask != 0 {
 		return errAckReserved
 	}
+	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Reserved2 != 0) {
+		return errAckNarrow
+	}
 	return nil
 }
 
-// ParseAck decodes an acknowledgement: b is the whole UDP payload and must
-// be exactly [AckLen] bytes. It does not allocate.
+// ParseAck decodes an acknowledgement: b is the whole UDP payload, exactly
+// [AckLen] or [WideAckLen] bytes. It does not allocate.
 func ParseAck(b []byte) (Ack, error) {
-	if len(b) < AckLen {
+	switch {
+	case len(b) == WideAckLen:
+		return Ack{Seq: binary.BigEndian.Uint32(b), NACK: b[4]&flagNACK != 0, Wide: true, Reserved: b[4] & ackReservedMask,
+			Reason: Reason(b[5]), Reserved2: binary.BigEndian.Uint16(b[6:])}, nil
+	case len(b) < AckLen:
 		return Ack{}, errAckShort
-	}
-	if len(b) > AckLen {
+	case len(b) > AckLen:
 		return Ack{}, errAckTrailing
 	}
-	return Ack{Seq: b[0], NACK: b[1]&flagNACK != 0, Reserved: b[1] & ackReservedMask}, nil
+	return Ack{Seq: uint32(b[0]), NACK: b[1]&flagNACK != 0, Reserved: b[1] & ackReservedMask}, nil
 }

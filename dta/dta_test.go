@@ -119,13 +119,16 @@ func TestRoundTripAllFlags(t *testing.T) {
 	count := 0
 	for _, sub := range subs {
 		for _, imm := range []bool{false, true} {
-			for _, seq := range []int{-1, 0, 1, 255} {
-				for _, res := range []uint8{0, 1, 0x3f} {
+			for _, sq := range []struct {
+				seq  int64
+				wide bool
+			}{{-1, false}, {0, false}, {1, false}, {255, false}, {0, true}, {255, true}, {0x12345678, true}, {0xffffffff, true}} {
+				for _, res := range []uint8{0, 1, 0x1f} {
 					r := sub
 					r.Header.Immediate = imm
 					r.Header.Reserved = res
-					if seq >= 0 {
-						r.Header.Sequenced, r.Header.Seq = true, uint8(seq)
+					if sq.seq >= 0 {
+						r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, sq.wide, uint32(sq.seq)
 					}
 					if err := r.Validate(); err != nil {
 						t.Fatalf("%+v: Validate: %v", r, err)
@@ -155,7 +158,7 @@ func TestRoundTripAllFlags(t *testing.T) {
 	for seq := range 256 {
 		for _, nack := range []bool{false, true} {
 			for _, res := range []uint8{0, 0x55, 0x7f} {
-				a := Ack{Seq: uint8(seq), NACK: nack, Reserved: res}
+				a := Ack{Seq: uint32(seq), NACK: nack, Reserved: res}
 				got, err := ParseAck(a.AppendTo(nil))
 				if err != nil || got != a {
 					t.Fatalf("ack %+v round trip = %+v, %v", a, got, err)
@@ -285,9 +288,22 @@ func TestSubHeaderParsers(t *testing.T) {
 	if err != nil || a.ListID != 1 || &a.Data[0] != &b[5] {
 		t.Fatalf("ParseAppend = %+v, %v", a, err)
 	}
-	h, err := ParseHeader(unhex(t, "04 ff 09 garbage"[:9]))
-	if err != nil || h != (Header{Opcode: OpPostcard, Immediate: true, Sequenced: true, Seq: 9, Reserved: 0x3f}) || h.Len() != 3 {
+	h, err := ParseHeader(unhex(t, "04 df 09 garbage"[:9]))
+	if err != nil || h != (Header{Opcode: OpPostcard, Immediate: true, Sequenced: true, Seq: 9, Reserved: 0x1f}) || h.Len() != 3 {
 		t.Fatalf("ParseHeader = %+v, %v", h, err)
+	}
+	// W (byte 1 bit 5): a 4-byte sequence number.
+	h, err = ParseHeader(unhex(t, "04 e0 12345678"))
+	if err != nil || h != (Header{Opcode: OpPostcard, Immediate: true, Sequenced: true, Wide: true, Seq: 0x12345678}) || h.Len() != 6 {
+		t.Fatalf("ParseHeader (wide) = %+v, %v", h, err)
+	}
+	if _, err := ParseHeader(unhex(t, "04 e0 123456")); !errors.Is(err, ErrTruncated) {
+		t.Errorf("a wide header cut short: %v, want ErrTruncated", err)
+	}
+	// W without S means nothing, and is kept, like a reserved bit.
+	h, err = ParseHeader(unhex(t, "04 a0"))
+	if err != nil || !h.Wide || h.Sequenced || !bytes.Equal(h.AppendTo(nil), unhex(t, "04 a0")) || h.Validate() != nil {
+		t.Errorf("W without S: %+v, %v", h, err)
 	}
 }
 

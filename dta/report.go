@@ -55,10 +55,18 @@ func (r *Report) AppendTo(b []byte) []byte {
 	if h.Immediate {
 		p[1] |= flagImmediate
 	}
+	if h.Wide {
+		p[1] |= flagWide
+	}
 	i := 2
-	if h.Sequenced {
+	switch {
+	case h.Sequenced && h.Wide:
 		p[1] |= flagSequenced
-		p[2] = h.Seq
+		binary.BigEndian.PutUint32(p[2:6], h.Seq)
+		i = 6
+	case h.Sequenced:
+		p[1] |= flagSequenced
+		p[2] = byte(h.Seq)
 		i = 3
 	}
 	p = p[i:]
@@ -122,7 +130,7 @@ func (r *Report) Decode(b []byte) error {
 	// The common report first: Key-Write without a sequence number, with
 	// redundancy and data a positive multiple of 4 bytes. FuzzParseReport
 	// checks it against the general path and the header parsers.
-	if len(b) >= 2+keyWriteFixed+4 && b[0] == byte(OpKeyWrite) && b[1]&flagSequenced == 0 && b[2] != 0 && (len(b)-2-keyWriteFixed)%4 == 0 {
+	if len(b) >= 2+keyWriteFixed+4 && b[0] == byte(OpKeyWrite) && b[1]&(flagSequenced|flagWide) == 0 && b[2] != 0 && (len(b)-2-keyWriteFixed)%4 == 0 {
 		r.Header.Opcode = OpKeyWrite
 		r.Header.Immediate = b[1]&flagImmediate != 0
 		r.Header.Reserved = b[1] & reservedMask
@@ -138,13 +146,9 @@ func (r *Report) Decode(b []byte) error {
 	if !op.IsValid() {
 		return errUnknownOpcode[op]
 	}
-	rest := b[2:]
-	var seq uint8
-	if flags&flagSequenced != 0 {
-		if len(rest) == 0 {
-			return errHeaderSeqShort
-		}
-		seq, rest = rest[0], rest[1:]
+	sq, rest, err := seq(flags, b[2:])
+	if err != nil {
+		return err
 	}
 	switch op {
 	case OpKeyWrite:
@@ -195,7 +199,8 @@ func (r *Report) Decode(b []byte) error {
 	r.Header.Opcode = op
 	r.Header.Immediate = flags&flagImmediate != 0
 	r.Header.Sequenced = flags&flagSequenced != 0
-	r.Header.Seq = seq
+	r.Header.Wide = flags&flagWide != 0
+	r.Header.Seq = sq
 	r.Header.Reserved = flags & reservedMask
 	return nil
 }

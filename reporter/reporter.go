@@ -26,6 +26,17 @@ var (
 	ErrClosed = errors.New("reporter: closed")
 )
 
+// WideWindow is how many reports a reporter with WideSequence keeps for
+// resending.
+const WideWindow = 4096
+
+// sent is a sequenced report kept for resending.
+type sent struct {
+	seq     uint32
+	b       []byte
+	resends int
+}
+
 // DefaultBatch is the number of reports sent in one system call.
 const DefaultBatch = 64
 
@@ -40,6 +51,12 @@ type Config struct {
 	// Sequenced numbers every report (S flag, sequence numbers 0, 1, ...,
 	// 255, 0, ...) and keeps the last 256 for resending.
 	Sequenced bool
+	// WideSequence numbers reports with 32-bit sequence numbers (S and W
+	// flags) and keeps the last WideWindow for resending. A NACK names its
+	// report unambiguously: one that comes after the window moved on (a
+	// late or repeated NACK) resends nothing, where an 8-bit number would
+	// name whatever report holds it now. It needs Sequenced.
+	WideSequence bool
 	// HandleNACKs listens for NACKs on Local's address at AckPort and resends
 	// the NACKed reports still in the window. It needs Sequenced.
 	HandleNACKs bool
@@ -71,9 +88,8 @@ type Reporter struct {
 	ack     *udpio.Conn
 	batch   []udpio.Message
 	slab    []byte // the batch's bytes
-	seq     uint8
-	window  [256][]byte // the last report sent with each sequence number
-	resends [256]int    // how often it was resent
+	seq     uint32
+	window  []sent // by sequence number modulo its length
 	c       Counters
 	closed  bool
 	wg      sync.WaitGroup
@@ -101,6 +117,9 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Batch < 1 || cfg.Batch > 1024 {
 		return nil, fmt.Errorf("%w: batch of %d, want 1..1024", ErrConfig, cfg.Batch)
 	}
+	if cfg.WideSequence && !cfg.Sequenced {
+		return nil, fmt.Errorf("%w: wide sequence numbers need Sequenced", ErrConfig)
+	}
 	if cfg.HandleNACKs && (!cfg.Sequenced || cfg.Local.Addr().IsUnspecified()) {
 		return nil, fmt.Errorf("%w: NACK handling needs sequenced reports and a specific local address", ErrConfig)
 	}
@@ -114,6 +133,12 @@ func New(cfg Config) (*Reporter, error) {
 		return nil, fmt.Errorf("reporter: %w", err)
 	}
 	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Message, 0, cfg.Batch)}
+	if cfg.Sequenced {
+		r.window = make([]sent, 256)
+		if cfg.WideSequence {
+			r.window = make([]sent, WideWindow)
+		}
+	}
 	if cfg.HandleNACKs {
 		auc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.Local.Addr(), cfg.AckPort)))
 		if err != nil {
@@ -156,7 +181,10 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	r.scratch = *rep
 	h := &r.scratch.Header
 	if r.cfg.Sequenced {
-		h.Sequenced, h.Seq = true, r.seq
+		h.Sequenced, h.Wide, h.Seq = true, r.cfg.WideSequence, r.seq
+		if !r.cfg.WideSequence {
+			h.Seq &= 0xff
+		}
 	}
 	if cap(r.slab)-len(r.slab) < r.scratch.Len() {
 		if err := r.flushLocked(); err != nil {
@@ -174,8 +202,8 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	r.slab = b
 	msg := b[n:len(b):len(b)]
 	if r.cfg.Sequenced {
-		r.window[r.seq] = append(r.window[r.seq][:0], msg...)
-		r.resends[r.seq] = 0
+		w := &r.window[int(h.Seq)%len(r.window)]
+		w.seq, w.b, w.resends = h.Seq, append(w.b[:0], msg...), 0
 		r.seq++
 	}
 	r.batch = append(r.batch, udpio.Message{Buf: msg})
@@ -300,16 +328,17 @@ func (r *Reporter) readAcks() {
 				continue
 			}
 			r.c.NACKs++
-			switch w := r.window[a.Seq]; {
-			case w == nil:
-				r.c.Unknown++
-			case r.resends[a.Seq] >= r.cfg.MaxResends:
+			w := &r.window[int(a.Seq)%len(r.window)]
+			switch {
+			case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq:
+				r.c.Unknown++ // never sent, or no longer in the window
+			case w.resends >= r.cfg.MaxResends:
 				r.c.GaveUp++
 			default:
-				r.resends[a.Seq]++
+				w.resends++
 				r.c.Resent++
 				resent = true
-				r.batch = append(r.batch, udpio.Message{Buf: w})
+				r.batch = append(r.batch, udpio.Message{Buf: w.b})
 				if len(r.batch) == cap(r.batch) {
 					_ = r.flushLocked()
 				}

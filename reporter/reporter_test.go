@@ -126,7 +126,7 @@ func TestSequencedAndNACKResend(t *testing.T) {
 		}
 		b, _ := s.read()
 		rep, err := dta.ParseReport(b)
-		if err != nil || !rep.Header.Sequenced || rep.Header.Seq != uint8(i) {
+		if err != nil || !rep.Header.Sequenced || rep.Header.Seq != uint32(uint8(i)) {
 			t.Fatalf("report %d: %+v, %v", i, rep.Header, err)
 		}
 		sent = append(sent, b)
@@ -243,7 +243,7 @@ func TestForgedNACKIgnored(t *testing.T) {
 	defer forger.Close()
 	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
 	for seq := range uint8(10) {
-		if _, err := forger.WriteToUDP(dta.Ack{Seq: seq, NACK: true}.AppendTo(nil), to); err != nil {
+		if _, err := forger.WriteToUDP(dta.Ack{Seq: uint32(seq), NACK: true}.AppendTo(nil), to); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -256,5 +256,53 @@ func TestForgedNACKIgnored(t *testing.T) {
 	}
 	if c := r.Counters(); c.Resent != 0 || c.NACKs != 0 || c.Sent != 10 {
 		t.Fatalf("counters %+v: forged NACKs made resends", c)
+	}
+}
+
+// TestWideSequenceLateNACK: with 32-bit sequence numbers a NACK names one
+// report: it is resent, and a NACK that arrives after the window moved on
+// resends nothing, where an 8-bit number would name a later report.
+func TestWideSequenceLateNACK(t *testing.T) {
+	s := newSink(t)
+	ackPort := freePort(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, WideSequence: true, HandleNACKs: true, AckPort: ackPort, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var sent [][]byte
+	for i := range WideWindow + 300 {
+		if err := r.KeyWrite(uint32(i), binary.BigEndian.AppendUint32(nil, uint32(i)+1), 1); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.read()
+		rep, err := dta.ParseReport(b)
+		if err != nil || !rep.Header.Wide || rep.Header.Seq != uint32(i) {
+			t.Fatalf("report %d: %+v, %v", i, rep.Header, err)
+		}
+		sent = append(sent, b)
+	}
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
+	// A NACK for report 4200, in the window: that report again.
+	if _, err := s.uc.WriteToUDP(dta.Ack{Seq: 4200, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil), to); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := s.read(); !bytes.Equal(b, sent[4200]) {
+		t.Fatalf("resent %x, want report 4200", b)
+	}
+	// A late NACK for report 100, whose slot now holds report 4196: nothing.
+	// (An 8-bit NACK for 100 would have resent report 4196's number.)
+	s.uc.WriteToUDP(dta.Ack{Seq: 100, NACK: true, Wide: true}.AppendTo(nil), to)
+	// A narrow ack means nothing to a wide reporter.
+	s.uc.WriteToUDP(dta.Ack{Seq: 7, NACK: true}.AppendTo(nil), to)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Counters().Unknown < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v: want 2 unknown NACKs", r.Counters())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c := r.Counters(); c.Resent != 1 {
+		t.Fatalf("counters %+v: a late NACK resent a report", c)
 	}
 }

@@ -382,26 +382,31 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	in := e.chooseCollector(key).byPrim[op]
 	if in == nil || !in.ready() {
 		e.c.NoInstance++
-		e.drop(r, src)
+		e.drop(r, src, dta.ReasonNoInstance)
 		return
 	}
 	if !e.translate(in, r) {
-		e.drop(r, src)
+		e.drop(r, src, dta.ReasonBusy)
 	}
 }
 
-// drop refuses r: a NACK when it is sequenced.
-func (e *Engine) drop(r *dta.Report, src netip.AddrPort) {
+// drop refuses r: a NACK when it is sequenced, wide (with the reason) when
+// r's sequence number is.
+func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 	if !r.Header.Sequenced {
 		e.c.Dropped++
 		return
 	}
-	if cap(e.nacks)-len(e.nacks) < dta.AckLen {
+	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued NACKs keep the old array alive.
 		e.nacks = make([]byte, 0, 4096)
 	}
 	n := len(e.nacks)
-	e.nacks = dta.Ack{Seq: r.Header.Seq, NACK: true}.AppendTo(e.nacks)
+	a := dta.Ack{Seq: r.Header.Seq, NACK: true, Wide: r.Header.Wide}
+	if a.Wide {
+		a.Reason = why
+	}
+	e.nacks = a.AppendTo(e.nacks)
 	e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
 	e.c.NACKs++
 }

@@ -77,7 +77,7 @@ func pcReport(key uint32, hop uint8, v uint32) dta.Report {
 }
 
 func sequenced(r dta.Report, seq uint8) dta.Report {
-	r.Header.Sequenced, r.Header.Seq = true, seq
+	r.Header.Sequenced, r.Header.Seq = true, uint32(seq)
 	return r
 }
 
@@ -529,5 +529,28 @@ func TestTranslatorBeforeCollector(t *testing.T) {
 	c := h.e.Counters()
 	if c.DiscoveryRetries == 0 || c.Writes == 0 {
 		t.Fatalf("counters %+v: want a discovery retry and the report written", c)
+	}
+}
+
+// TestWideNACKCarriesReason: a report with a wide sequence number that the
+// translator refuses gets a wide NACK with its number and why.
+func TestWideNACKCarriesReason(t *testing.T) {
+	h := newHarness(t, Config{}, newFakeTarget(t))
+	r := kwReport(1, 1, 1)
+	r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, 0xABCDEF01
+	h.report(r) // no instance: nothing connected
+	var got []dta.Ack
+	for _, d := range h.e.Output() {
+		if d.ToReporter {
+			a, err := dta.ParseAck(d.Buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, a)
+		}
+	}
+	want := dta.Ack{Seq: 0xABCDEF01, NACK: true, Wide: true, Reason: dta.ReasonNoInstance}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("NACKs %+v, want %+v", got, want)
 	}
 }

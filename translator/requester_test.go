@@ -254,7 +254,7 @@ func TestRingFullNACKs(t *testing.T) {
 	}
 	for i, d := range h.nacks {
 		a, err := dta.ParseAck(d.Buf)
-		if err != nil || !a.NACK || a.Seq != uint8(8+i) || d.Addr != netip.AddrPortFrom(testReporter.Addr(), 50044) {
+		if err != nil || !a.NACK || a.Seq != uint32(uint8(8+i)) || d.Addr != netip.AddrPortFrom(testReporter.Addr(), 50044) {
 			t.Errorf("NACK %d: %+v to %v, %v", i, a, d.Addr, err)
 		}
 	}

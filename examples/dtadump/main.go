@@ -234,6 +234,9 @@ func reportFields(l gopacket.Layer) object {
 		{"immediate", h.Immediate},
 		{"sequenced", h.Sequenced},
 	}
+	if h.Wide {
+		o = append(o, field{"wide", true})
+	}
 	if h.Sequenced {
 		o = append(o, field{"seq", h.Seq})
 	}
@@ -260,5 +263,9 @@ func reportFields(l gopacket.Layer) object {
 
 func ackFields(l gopacket.Layer) object {
 	a := l.(*dta.AckLayer).Ack
-	return object{{"seq", a.Seq}, {"nack", a.NACK}, {"reserved", a.Reserved}}
+	o := object{{"seq", a.Seq}, {"nack", a.NACK}, {"reserved", a.Reserved}}
+	if a.Wide {
+		o = append(o, field{"wide", true}, field{"reason", a.Reason}, field{"reserved2", a.Reserved2})
+	}
+	return o
 }
