@@ -59,9 +59,7 @@ func Hashes() []Hash {
 		h = append(h, Hash{fmt.Sprintf("DTA_CRC_COPY%d", n), 32, tofino.CopyCRC(uint8(n))})
 	}
 	for i := 0; i < PostcardHops; i++ {
-		c := tofino.CopyCRC(0)
-		c.Poly = uint64(postcard.DefaultPolys[i])
-		h = append(h, Hash{fmt.Sprintf("DTA_CRC_HOP%d", i+1), 32, c})
+		h = append(h, Hash{fmt.Sprintf("DTA_CRC_HOP%d", i+1), 32, postcard.HopCRC(postcard.DefaultChecksums, i+1)})
 	}
 	h = append(h, Hash{"DTA_CRC_ICRC", 32, ICRCCRC})
 	return h

@@ -55,11 +55,11 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #define DTA_CRC_COPY1 CRCPolynomial<bit<32>>(32w0x043AD9CF, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
 #define DTA_CRC_COPY2 CRCPolynomial<bit<32>>(32w0x4703E211, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
 #define DTA_CRC_COPY3 CRCPolynomial<bit<32>>(32w0x46FD8991, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
-#define DTA_CRC_HOP1 CRCPolynomial<bit<32>>(32w0x1EDC6F41, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
-#define DTA_CRC_HOP2 CRCPolynomial<bit<32>>(32w0x741B8CD7, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
-#define DTA_CRC_HOP3 CRCPolynomial<bit<32>>(32w0x32583499, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
-#define DTA_CRC_HOP4 CRCPolynomial<bit<32>>(32w0x814141AB, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
-#define DTA_CRC_HOP5 CRCPolynomial<bit<32>>(32w0xA833982B, true, false, true, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
+#define DTA_CRC_HOP1 CRCPolynomial<bit<32>>(32w0x1EDC6F41, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
+#define DTA_CRC_HOP2 CRCPolynomial<bit<32>>(32w0x741B8CD7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
+#define DTA_CRC_HOP3 CRCPolynomial<bit<32>>(32w0x32583499, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
+#define DTA_CRC_HOP4 CRCPolynomial<bit<32>>(32w0x814141AB, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
+#define DTA_CRC_HOP5 CRCPolynomial<bit<32>>(32w0xA833982B, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF)
 #define DTA_CRC_ICRC CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, 32w0x00000000, 32w0x00000000)
 
 #endif

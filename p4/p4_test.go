@@ -1,0 +1,226 @@
+package p4
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2"
+)
+
+func TestConstantsCurrent(t *testing.T) {
+	got, err := os.ReadFile("include/dta_constants.p4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, p4gen.Generate()) {
+		t.Fatal("include/dta_constants.p4 is stale: run go generate ./p4")
+	}
+	if !bytes.HasPrefix(got, []byte("// Code generated ")) {
+		t.Fatal("the include does not say it is generated")
+	}
+}
+
+// TestIncludeCRCs checks every CRC macro of the include against the Go
+// package that owns it, not against the generator's own list.
+func TestIncludeCRCs(t *testing.T) {
+	crcs := includeCRCs(t)
+	crc32, err := tofino.Predefined("CRC32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]tofino.CRC{
+		"DTA_CRC32":    crc32,
+		"DTA_CRC_ICRC": {Width: 32, Poly: 0x04C11DB7, Reversed: true},
+	}
+	for n := 1; n < p4gen.MaxCopies; n++ {
+		want["DTA_CRC_COPY"+string(rune('0'+n))] = tofino.CopyCRC(uint8(n))
+	}
+	for i := 1; i <= p4gen.PostcardHops; i++ {
+		want["DTA_CRC_HOP"+string(rune('0'+i))] = postcard.HopCRC(postcard.DefaultChecksums, i)
+	}
+	if len(crcs) != len(want) {
+		t.Errorf("include defines %d CRCs, want %d", len(crcs), len(want))
+	}
+	for name, w := range want {
+		if got, ok := crcs[name]; !ok || got != w {
+			t.Errorf("%s = %+v, want %+v", name, got, w)
+		}
+	}
+}
+
+// TestHashesMatchModel evaluates every Hash.get of the programs, as written,
+// with the dta/tofino model and compares it with the Go function it stands
+// for. A Hash the table does not know fails the test.
+func TestHashesMatchModel(t *testing.T) {
+	crcs := includeCRCs(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := parseProgram(t, "translator/translator.p4")
+	le := func(k uint32) uint64 { return uint64(k&0xFF)<<24 | uint64(k>>8&0xFF)<<16 | uint64(k>>16&0xFF)<<8 | uint64(k>>24) }
+	crc8, err := tofino.NewPredefined(8, "CRC8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]func(key uint32) (env map[string]uint64, want uint64){}
+	for n := 0; n < p4gen.MaxCopies; n++ {
+		checks["slot"+string(rune('0'+n))] = func(key uint32) (map[string]uint64, uint64) {
+			return map[string]uint64{"key": uint64(key), "copy": uint64(n)}, uint64(tofino.PerCopy.Slot(key, uint8(n)))
+		}
+	}
+	checks["key_checksum"] = func(key uint32) (map[string]uint64, uint64) {
+		return map[string]uint64{"key": uint64(key)}, uint64(tofino.PerCopy.Checksum(key))
+	}
+	collector := func(key uint32) (map[string]uint64, uint64) {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], key) // be32(key), section 4
+		return map[string]uint64{"h.kw.key": uint64(key), "h.ki.key": uint64(key)}, crc8.SumBytes(b[:])
+	}
+	checks["collector_kw"], checks["collector_ki"] = collector, collector
+	_ = le
+	seen := 0
+	for name, h := range p.hashes {
+		if name == "icrc_write" || name == "icrc_atomic" {
+			continue // TestICRCSplit
+		}
+		check, ok := checks[name]
+		if !ok {
+			t.Errorf("%s: Hash %s has no check", h.source, name)
+			continue
+		}
+		if len(h.lists) == 0 {
+			t.Errorf("%s: Hash %s is never used", h.source, name)
+		}
+		for _, list := range h.lists {
+			for range 200 {
+				key := rng.Uint32()
+				env, want := check(key)
+				if got := p.sum(t, h, crcs, list, env); got != want {
+					t.Fatalf("%s(%v) of key %#x = %#x, Go side %#x", name, list, key, got, want)
+				}
+			}
+			seen++
+		}
+	}
+	if seen < 7 {
+		t.Fatalf("checked %d hash uses, want at least 7", seen)
+	}
+}
+
+// testConnections returns a Key-Write and a Key-Increment connection.
+func testConnections(t *testing.T) []Connection {
+	t.Helper()
+	kw, err := keywrite.NewLayout(1<<16, p4gen.KeyWriteData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwGeo, _ := kw.AppendBinary(nil)
+	ki, err := keyincr.NewLayout(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kiGeo, _ := ki.AppendBinary(nil)
+	base := Connection{
+		SrcMAC: [6]byte{0x02, 0, 0, 0, 0, 1}, DstMAC: [6]byte{0x02, 0, 0, 0, 0, 2},
+		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
+		SrcPort: 0xC000,
+	}
+	a, b := base, base
+	a.Index, a.TranslatorQPN, a.CollectorQPN, a.StartPSN = 0, 0x11, 0x1234, 0xABCDE
+	a.Ad = dta.Advertisement{VA: 0x7f0012340000, Length: uint32(kw.RegionSize()), RKey: 0x1000, Primitive: dta.OpKeyWrite, Geometry: kwGeo}
+	b.Index, b.TranslatorQPN, b.CollectorQPN, b.StartPSN, b.SrcPort = 1, 0x12, 0x1235, 0xFFFFFE, 0xC001
+	b.Ad = dta.Advertisement{VA: 0x7f0056780000, Length: uint32(ki.RegionSize()), RKey: 0x2000, Primitive: dta.OpKeyIncrement, Geometry: kiGeo}
+	return []Connection{a, b}
+}
+
+// frameEnv maps every field of the headers the egress deparser emits for the
+// frame to its value in the frame's bytes, so a P4 field list is evaluated
+// at the positions the P4 headers give the fields.
+func frameEnv(t *testing.T, p *program, frame []byte, order []string) map[string]uint64 {
+	t.Helper()
+	env := map[string]uint64{}
+	bit := 0
+	for _, member := range order {
+		typ := p.members[member]
+		for _, f := range p.headers[typ] {
+			w := p.widths[typ+"."+f]
+			var v uint64
+			for i := range w {
+				b := bit + i
+				v = v<<1 | uint64(frame[b/8]>>(7-b%8)&1)
+			}
+			env["h."+member+"."+f] = v
+			bit += w
+		}
+	}
+	if bit != 8*len(frame) {
+		t.Fatalf("headers %v cover %d bits of a %d-bit frame", order, bit, 8*len(frame))
+	}
+	return env
+}
+
+// TestICRCSplit proves the data-plane ICRC: for random frames of every shape
+// the translator sends, the control plane's per-QP constant XOR the model's
+// hash of the P4 field list (fields read where the P4 headers put them)
+// equals the full ICRC rocev2 computes.
+func TestICRCSplit(t *testing.T) {
+	crcs := includeCRCs(t)
+	p := parseProgram(t, "translator/translator.p4")
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range testConnections(t) {
+		s, err := c.check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.ICRCConstant()
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, order := "icrc_write", []string{"ethernet", "ipv4", "udp", "bth", "reth", "kw_payload", "icrc"}
+		if s.op == dta.OpKeyIncrement {
+			name, order = "icrc_atomic", []string{"ethernet", "ipv4", "udp", "bth", "atomic", "icrc"}
+		}
+		h := p.hashes[name]
+		if h == nil || len(h.lists) != 1 {
+			t.Fatalf("%s: want one use of Hash %s", c.Ad.Primitive, name)
+		}
+		for i := range 500 {
+			value := make([]byte, 8)
+			binary.BigEndian.PutUint64(value, rng.Uint64())
+			if s.op == dta.OpKeyWrite {
+				value = value[:p4gen.KeyWriteData]
+			}
+			psn := rng.Uint32() & rocev2.PSNMask
+			if i < 2 {
+				psn = uint32(i) * 64 // AckReq set
+			}
+			f := c.craft(s, rng.Uint32(), value, uint8(rng.IntN(p4gen.MaxCopies)), psn)
+			b, err := f.AppendTo(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := frameEnv(t, p, b, order)
+			got := uint32(p.sum(t, h, crcs, h.lists[0], env)) ^ k
+			want, err := rocev2.ICRC(b[dta.EthernetLen : len(b)-rocev2.ICRCLen])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("%s frame %d: constant %#x XOR hash = %#x, ICRC %#x", c.Ad.Primitive, i, k, got, want)
+			}
+			// The icrc header holds the ICRC least-significant byte first.
+			swapped := uint32(env["h.icrc.value"])
+			if swapped != want>>24|want>>8&0xFF00|want<<8&0xFF0000|want<<24 {
+				t.Fatalf("icrc header %#x, ICRC %#x", swapped, want)
+			}
+		}
+	}
+}
