@@ -3,9 +3,11 @@ package p4
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta"
@@ -64,54 +66,75 @@ func TestIncludeCRCs(t *testing.T) {
 func TestHashesMatchModel(t *testing.T) {
 	crcs := includeCRCs(t)
 	rng := rand.New(rand.NewPCG(1, 2))
-	p := parseProgram(t, "translator/translator.p4")
-	le := func(k uint32) uint64 { return uint64(k&0xFF)<<24 | uint64(k>>8&0xFF)<<16 | uint64(k>>16&0xFF)<<8 | uint64(k>>24) }
 	crc8, err := tofino.NewPredefined(8, "CRC8")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks := map[string]func(key uint32) (env map[string]uint64, want uint64){}
+	type check func(r *rand.Rand) (env map[string]uint64, want uint64)
+	checks := map[string]check{}
 	for n := 0; n < p4gen.MaxCopies; n++ {
-		checks["slot"+string(rune('0'+n))] = func(key uint32) (map[string]uint64, uint64) {
+		checks["translator.p4/slot"+string(rune('0'+n))] = func(r *rand.Rand) (map[string]uint64, uint64) {
+			key := r.Uint32()
 			return map[string]uint64{"key": uint64(key), "copy": uint64(n)}, uint64(tofino.PerCopy.Slot(key, uint8(n)))
 		}
 	}
-	checks["key_checksum"] = func(key uint32) (map[string]uint64, uint64) {
+	checks["translator.p4/key_checksum"] = func(r *rand.Rand) (map[string]uint64, uint64) {
+		key := r.Uint32()
 		return map[string]uint64{"key": uint64(key)}, uint64(tofino.PerCopy.Checksum(key))
 	}
-	collector := func(key uint32) (map[string]uint64, uint64) {
+	// Collector choice: CRC8(be32(key)), section 4.
+	collector := func(r *rand.Rand) (map[string]uint64, uint64) {
+		key := r.Uint32()
 		var b [4]byte
-		binary.BigEndian.PutUint32(b[:], key) // be32(key), section 4
-		return map[string]uint64{"h.kw.key": uint64(key), "h.ki.key": uint64(key)}, crc8.SumBytes(b[:])
+		binary.BigEndian.PutUint32(b[:], key)
+		return map[string]uint64{"h.kw.key": uint64(key), "h.ki.key": uint64(key), "m.key": uint64(key)}, crc8.SumBytes(b[:])
 	}
-	checks["collector_kw"], checks["collector_ki"] = collector, collector
-	_ = le
+	checks["translator.p4/collector_kw"] = collector
+	checks["translator.p4/collector_ki"] = collector
+	checks["reporter.p4/collector_choice"] = collector
+	// The reporter's flow key: CRC-32 (hash/crc32, independent of the model)
+	// of the 5-tuple's 13 bytes in wire order.
+	checks["reporter.p4/flow_key"] = func(r *rand.Rand) (map[string]uint64, uint64) {
+		b := make([]byte, 13)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		env := map[string]uint64{
+			"h.ipv4.src": uint64(binary.BigEndian.Uint32(b[0:])), "h.ipv4.dst": uint64(binary.BigEndian.Uint32(b[4:])),
+			"h.ipv4.protocol": uint64(b[8]),
+			"h.ports.src":     uint64(binary.BigEndian.Uint16(b[9:])), "h.ports.dst": uint64(binary.BigEndian.Uint16(b[11:])),
+		}
+		return env, uint64(crc32.ChecksumIEEE(b))
+	}
 	seen := 0
-	for name, h := range p.hashes {
-		if name == "icrc_write" || name == "icrc_atomic" {
-			continue // TestICRCSplit
-		}
-		check, ok := checks[name]
-		if !ok {
-			t.Errorf("%s: Hash %s has no check", h.source, name)
-			continue
-		}
-		if len(h.lists) == 0 {
-			t.Errorf("%s: Hash %s is never used", h.source, name)
-		}
-		for _, list := range h.lists {
-			for range 200 {
-				key := rng.Uint32()
-				env, want := check(key)
-				if got := p.sum(t, h, crcs, list, env); got != want {
-					t.Fatalf("%s(%v) of key %#x = %#x, Go side %#x", name, list, key, got, want)
-				}
+	for _, prog := range programs {
+		p := parseProgram(t, prog)
+		for name, h := range p.hashes {
+			if name == "icrc_write" || name == "icrc_atomic" {
+				continue // TestICRCSplit
 			}
-			seen++
+			id := filepath.Base(prog) + "/" + name
+			check, ok := checks[id]
+			if !ok {
+				t.Errorf("Hash %s has no check", id)
+				continue
+			}
+			if len(h.lists) == 0 {
+				t.Errorf("Hash %s is never used", id)
+			}
+			for _, list := range h.lists {
+				for range 200 {
+					env, want := check(rng)
+					if got := p.sum(t, h, crcs, list, env); got != want {
+						t.Fatalf("%s(%v) with %v = %#x, Go side %#x", id, list, env, got, want)
+					}
+				}
+				seen++
+			}
 		}
 	}
-	if seen < 7 {
-		t.Fatalf("checked %d hash uses, want at least 7", seen)
+	if seen != len(checks) {
+		t.Fatalf("checked %d hash uses, want %d", seen, len(checks))
 	}
 }
 

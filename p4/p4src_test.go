@@ -32,6 +32,7 @@ var (
 	reField   = regexp.MustCompile(`bit<(\d+|\(\w+\*\d+\))> (\w+);`)
 	reMember  = regexp.MustCompile(`(\w+_h) (\w+);`)
 	reLocal   = regexp.MustCompile(`bit<(\d+)> (\w+) =`)
+	reMeta    = regexp.MustCompile(`struct \w+_meta_t \{([^}]*)\}`)
 )
 
 func readFile(t *testing.T, name string) string {
@@ -125,6 +126,11 @@ func parseProgram(t *testing.T, name string) *program {
 	}
 	for _, g := range reMember.FindAllStringSubmatch(src, -1) {
 		p.members[g[2]] = g[1]
+	}
+	for _, g := range reMeta.FindAllStringSubmatch(src, -1) {
+		for _, f := range reField.FindAllStringSubmatch(g[1], -1) {
+			p.widths["m."+f[2]] = width(f[1])
+		}
 	}
 	for _, g := range reLocal.FindAllStringSubmatch(src, -1) {
 		p.widths[g[2]], _ = strconv.Atoi(g[1])

@@ -1,0 +1,67 @@
+package p4
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// programs are the P4 programs of this directory, each compiled by the tests.
+var programs = []string{"translator/translator.p4", "reporter/reporter.p4"}
+
+// p4cBin is the open-source Tofino compiler, relative to the repository root
+// (../shared/tools/p4c, see its README).
+const p4cBin = "../../shared/tools/p4c/bin"
+
+func compilerOrSkip(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(p4cBin, "p4c-tofino")); err != nil {
+		if os.Getenv("DTAKIT_REQUIRE_TOOLS") == "1" {
+			t.Fatalf("the P4 compiler is required (DTAKIT_REQUIRE_TOOLS=1) but absent: %v", err)
+		}
+		t.Skipf("skipping: the P4 compiler %s is absent", p4cBin)
+	}
+}
+
+var reStage = regexp.MustCompile(`(?m)^stage (\d+) (ingress|egress):`)
+
+// TestCompile runs the front end (p4test-tna) and the Tofino back end and
+// assembler (p4c-tofino) on every program; either failing, including a
+// program that does not fit Tofino-1's 12 stages, fails the test.
+func TestCompile(t *testing.T) {
+	compilerOrSkip(t)
+	for _, prog := range programs {
+		t.Run(filepath.Dir(prog), func(t *testing.T) {
+			t.Parallel()
+			if out, err := exec.Command(filepath.Join(p4cBin, "p4test-tna"), prog).CombinedOutput(); err != nil {
+				t.Fatalf("p4test-tna %s: %v\n%s", prog, err, out)
+			}
+			dir := t.TempDir()
+			if out, err := exec.Command(filepath.Join(p4cBin, "p4c-tofino"), prog, dir).CombinedOutput(); err != nil {
+				t.Fatalf("p4c-tofino %s: %v\n%s", prog, err, out)
+			}
+			name := filepath.Base(prog[:len(prog)-len(".p4")])
+			if _, err := os.Stat(filepath.Join(dir, "pipe", "tofino.bin")); err != nil {
+				t.Fatalf("no tofino.bin: %v", err)
+			}
+			bfa, err := os.ReadFile(filepath.Join(dir, "pipe", name+".bfa"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stages := map[string]int{}
+			for _, m := range reStage.FindAllStringSubmatch(string(bfa), -1) {
+				n := 0
+				for _, c := range m[1] {
+					n = n*10 + int(c-'0')
+				}
+				stages[m[2]] = max(stages[m[2]], n+1)
+			}
+			if stages["ingress"] > 12 || stages["egress"] > 12 {
+				t.Fatalf("stages %v exceed Tofino-1's 12", stages)
+			}
+			t.Logf("%s: %d ingress and %d egress stages", prog, stages["ingress"], stages["egress"])
+		})
+	}
+}
