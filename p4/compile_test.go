@@ -11,18 +11,25 @@ import (
 // programs are the P4 programs of this directory, each compiled by the tests.
 var programs = []string{"translator/translator.p4", "reporter/reporter.p4"}
 
-// p4cBin is the open-source Tofino compiler, relative to the repository root
-// (../shared/tools/p4c, see its README).
-const p4cBin = "../../shared/tools/p4c/bin"
+// p4cDirs are where the open-source Tofino compiler may be (see its README),
+// from this directory: ../shared/tools/p4c relative to the repository root,
+// or to the directory holding it (a git worktree under a common parent).
+var p4cDirs = []string{"../../shared/tools/p4c/bin", "../../../shared/tools/p4c/bin"}
 
-func compilerOrSkip(t *testing.T) {
+// compilerOrSkip returns the compiler's bin directory; where it is absent
+// the test skips saying so, or fails under DTAKIT_REQUIRE_TOOLS=1.
+func compilerOrSkip(t *testing.T) string {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(p4cBin, "p4c-tofino")); err != nil {
-		if os.Getenv("DTAKIT_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("the P4 compiler is required (DTAKIT_REQUIRE_TOOLS=1) but absent: %v", err)
+	for _, d := range p4cDirs {
+		if _, err := os.Stat(filepath.Join(d, "p4c-tofino")); err == nil {
+			return d
 		}
-		t.Skipf("skipping: the P4 compiler %s is absent", p4cBin)
 	}
+	if os.Getenv("DTAKIT_REQUIRE_TOOLS") == "1" {
+		t.Fatalf("the P4 compiler is required (DTAKIT_REQUIRE_TOOLS=1) but absent from %v", p4cDirs)
+	}
+	t.Skipf("skipping: the P4 compiler is absent (looked in %v)", p4cDirs)
+	return ""
 }
 
 var reStage = regexp.MustCompile(`(?m)^stage (\d+) (ingress|egress):`)
@@ -31,7 +38,7 @@ var reStage = regexp.MustCompile(`(?m)^stage (\d+) (ingress|egress):`)
 // assembler (p4c-tofino) on every program; either failing, including a
 // program that does not fit Tofino-1's 12 stages, fails the test.
 func TestCompile(t *testing.T) {
-	compilerOrSkip(t)
+	p4cBin := compilerOrSkip(t)
 	for _, prog := range programs {
 		t.Run(filepath.Dir(prog), func(t *testing.T) {
 			t.Parallel()
