@@ -31,8 +31,8 @@ type report struct {
 // crafted is a run of reports crafted as the translator would, copy by
 // copy, with consecutive PSNs from each connection's start.
 type crafted struct {
-	frames [][]byte
-	want   []rocev2.Frame
+	frames  [][]byte
+	want    []rocev2.Frame
 	reports []report
 	n       int // redundancy of every report
 }
@@ -87,7 +87,6 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 	kil, _ := keyincr.ParseLayout(conns[1].Ad.Geometry)
 	kwMem := make([]byte, kwl.RegionSize())
 	kiMem := make([]byte, kil.RegionSize())
-	var regions []*target.Region
 	for i, mem := range [][]byte{kwMem, kiMem} {
 		access := target.RemoteWrite
 		if i == 1 {
@@ -97,7 +96,6 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		regions = append(regions, r)
 		conns[i].Ad.VA, conns[i].Ad.RKey = r.VA(), r.RKey()
 		qp, err := tgt.NewQP(target.QPConfig{
 			Peer:      netip.AddrPortFrom(conns[i].Src, conns[i].SrcPort),
