@@ -1,6 +1,7 @@
 package p4
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,9 @@ var reStage = regexp.MustCompile(`(?m)^stage (\d+) (ingress|egress):`)
 // assembler (p4c-tofino) on every program; either failing, including a
 // program that does not fit Tofino-1's 12 stages, fails the test.
 func TestCompile(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipping: the compile check runs without -race (same result, half the CI time)")
+	}
 	p4cBin := compilerOrSkip(t)
 	for _, prog := range programs {
 		t.Run(filepath.Dir(prog), func(t *testing.T) {
@@ -68,7 +72,53 @@ func TestCompile(t *testing.T) {
 			if stages["ingress"] > 12 || stages["egress"] > 12 {
 				t.Fatalf("stages %v exceed Tofino-1's 12", stages)
 			}
-			t.Logf("%s: %d ingress and %d egress stages", prog, stages["ingress"], stages["egress"])
+			ctx, err := os.ReadFile(filepath.Join(dir, "pipe", "context.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := memoryUnits(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d ingress and %d egress stages of 12; memory units %v", prog, stages["ingress"], stages["egress"], mem)
 		})
 	}
+}
+
+// memoryUnits sums the memory units (SRAM, TCAM, map RAM, ...) the back end
+// allocated to the program's tables, from its context.json.
+func memoryUnits(ctx []byte) (map[string]int, error) {
+	var doc struct {
+		Tables any `json:"tables"`
+	}
+	if err := json.Unmarshal(ctx, &doc); err != nil {
+		return nil, err
+	}
+	mem := map[string]int{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if typ, ok := v["memory_type"].(string); ok {
+				if units, ok := v["memory_units_and_vpns"].([]any); ok {
+					for _, u := range units {
+						if m, ok := u.(map[string]any); ok {
+							if l, ok := m["memory_units"].([]any); ok {
+								mem[typ] += len(l)
+							}
+						}
+					}
+				}
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(doc.Tables)
+	return mem, nil
 }
