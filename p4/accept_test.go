@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/p4gen"
 	"github.com/dtakit/dtakit/keyincr"
@@ -24,8 +25,9 @@ import (
 
 type report struct {
 	conn  int
-	key   uint32
-	value []byte
+	key   uint32 // the key, or the Append list
+	value []byte // data, counter, or an Append batch
+	head  uint32 // the Append batch's ring head
 }
 
 // crafted is a run of reports crafted as the translator would, copy by
@@ -42,6 +44,7 @@ func craftRun(t *testing.T, conns []Connection, reports int) crafted {
 	rng := rand.New(rand.NewPCG(5, 6))
 	c := crafted{n: 1 + rng.IntN(p4gen.MaxCopies)}
 	psn := make([]uint32, len(conns))
+	heads := map[uint32]uint32{}
 	for i := range conns {
 		psn[i] = conns[i].StartPSN
 	}
@@ -54,12 +57,23 @@ func craftRun(t *testing.T, conns []Connection, reports int) crafted {
 		key := rng.Uint32()
 		value := make([]byte, 8)
 		binary.BigEndian.PutUint64(value, rng.Uint64()>>rng.IntN(64))
-		if s.op == dta.OpKeyWrite {
+		copies, head := c.n, uint32(0)
+		switch s.op {
+		case dta.OpKeyWrite:
 			value = value[4:]
+		case dta.OpAppend:
+			// One batch of DTA_AP_BATCH non-zero entries on one of 8 lists.
+			copies, key = 1, uint32(rng.IntN(8))
+			value = value[:0]
+			for range p4gen.AppendBatch {
+				value = binary.BigEndian.AppendUint32(value, 1+rng.Uint32N(1<<31))
+			}
+			head = heads[key]
+			heads[key] = (head + p4gen.AppendBatch) % (1 << p4gen.AppendEntryBits)
 		}
-		c.reports = append(c.reports, report{i, key, value})
-		for copy := range c.n {
-			f := conns[i].craft(s, key, value, uint8(copy), psn[i])
+		c.reports = append(c.reports, report{i, key, value, head})
+		for copy := range copies {
+			f := conns[i].craft(s, key, value, uint8(copy), head, psn[i])
 			psn[i] = (psn[i] + 1) & rocev2.PSNMask
 			b, err := f.AppendTo(nil)
 			if err != nil {
@@ -85,9 +99,11 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 	conns := testConnections(t)
 	kwl, _ := keywrite.ParseLayout(conns[0].Ad.Geometry)
 	kil, _ := keyincr.ParseLayout(conns[1].Ad.Geometry)
+	apl, _ := appendlist.ParseLayout(conns[2].Ad.Geometry)
 	kwMem := make([]byte, kwl.RegionSize())
 	kiMem := make([]byte, kil.RegionSize())
-	for i, mem := range [][]byte{kwMem, kiMem} {
+	apMem := make([]byte, apl.RegionSize())
+	for i, mem := range [][]byte{kwMem, kiMem, apMem} {
 		access := target.RemoteWrite
 		if i == 1 {
 			access = target.RemoteAtomic
@@ -122,7 +138,7 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 	writes, atomics := uint64(0), uint64(0)
 	for _, f := range run.want {
 		if f.BTH.Opcode == rocev2.RCWriteOnly {
-			writes++
+			writes++ // Key-Write and Append
 		} else {
 			atomics++
 		}
@@ -143,15 +159,22 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	apWant := make([]byte, len(apMem))
 	for _, r := range run.reports {
-		if r.conn == 0 {
+		switch r.conn {
+		case 0:
 			err = kws.Put(r.key, r.value, run.n)
-		} else {
+		case 1:
 			err = kis.Add(r.key, binary.BigEndian.Uint64(r.value), run.n)
+		case 2:
+			copy(apWant[apl.ListOffset(r.key)+uint64(r.head)*uint64(apl.SlotSize()):], r.value)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !bytes.Equal(apMem, apWant) {
+		t.Error("Append region written through the target differs from the batches at their lists' heads")
 	}
 	if !bytes.Equal(kwMem, kws.Region()) {
 		t.Error("Key-Write region written through the target differs from keywrite.Store.Put's")
@@ -167,8 +190,8 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 			}
 		}
 	}
-	if found < len(run.reports)/2*9/10 {
-		t.Fatalf("only %d of %d Key-Write reports readable", found, len(run.reports)/2)
+	if found < len(run.reports)/3*9/10 {
+		t.Fatalf("only %d of %d Key-Write reports readable", found, len(run.reports)/3)
 	}
 }
 

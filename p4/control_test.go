@@ -8,8 +8,10 @@ import (
 	"os"
 	"testing"
 
+	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/p4gen"
 	"github.com/dtakit/dtakit/keywrite"
 )
 
@@ -44,8 +46,8 @@ func testConfig(t *testing.T) Config {
 }
 
 // TestPlanGolden pins the control plane's output for two collectors (a
-// Key-Write and a Key-Increment instance on one, a Key-Write instance on the
-// other); the golden files were reviewed by hand.
+// Key-Write, a Key-Increment and an Append instance on one, a Key-Write
+// instance on the other); the golden files were reviewed by hand.
 func TestPlanGolden(t *testing.T) {
 	p, err := NewPlan(testConfig(t))
 	if err != nil {
@@ -57,7 +59,7 @@ func TestPlanGolden(t *testing.T) {
 	}
 	golden(t, "testdata/plan.json", j)
 	golden(t, "testdata/plan.py", p.BfrtPython("translator"))
-	// 256 collector choices: collector i%2 has 2 resp. 1 primitives.
+	// 256 collector choices: collector i%2 has 3 resp. 1 primitives.
 	var instance, groups int
 	for _, e := range p.Entries {
 		if e.Table == "Ingress.instance" {
@@ -65,7 +67,7 @@ func TestPlanGolden(t *testing.T) {
 		}
 	}
 	groups = len(p.Groups)
-	if instance != 128*2+128 || groups != 2*4 || len(p.Nodes) != 2*(1+2+3+4) {
+	if instance != 128*3+128 || groups != 2*4 || len(p.Nodes) != 2*(1+2+3+4) {
 		t.Fatalf("%d instance entries, %d groups, %d nodes", instance, groups, len(p.Nodes))
 	}
 }
@@ -81,6 +83,8 @@ func TestPlanRejects(t *testing.T) {
 	geo8, _ := kw8.AppendBinary(nil)
 	ref, _ := keywrite.NewLayout(1<<10, 4, keywrite.WithHasher(tofino.Reference))
 	geoRef, _ := ref.AppendBinary(nil)
+	small := appendlist.Layout{Lists: 16, Entries: 1 << p4gen.AppendEntryBits, EntrySize: 4, Batch: 4}
+	apSmall, _ := small.AppendBinary(nil)
 	for name, tc := range map[string]struct {
 		f    func(c *Config)
 		want error
@@ -89,7 +93,9 @@ func TestPlanRejects(t *testing.T) {
 		"index twice":        {func(c *Config) { c.Collectors[1].Connections[0].Index = 0 }, ErrConfig},
 		"data size 8":        {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geo8 }, ErrAdvertisement},
 		"reference hash":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geoRef }, ErrAdvertisement},
-		"append":             {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpAppend }, ErrAdvertisement},
+		"wrong geometry":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpAppend }, ErrAdvertisement},
+		"postcard":           {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpPostcard }, ErrAdvertisement},
+		"append lists":       {func(c *Config) { c.Collectors[0].Connections[2].Ad.Geometry = apSmall }, ErrAdvertisement},
 		"4 GiB boundary":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.VA = 0x1FFFFF000 }, ErrAdvertisement},
 		"counters unaligned": {func(c *Config) { c.Collectors[0].Connections[1].Ad.VA += 4 }, ErrAdvertisement},
 		"choice range":       {func(c *Config) { var ch [256]uint8; ch[7] = 2; c.Choice = &ch }, ErrConfig},

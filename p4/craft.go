@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/internal/p4gen"
@@ -49,6 +50,7 @@ type shape struct {
 	slots uint64
 	kw    keywrite.Layout
 	ki    keyincr.Layout
+	ap    appendlist.Layout
 }
 
 // check validates c against the compiled program (p4/include/dta_constants.p4).
@@ -84,6 +86,13 @@ func (c *Connection) check() (shape, error) {
 		if err == nil && c.Ad.VA%8 != 0 {
 			err = errors.New("counter region not 8-byte aligned")
 		}
+	case dta.OpAppend:
+		s.ap, err = appendlist.ParseLayout(c.Ad.Geometry)
+		want := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits,
+			EntrySize: p4gen.AppendEntry, Batch: p4gen.AppendBatch}
+		if err == nil && s.ap != want {
+			err = fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
+		}
 	default:
 		err = fmt.Errorf("primitive %d not compiled in", s.op)
 	}
@@ -111,20 +120,28 @@ func perCopy(h tofino.Hasher) error {
 
 // craft returns the frame the translator's egress builds for copy n of a
 // report with PSN psn: the same fields, in the same order, from the same
-// constants. value is the Key-Write data or the big-endian counter.
-func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, psn uint32) rocev2.Frame {
+// constants. value is the Key-Write data, the big-endian counter, or an
+// Append batch (key the list, head its ring head in entries).
+func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn uint32) rocev2.Frame {
 	f := rocev2.Frame{
 		DstMAC: c.DstMAC, SrcMAC: c.SrcMAC, Src: c.Src, Dst: c.Dst,
 		TTL: 64, DontFragment: true, SrcPort: c.SrcPort,
 	}
 	f.BTH = rocev2.BTH{PKey: rocev2.DefaultPKey, DestQP: c.CollectorQPN, PSN: rocev2.PSN(psn)}
-	if s.op == dta.OpKeyWrite {
+	switch s.op {
+	case dta.OpAppend:
+		f.BTH.Opcode = rocev2.RCWriteOnly
+		f.BTH.AckReq = psn&63 == 0
+		va := c.Ad.VA + s.ap.ListOffset(key) + uint64(head)*uint64(s.ap.SlotSize())
+		f.RETH = rocev2.RETH{VA: va, RKey: c.Ad.RKey, DMALength: uint32(len(value))}
+		f.Payload = value
+	case dta.OpKeyWrite:
 		f.BTH.Opcode = rocev2.RCWriteOnly
 		f.BTH.AckReq = psn&63 == 0
 		f.RETH = rocev2.RETH{VA: c.Ad.VA + s.kw.Offset(key, n), RKey: c.Ad.RKey, DMALength: 4 + p4gen.KeyWriteData}
 		f.Payload = binary.LittleEndian.AppendUint32(nil, s.kw.Checksum(key))
 		f.Payload = append(f.Payload, value...)
-	} else {
+	default:
 		f.BTH.Opcode = rocev2.RCFetchAdd
 		f.BTH.AckReq = true
 		f.AtomicETH = rocev2.AtomicETH{VA: c.Ad.VA + s.ki.Offset(key, n), RKey: c.Ad.RKey, SwapAddData: binary.BigEndian.Uint64(value)}
@@ -141,11 +158,14 @@ func (c *Connection) ICRCConstant() (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	value := make([]byte, 8) // a counter
-	if s.op == dta.OpKeyWrite {
+	value := make([]byte, 16)
+	switch s.op {
+	case dta.OpKeyWrite:
 		value = value[:p4gen.KeyWriteData]
+	case dta.OpKeyIncrement:
+		value = value[:8]
 	}
-	f := c.craft(s, 0, value, 0, 0)
+	f := c.craft(s, 0, value, 0, 0, 0)
 	b, err := f.AppendTo(nil)
 	if err != nil {
 		return 0, fmt.Errorf("p4: connection %d: %w", c.Index, err)

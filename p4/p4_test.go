@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/internal/p4gen"
@@ -91,6 +92,11 @@ func TestHashesMatchModel(t *testing.T) {
 	}
 	checks["translator.p4/collector_kw"] = collector
 	checks["translator.p4/collector_ki"] = collector
+	checks["translator.p4/collector_ap"] = func(r *rand.Rand) (map[string]uint64, uint64) {
+		env, want := collector(r)
+		env["h.ap.list"] = env["m.key"]
+		return env, want
+	}
 	checks["reporter.p4/collector_choice"] = collector
 	// The reporter's flow key: CRC-32 (hash/crc32, independent of the model)
 	// of the 5-tuple's 13 bytes in wire order.
@@ -110,7 +116,7 @@ func TestHashesMatchModel(t *testing.T) {
 	for _, prog := range programs {
 		p := parseProgram(t, prog)
 		for name, h := range p.hashes {
-			if name == "icrc_write" || name == "icrc_atomic" {
+			if name == "icrc_write" || name == "icrc_atomic" || name == "icrc_append" {
 				continue // TestICRCSplit
 			}
 			id := filepath.Base(prog) + "/" + name
@@ -156,12 +162,19 @@ func testConnections(t *testing.T) []Connection {
 		Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
 		SrcPort: 0xC000,
 	}
-	a, b := base, base
+	ap := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits, EntrySize: p4gen.AppendEntry, Batch: p4gen.AppendBatch}
+	apGeo, err := ap.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := base, base, base
 	a.Index, a.TranslatorQPN, a.CollectorQPN, a.StartPSN = 0, 0x11, 0x1234, 0xABCDE
 	a.Ad = dta.Advertisement{VA: 0x7f0012340000, Length: uint32(kw.RegionSize()), RKey: 0x1000, Primitive: dta.OpKeyWrite, Geometry: kwGeo}
 	b.Index, b.TranslatorQPN, b.CollectorQPN, b.StartPSN, b.SrcPort = 1, 0x12, 0x1235, 0xFFFFFE, 0xC001
 	b.Ad = dta.Advertisement{VA: 0x7f0056780000, Length: uint32(ki.RegionSize()), RKey: 0x2000, Primitive: dta.OpKeyIncrement, Geometry: kiGeo}
-	return []Connection{a, b}
+	c.Index, c.TranslatorQPN, c.CollectorQPN, c.StartPSN, c.SrcPort = 3, 0x14, 0x1236, 0, 0xC002
+	c.Ad = dta.Advertisement{VA: 0x7f0080000000, Length: uint32(ap.RegionSize()), RKey: 0x3000, Primitive: dta.OpAppend, Geometry: apGeo}
+	return []Connection{a, b, c}
 }
 
 // frameEnv maps every field of the headers the egress deparser emits for the
@@ -208,24 +221,34 @@ func TestICRCSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		name, order := "icrc_write", []string{"ethernet", "ipv4", "udp", "bth", "reth", "kw_payload", "icrc"}
-		if s.op == dta.OpKeyIncrement {
+		switch s.op {
+		case dta.OpKeyIncrement:
 			name, order = "icrc_atomic", []string{"ethernet", "ipv4", "udp", "bth", "atomic", "icrc"}
+		case dta.OpAppend:
+			name, order = "icrc_append", []string{"ethernet", "ipv4", "udp", "bth", "reth", "ap_payload", "icrc"}
 		}
 		h := p.hashes[name]
 		if h == nil || len(h.lists) != 1 {
 			t.Fatalf("%s: want one use of Hash %s", c.Ad.Primitive, name)
 		}
 		for i := range 500 {
-			value := make([]byte, 8)
+			value := make([]byte, 16)
 			binary.BigEndian.PutUint64(value, rng.Uint64())
-			if s.op == dta.OpKeyWrite {
+			binary.BigEndian.PutUint64(value[8:], rng.Uint64())
+			key := rng.Uint32()
+			switch s.op {
+			case dta.OpKeyWrite:
 				value = value[:p4gen.KeyWriteData]
+			case dta.OpKeyIncrement:
+				value = value[:8]
+			case dta.OpAppend:
+				key &= 1<<p4gen.AppendListBits - 1
 			}
 			psn := rng.Uint32() & rocev2.PSNMask
 			if i < 2 {
 				psn = uint32(i) * 64 // AckReq set
 			}
-			f := c.craft(s, rng.Uint32(), value, uint8(rng.IntN(p4gen.MaxCopies)), psn)
+			f := c.craft(s, key, value, uint8(rng.IntN(p4gen.MaxCopies)), uint32(rng.IntN(1<<p4gen.AppendEntryBits))&^(p4gen.AppendBatch-1), psn)
 			b, err := f.AppendTo(nil)
 			if err != nil {
 				t.Fatal(err)

@@ -33,8 +33,10 @@ const (
 	// batch B.
 	AppendEntry = 4
 	AppendBatch = 4
-	// AppendListBits is log2 of the lists the translator keeps heads for.
-	AppendListBits = 10
+	// AppendListBits is log2 of L, the lists the translator keeps heads
+	// for, and AppendEntryBits log2 of E, the entries of each list's ring.
+	AppendListBits  = 10
+	AppendEntryBits = 12
 	// QPBits is log2 of the per-QP register entries (PSNs).
 	QPBits = 8
 )
@@ -127,7 +129,8 @@ func Generate() []byte {
 	d("DTA_PC_CACHE_BITS", PostcardCacheBits, "log2 postcard cache entries")
 	d("DTA_AP_ENTRY_BYTES", AppendEntry, "Append entry size e")
 	d("DTA_AP_BATCH", AppendBatch, "Append batch B")
-	d("DTA_AP_LIST_BITS", AppendListBits, "log2 lists with a head register")
+	d("DTA_AP_LIST_BITS", AppendListBits, "log2 lists L")
+	d("DTA_AP_ENTRIES", 1<<AppendEntryBits, "entries E per list")
 	d("DTA_QP_BITS", QPBits, "log2 per-QP register entries")
 	b.WriteString("\n// Hashes (sections 4, 7, 8.2, 8.5): CRCPolynomial(coeff, reversed, msb,\n// extended, init, xor) for Hash<bit<32>>(HashAlgorithm_t.CUSTOM, ...).\n")
 	for _, h := range Hashes() {

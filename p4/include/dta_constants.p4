@@ -46,7 +46,8 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #define DTA_PC_CACHE_BITS 12 // log2 postcard cache entries
 #define DTA_AP_ENTRY_BYTES 4 // Append entry size e
 #define DTA_AP_BATCH 4 // Append batch B
-#define DTA_AP_LIST_BITS 10 // log2 lists with a head register
+#define DTA_AP_LIST_BITS 10 // log2 lists L
+#define DTA_AP_ENTRIES 4096 // entries E per list
 #define DTA_QP_BITS 8 // log2 per-QP register entries
 
 // Hashes (sections 4, 7, 8.2, 8.5): CRCPolynomial(coeff, reversed, msb,

@@ -4,7 +4,9 @@
  * collector instance by CRC8(be32(key)) and replicates a Key-Write or
  * Key-Increment report N times through a multicast group whose nodes carry
  * the copy index as replication ID. Egress turns each copy into one RoCEv2
- * packet: RDMA WRITE Only (Key-Write) or FETCH_ADD (Key-Increment), PSN from
+ * packet: RDMA WRITE Only (Key-Write, and Append once DTA_AP_BATCH entries of
+ * a list have arrived: ingress keeps them in registers, and each list's head
+ * in a ring) or FETCH_ADD (Key-Increment), PSN from
  * a per-QP register, slot address from copy n's own CRC (dta/tofino PerCopy),
  * ICRC = per-QP constant XOR a CRC over the variable bytes (rocev2.ICRCBase).
  * A NAK (PSN sequence error) from a collector resynchronises the QP's PSN.
@@ -31,6 +33,8 @@ header dta_seq_h { bit<8> seq; }
 header dta_kw_h { bit<8> redundancy; bit<32> key; bit<(DTA_KW_DATA_BYTES*8)> data; }
 // Key-Increment (section 3).
 header dta_ki_h { bit<8> redundancy; bit<32> key; bit<64> counter; }
+// Append (section 3), entries fixed at DTA_AP_ENTRY_BYTES.
+header dta_ap_h { bit<32> list; bit<(DTA_AP_ENTRY_BYTES*8)> data; }
 // Acknowledgement (section 2).
 header dta_ack_h { bit<8> seq; bit<1> nack; bit<7> reserved; }
 header bth_h {
@@ -42,23 +46,29 @@ header atomiceth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<64> add; bi
 header aeth_h { bit<8> syndrome; bit<24> msn; }
 // Key-Write slot: le32(checksum) || data (section 5).
 header kw_payload_h { bit<32> checksum_le; bit<(DTA_KW_DATA_BYTES*8)> data; }
+// Append batch: DTA_AP_BATCH = 4 entries in list order.
+header ap_payload_h { bit<32> e0; bit<32> e1; bit<32> e2; bit<32> e3; }
 header icrc_h { bit<32> value; }
 
 const bit<8> KIND_NONE = 0;
 const bit<8> KIND_KW = 1;
 const bit<8> KIND_KI = 2;
 const bit<8> KIND_ACK = 3;
+const bit<8> KIND_AP = 4;
 // Bridged from ingress to egress, ahead of the packet.
 header bridge_h { bit<8> kind; bit<8> qp; }
+// Bridged for an Append batch: the entries held in ingress and the batch's
+// byte offset in the region.
+header bridge_ap_h { bit<32> e0; bit<32> e1; bit<32> e2; bit<32> offset; }
 
 struct headers_t {
-    bridge_h bridge;
+    bridge_h bridge; bridge_ap_h bridge_ap;
     ethernet_h ethernet; ipv4_h ipv4; udp_h udp;
-    dta_base_h dta; dta_seq_h seq; dta_kw_h kw; dta_ki_h ki; dta_ack_h ack;
+    dta_base_h dta; dta_seq_h seq; dta_kw_h kw; dta_ki_h ki; dta_ap_h ap; dta_ack_h ack;
     bth_h bth; reth_h reth; atomiceth_h atomic; aeth_h aeth;
-    kw_payload_h kw_payload; icrc_h icrc;
+    kw_payload_h kw_payload; ap_payload_h ap_payload; icrc_h icrc;
 }
-struct ig_meta_t { bit<8> crc8; bit<8> n; }
+struct ig_meta_t { bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase; }
 struct eg_meta_t { bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
@@ -93,11 +103,13 @@ parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
         transition select(h.dta.opcode) {
             DTA_OP_KEY_WRITE: kw;
             DTA_OP_KEY_INCREMENT: ki;
+            DTA_OP_APPEND: ap;
             default: accept;
         }
     }
     state kw { pkt.extract(h.kw); transition accept; }
     state ki { pkt.extract(h.ki); transition accept; }
+    state ap { pkt.extract(h.ap); transition accept; }
     state bth {
         pkt.extract(h.bth);
         transition select(h.bth.opcode) {
@@ -117,6 +129,36 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
     // Collector choice at the translator as at a reporter: CRC8(be32(key)).
     Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_kw;
     Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_ki;
+    Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_ap;
+
+    // Append batching: per list, the entries held so far and the ring head.
+    Register<bit<8>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_count;
+    RegisterAction<bit<8>, bit<DTA_AP_LIST_BITS>, bit<8>>(ap_count) ap_next = {
+        void apply(inout bit<8> v, out bit<8> old) {
+            old = v;
+            if (v == DTA_AP_BATCH - 1) { v = 0; } else { v = v + 1; }
+        }
+    };
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0;
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1;
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2;
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_head;
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_head) ap_advance = {
+        void apply(inout bit<32> v, out bit<32> old) {
+            old = v;
+            if (v == DTA_AP_ENTRIES - DTA_AP_BATCH) { v = 0; } else { v = v + DTA_AP_BATCH; }
+        }
+    };
+    // Batch offset = list*E*e + head*e, e = 4, E = 2^12 (a list below 2^10).
+    action ap_list_base() { m.lbase = h.ap.list << 14; }
+    action ap_head_offset() { m.head = m.head << 2; }
+    action ap_offset() { h.bridge_ap.offset = m.head | m.lbase; }
     Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed
     Meter<qp_t>(1 << DTA_QP_BITS, MeterType_t.PACKETS) rate;
     bit<8> color = 0;
@@ -166,11 +208,16 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         } else if (h.ki.isValid()) {
             m.crc8 = collector_ki.get({h.ki.key});
             m.n = h.ki.redundancy;
+        } else if (h.ap.isValid()) {
+            m.crc8 = collector_ap.get({h.ap.list});
+            m.n = 1;
+            // A list beyond L or all-zero data cannot be appended (section 5).
+            if (h.ap.list[31:DTA_AP_LIST_BITS] != 0 || h.ap.data == 0) { m.n = 0; }
         }
         if (h.bth.isValid()) {
             if (h.aeth.isValid()) { responder.apply(); }
             if (!h.bridge.isValid()) { drop(0); }
-        } else if (h.kw.isValid() || h.ki.isValid()) {
+        } else if (h.kw.isValid() || h.ki.isValid() || h.ap.isValid()) {
             if (m.n == 0) {
                 drop(0); // malformed: never NACKed
             } else {
@@ -186,7 +233,28 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
                     // N above DTA_MAX_COPIES is written with DTA_MAX_COPIES copies.
                     if (m.n > DTA_MAX_COPIES) { m.n = DTA_MAX_COPIES; }
                     ig_tm_md.mcast_grp_a = mgid_base + (bit<16>)m.n;
-                    if (h.kw.isValid()) { h.bridge.kind = KIND_KW; } else { h.bridge.kind = KIND_KI; }
+                    if (h.kw.isValid()) { h.bridge.kind = KIND_KW; }
+                    else if (h.ki.isValid()) { h.bridge.kind = KIND_KI; }
+                    else {
+                        h.bridge.kind = KIND_AP;
+                        bit<DTA_AP_LIST_BITS> lidx = h.ap.list[DTA_AP_LIST_BITS-1:0];
+                        m.pos = ap_next.execute(lidx);
+                        ap_list_base();
+                        if (m.pos == 0) { ap_put0.execute(lidx); }
+                        else if (m.pos == 1) { ap_put1.execute(lidx); }
+                        else if (m.pos == 2) { ap_put2.execute(lidx); }
+                        else {
+                            // The batch's last entry: write all four at the head.
+                            h.bridge_ap.setValid();
+                            h.bridge_ap.e0 = ap_get0.execute(lidx);
+                            h.bridge_ap.e1 = ap_get1.execute(lidx);
+                            h.bridge_ap.e2 = ap_get2.execute(lidx);
+                            m.head = ap_advance.execute(lidx);
+                            ap_head_offset();
+                            ap_offset();
+                        }
+                        if (m.pos != DTA_AP_BATCH - 1) { ig_dprsr_md.drop_ctl = 1; } // held
+                    }
                 }
             }
         } else {
@@ -214,12 +282,17 @@ parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
     state start {
         pkt.extract(eg_md);
         pkt.extract(h.bridge);
+        transition select(h.bridge.kind) { KIND_AP: bridge_ap; default: l2; }
+    }
+    state bridge_ap { pkt.extract(h.bridge_ap); transition l2; }
+    state l2 {
         pkt.extract(h.ethernet);
         pkt.extract(h.ipv4);
         pkt.extract(h.udp);
         transition select(h.bridge.kind) {
             KIND_KW: dta;
             KIND_KI: dta;
+            KIND_AP: dta;
             KIND_ACK: bth;
             default: accept;
         }
@@ -230,10 +303,11 @@ parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
     }
     state dta_seq { pkt.extract(h.seq); transition dta_op; }
     state dta_op {
-        transition select(h.bridge.kind) { KIND_KW: kw; default: ki; }
+        transition select(h.bridge.kind) { KIND_KW: kw; KIND_KI: ki; default: ap; }
     }
     state kw { pkt.extract(h.kw); transition accept; }
     state ki { pkt.extract(h.ki); transition accept; }
+    state ap { pkt.extract(h.ap); transition accept; }
     state bth { pkt.extract(h.bth); pkt.extract(h.aeth); transition accept; }
 }
 
@@ -252,6 +326,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     // ICRC over the variable bytes: BTH bytes 8..11 to the end of the payload.
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_write;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_atomic;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_append;
 
     // Next PSN of each QP (24 bits in a 32-bit register).
     Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
@@ -311,6 +386,19 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.kw.setInvalid();
         h.atomic.setInvalid();
     }
+    action append_write() {
+        common();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + DTA_AP_BATCH * DTA_AP_ENTRY_BYTES + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + DTA_AP_BATCH * DTA_AP_ENTRY_BYTES + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_WRITE_ONLY;
+        h.reth.setValid(); h.reth.length = DTA_AP_BATCH * DTA_AP_ENTRY_BYTES;
+        h.ap_payload.setValid();
+        h.ap_payload.e0 = h.bridge_ap.e0; h.ap_payload.e1 = h.bridge_ap.e1;
+        h.ap_payload.e2 = h.bridge_ap.e2; h.ap_payload.e3 = h.ap.data;
+        m.offset = h.bridge_ap.offset;
+        h.ap.setInvalid(); h.bridge_ap.setInvalid();
+        h.atomic.setInvalid();
+    }
     action fetch_add() {
         common();
         h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
@@ -339,26 +427,30 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 resync_psn.execute(h.bridge.qp);
             }
             eg_dprsr_md.drop_ctl = 1;
-        } else if (h.bridge.kind == KIND_KW || h.bridge.kind == KIND_KI) {
-            if (h.bridge.kind == KIND_KW) { write(); } else { fetch_add(); }
+        } else if (h.bridge.kind != KIND_NONE) {
+            if (h.bridge.kind == KIND_KW) { write(); }
+            else if (h.bridge.kind == KIND_KI) { fetch_add(); }
+            else { append_write(); }
             qp.apply();
             bit<32> p = next_psn.execute(h.bridge.qp);
             h.bth.psn = p[23:0];
-            if (h.bridge.kind == KIND_KW) {
+            if (h.bridge.kind != KIND_KI) {
                 // AckReq on every 64th packet, so the collector's ACKs stay few.
                 if (p[5:0] == 0) { h.bth.ack_req = 1; } else { h.bth.ack_req = 0; }
             }
-            if (copy == 0) {
-                m.slot_hash = slot0.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
-            } else if (copy == 1) {
-                m.slot_hash = slot1.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
-            } else if (copy == 2) {
-                m.slot_hash = slot2.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
-            } else {
-                m.slot_hash = slot3.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+            if (h.bridge.kind != KIND_AP) {
+                if (copy == 0) {
+                    m.slot_hash = slot0.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                } else if (copy == 1) {
+                    m.slot_hash = slot1.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                } else if (copy == 2) {
+                    m.slot_hash = slot2.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                } else {
+                    m.slot_hash = slot3.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                }
+                mask_slot();
+                shift_slot();
             }
-            mask_slot();
-            shift_slot();
             if (h.bridge.kind == KIND_KW) {
                 kw_checksum();
                 swap_checksum();
@@ -366,10 +458,15 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 m.icrc = icrc_write.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
                     h.kw_payload.checksum_le, h.kw_payload.data});
-            } else {
+            } else if (h.bridge.kind == KIND_KI) {
                 add_va_atomic();
                 m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
                     h.atomic.va_hi, h.atomic.va_lo, h.atomic.rkey, h.atomic.add, h.atomic.compare});
+            } else {
+                add_va_write();
+                m.icrc = icrc_append.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                    h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
+                    h.ap_payload.e0, h.ap_payload.e1, h.ap_payload.e2, h.ap_payload.e3});
             }
             m.icrc = m.icrc ^ icrc_const;
             // The ICRC goes on the wire least-significant byte first.
@@ -389,7 +486,7 @@ control EgDeparser(packet_out pkt, inout headers_t h, in eg_meta_t m,
             h.ipv4.ttl, h.ipv4.protocol, h.ipv4.src, h.ipv4.dst});
         pkt.emit(h.ethernet); pkt.emit(h.ipv4); pkt.emit(h.udp);
         pkt.emit(h.bth); pkt.emit(h.reth); pkt.emit(h.atomic);
-        pkt.emit(h.kw_payload); pkt.emit(h.icrc);
+        pkt.emit(h.kw_payload); pkt.emit(h.ap_payload); pkt.emit(h.icrc);
     }
 }
 
