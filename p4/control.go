@@ -27,6 +27,11 @@ type Config struct {
 	// MulticastBase is the first multicast group ID; collector c uses groups
 	// MulticastBase + c*(DTA_MAX_COPIES+1) + N for redundancy N.
 	MulticastBase uint16
+	// CPUPort is the dev_port of the switch CPU, which runs the CM
+	// (Handshake): RoCEv2 packets other than ACKs and NAKs are sent to it,
+	// and what it sends to a collector's address is forwarded to the
+	// collector's port. 0 programs neither (dev_port 0 is never the CPU's).
+	CPUPort uint16
 	// RatePPS and BurstPackets configure each QP's meter; 0 leaves the
 	// meters at the SDE's default (no limit is programmed).
 	RatePPS, BurstPackets uint64
@@ -140,6 +145,21 @@ func NewPlan(cfg Config) (*Plan, error) {
 			}
 		}
 	}
+	if cfg.CPUPort != 0 {
+		p.Entries = append(p.Entries, Entry{Table: "Ingress.to_cpu", Action: "Ingress.punt", Data: []Field{{"port", uint64(cfg.CPUPort)}}})
+		dsts := map[uint32]bool{}
+		for _, col := range cfg.Collectors {
+			for _, conn := range col.Connections {
+				if ip := ip4(conn.Dst); !dsts[ip] {
+					dsts[ip] = true
+					p.Entries = append(p.Entries, Entry{
+						Table: "Ingress.from_cpu", Key: []Field{{"ingress_port", uint64(cfg.CPUPort)}, {"dst", uint64(ip)}},
+						Action: "Ingress.punt", Data: []Field{{"port", uint64(col.Port)}},
+					})
+				}
+			}
+		}
+	}
 	for i := range 256 {
 		c := i % n
 		if cfg.Choice != nil {
@@ -213,6 +233,10 @@ func (p *Plan) BfrtPython(program string) []byte {
 	}
 	for _, e := range p.Entries {
 		action := e.Action[bytes.LastIndexByte([]byte(e.Action), '.')+1:]
+		if len(e.Key) == 0 { // a keyless table: its default action
+			fmt.Fprintf(&b, "p.%s.set_default_with_%s(%s)\n", e.Table, action, args(e.Data))
+			continue
+		}
 		fmt.Fprintf(&b, "p.%s.add_with_%s(%s, %s)\n", e.Table, action, args(e.Key), args(e.Data))
 	}
 	for _, r := range p.Registers {

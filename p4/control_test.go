@@ -41,6 +41,7 @@ func testConfig(t *testing.T) Config {
 	return Config{
 		Collectors:    []Collector{{Port: 8, Connections: conns}, {Port: 12, Connections: []Connection{second}}},
 		MulticastBase: 100,
+		CPUPort:       64,
 		RatePPS:       1_000_000, BurstPackets: 10_000,
 	}
 }

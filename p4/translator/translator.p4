@@ -187,6 +187,23 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         default_action = NoAction;
         size = 1 << DTA_QP_BITS;
     }
+    // The switch CPU runs the CM (p4.Handshake): RoCEv2 packets other than
+    // ACKs and NAKs go to it, and what it sends goes out unchanged.
+    action punt(PortId_t port) {
+        ig_tm_md.ucast_egress_port = port;
+        h.bridge.setValid(); h.bridge.kind = KIND_NONE;
+    }
+    table to_cpu {
+        actions = { punt; NoAction; }
+        default_action = NoAction;
+        size = 1;
+    }
+    table from_cpu {
+        key = { ig_md.ingress_port: exact; h.ipv4.dst: exact; }
+        actions = { punt; NoAction; }
+        default_action = NoAction;
+        size = 256;
+    }
     // Turn the report into a NACK to its reporter (section 2, 8.6).
     action nack() {
         bit<48> mac = h.ethernet.dst; h.ethernet.dst = h.ethernet.src; h.ethernet.src = mac;
@@ -215,7 +232,9 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
             if (h.ap.list[31:DTA_AP_LIST_BITS] != 0 || h.ap.data == 0) { m.n = 0; }
         }
         if (h.bth.isValid()) {
-            if (h.aeth.isValid()) { responder.apply(); }
+            if (!from_cpu.apply().hit) {
+                if (h.aeth.isValid()) { responder.apply(); } else { to_cpu.apply(); }
+            }
             if (!h.bridge.isValid()) { drop(0); }
         } else if (h.kw.isValid() || h.ki.isValid() || h.ap.isValid()) {
             if (m.n == 0) {
