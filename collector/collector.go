@@ -43,6 +43,7 @@ import (
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"
 )
 
@@ -76,6 +77,23 @@ type Config struct {
 	// MaxQPs bounds the connections the target accepts (0: the target's
 	// default).
 	MaxQPs int
+	// ReplyPort, with the software backend, is the UDP port the target's
+	// responses go to: 0 for the port the translator sent from (dtakit's
+	// translator), 4791 for a translator on an RDMA NIC or kernel stack
+	// (target.Config.ReplyPort).
+	ReplyPort uint16
+	// Backend chooses what serves the regions: the software target (the
+	// default) or an RDMA NIC. With BackendVerbs, Addr's address must belong
+	// to a netdev with an RDMA device (its port is ignored: RoCEv2 is port
+	// 4791), the RDMA CM listens on CMPort+i, and New fails with ErrNoRDMA
+	// where there is no such device.
+	Backend Backend
+	// ReferenceAdvertisement makes every instance send the reference
+	// prototype's 16-byte advertisement (VA, length, rkey) instead of
+	// dtakit's, for a translator that reads only that one (the prototype's
+	// Tofino translator). dtakit's translator refuses such an instance, since
+	// it names no primitive.
+	ReferenceAdvertisement bool
 }
 
 // Instance describes one primitive instance and its region.
@@ -93,7 +111,7 @@ type Instance struct {
 type instance struct {
 	Instance
 	mem    *hugemem.Mem
-	region *target.Region
+	region *target.Region     // software backend
 	list   *appendlist.Region // Append instances: notified on WRITE with Immediate
 }
 
@@ -101,11 +119,14 @@ type instance struct {
 type Collector struct {
 	mu      sync.Mutex
 	cfg     Config
-	t       *target.Target
+	t       *target.Target // software backend
+	vb      *verbsServer   // verbs backend
 	insts   []*instance
 	uc      *net.UDPConn
 	serving bool
 	closed  bool
+	stop    context.CancelFunc // ends a verbs Serve
+	served  sync.WaitGroup     // a verbs Serve under way
 }
 
 // New returns a collector with cfg. It opens no socket until Start or Serve.
@@ -116,7 +137,18 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.CMPort == 0 {
 		cfg.CMPort = DefaultCMPort
 	}
-	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs})
+	switch cfg.Backend {
+	case BackendSoftware:
+	case BackendVerbs:
+		vb, err := newVerbsServer(cfg.Addr.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("collector.New: %w", err)
+		}
+		return &Collector{cfg: cfg, vb: vb}, nil
+	default:
+		return nil, fmt.Errorf("collector.New: %w: backend %v", ErrConfig, cfg.Backend)
+	}
+	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs, ReplyPort: cfg.ReplyPort})
 	if err != nil {
 		return nil, fmt.Errorf("collector.New: %w: %w", ErrConfig, err)
 	}
@@ -219,27 +251,48 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 		mem.Close()
 		return nil, fmt.Errorf("collector.%s: %w", op, err)
 	}
-	reg, err := c.t.Register(b, access)
+	fail := func(err error) (*instance, error) {
+		if in.region != nil {
+			c.t.Deregister(in.region)
+		}
+		if c.vb != nil {
+			c.vb.unregister(in)
+		}
+		mem.Close()
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	var va uint64
+	var rkey uint32
+	if c.vb != nil {
+		va, rkey, err = c.vb.register(in, b, access)
+	} else {
+		in.region, err = c.t.Register(b, access)
+		if err == nil {
+			va, rkey = in.region.VA(), in.region.RKey()
+		}
+	}
 	if err != nil {
-		mem.Close()
-		return nil, fmt.Errorf("collector.%s: %w", op, err)
+		return fail(err)
 	}
-	in.region = reg
-	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), VA: reg.VA(), Length: uint32(size), RKey: reg.RKey()}
-	adv := dta.Advertisement{VA: reg.VA(), Length: uint32(size), RKey: reg.RKey(), Primitive: prim, Geometry: geometry}
+	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), VA: va, Length: uint32(size), RKey: rkey}
+	adv := dta.Advertisement{VA: va, Length: uint32(size), RKey: rkey, Primitive: prim, Geometry: geometry}
+	if c.cfg.ReferenceAdvertisement {
+		adv.Primitive, adv.Geometry = 0, nil
+	}
 	if in.Advertisement, err = adv.AppendTo(nil); err != nil {
-		c.t.Deregister(reg)
-		mem.Close()
-		return nil, fmt.Errorf("collector.%s: %w", op, err)
+		return fail(err)
 	}
-	lc := target.ListenConfig{Greeting: in.Advertisement}
-	if prim == dta.OpAppend {
-		lc.OnRecv = in.onRecv
+	if c.vb != nil {
+		err = c.vb.listen(in, uint16(port))
+	} else {
+		lc := target.ListenConfig{Greeting: in.Advertisement}
+		if prim == dta.OpAppend {
+			lc.OnRecv = in.onRecv
+		}
+		err = c.t.Listen(uint16(port), lc)
 	}
-	if err := c.t.Listen(uint16(port), lc); err != nil {
-		c.t.Deregister(reg)
-		mem.Close()
-		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	if err != nil {
+		return fail(err)
 	}
 	c.insts = append(c.insts, in)
 	return in, nil
@@ -277,7 +330,7 @@ func (c *Collector) start() error {
 	if c.closed {
 		return fmt.Errorf("collector.Start: %w: closed", ErrState)
 	}
-	if c.uc != nil {
+	if c.uc != nil || c.vb != nil {
 		return nil
 	}
 	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(c.cfg.Addr))
@@ -288,6 +341,10 @@ func (c *Collector) start() error {
 	// works: ask for large buffers (the system caps them at its maximum).
 	_ = uc.SetReadBuffer(SocketBuffer)
 	_ = uc.SetWriteBuffer(SocketBuffer)
+	if err := rocev2.ConfigureSocket(uc); err != nil {
+		uc.Close()
+		return fmt.Errorf("collector.Start: %w", err)
+	}
 	c.uc = uc
 	return nil
 }
@@ -318,8 +375,20 @@ func (c *Collector) Serve(ctx context.Context) error {
 	}
 	c.serving = true
 	uc := c.uc
+	if c.vb != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		c.stop = cancel
+		c.served.Add(1)
+		defer c.served.Done()
+	}
 	c.mu.Unlock()
-	err := c.t.Serve(ctx, uc)
+	var err error
+	if c.vb != nil {
+		err = c.vb.serve(ctx)
+	} else {
+		err = c.t.Serve(ctx, uc)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.serving = false
@@ -329,12 +398,27 @@ func (c *Collector) Serve(ctx context.Context) error {
 	return err
 }
 
-// Counters returns the target's counters. It also orders the caller after
-// every write the counters include (see the package doc).
-func (c *Collector) Counters() target.Counters { return c.t.Counters() }
+// Counters returns the software target's counters (zero with the verbs
+// backend, where the NIC does the target's work). It also orders the caller
+// after every write the counters include (see the package doc).
+func (c *Collector) Counters() target.Counters {
+	if c.t == nil {
+		return target.Counters{}
+	}
+	return c.t.Counters()
+}
+
+// VerbsCounters returns the verbs backend's counters (zero with the
+// software backend).
+func (c *Collector) VerbsCounters() VerbsCounters {
+	if c.vb == nil {
+		return VerbsCounters{}
+	}
+	return c.vb.counters()
+}
 
 // Target returns the software target serving the instances, for its
-// counters and lower-level control.
+// counters and lower-level control; nil with the verbs backend.
 func (c *Collector) Target() *target.Target { return c.t }
 
 // Close stops serving, closes the socket and the target, and unmaps every
@@ -351,9 +435,21 @@ func (c *Collector) Close() error {
 	if c.uc != nil {
 		errs = append(errs, c.uc.Close())
 	}
-	// Once the target is closed no packet reaches the memory: Close waits
-	// for a Process under way and every later one returns at once.
-	errs = append(errs, c.t.Close())
+	if c.vb != nil {
+		// Serve's loops must be gone before their handles are freed; the
+		// NIC stops writing a region when its MR is deregistered.
+		if c.stop != nil {
+			c.stop()
+		}
+		c.mu.Unlock()
+		c.served.Wait()
+		c.mu.Lock()
+		errs = append(errs, c.vb.close())
+	} else {
+		// Once the target is closed no packet reaches the memory: Close
+		// waits for a Process under way and every later one returns at once.
+		errs = append(errs, c.t.Close())
+	}
 	for _, in := range c.insts {
 		errs = append(errs, in.mem.Close())
 	}

@@ -111,9 +111,11 @@ func (r *requester) connect(port uint16) *cm.Reject {
 		r.tb.Fatalf("REQ answered with %v", m)
 	}
 	r.remoteQPN = rep.LocalQPN
+	reqPSN := r.psn
+	r.psn = rocev2.PSN(rep.StartingPSN) // each side sends from the PSN the other gave
 	r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), &cm.ReadyToUse{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID})
 	s := r.recv()
-	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.PSN != rocev2.PSN(rep.StartingPSN) || s.BTH.DestQP != r.qpn {
+	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.PSN != reqPSN || s.BTH.DestQP != r.qpn {
 		r.tb.Fatalf("advertisement SEND %+v", s)
 	}
 	r.send(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, DestQP: r.remoteQPN, PSN: s.BTH.PSN},

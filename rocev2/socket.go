@@ -97,7 +97,8 @@ func (p *Packet) AppendDatagram(b []byte, src, dst netip.AddrPort) ([]byte, erro
 }
 
 // DecodeDatagram decodes the UDP payload of a datagram received from src at
-// dst into p and verifies its ICRC ([DatagramICRC]). Payload aliases b. A
+// dst into p and verifies its ICRC ([DatagramICRC], with the sender's IPv4
+// identification recovered as [DatagramICRCMatches] does). Payload aliases b. A
 // mismatch returns an [*ICRCError] and leaves the decoded fields in p, for
 // logging; other errors leave p zero. It does not allocate, except for the
 // [*ICRCError].
@@ -110,7 +111,7 @@ func (p *Packet) DecodeDatagram(b []byte, src, dst netip.AddrPort) error {
 		*p = Packet{}
 		return err
 	}
-	if icrc != p.ICRC {
+	if !DatagramICRCMatches(src, dst, len(b), p.ICRC, icrc) {
 		return &ICRCError{Wire: p.ICRC, Computed: icrc}
 	}
 	return nil

@@ -56,8 +56,8 @@ func (e *Engine) connect(in *instance) {
 	q := &qp{
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm, tid: e.tid,
-		una: start, next: start,
-		mask: uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize,
+		respPSN: start,
+		mask:    uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize,
 	}
 	in.qp = q
 	e.qps[q.qpn] = q
@@ -210,7 +210,7 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 	switch m := msg.(type) {
 	case *cm.ConnectReply:
 		q := e.byComm[m.RemoteCommID]
-		if q == nil || q.remote != src {
+		if q == nil || q.remote.Addr() != src.Addr() {
 			e.c.BadRoCE++
 			return
 		}
@@ -218,7 +218,11 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		case qpConnecting:
 			q.remoteQPN = m.LocalQPN
 			q.remoteCommID = m.LocalCommID
-			q.respPSN = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
+			// Each side's starting PSN is the one it expects to receive, as
+			// the Linux CM and librdmacm use them (section 8.3): the
+			// translator sends from the REP's.
+			q.una = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
+			q.next = q.una
 			q.msn = 0
 			q.rtuPkt = e.sendCM(q, cm.Header(h.TransactionID, cm.AttrRTU),
 				&cm.ReadyToUse{LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID})
@@ -236,7 +240,7 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		}
 	case *cm.Reject:
 		q := e.byComm[m.RemoteCommID]
-		if q == nil || q.remote != src || q.state != qpConnecting {
+		if q == nil || q.remote.Addr() != src.Addr() || q.state != qpConnecting {
 			e.c.BadRoCE++
 			return
 		}
@@ -251,7 +255,7 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: reason %d", ErrRejected, q.remote, in.port, m.Reason))
 	case *cm.DisconnectRequest:
 		q := e.byComm[m.RemoteCommID]
-		if q == nil || q.remote != src {
+		if q == nil || q.remote.Addr() != src.Addr() {
 			e.c.BadRoCE++
 			return
 		}

@@ -77,6 +77,14 @@ type Config struct {
 	// MaxInstances bounds discovery: at most this many instances per
 	// collector (default 64).
 	MaxInstances int
+	// Verbs makes the Translator post its RDMA operations through the local
+	// RDMA NIC that owns Local's address (package verbs) instead of sending
+	// RoCEv2 datagrams: the NIC runs the connections, the engine translates
+	// as before, with the same counters. Local's port, RingSize, AckTimeout,
+	// MaxRetries, the CM timings and RateLimit do not apply. New fails,
+	// wrapping verbs.ErrNoDevice or verbs.ErrNotSupported, where there is no
+	// NIC.
+	Verbs bool
 }
 
 func (c Config) withDefaults() Config {

@@ -57,6 +57,7 @@ type Counters struct {
 	BadRoCE      uint64 // RoCEv2 datagrams that do not decode, or for no QP
 	CMMessages   uint64 // CM messages received
 	FlushLost    uint64 // postcard chunks or append batches Flush could not send
+	VerbsErrors  uint64 // verbs backend: work requests refused or completed with an error
 	EncodeErrors uint64 // packets that failed to encode (a bug if not 0)
 }
 
@@ -178,7 +179,7 @@ func (e *Engine) Connected() (bool, error) {
 			continue
 		}
 		for _, in := range col.instances {
-			if in.err == nil && (in.qp == nil || in.qp.state != qpReady) {
+			if in.err == nil && !in.ready() {
 				done = false
 			}
 		}
@@ -204,7 +205,7 @@ func (e *Engine) Instances() []InstanceInfo {
 		for _, in := range col.instances {
 			out = append(out, InstanceInfo{
 				Collector: col.index, Port: in.port, Primitive: in.prim, Ad: in.ad,
-				Ready: in.qp != nil && in.qp.state == qpReady,
+				Ready: in.ready(),
 				Used:  in.prim.IsValid() && col.byPrim[in.prim] == in,
 				Err:   in.err,
 			})
@@ -294,7 +295,9 @@ func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
 		return
 	}
 	q := e.qps[bth.DestQP]
-	if q == nil || q.remote != src || q.state == qpClosed {
+	// The peer's address, not its port: a RoCEv2 stack picks the UDP
+	// source port per flow, for entropy; only the destination is 4791.
+	if q == nil || q.remote.Addr() != src.Addr() || q.state == qpClosed {
 		e.c.BadRoCE++
 		return
 	}
@@ -367,7 +370,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	}
 	e.c.Reports[op]++
 	in := e.chooseCollector(key).byPrim[op]
-	if in == nil || in.qp == nil || in.qp.state != qpReady {
+	if in == nil || !in.ready() {
 		e.c.NoInstance++
 		e.drop(r, src)
 		return

@@ -25,6 +25,8 @@ type instance struct {
 	ad   dta.Advertisement // Geometry owned by the instance
 	geom string            // the geometry as advertised, to notice a change
 
+	rq *verbsQP // with the verbs backend, the QP the NIC runs, instead of qp
+
 	kw       keywrite.Layout
 	ki       keyincr.Layout
 	pc       *postcard.Codec
@@ -32,6 +34,22 @@ type instance struct {
 	al       appendlist.Layout
 	batcher  *appendlist.Batcher
 	alMaxPkt int // packets one append can produce
+}
+
+// ready reports whether in can take reports.
+func (in *instance) ready() bool {
+	if in.rq != nil {
+		return in.err == nil
+	}
+	return in.qp != nil && in.qp.state == qpReady
+}
+
+// hasRoom reports whether in's QP can take n more operations now.
+func (e *Engine) hasRoom(in *instance, n int) bool {
+	if in.rq != nil {
+		return in.rq.room(n)
+	}
+	return e.room(in.qp, n)
 }
 
 // configure sets up in's translation state from its advertisement: the
@@ -148,11 +166,10 @@ func (s *scratch) init() {
 // cannot take them now (the caller drops r); a report the geometry refuses
 // is counted as Rejected and reported as handled.
 func (e *Engine) translate(in *instance, r *dta.Report) bool {
-	q := in.qp
 	switch in.prim {
 	case dta.OpKeyWrite:
 		kw := &r.KeyWrite
-		if !e.room(q, int(kw.Redundancy)) {
+		if !e.hasRoom(in, int(kw.Redundancy)) {
 			return false
 		}
 		ops, _, err := in.kw.AppendWrites(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy))
@@ -167,7 +184,7 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 		e.shareTail = false
 	case dta.OpKeyIncrement:
 		ki := &r.KeyIncrement
-		if !e.room(q, int(ki.Redundancy)) {
+		if !e.hasRoom(in, int(ki.Redundancy)) {
 			return false
 		}
 		ops, err := in.ki.AppendOps(e.sc.kiOps[:0], ki.Key, ki.Counter, int(ki.Redundancy))
@@ -182,7 +199,7 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 		e.shareTail = false
 	case dta.OpPostcard:
 		copies := in.pc.Layout().Copies
-		if !e.room(q, 2*copies) {
+		if !e.hasRoom(in, 2*copies) {
 			return false
 		}
 		chunks, err := in.cache.Insert(r.Postcard, e.sc.chunks[:0])
@@ -198,7 +215,7 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 			e.shareTail = false
 		}
 	case dta.OpAppend:
-		if !e.room(q, in.alMaxPkt) {
+		if !e.hasRoom(in, in.alMaxPkt) {
 			return false
 		}
 		ws, err := in.batcher.Append(r.Append.ListID, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
@@ -222,8 +239,14 @@ func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData 
 		e.c.EncodeErrors++
 		return
 	}
-	q, p := in.qp, &e.sc.pkt
 	e.c.Writes++
+	if in.rq != nil {
+		if err := in.rq.write(in.ad.VA+off, in.ad.RKey, data, imm, immData); err != nil {
+			e.c.VerbsErrors++
+		}
+		return
+	}
+	q, p := in.qp, &e.sc.pkt
 	if len(data) <= MTU {
 		e.postWriteOnly(q, in.ad.VA+off, in.ad.RKey, data, imm, immData)
 		return
@@ -254,6 +277,12 @@ func (e *Engine) fetchAdd(in *instance, off, add uint64) {
 		return
 	}
 	e.c.FetchAdds++
+	if in.rq != nil {
+		if err := in.rq.fetchAdd(in.ad.VA+off, in.ad.RKey, add); err != nil {
+			e.c.VerbsErrors++
+		}
+		return
+	}
 	e.postFetchAdd(in.qp, in.ad.VA+off, in.ad.RKey, add)
 }
 
@@ -264,12 +293,12 @@ func (e *Engine) fetchAdd(in *instance, off, add uint64) {
 func (e *Engine) Flush() {
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
-			ready := in.qp != nil && in.qp.state == qpReady
+			ready := in.ready()
 			if in.cache != nil {
 				chunks := in.cache.Flush(nil)
 				for i := range chunks {
 					n := in.pc.Layout().Copies
-					if !ready || in.qp.inFlight()+n > len(in.qp.lens) {
+					if !ready || !e.canFlush(in, n) {
 						e.c.FlushLost++
 						continue
 					}
@@ -283,7 +312,7 @@ func (e *Engine) Flush() {
 					if in.batcher.Pending(uint32(l)) == 0 {
 						continue
 					}
-					if !ready || in.qp.inFlight()+in.alMaxPkt > len(in.qp.lens) {
+					if !ready || !e.canFlush(in, in.alMaxPkt) {
 						e.c.FlushLost++
 						continue
 					}
@@ -299,4 +328,13 @@ func (e *Engine) Flush() {
 			}
 		}
 	}
+}
+
+// canFlush reports whether in's QP has room for n more operations,
+// whatever the rate limit.
+func (e *Engine) canFlush(in *instance, n int) bool {
+	if in.rq != nil {
+		return in.rq.room(n)
+	}
+	return in.qp.inFlight()+n <= len(in.qp.lens)
 }

@@ -178,7 +178,7 @@ func TestPSNWraps(t *testing.T) {
 	in := kwInst(t)
 	ft := newFakeTarget(t, in)
 	h := newHarness(t, Config{}, ft)
-	h.e.randPSN = func() uint32 { return rocev2.PSNMask - 5 }
+	ft.startPSN = func() uint32 { return rocev2.PSNMask - 5 } // the translator sends from the REP's PSN
 	h.connect()
 	l, _ := keywrite.ParseLayout(in.geom)
 	st, _ := keywrite.NewStore(l, nil)

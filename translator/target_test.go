@@ -60,10 +60,11 @@ type fakeTarget struct {
 	qps     map[uint32]*fakeQP
 	nextQPN uint32
 
-	silent       bool   // answer nothing at all
-	rejectReason uint16 // reason for ports past the last instance (default 8)
-	nakAccess    bool   // answer data with a remote access error
-	noAck        bool   // never acknowledge data
+	silent       bool          // answer nothing at all
+	rejectReason uint16        // reason for ports past the last instance (default 8)
+	nakAccess    bool          // answer data with a remote access error
+	startPSN     func() uint32 // the PSN it expects first (default random)
+	noAck        bool          // never acknowledge data
 
 	reqs     []cm.ConnectRequest
 	rtus     int
@@ -175,14 +176,14 @@ func (ft *fakeTarget) receiveCM(p *rocev2.Packet) {
 			ft.nextQPN++
 			q = &fakeQP{
 				inst: idx, qpn: ft.nextQPN, peerQPN: m.LocalQPN, commID: rand.Uint32(), peerComm: m.LocalCommID,
-				expected: rocev2.PSN(m.StartingPSN), sendPSN: rocev2.PSN(rand.Uint32() & rocev2.PSNMask),
+				expected: ft.firstPSN(), sendPSN: rocev2.PSN(m.StartingPSN),
 				atomics: map[rocev2.PSN]uint64{},
 			}
 			ft.byComm[m.LocalCommID] = q
 			ft.qps[q.qpn] = q
 		}
 		ft.sendCM(cm.Header(h.TransactionID, cm.AttrREP), &cm.ConnectReply{
-			LocalCommID: q.commID, RemoteCommID: q.peerComm, LocalQPN: q.qpn, StartingPSN: uint32(q.sendPSN),
+			LocalCommID: q.commID, RemoteCommID: q.peerComm, LocalQPN: q.qpn, StartingPSN: uint32(q.expected),
 		})
 	case *cm.ReadyToUse:
 		ft.rtus++
@@ -421,3 +422,10 @@ func (h *harness) report(r dta.Report) {
 }
 
 var testReporter = netip.MustParseAddrPort("127.0.0.9:41000")
+
+func (ft *fakeTarget) firstPSN() rocev2.PSN {
+	if ft.startPSN != nil {
+		return rocev2.PSN(ft.startPSN() & rocev2.PSNMask)
+	}
+	return rocev2.PSN(rand.Uint32() & rocev2.PSNMask)
+}

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/rocev2"
 )
 
 // Socket batch sizes and buffers.
@@ -28,7 +30,8 @@ type Translator struct {
 	mu      sync.Mutex
 	e       *Engine
 	rep     *udpio.Conn // read by readReports, written (NACKs) under mu
-	roce    *udpio.Conn // read by readRoCE, written under mu
+	roce    *udpio.Conn // read by readRoCE, written under mu; nil with Verbs
+	vb      *verbsBackend
 	tick    time.Duration
 	started bool
 	closed  bool
@@ -54,34 +57,52 @@ func New(cfg Config) (*Translator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("translator: report socket: %w", err)
 	}
-	cuc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.Local))
-	if err != nil {
-		ruc.Close()
-		return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
-	}
-	closeAll := func() { ruc.Close(); cuc.Close() }
 	// Reports come in bursts: ask for a deep receive queue (the kernel caps
 	// it at net.core.rmem_max).
 	_ = ruc.SetReadBuffer(socketBuffer)
-	_ = cuc.SetReadBuffer(socketBuffer)
 	cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
-	cfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
-	e, err := NewEngine(cfg)
-	if err != nil {
-		closeAll()
-		return nil, err
+	t := &Translator{stop: make(chan struct{})}
+	var cuc *net.UDPConn
+	closeAll := func() {
+		ruc.Close()
+		if cuc != nil {
+			cuc.Close()
+		}
 	}
-	t := &Translator{e: e, stop: make(chan struct{})}
-	for _, c := range []struct {
-		conn **udpio.Conn
-		uc   *net.UDPConn
-	}{{&t.rep, ruc}, {&t.roce, cuc}} {
-		if *c.conn, err = udpio.New(c.uc, batchSize); err != nil {
+	if cfg.Verbs {
+		// The NIC speaks RoCEv2: no socket of ours does.
+		if t.vb, err = newVerbsBackend(cfg.Local.Addr()); err != nil {
 			closeAll()
 			return nil, err
 		}
+	} else {
+		if cuc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.Local)); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
+		}
+		_ = cuc.SetReadBuffer(socketBuffer)
+		if err := rocev2.ConfigureSocket(cuc); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
+		}
+		cfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
 	}
-	cfg = e.Config()
+	if t.e, err = NewEngine(cfg); err != nil {
+		closeAll()
+		return nil, err
+	}
+	if t.rep, err = udpio.New(ruc, batchSize); err != nil {
+		closeAll()
+		return nil, err
+	}
+	if cuc != nil {
+		if t.roce, err = udpio.New(cuc, batchSize); err != nil {
+			closeAll()
+			return nil, err
+		}
+		t.roce.LoopbackGSOOnly() // the ICRCs assume identification 0
+	}
+	cfg = t.e.Config()
 	t.tick = max(min(cfg.AckTimeout, cfg.CMTimeout)/4, time.Millisecond)
 	return t, nil
 }
@@ -109,6 +130,13 @@ func (t *Translator) Start(ctx context.Context) error {
 		return errors.New("translator: already started")
 	}
 	t.started = true
+	if t.vb != nil {
+		t.wg.Add(2)
+		go t.readReports()
+		go t.ticker()
+		t.mu.Unlock()
+		return t.discoverVerbs(ctx)
+	}
 	t.wg.Add(3)
 	go t.readRoCE()
 	go t.readReports()
@@ -169,7 +197,7 @@ func (t *Translator) Close(timeout time.Duration) error {
 		deadline := time.Now().Add(timeout)
 		for {
 			t.mu.Lock()
-			idle := t.e.Idle()
+			idle := t.e.Idle() && t.e.verbsIdle()
 			t.mu.Unlock()
 			if idle {
 				break
@@ -184,10 +212,15 @@ func (t *Translator) Close(timeout time.Duration) error {
 		t.e.Disconnect()
 		t.sendLocked()
 	}
+	if t.vb != nil {
+		err = errors.Join(err, t.vb.close(t.e))
+	}
 	t.mu.Unlock()
 	close(t.stop)
 	t.rep.UDPConn().Close()
-	t.roce.UDPConn().Close()
+	if t.roce != nil {
+		t.roce.UDPConn().Close()
+	}
 	t.wg.Wait()
 	return err
 }
@@ -207,7 +240,9 @@ func (t *Translator) sendLocked() {
 			t.roceOut = append(t.roceOut, m)
 		}
 	}
-	writeAll(t.roce, t.roceOut)
+	if t.roce != nil {
+		writeAll(t.roce, t.roceOut)
+	}
 	writeAll(t.rep, t.repOut)
 	clear(t.roceOut)
 	clear(t.repOut)
@@ -293,4 +328,33 @@ func (t *Translator) stopped() bool {
 	default:
 		return false
 	}
+}
+
+// discoverVerbs connects every collector's instances through the RDMA CM,
+// one collector after the other, and returns their errors joined.
+func (t *Translator) discoverVerbs(ctx context.Context) error {
+	var errs []error
+	for c := range t.e.collectors {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("translator: connecting: %w", err)
+		}
+		err := t.vb.discover(t.e, c, func(port uint16, ad dta.Advertisement, q *verbsQP) error {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			return t.e.attachVerbs(c, port, ad, q)
+		})
+		t.mu.Lock()
+		col := t.e.collectors[c]
+		col.done, col.err = true, err
+		for _, in := range col.instances {
+			if in.err != nil {
+				err = errors.Join(err, in.err)
+			}
+		}
+		t.mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

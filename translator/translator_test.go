@@ -15,6 +15,7 @@ import (
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/verbs"
 )
 
 // udpTarget serves a fakeTarget on a loopback UDP socket.
@@ -208,5 +209,17 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting")
 		}
+	}
+}
+
+// TestVerbsBackendNeedsDevice: where there is no RDMA NIC, a translator
+// asked to use one does not start, and says why.
+func TestVerbsBackendNeedsDevice(t *testing.T) {
+	if devs, err := verbs.Devices(); err == nil {
+		t.Skipf("this machine has RDMA devices (%v): collector's device tests cover the verbs backend", devs)
+	}
+	_, err := New(Config{Verbs: true, Collectors: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4791")}})
+	if !errors.Is(err, verbs.ErrNoDevice) && !errors.Is(err, verbs.ErrNotSupported) {
+		t.Fatalf("New with Verbs and no device: %v, want an error wrapping verbs.ErrNoDevice", err)
 	}
 }

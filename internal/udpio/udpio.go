@@ -54,6 +54,14 @@ func New(uc *net.UDPConn, maxBatch int) (*Conn, error) {
 	return c, nil
 }
 
+// LoopbackGSOOnly limits segmentation offload to loopback destinations.
+// The kernel numbers the IPv4 identification of a GSO run's segments 0, 1,
+// 2, ..., and a RoCEv2 peer that checks the ICRC against the real header (an
+// RDMA NIC, Soft-RoCE) refuses every segment whose identification the
+// sender did not foresee; on loopback a run crosses the stack whole and its
+// datagrams carry no header to a socket.
+func (c *Conn) LoopbackGSOOnly() { c.sys.loopbackGSOOnly = true }
+
 // UDPConn returns the socket under c.
 func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
 

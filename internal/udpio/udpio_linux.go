@@ -42,15 +42,17 @@ const (
 var cmsgSpace = unix.CmsgSpace(4)
 
 type sysConn struct {
-	raw       syscall.RawConn
-	is4       bool // the socket is AF_INET, not a dual-stack AF_INET6 one
-	connected bool
+	raw            syscall.RawConn
+	is4            bool // the socket is AF_INET, not a dual-stack AF_INET6 one
+	connected      bool
+	remoteLoopback bool // connected to a loopback address
 	// One reader and one writer may run at once, so each direction has
 	// its own headers, buffers and call state.
 	rd, wr direction
 
-	gso bool // writes coalesce runs (cleared if the kernel refuses GSO)
-	gro bool // UDP_GRO is on: reads go through groBuf
+	gso             bool // writes coalesce runs (cleared if the kernel refuses GSO)
+	loopbackGSOOnly bool // ... only to loopback destinations
+	gro             bool // UDP_GRO is on: reads go through groBuf
 	// Reads with GRO: the headers of the last recvmmsg, groBuf holding
 	// their datagrams, and the position of the next datagram to hand out.
 	groBuf               []byte
@@ -103,6 +105,9 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	}
 	_, s.is4 = sa.(*unix.SockaddrInet4)
 	s.connected = uc.RemoteAddr() != nil
+	if ra, ok := uc.RemoteAddr().(*net.UDPAddr); ok && ra != nil {
+		s.remoteLoopback = ra.IP.IsLoopback()
+	}
 	s.rd.init(max, unix.SYS_RECVMMSG)
 	s.wr.init(max, unix.SYS_SENDMMSG)
 	s.gso = true
@@ -229,6 +234,15 @@ func groSegment(h *mmsghdr, ctrl []byte) int {
 	return 0
 }
 
+// loopback reports whether a datagram to dst (ignored on a connected
+// socket) stays on this host's loopback.
+func (s *sysConn) loopback(dst netip.AddrPort) bool {
+	if s.connected {
+		return s.remoteLoopback
+	}
+	return dst.Addr().Unmap().IsLoopback()
+}
+
 func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	d := &s.wr
 	if !s.connected {
@@ -243,7 +257,7 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	for i := 0; i < len(ms); nh++ {
 		size := len(ms[i].Buf)
 		j := i + 1
-		if s.gso && size > 0 {
+		if s.gso && size > 0 && (!s.loopbackGSOOnly || s.loopback(ms[i].Addr)) {
 			total := size
 			for j < len(ms) && j-i < maxGSOSegments && (s.connected || ms[j].Addr == ms[i].Addr) {
 				l := len(ms[j].Buf)

@@ -6,7 +6,10 @@ import "net"
 
 // sysConn moves one datagram per system call where recvmmsg and sendmmsg
 // are not wired up.
-type sysConn struct{ connected bool }
+type sysConn struct {
+	connected       bool
+	loopbackGSOOnly bool // no GSO here: nothing to limit
+}
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	s.connected = uc.RemoteAddr() != nil

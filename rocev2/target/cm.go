@@ -160,7 +160,10 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 			t.destroy(old)
 		}
 	}
-	qp := t.newQP(src, m.LocalQPN, rocev2.PSN(m.StartingPSN), 128<<m.PathMTU)
+	// Each side's starting PSN is the one it expects to receive, as the
+	// Linux CM and librdmacm use them (section 8.3): the target sends from
+	// the REQ's and advertises its own in the REP.
+	qp := t.newQP(src, m.LocalQPN, rocev2.PSN(random32()&rocev2.PSNMask), rocev2.PSN(m.StartingPSN&rocev2.PSNMask), 128<<m.PathMTU)
 	qp.listener = l
 	qp.onRecv = l.cfg.OnRecv
 	qp.state = qpWaitRTU
@@ -177,7 +180,7 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 		LocalCommID:        qp.localCommID,
 		RemoteCommID:       m.LocalCommID,
 		LocalQPN:           qp.qpn,
-		StartingPSN:        uint32(qp.sendPSN),
+		StartingPSN:        uint32(qp.epsn),
 		ResponderResources: m.InitiatorDepth, // any depth: see atomicResources
 		RNRRetryCount:      7,
 		LocalCAGUID:        t.guid(),
@@ -221,5 +224,5 @@ func (t *Target) sendMAD(h cm.MADHeader, m cm.Message, dst netip.AddrPort, out *
 	}
 	p := cm.Packet(mad, t.udPSN)
 	t.udPSN = t.udPSN.Next()
-	out.add(&p, t.addr, dst)
+	out.add(&p, t.addr, t.replyTo(dst))
 }

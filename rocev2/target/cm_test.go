@@ -26,6 +26,7 @@ func newCMPeer(t *testing.T) (*cmPeer, *[]Completion) {
 // connect runs REQ, REP, RTU and returns the REP and the greeting SEND.
 func (c *cmPeer) connect(t *testing.T) (*cm.ConnectReply, rocev2.Packet) {
 	t.Helper()
+	reqPSN := c.psn
 	ms := cmMessages(t, c.send(c.req(40050)))
 	if len(ms) != 1 {
 		t.Fatalf("REQ answered with %d messages", len(ms))
@@ -37,12 +38,13 @@ func (c *cmPeer) connect(t *testing.T) (*cm.ConnectReply, rocev2.Packet) {
 	if rep.RemoteCommID != c.commID || rep.LocalQPN < 2 || rep.LocalQPN > rocev2.PSNMask || rep.StartingPSN > rocev2.PSNMask {
 		t.Fatalf("REP %+v", rep)
 	}
+	c.psn = rocev2.PSN(rep.StartingPSN) // the peer sends from the REP's PSN
 	resp := c.send(c.mad(cm.Header(c.tid, cm.AttrRTU), &cm.ReadyToUse{LocalCommID: c.commID, RemoteCommID: rep.LocalCommID}))
 	if len(resp) != 1 {
 		t.Fatalf("RTU answered with %d packets, want the greeting", len(resp))
 	}
 	s := resp[0]
-	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.DestQP != c.qpn || s.BTH.PSN != rocev2.PSN(rep.StartingPSN) || string(s.Payload) != "advertisement" || !s.BTH.AckReq {
+	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.DestQP != c.qpn || s.BTH.PSN != reqPSN || string(s.Payload) != "advertisement" || !s.BTH.AckReq {
 		t.Fatalf("greeting %+v", s)
 	}
 	return rep, s
@@ -137,6 +139,7 @@ func TestCMFirstPacketCompletesConnection(t *testing.T) {
 	c, _ := newCMPeer(t)
 	rep := cmMessages(t, c.send(c.req(40050)))[0].(*cm.ConnectReply)
 	c.qp = c.t.qps[rep.LocalQPN]
+	c.psn = rocev2.PSN(rep.StartingPSN)
 	g := newGuarded(64)
 	r := register(t, c.t, g, RemoteWrite)
 	psn := c.psn

@@ -119,7 +119,8 @@ func (hc *headerCache) verify(src, dst netip.AddrPort, b []byte) bool {
 		}
 		e.src, e.n, e.crc, e.valid = src, n, crc, true
 	}
-	return packetICRC(e.crc, b[:n-rocev2.ICRCLen]) == binary.LittleEndian.Uint32(b[n-rocev2.ICRCLen:])
+	computed, wire := packetICRC(e.crc, b[:n-rocev2.ICRCLen]), binary.LittleEndian.Uint32(b[n-rocev2.ICRCLen:])
+	return rocev2.DatagramICRCMatches(src, dst, n, wire, computed)
 }
 
 // Response lengths: BTH, AETH (and AtomicAckETH), ICRC.

@@ -159,8 +159,7 @@ func (t *Target) NewQP(cfg QPConfig) (*QP, error) {
 	if len(t.qps) >= t.maxQPs {
 		return nil, fmt.Errorf("target.NewQP: %w: %d queue pairs already", ErrQP, len(t.qps))
 	}
-	qp := t.newQP(cfg.Peer, cfg.RemoteQPN, cfg.RecvPSN, cfg.MTU)
-	qp.sendPSN = cfg.SendPSN
+	qp := t.newQP(cfg.Peer, cfg.RemoteQPN, cfg.RecvPSN, cfg.SendPSN, cfg.MTU)
 	qp.onRecv = cfg.OnRecv
 	qp.state = qpReady
 	return qp, nil
@@ -169,9 +168,8 @@ func (t *Target) NewQP(cfg QPConfig) (*QP, error) {
 func validMTU(n int) bool { return n >= 256 && n <= 4096 && n&(n-1) == 0 }
 
 // newQP makes a queue pair with a fresh QPN and registers it; t.mu is held.
-func (t *Target) newQP(peer netip.AddrPort, remoteQPN uint32, recvPSN rocev2.PSN, mtu int) *QP {
-	qp := &QP{t: t, peer: peer, remoteQPN: remoteQPN, epsn: recvPSN, mtu: mtu,
-		sendPSN: rocev2.PSN(random32() & rocev2.PSNMask)}
+func (t *Target) newQP(peer netip.AddrPort, remoteQPN uint32, recvPSN, sendPSN rocev2.PSN, mtu int) *QP {
+	qp := &QP{t: t, peer: peer, remoteQPN: remoteQPN, epsn: recvPSN, sendPSN: sendPSN, mtu: mtu}
 	for {
 		qp.qpn = random32() & rocev2.PSNMask
 		if _, used := t.qps[qp.qpn]; !used && qp.qpn > cm.GSIQP {
@@ -324,6 +322,7 @@ func (qp *QP) respond(s rocev2.Syndrome, psn rocev2.PSN, dst netip.AddrPort, out
 	if s != rocev2.SyndromeACK {
 		qp.flushAck(out)
 	}
+	dst = qp.t.replyTo(dst)
 	if rb, ok := qp.bases(dst); ok {
 		out.buf = rb.appendAck(out.buf, qp.remoteQPN, s, psn, qp.msn)
 		out.commit(dst)
@@ -368,6 +367,7 @@ func (qp *QP) duplicate(p *rocev2.Packet, src netip.AddrPort, out *Output) {
 
 func (qp *QP) atomicAck(a *atomicResult, dst netip.AddrPort, out *Output) {
 	qp.flushAck(out)
+	dst = qp.t.replyTo(dst)
 	if rb, ok := qp.bases(dst); ok {
 		out.buf = rb.appendAtomicAck(out.buf, qp.remoteQPN, a.psn, a.msn, a.orig)
 		out.commit(dst)
@@ -636,7 +636,7 @@ func (qp *QP) transmit(now time.Time, out *Output) {
 			BTH:     rocev2.BTH{Opcode: rocev2.RCSendOnly, PKey: rocev2.DefaultPKey, DestQP: qp.remoteQPN, PSN: s.psn, AckReq: true},
 			Payload: s.data,
 		}
-		out.add(r, t.addr, qp.peer)
+		out.add(r, t.addr, t.replyTo(qp.peer))
 		t.c.SendPackets++
 	}
 }

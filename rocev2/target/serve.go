@@ -44,6 +44,7 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	if err != nil {
 		return fmt.Errorf("target.Serve: %w", err)
 	}
+	conn.LoopbackGSOOnly() // the ICRCs assume identification 0
 	t.mu.Lock()
 	if t.addr != addr {
 		t.addr = addr

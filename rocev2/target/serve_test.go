@@ -98,12 +98,16 @@ func TestServeLoopback(t *testing.T) {
 	}
 	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: greet.BTH.PSN},
 		AETH: rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: 1}})
-	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: 1000},
+	if greet.BTH.PSN != 1000 {
+		t.Fatalf("greeting PSN %d, want the REQ's starting PSN", greet.BTH.PSN)
+	}
+	psn := rocev2.PSN(rep.StartingPSN) // the requester sends from the REP's
+	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: psn},
 		RETH: rocev2.RETH{VA: r.VA() + 8, RKey: r.RKey(), DMALength: 8}, Payload: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
-	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCFetchAdd, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: 1001, AckReq: true},
+	s.sendPkt(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCFetchAdd, PKey: 0xFFFF, DestQP: rep.LocalQPN, PSN: psn.Next(), AckReq: true},
 		AtomicETH: rocev2.AtomicETH{VA: r.VA(), RKey: r.RKey(), SwapAddData: 10}})
 	ack := s.recv()
-	if ack.BTH.Opcode != rocev2.RCAtomicAcknowledge || ack.BTH.PSN != 1001 || ack.AETH.MSN != 2 {
+	if ack.BTH.Opcode != rocev2.RCAtomicAcknowledge || ack.BTH.PSN != psn.Next() || ack.AETH.MSN != 2 {
 		t.Fatalf("atomic ack %+v", ack)
 	}
 	if c := tg.Counters(); c.WritePackets != 1 || c.Atomics != 1 || c.SendRetransmits != 0 {

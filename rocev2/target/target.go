@@ -90,6 +90,11 @@ type Config struct {
 	// MaxQPs bounds the queue pairs (0 means 1024); a REQ beyond it is
 	// rejected with reason 3 (no resources).
 	MaxQPs int
+	// ReplyPort is the UDP port responses and CM messages go to. Zero
+	// sends them to the port the peer sent from, as dtakit's translator,
+	// which binds any port, expects; rocev2.UDPPort (4791) is what the RoCEv2
+	// annex says and what RDMA NICs and kernel stacks listen on.
+	ReplyPort uint16
 }
 
 // Target is a software RoCEv2 target. Its methods are safe for concurrent
@@ -99,6 +104,7 @@ type Target struct {
 	mu      sync.Mutex
 	addr    netip.AddrPort
 	maxQPs  int
+	reply   uint16 // Config.ReplyPort
 	closed  bool
 	regions map[uint32]*Region // by rkey
 	nextVA  uint64
@@ -138,6 +144,7 @@ func New(cfg Config) (*Target, error) {
 	t := &Target{
 		addr:    cfg.Addr,
 		maxQPs:  cfg.MaxQPs,
+		reply:   cfg.ReplyPort,
 		regions: make(map[uint32]*Region),
 		nextVA:  base,
 		qps:     make(map[uint32]*QP),
@@ -147,6 +154,15 @@ func New(cfg Config) (*Target, error) {
 		udPSN:   rocev2.PSN(random32() & rocev2.PSNMask),
 	}
 	return t, nil
+}
+
+// replyTo returns where a response to a datagram from src goes
+// (Config.ReplyPort).
+func (t *Target) replyTo(src netip.AddrPort) netip.AddrPort {
+	if t.reply != 0 {
+		return netip.AddrPortFrom(src.Addr(), t.reply)
+	}
+	return src
 }
 
 func checkAddr(a netip.Addr) error {

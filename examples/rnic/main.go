@@ -1,0 +1,198 @@
+// Command rnic runs a DTA collector and translator on RDMA NICs: the
+// collector's regions are registered with the NIC (collector.BackendVerbs),
+// and the translator posts its writes and fetch-and-adds through the NIC
+// (translator.Config.Verbs), so neither CPU touches a report's bytes after
+// the translator has translated it. A reporter sends a few thousand reports
+// of each primitive; the program then queries the collector and prints what
+// it found.
+//
+// It needs a Linux host with an RDMA device whose netdev has the IPv4
+// address given with -addr (both ends use it, over the NIC's loopback):
+//
+//   - an RNIC, or Soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`;
+//     check with `ibv_devices` and `rdma link`;
+//
+//   - rdma-core's libraries (Debian: libibverbs1 librdmacm1 ibverbs-providers;
+//     to build: libibverbs-dev librdmacm-dev), cgo and the build tag rdma;
+//
+//   - enough locked memory for the regions (`ulimit -l unlimited`, or a
+//     limit above the regions' size); hugepages are used when reserved
+//     (`echo 64 > /proc/sys/vm/nr_hugepages`).
+//
+//     go run -tags rdma ./examples/rnic -addr 192.0.2.10
+//
+// Without a device it exits 2 saying why.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/translator"
+)
+
+func main() {
+	addr := flag.String("addr", "", "IPv4 address of the RDMA device's netdev (required)")
+	keys := flag.Int("keys", 2000, "Key-Write and Key-Increment keys, postcard flows and Append entries")
+	flag.Parse()
+	a, err := netip.ParseAddr(*addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rnic: -addr: give the IPv4 address of the RDMA device's netdev:", err)
+		os.Exit(2)
+	}
+	if err := run(a, *keys); err != nil {
+		fmt.Fprintln(os.Stderr, "rnic:", err)
+		if errors.Is(err, collector.ErrNoRDMA) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(addr netip.Addr, n int) error {
+	c, err := collector.New(collector.Config{Addr: netip.AddrPortFrom(addr, 4791), Backend: collector.BackendVerbs})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	kwl, err := keywrite.NewLayout(1<<16, 4)
+	if err != nil {
+		return err
+	}
+	kil, err := keyincr.NewLayout(1 << 14)
+	if err != nil {
+		return err
+	}
+	codec, err := postcard.NewCodec(postcard.Layout{Hops: 5, Chunks: 1 << 14})
+	if err != nil {
+		return err
+	}
+	kw, err := c.AddKeyWrite(kwl)
+	if err != nil {
+		return err
+	}
+	ki, err := c.AddKeyIncrement(kil)
+	if err != nil {
+		return err
+	}
+	pc, err := c.AddPostcard(codec)
+	if err != nil {
+		return err
+	}
+	al, err := c.AddAppend(appendlist.Layout{Lists: 1, Entries: 1 << 16, EntrySize: 4, Batch: 16, Markers: true})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Serve(ctx)
+
+	tr, err := translator.New(translator.Config{
+		Local: netip.AddrPortFrom(addr, 0), Collectors: []netip.AddrPort{netip.AddrPortFrom(addr, 4791)}, Verbs: true,
+	})
+	if err != nil {
+		return err
+	}
+	if err := tr.Start(ctx); err != nil {
+		tr.Close(time.Second)
+		return err
+	}
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	if err != nil {
+		return err
+	}
+	be := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+	sent := 0
+	pace := func(err error) error {
+		if sent++; err == nil && sent%32 == 0 {
+			err = rep.Flush()
+			time.Sleep(time.Millisecond) // unsequenced reports: stay below a full queue
+		}
+		return err
+	}
+	for k := 1; k <= n && err == nil; k++ {
+		err = pace(rep.KeyWrite(uint32(k), be(uint32(k)*3), 2))
+	}
+	for k := 1; k <= n && err == nil; k++ {
+		err = pace(rep.KeyIncrement(uint32(k), 1, 2))
+	}
+	for f := 1; f <= n && err == nil; f++ {
+		for h := 1; h <= 5 && err == nil; h++ {
+			err = pace(rep.Postcard(uint32(f), uint8(h), uint32(f*10+h), 5))
+		}
+	}
+	for i := 1; i <= n && err == nil; i++ {
+		err = pace(rep.Append(0, be(uint32(i)), false))
+	}
+	if err == nil {
+		err = rep.Flush()
+	}
+	rep.Close()
+	if err != nil {
+		return err
+	}
+	time.Sleep(100 * time.Millisecond) // the last reports reach the translator
+	closeErr := tr.Close(5 * time.Second)
+	tc := tr.Counters()
+
+	var kwFound, kiExact, pcFound, alRead int
+	for k := 1; k <= n; k++ {
+		if r, err := kw.Query(uint32(k), 2, keywrite.Plurality); err == nil && r.Status == keywrite.Found && binary.BigEndian.Uint32(r.Data) == uint32(k)*3 {
+			kwFound++
+		}
+		if v, err := ki.Query(uint32(k), 2); err == nil && v == 1 {
+			kiExact++
+		}
+	}
+	var values []uint32
+	for f := 1; f <= n; f++ {
+		for h := 1; h <= 5; h++ {
+			values = append(values, uint32(f*10+h))
+		}
+	}
+	tab, err := postcard.NewTable(codec, values)
+	if err != nil {
+		return err
+	}
+	for f := 1; f <= n; f++ {
+		if p, o := pc.Query(tab, uint32(f)); o == postcard.Found && p.Len == 5 && p.Hops[4] == uint32(f*10+5) {
+			pcFound++
+		}
+	}
+	rd, err := al.Reader(0)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4*n)
+	for alRead < n {
+		k, err := rd.Read(buf[4*alRead:])
+		if err != nil || k == 0 {
+			break
+		}
+		alRead += k
+	}
+	fmt.Printf("translator: %d reports, %d RDMA WRITEs and %d FETCH_ADDs posted to the NIC, %d dropped, %d verbs errors\n",
+		tc.Reports[1]+tc.Reports[2]+tc.Reports[3]+tc.Reports[4], tc.Writes, tc.FetchAdds, tc.Dropped, tc.VerbsErrors)
+	fmt.Printf("collector: %+v\n", c.VerbsCounters())
+	fmt.Printf("Key-Write: %d of %d keys found\nKey-Increment: %d of %d counts exact\nPostcarding: %d of %d paths\nAppend: %d of %d entries read\n",
+		kwFound, n, kiExact, n, pcFound, n, alRead, n)
+	if closeErr != nil {
+		return closeErr
+	}
+	if kwFound < n*95/100 || kiExact < n*95/100 || pcFound < n*95/100 || alRead != n {
+		return errors.New("fewer answers than the load should give")
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !linux || !cgo || !rdma
+
+package verbs
+
+const cgoLinux = false
