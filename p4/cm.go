@@ -33,12 +33,16 @@ type Handshake struct {
 }
 
 // NewHandshake starts the CM exchange of c (whose Index, MACs, addresses,
-// SrcPort, TranslatorQPN and StartPSN are set) with the collector listening
-// on CM port cmPort at remote. local is the translator's address and the
+// SrcPort and TranslatorQPN are set) with the collector listening on CM port
+// cmPort at remote. Each side's starting PSN is the one it expects to
+// receive, as the Linux CM uses them (docs/DTA-WIRE.md section 8.3): the
+// REQ carries c.StartPSN, at which the collector's advertisement SEND must
+// arrive, and the REP's starting PSN replaces c.StartPSN as the first PSN
+// of the switch's writes. local is the translator's address and the
 // port its REQ names. It returns the REQ datagram to send to remote; send it
 // again until Handle answers.
 func NewHandshake(c Connection, local, remote netip.AddrPort, cmPort uint16, commID uint32) (*Handshake, []byte, error) {
-	h := &Handshake{conn: c, local: local, remote: remote, commID: commID, tid: uint64(commID)}
+	h := &Handshake{conn: c, local: local, remote: remote, commID: commID, tid: uint64(commID), recvPSN: rocev2.PSN(c.StartPSN)}
 	req := cm.ConnectRequest{
 		LocalCommID: commID, ServiceID: cm.ServiceID(cmPort), LocalQPN: c.TranslatorQPN,
 		ResponderResources: 16, InitiatorDepth: 16, RemoteCMResponseTimeout: 20,
@@ -91,7 +95,7 @@ func (h *Handshake) Handle(b []byte) (reply []byte, done bool, err error) {
 			if m.RemoteCommID != h.commID {
 				return nil, false, nil
 			}
-			h.remoteComm, h.recvPSN = m.LocalCommID, rocev2.PSN(m.StartingPSN)
+			h.remoteComm, h.conn.StartPSN = m.LocalCommID, m.StartingPSN
 			h.conn.CollectorQPN, h.replied = m.LocalQPN, true
 			rtu := cm.ReadyToUse{LocalCommID: h.commID, RemoteCommID: m.LocalCommID}
 			reply, err := h.cm(cm.Header(hdr.TransactionID, cm.AttrRTU), &rtu)

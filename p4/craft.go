@@ -40,7 +40,7 @@ type Connection struct {
 	SrcPort        uint16     // UDP source port of every packet on the QP
 	TranslatorQPN  uint32     // the switch's QPN: the collector's ACKs and NAKs go to it
 	CollectorQPN   uint32     // destination QP of the crafted packets
-	StartPSN       uint32     // first PSN, from the CM REQ
+	StartPSN       uint32     // first PSN of the switch's packets: the collector's REP's starting PSN
 	Ad             dta.Advertisement
 }
 
