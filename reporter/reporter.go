@@ -58,6 +58,7 @@ type Counters struct {
 	Resent  uint64 // reports resent after a NACK
 	NACKs   uint64 // NACKs received
 	Unknown uint64 // NACKs for a sequence number not in the window, and malformed acks
+	Foreign uint64 // acks from an address other than the translator's report socket, ignored
 	GaveUp  uint64 // NACKs not answered: the report was resent MaxResends times
 	Errors  uint64 // datagrams the socket refused
 }
@@ -287,6 +288,10 @@ func (r *Reporter) readAcks() {
 		}
 		resent := false
 		for i := range n {
+			if unmapped(ms[i].Addr) != r.cfg.Translator {
+				r.c.Foreign++ // only the translator NACKs: a forgery or a stray
+				continue
+			}
 			a, err := dta.ParseAck(ms[i].Buf[:ms[i].N])
 			if err != nil || !a.NACK {
 				if err != nil {
@@ -315,4 +320,8 @@ func (r *Reporter) readAcks() {
 		}
 		r.mu.Unlock()
 	}
+}
+
+func unmapped(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }

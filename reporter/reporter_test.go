@@ -219,3 +219,42 @@ func BenchmarkSend(b *testing.B) {
 		_ = r.KeyWrite(uint32(i), d, 2)
 	}
 }
+
+// TestForgedNACKIgnored: a NACK from anywhere but the translator's report
+// socket resends nothing.
+func TestForgedNACKIgnored(t *testing.T) {
+	s := newSink(t)
+	ackPort := freePort(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range 10 {
+		if err := r.KeyWrite(uint32(i), []byte{0, 0, 0, 1}, 1); err != nil {
+			t.Fatal(err)
+		}
+		s.read()
+	}
+	forger, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
+	for seq := range uint8(10) {
+		if _, err := forger.WriteToUDP(dta.Ack{Seq: seq, NACK: true}.AppendTo(nil), to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Counters().Foreign < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v: want 10 foreign acks", r.Counters())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if c := r.Counters(); c.Resent != 0 || c.NACKs != 0 || c.Sent != 10 {
+		t.Fatalf("counters %+v: forged NACKs made resends", c)
+	}
+}

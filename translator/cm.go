@@ -162,8 +162,10 @@ func (e *Engine) closeQP(q *qp) {
 }
 
 // failConnect ends a connection attempt with err: a failed discovery probe
-// fails its collector; an instance already discovered retries after
-// RetryInterval.
+// fails its collector for now (Connected reports err) and probes the same
+// port again after a backoff, RetryInterval doubling up to
+// MaxDiscoveryBackoff, since a collector may start after its translator;
+// an instance already discovered retries after RetryInterval.
 func (e *Engine) failConnect(q *qp, err error) {
 	in := q.inst
 	e.closeQP(q)
@@ -171,6 +173,8 @@ func (e *Engine) failConnect(q *qp, err error) {
 	if col.probe == in {
 		col.probe = nil
 		col.err = err
+		col.backoff = min(max(2*col.backoff, e.cfg.RetryInterval), MaxDiscoveryBackoff)
+		col.retryAt = e.now + int64(col.backoff)
 		return
 	}
 	in.err = err
@@ -230,6 +234,7 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 			q.cmAt = e.now
 			if col := q.inst.col; col.probe == q.inst {
 				col.probe = nil
+				col.err, col.backoff = nil, 0
 				col.instances = append(col.instances, q.inst)
 				e.probe(col)
 			}

@@ -19,6 +19,9 @@ const (
 	DefaultPostcardCache = 4096
 	DefaultMaxInstances  = 64
 	DefaultRetryInterval = time.Second
+	// MaxDiscoveryBackoff caps the wait between probes of a collector that
+	// does not answer.
+	MaxDiscoveryBackoff = 30 * time.Second
 	// AckReqInterval is the most packets a QP sends without asking for an
 	// acknowledgement.
 	AckReqInterval = 64

@@ -37,28 +37,31 @@ type Counters struct {
 	Dropped     uint64 // unsequenced reports refused (ring, rate, no instance)
 	NACKs       uint64 // sequenced reports refused, a NACK sent for each
 
-	Writes       uint64 // RDMA WRITE messages (a multi-packet WRITE counts once)
-	FetchAdds    uint64 // FETCH_ADD operations
-	Packets      uint64 // RoCEv2 data packets sent the first time
-	Retransmits  uint64 // data packets sent again
-	Timeouts     uint64 // acknowledgement timeouts
-	SeqNAKs      uint64 // PSN sequence error NAKs
-	DupNAKs      uint64 // sequence error NAKs ignored as repeats
-	RNRNAKs      uint64
-	AccessNAKs   uint64 // remote access error NAKs (the QP is reconnected)
-	InvalidNAKs  uint64 // invalid request NAKs (the QP is reconnected)
-	OtherNAKs    uint64 // remote operational error and reserved codes (reconnected)
-	AtomicACKs   uint64 // atomic ACKs consumed
-	StaleACKs    uint64 // ACKs for packets already acknowledged
-	BadACKs      uint64 // ACKs for packets never sent
-	Reconnects   uint64
-	Lost         uint64 // unacknowledged packets abandoned by a reconnection
-	BadICRC      uint64 // RoCEv2 datagrams with a wrong ICRC, dropped
-	BadRoCE      uint64 // RoCEv2 datagrams that do not decode, or for no QP
-	CMMessages   uint64 // CM messages received
-	FlushLost    uint64 // postcard chunks or append batches Flush could not send
-	VerbsErrors  uint64 // verbs backend: work requests refused or completed with an error
-	EncodeErrors uint64 // packets that failed to encode (a bug if not 0)
+	Writes      uint64 // RDMA WRITE messages (a multi-packet WRITE counts once)
+	FetchAdds   uint64 // FETCH_ADD operations
+	Packets     uint64 // RoCEv2 data packets sent the first time
+	Retransmits uint64 // data packets sent again
+	Timeouts    uint64 // acknowledgement timeouts
+	SeqNAKs     uint64 // PSN sequence error NAKs
+	DupNAKs     uint64 // sequence error NAKs ignored as repeats
+	RNRNAKs     uint64
+	AccessNAKs  uint64 // remote access error NAKs (the QP is reconnected)
+	InvalidNAKs uint64 // invalid request NAKs (the QP is reconnected)
+	OtherNAKs   uint64 // remote operational error and reserved codes (reconnected)
+	AtomicACKs  uint64 // atomic ACKs consumed
+	StaleACKs   uint64 // ACKs for packets already acknowledged
+	BadACKs     uint64 // ACKs for packets never sent
+	Reconnects  uint64
+	Lost        uint64 // unacknowledged packets abandoned by a reconnection
+	BadICRC     uint64 // RoCEv2 datagrams with a wrong ICRC, dropped
+	BadRoCE     uint64 // RoCEv2 datagrams that do not decode, or for no QP
+	CMMessages  uint64 // CM messages received
+	FlushLost   uint64 // postcard chunks or append batches Flush could not send
+	// DiscoveryRetries counts probes of a collector that did not answer,
+	// made again after a backoff.
+	DiscoveryRetries uint64
+	VerbsErrors      uint64 // verbs backend: work requests refused or completed with an error
+	EncodeErrors     uint64 // packets that failed to encode (a bug if not 0)
 }
 
 // collector is one target and the instances discovered on it.
@@ -69,7 +72,9 @@ type collector struct {
 	byPrim    [5]*instance // the instance serving each primitive
 	probe     *instance    // the discovery connection under way, if any
 	done      bool         // discovery ended (REJ reason 8, or the cap)
-	err       error        // discovery failed
+	err       error        // discovery failed (the last failure, while it retries)
+	retryAt   int64        // when a failed discovery probes again (0: not failed)
+	backoff   time.Duration
 }
 
 // Engine is the whole software translator without sockets: it takes reports
@@ -241,6 +246,11 @@ func (e *Engine) Tick(now time.Time) {
 				in.retryAt = 0
 				e.connect(in)
 			}
+		}
+		if col.retryAt != 0 && e.now >= col.retryAt {
+			col.retryAt = 0
+			e.c.DiscoveryRetries++
+			e.probe(col)
 		}
 	}
 }

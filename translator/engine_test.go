@@ -500,3 +500,34 @@ func TestAttach(t *testing.T) {
 		t.Errorf("instances %+v", infos)
 	}
 }
+
+// TestTranslatorBeforeCollector: a collector that starts after its
+// translator is found: the failed discovery probes again with a backoff,
+// and reports flow once the collector answers.
+func TestTranslatorBeforeCollector(t *testing.T) {
+	ft := newFakeTarget(t, kwInst(t))
+	ft.silent = true
+	h := newHarness(t, Config{}, ft)
+	h.e.Start(h.now)
+	h.pump()
+	h.advance(600*time.Millisecond, 5*time.Millisecond)
+	if done, err := h.e.Connected(); !done || !errors.Is(err, ErrNotListening) {
+		t.Fatalf("Connected = %v, %v; want done with ErrNotListening", done, err)
+	}
+	h.report(kwReport(1, 1, 1))
+	h.pump()
+	if c := h.e.Counters(); c.NoInstance != 1 || c.Dropped != 1 {
+		t.Fatalf("a report before the collector: %+v, want counted as dropped", c)
+	}
+	ft.silent = false // the collector starts
+	h.advance(3*time.Second, 5*time.Millisecond)
+	if done, err := h.e.Connected(); !done || err != nil {
+		t.Fatalf("Connected = %v, %v after the collector started; want done, no error", done, err)
+	}
+	h.report(kwReport(2, 2, 1))
+	h.pump()
+	c := h.e.Counters()
+	if c.DiscoveryRetries == 0 || c.Writes == 0 {
+		t.Fatalf("counters %+v: want a discovery retry and the report written", c)
+	}
+}

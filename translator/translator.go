@@ -265,6 +265,10 @@ func (t *Translator) readReports() {
 	t.readLoop(t.rep, maxReport, func(ms []udpio.Message, now time.Time) {
 		t.e.setNow(now)
 		for i := range ms {
+			if ms[i].Truncated { // longer than any report: cut, it could decode wrong
+				t.e.c.Malformed++
+				continue
+			}
 			t.e.HandleReport(ms[i].Buf[:ms[i].N], ms[i].Addr)
 		}
 	})
@@ -273,6 +277,10 @@ func (t *Translator) readReports() {
 func (t *Translator) readRoCE() {
 	t.readLoop(t.roce, maxRoCERecv, func(ms []udpio.Message, now time.Time) {
 		for i := range ms {
+			if ms[i].Truncated {
+				t.e.c.BadRoCE++
+				continue
+			}
 			t.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
 		}
 	})

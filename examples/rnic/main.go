@@ -11,17 +11,20 @@
 //
 //   - an RNIC, or Soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`;
 //     check with `ibv_devices` and `rdma link`;
-//
 //   - rdma-core's libraries (Debian: libibverbs1 librdmacm1 ibverbs-providers;
 //     to build: libibverbs-dev librdmacm-dev), cgo and the build tag rdma;
-//
 //   - enough locked memory for the regions (`ulimit -l unlimited`, or a
 //     limit above the regions' size); hugepages are used when reserved
 //     (`echo 64 > /proc/sys/vm/nr_hugepages`).
 //
-//     go run -tags rdma ./examples/rnic -addr 192.0.2.10
+// Run it with
 //
-// Without a device it exits 2 saying why.
+//	go run -tags rdma ./examples/rnic -addr 192.0.2.10
+//
+// Without a device it exits 2 saying why. With -software the same program
+// runs both ends in software instead (the software RoCEv2 target and
+// translator, on any machine; -addr 127.0.0.1 will do): the backend is a
+// field of each side's Config, nothing else changes.
 package main
 
 import (
@@ -46,13 +49,14 @@ import (
 func main() {
 	addr := flag.String("addr", "", "IPv4 address of the RDMA device's netdev (required)")
 	keys := flag.Int("keys", 2000, "Key-Write and Key-Increment keys, postcard flows and Append entries")
+	software := flag.Bool("software", false, "serve and translate in software instead of on the NIC")
 	flag.Parse()
 	a, err := netip.ParseAddr(*addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rnic: -addr: give the IPv4 address of the RDMA device's netdev:", err)
 		os.Exit(2)
 	}
-	if err := run(a, *keys); err != nil {
+	if err := run(a, *keys, !*software); err != nil {
 		fmt.Fprintln(os.Stderr, "rnic:", err)
 		if errors.Is(err, collector.ErrNoRDMA) {
 			os.Exit(2)
@@ -61,8 +65,12 @@ func main() {
 	}
 }
 
-func run(addr netip.Addr, n int) error {
-	c, err := collector.New(collector.Config{Addr: netip.AddrPortFrom(addr, 4791), Backend: collector.BackendVerbs})
+func run(addr netip.Addr, n int, nic bool) error {
+	ccfg := collector.Config{Addr: netip.AddrPortFrom(addr, 0)}
+	if nic {
+		ccfg.Backend = collector.BackendVerbs
+	}
+	c, err := collector.New(ccfg)
 	if err != nil {
 		return err
 	}
@@ -95,12 +103,19 @@ func run(addr netip.Addr, n int) error {
 	if err != nil {
 		return err
 	}
+	if err := c.Start(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Serve(ctx)
 
+	target := c.Addr() // the software target's port, as bound
+	if nic {
+		target = netip.AddrPortFrom(addr, 4791)
+	}
 	tr, err := translator.New(translator.Config{
-		Local: netip.AddrPortFrom(addr, 0), Collectors: []netip.AddrPort{netip.AddrPortFrom(addr, 4791)}, Verbs: true,
+		Local: netip.AddrPortFrom(addr, 0), Collectors: []netip.AddrPort{target}, Verbs: nic,
 	})
 	if err != nil {
 		return err
@@ -183,9 +198,17 @@ func run(addr netip.Addr, n int) error {
 		}
 		alRead += k
 	}
-	fmt.Printf("translator: %d reports, %d RDMA WRITEs and %d FETCH_ADDs posted to the NIC, %d dropped, %d verbs errors\n",
-		tc.Reports[1]+tc.Reports[2]+tc.Reports[3]+tc.Reports[4], tc.Writes, tc.FetchAdds, tc.Dropped, tc.VerbsErrors)
-	fmt.Printf("collector: %+v\n", c.VerbsCounters())
+	how := "sent as RoCEv2 by the software translator"
+	if nic {
+		how = "posted to the NIC"
+	}
+	fmt.Printf("translator: %d reports, %d RDMA WRITEs and %d FETCH_ADDs %s, %d dropped, %d verbs errors\n",
+		tc.Reports[1]+tc.Reports[2]+tc.Reports[3]+tc.Reports[4], tc.Writes, tc.FetchAdds, how, tc.Dropped, tc.VerbsErrors)
+	if nic {
+		fmt.Printf("collector: %+v\n", c.VerbsCounters())
+	} else {
+		fmt.Printf("collector: %+v\n", c.Counters())
+	}
 	fmt.Printf("Key-Write: %d of %d keys found\nKey-Increment: %d of %d counts exact\nPostcarding: %d of %d paths\nAppend: %d of %d entries read\n",
 		kwFound, n, kiExact, n, pcFound, n, alRead, n)
 	if closeErr != nil {

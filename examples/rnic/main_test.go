@@ -28,3 +28,21 @@ func TestNoDeviceSaysWhy(t *testing.T) {
 		t.Fatalf("output does not say why:\n%s", out)
 	}
 }
+
+// TestSoftware runs the program with both ends in software, as on a machine
+// without a NIC, and checks what it found.
+func TestSoftware(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rnic")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "-addr", "127.0.0.1", "-software", "-keys", "500").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	for _, want := range []string{"500 of 500 keys found", "500 of 500 paths", "500 of 500 entries read", "0 dropped"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

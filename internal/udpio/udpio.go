@@ -24,6 +24,10 @@ type Message struct {
 	Buf []byte
 	// N is the number of bytes ReadBatch received into Buf.
 	N int
+	// Truncated reports that the datagram was longer than Buf: Buf holds
+	// its first N bytes only, and the reader must not take it for whole
+	// (Linux; elsewhere a truncated datagram is not detected).
+	Truncated bool
 	// Addr is the source after ReadBatch and the destination for WriteBatch.
 	// It is ignored by WriteBatch on a connected Conn.
 	Addr netip.AddrPort
@@ -68,7 +72,7 @@ func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
 // ReadBatch blocks until at least one datagram arrives (or the socket's read
 // deadline passes), then fills ms[0:n] with up to len(ms) datagrams that are
 // already queued, and returns n. A datagram longer than its Buf is truncated
-// to it. It does not allocate.
+// to it and marked Truncated. It does not allocate.
 func (c *Conn) ReadBatch(ms []Message) (int, error) {
 	if len(ms) == 0 {
 		return 0, nil

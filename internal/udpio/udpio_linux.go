@@ -157,6 +157,7 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	n := d.n
 	for i := 0; i < n; i++ {
 		ms[i].N = min(int(d.hdrs[i].len), len(ms[i].Buf))
+		ms[i].Truncated = d.hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0
 		ms[i].Addr = addrFromRaw(&d.names[i])
 	}
 	return n, nil
@@ -207,6 +208,9 @@ func (s *sysConn) readGRO(uc *net.UDPConn, ms []Message) (int, error) {
 		l := min(seg, n-s.groOff)
 		m := &ms[out]
 		m.N = copy(m.Buf, data[s.groOff:s.groOff+l])
+		// Cut short by the caller's buffer, or, for the last segment, by
+		// groBuf (which holds the largest coalesced datagram).
+		m.Truncated = m.N < l || (s.groOff+l == n && h.hdr.Flags&unix.MSG_TRUNC != 0)
 		m.Addr = addrFromRaw(&d.names[i])
 		out++
 		s.groOff += l

@@ -21,7 +21,7 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ms[0].N, ms[0].Addr = n, addr
+	ms[0].N, ms[0].Addr, ms[0].Truncated = n, addr, false
 	return 1, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -258,5 +259,45 @@ func TestConcurrentReadWrite(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestReadMarksTruncated: a datagram longer than its buffer is read cut
+// short and marked, the next one whole and unmarked.
+func TestReadMarksTruncated(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("truncation is detected on Linux only")
+	}
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := net.DialUDP("udp4", nil, rx.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	c, err := New(rx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Write(make([]byte, 300))
+	tx.Write(make([]byte, 50))
+	ms := make([]Message, 4)
+	for i := range ms {
+		ms[i].Buf = make([]byte, 100)
+	}
+	got := 0
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for got < 2 {
+		n, err := c.ReadBatch(ms[got:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	if !ms[0].Truncated || ms[0].N != 100 || ms[1].Truncated || ms[1].N != 50 {
+		t.Fatalf("got %+v, %+v (buffers elided): want the first truncated to 100 bytes, the second whole", ms[0].Truncated, ms[1].Truncated)
 	}
 }

@@ -90,32 +90,52 @@ func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, o
 	case *cm.ConnectRequest:
 		t.onREQ(now, h, m, src, out)
 	case *cm.ReadyToUse:
-		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID && qp.state == qpWaitRTU {
+		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil && qp.state == qpWaitRTU {
+			qp.lastRx = now
 			qp.establish(now, out)
 		}
 	case *cm.DisconnectRequest:
+		qp := t.connection(m.RemoteCommID, m.LocalCommID, src)
+		if qp == nil && t.byComm[m.RemoteCommID] != nil {
+			return // another address's connection: no DREP, no disconnection
+		}
 		// A DREP answers every DREQ, repeated ones too: the first DREP may
 		// have been lost.
 		t.sendMAD(cm.Header(h.TransactionID, cm.AttrDREP),
 			&cm.DisconnectReply{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}, src, out)
-		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID {
+		if qp != nil {
 			t.c.Disconnects++
 			t.destroy(qp)
 		}
 	case *cm.DisconnectReply:
-		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID && qp.state == qpClosing {
+		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil && qp.state == qpClosing {
 			t.c.Disconnects++
 			t.destroy(qp)
 		}
 	case *cm.Reject:
 		// The peer refused the REP (a timeout on its side, say): forget the
 		// connection.
-		if qp := t.byComm[m.RemoteCommID]; qp != nil && qp.remoteCommID == m.LocalCommID {
+		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil {
 			t.destroy(qp)
 		}
 	default:
 		t.c.Malformed++ // a REP: the target makes no REQs
 	}
+}
+
+// connection returns the QP whose comm IDs are local and remote, if its
+// peer is at src's address; a message naming another address's connection
+// is counted and ignored. t.mu is held.
+func (t *Target) connection(local, remote uint32, src netip.AddrPort) *QP {
+	qp := t.byComm[local]
+	if qp == nil || qp.remoteCommID != remote {
+		return nil
+	}
+	if qp.peer.Addr().Unmap() != src.Addr().Unmap() {
+		t.c.ForeignCM++
+		return nil
+	}
+	return qp
 }
 
 func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src netip.AddrPort, out *Output) {
@@ -144,7 +164,7 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	case m.PathMTU < cm.MTU256 || m.PathMTU > cm.MTU4096:
 		reject(cm.RejectInvalidMTU)
 		return
-	case len(t.qps) >= t.maxQPs:
+	case len(t.qps) >= t.maxQPs && !t.evictIdle(now):
 		reject(rejectNoResources)
 		return
 	}
@@ -167,6 +187,7 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	qp.listener = l
 	qp.onRecv = l.cfg.OnRecv
 	qp.state = qpWaitRTU
+	qp.lastRx = now
 	for {
 		qp.localCommID = random32()
 		if _, used := t.byComm[qp.localCommID]; !used && qp.localCommID != 0 {

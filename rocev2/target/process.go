@@ -128,6 +128,7 @@ func (t *Target) handle(now time.Time, b []byte, src netip.AddrPort, out *Output
 		t.c.Unknown++
 		return
 	}
+	qp.lastRx = now
 	qp.receive(now, p, src, out)
 }
 
@@ -141,6 +142,9 @@ func (t *Target) Tick(now time.Time, out *Output) {
 		return
 	}
 	for _, qp := range t.qps {
+		if qp.lastRx.IsZero() {
+			qp.lastRx = now // a QP made by NewQP: its clock starts now
+		}
 		switch qp.state {
 		case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
 			if now.Before(qp.cmDeadline) {
@@ -160,6 +164,49 @@ func (t *Target) Tick(now time.Time, out *Output) {
 			if len(qp.sends) > 0 {
 				qp.transmit(now, out)
 			}
+			if t.idleTimeout > 0 && now.Sub(qp.lastRx) > t.idleTimeout {
+				// A DREQ, so that a peer still alive reconnects; the QP
+				// goes when the DREP comes or the DREQ times out.
+				t.c.Reaped++
+				if qp.localCommID == 0 {
+					t.destroy(qp)
+				} else {
+					qp.state = qpClosing
+					qp.cmDeadline, qp.cmTries = time.Time{}, 0
+				}
+			}
+		case qpError:
+			// Its peer saw the fatal NAK or stopped answering: it will
+			// reconnect, if it lives. The QP only holds a place.
+			if now.Sub(qp.lastRx) > ErrorLinger {
+				t.c.Reaped++
+				t.destroy(qp)
+			}
 		}
 	}
+}
+
+// ErrorLinger is how long a QP in the error state stays (answering its
+// peer's stray packets with nothing) before the target reaps it.
+const ErrorLinger = time.Second
+
+// evictIdle makes room for a new connection when the target is full: it
+// destroys the QP that has been silent longest, if silent for at least
+// ErrorLinger, and reports whether it did. t.mu is held.
+func (t *Target) evictIdle(now time.Time) bool {
+	var oldest *QP
+	for _, qp := range t.qps {
+		if qp.state == qpWaitRTU || qp.state == qpClosing {
+			continue
+		}
+		if oldest == nil || qp.lastRx.Before(oldest.lastRx) {
+			oldest = qp
+		}
+	}
+	if oldest == nil || now.Sub(oldest.lastRx) < ErrorLinger {
+		return false
+	}
+	t.c.Reaped++
+	t.destroy(oldest)
+	return true
 }

@@ -70,6 +70,7 @@ type QP struct {
 	qpn        uint32
 	remoteQPN  uint32
 	peer       netip.AddrPort
+	lastRx     time.Time // the last packet from the peer, or the connection's start
 	mtu        int
 	state      qpState
 	onRecv     func(*QP, Completion)

@@ -84,6 +84,10 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 		now := time.Now()
 		in = in[:0]
 		for i := range n {
+			if msgs[i].Truncated {
+				t.countTruncated() // longer than any RoCEv2 packet a 4096 MTU allows
+				continue
+			}
 			in = append(in, Datagram{Data: msgs[i].Buf[:msgs[i].N], Addr: msgs[i].Addr})
 		}
 		out.Reset()

@@ -290,3 +290,39 @@ func TestServeIPv6(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestServeDropsTruncated: a datagram longer than Serve's read buffer is
+// counted and dropped, not processed cut short.
+func TestServeDropsTruncated(t *testing.T) {
+	tg, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuc, taddr := listenLoopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tg.Serve(ctx, tuc) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	uc, _ := listenLoopback(t)
+	big := make([]byte, maxDatagram+100)
+	if _, err := uc.WriteToUDPAddrPort(big, taddr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := uc.WriteToUDPAddrPort(big[:40], taddr); err != nil { // short, whole: malformed
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := tg.Counters()
+		if c.Truncated == 1 && c.Frames == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters %+v: want 1 truncated datagram dropped and 1 frame processed", c)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -90,6 +90,10 @@ type Config struct {
 	// MaxQPs bounds the queue pairs (0 means 1024); a REQ beyond it is
 	// rejected with reason 3 (no resources).
 	MaxQPs int
+	// IdleTimeout reaps a connected QP that has received nothing for that
+	// long (0: DefaultIdleTimeout; negative: never), so that connections
+	// whose peer vanished do not hold the target's QPs forever.
+	IdleTimeout time.Duration
 	// ReplyPort is the UDP port responses and CM messages go to. Zero
 	// sends them to the port the peer sent from, as dtakit's translator,
 	// which binds any port, expects; rocev2.UDPPort (4791) is what the RoCEv2
@@ -101,24 +105,25 @@ type Config struct {
 // use; Process, Tick and every method that changes state serialise on one
 // lock, so a Target uses one core.
 type Target struct {
-	mu      sync.Mutex
-	addr    netip.AddrPort
-	maxQPs  int
-	reply   uint16 // Config.ReplyPort
-	closed  bool
-	regions map[uint32]*Region // by rkey
-	nextVA  uint64
-	qps     map[uint32]*QP // by QPN
-	byComm  map[uint32]*QP // by the target's local comm ID
-	byReq   map[reqKey]*QP // by the peer's comm ID and address
-	listen  map[uint16]*listener
-	udPSN   rocev2.PSN // PSN of the target's QP 1 sends
-	c       Counters
-	pkt     rocev2.Packet // scratch packet for decoding
-	resp    rocev2.Packet // scratch packet for the target's requests
-	hdrs    headerCache   // ICRC states of recent sources
-	acking  []*QP         // QPs with an ACK pending in the batch under way
-	lastQP  *QP
+	mu          sync.Mutex
+	addr        netip.AddrPort
+	maxQPs      int
+	reply       uint16 // Config.ReplyPort
+	idleTimeout time.Duration
+	closed      bool
+	regions     map[uint32]*Region // by rkey
+	nextVA      uint64
+	qps         map[uint32]*QP // by QPN
+	byComm      map[uint32]*QP // by the target's local comm ID
+	byReq       map[reqKey]*QP // by the peer's comm ID and address
+	listen      map[uint16]*listener
+	udPSN       rocev2.PSN // PSN of the target's QP 1 sends
+	c           Counters
+	pkt         rocev2.Packet // scratch packet for decoding
+	resp        rocev2.Packet // scratch packet for the target's requests
+	hdrs        headerCache   // ICRC states of recent sources
+	acking      []*QP         // QPs with an ACK pending in the batch under way
+	lastQP      *QP
 }
 
 type reqKey struct {
@@ -137,23 +142,41 @@ func New(cfg Config) (*Target, error) {
 	if cfg.MaxQPs <= 0 {
 		cfg.MaxQPs = 1024
 	}
+	switch {
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = DefaultIdleTimeout
+	case cfg.IdleTimeout < 0:
+		cfg.IdleTimeout = 0
+	}
 	var b [8]byte
 	rand.Read(b[:])
 	// A synthetic VA space: a random page-aligned base in [2^40, 2^46).
 	base := (1<<40 | binary.LittleEndian.Uint64(b[:])&(1<<46-1)) &^ (pageSize - 1)
 	t := &Target{
-		addr:    cfg.Addr,
-		maxQPs:  cfg.MaxQPs,
-		reply:   cfg.ReplyPort,
-		regions: make(map[uint32]*Region),
-		nextVA:  base,
-		qps:     make(map[uint32]*QP),
-		byComm:  make(map[uint32]*QP),
-		byReq:   make(map[reqKey]*QP),
-		listen:  make(map[uint16]*listener),
-		udPSN:   rocev2.PSN(random32() & rocev2.PSNMask),
+		addr:        cfg.Addr,
+		maxQPs:      cfg.MaxQPs,
+		reply:       cfg.ReplyPort,
+		idleTimeout: cfg.IdleTimeout,
+		regions:     make(map[uint32]*Region),
+		nextVA:      base,
+		qps:         make(map[uint32]*QP),
+		byComm:      make(map[uint32]*QP),
+		byReq:       make(map[reqKey]*QP),
+		listen:      make(map[uint16]*listener),
+		udPSN:       rocev2.PSN(random32() & rocev2.PSNMask),
 	}
 	return t, nil
+}
+
+// DefaultIdleTimeout is Config.IdleTimeout's default: long enough for any
+// pause of a live translator, which in any case reconnects when the target
+// disconnects an idle QP.
+const DefaultIdleTimeout = 10 * time.Minute
+
+func (t *Target) countTruncated() {
+	t.mu.Lock()
+	t.c.Truncated++
+	t.mu.Unlock()
 }
 
 // replyTo returns where a response to a datagram from src goes
@@ -250,6 +273,9 @@ type Counters struct {
 	CMTimeouts  uint64 // connections dropped: no RTU after MaxTries REPs, or no DREP after MaxTries DREQs
 	Disconnects uint64 // connections ended by a DREQ from either side
 	Replaced    uint64 // connections dropped for a new one from the same peer address and port to the same listener
+	Reaped      uint64 // QPs destroyed idle past IdleTimeout, in error past ErrorLinger, or evicted for a new connection
+	ForeignCM   uint64 // RTU, DREQ, DREP or REJ for a connection from an address other than its peer's, ignored
+	Truncated   uint64 // datagrams longer than Serve's read buffer, dropped unread
 }
 
 // Counters returns a snapshot of the counters. It takes the target's lock,
