@@ -222,14 +222,25 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         if (h.kw.isValid()) {
             m.crc8 = collector_kw.get({h.kw.key});
             m.n = h.kw.redundancy;
+            // Data of another size than the compiled D is malformed here.
+            if (h.seq.isValid()) {
+                if (h.udp.length != 8 + 3 + 5 + DTA_KW_DATA_BYTES) { m.n = 0; }
+            } else if (h.udp.length != 8 + 2 + 5 + DTA_KW_DATA_BYTES) { m.n = 0; }
         } else if (h.ki.isValid()) {
             m.crc8 = collector_ki.get({h.ki.key});
             m.n = h.ki.redundancy;
+            if (h.seq.isValid()) {
+                if (h.udp.length != 8 + 3 + DTA_KEY_INCREMENT_LEN) { m.n = 0; }
+            } else if (h.udp.length != 8 + 2 + DTA_KEY_INCREMENT_LEN) { m.n = 0; }
         } else if (h.ap.isValid()) {
             m.crc8 = collector_ap.get({h.ap.list});
             m.n = 1;
-            // A list beyond L or all-zero data cannot be appended (section 5).
+            // A list beyond L or all-zero data cannot be appended (section 5);
+            // an entry of another size than the compiled e is malformed here.
             if (h.ap.list[31:DTA_AP_LIST_BITS] != 0 || h.ap.data == 0) { m.n = 0; }
+            if (h.seq.isValid()) {
+                if (h.udp.length != 8 + 3 + 4 + DTA_AP_ENTRY_BYTES) { m.n = 0; }
+            } else if (h.udp.length != 8 + 2 + 4 + DTA_AP_ENTRY_BYTES) { m.n = 0; }
         }
         if (h.bth.isValid()) {
             if (!from_cpu.apply().hit) {
