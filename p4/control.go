@@ -25,7 +25,8 @@ type Config struct {
 	// names collector i mod len(Collectors), the software translator's default.
 	Choice *[256]uint8
 	// MulticastBase is the first multicast group ID; collector c uses groups
-	// MulticastBase + c*(DTA_MAX_COPIES+1) + N for redundancy N.
+	// MulticastBase + c*(DTA_MAX_COPIES+1) + N for redundancy N, which
+	// Ingress.copies names per (QP, N).
 	MulticastBase uint16
 	// CPUPort is the dev_port of the switch CPU, which runs the CM
 	// (Handshake): RoCEv2 packets other than ACKs and NAKs are sent to it,
@@ -139,6 +140,12 @@ func NewPlan(cfg Config) (*Plan, error) {
 				Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
 				Data: []Field{{"port", uint64(col.Port)}, {"qp", uint64(conn.Index)}},
 			})
+			for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+				p.Entries = append(p.Entries, Entry{
+					Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
+					Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
+				})
+			}
 			p.Registers = append(p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
 			if cfg.RatePPS != 0 {
 				p.Meters = append(p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
@@ -177,7 +184,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 			used[op] = true
 			p.Entries = append(p.Entries, Entry{
 				Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}, {"opcode", uint64(op)}}, Action: "Ingress.to_instance",
-				Data: []Field{{"qp", uint64(conn.Index)}, {"mgid", uint64(cfg.MulticastBase) + uint64(c)*uint64(stride)}},
+				Data: []Field{{"qp", uint64(conn.Index)}},
 			})
 		}
 	}

@@ -69,7 +69,7 @@ struct headers_t {
     kw_payload_h kw_payload; ap_payload_h ap_payload; icrc_h icrc;
 }
 struct ig_meta_t { bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase; }
-struct eg_meta_t { bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
+struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
                 out ingress_intrinsic_metadata_t ig_md) {
@@ -163,11 +163,18 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
     Meter<qp_t>(1 << DTA_QP_BITS, MeterType_t.PACKETS) rate;
     bit<8> color = 0;
     bool admit = false;
-    bit<16> mgid_base = 0;
 
     action drop(bit<2> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
-    action to_instance(bit<8> qp, bit<16> mgid) {
-        h.bridge.setValid(); h.bridge.qp = qp; mgid_base = mgid; admit = true;
+    action to_instance(bit<8> qp) {
+        h.bridge.setValid(); h.bridge.qp = qp; admit = true;
+    }
+    action replicate(MulticastGroupId_t mgid) { ig_tm_md.mcast_grp_a = mgid; }
+    // (QP, N) -> the multicast group of N copies to the QP's collector port.
+    table copies {
+        key = { h.bridge.qp: exact; m.n: exact; }
+        actions = { replicate; NoAction; }
+        default_action = NoAction;
+        size = (1 << DTA_QP_BITS) * DTA_MAX_COPIES;
     }
     // (crc8, opcode) -> the instance of that primitive on the chosen collector.
     table instance {
@@ -262,7 +269,7 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
                 } else {
                     // N above DTA_MAX_COPIES is written with DTA_MAX_COPIES copies.
                     if (m.n > DTA_MAX_COPIES) { m.n = DTA_MAX_COPIES; }
-                    ig_tm_md.mcast_grp_a = mgid_base + (bit<16>)m.n;
+                    copies.apply();
                     if (h.kw.isValid()) { h.bridge.kind = KIND_KW; }
                     else if (h.ki.isValid()) { h.bridge.kind = KIND_KI; }
                     else {
@@ -451,18 +458,32 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     action add_va_write() { h.reth.va_lo = h.reth.va_lo + m.offset; }
     action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
 
+    // Both uses of the PSN register in one table, so they share its stage.
+    action take_psn() { m.psn = next_psn.execute(h.bridge.qp); }
+    action resync() { resync_psn.execute(h.bridge.qp); }
+    table psn_op {
+        key = { h.bridge.kind: exact; h.aeth.syndrome: ternary; }
+        actions = { take_psn; resync; NoAction; }
+        default_action = NoAction;
+        const entries = {
+            (KIND_KW, _): take_psn();
+            (KIND_KI, _): take_psn();
+            (KIND_AP, _): take_psn();
+            (KIND_ACK, ROCE_SYNDROME_NAK_PSN): resync();
+        }
+        size = 8;
+    }
+
     apply {
+        if (h.bridge.kind != KIND_NONE) { psn_op.apply(); }
         if (h.bridge.kind == KIND_ACK) {
-            if (h.aeth.syndrome == ROCE_SYNDROME_NAK_PSN) {
-                resync_psn.execute(h.bridge.qp);
-            }
             eg_dprsr_md.drop_ctl = 1;
         } else if (h.bridge.kind != KIND_NONE) {
             if (h.bridge.kind == KIND_KW) { write(); }
             else if (h.bridge.kind == KIND_KI) { fetch_add(); }
             else { append_write(); }
             qp.apply();
-            bit<32> p = next_psn.execute(h.bridge.qp);
+            bit<32> p = m.psn;
             h.bth.psn = p[23:0];
             if (h.bridge.kind != KIND_KI) {
                 // AckReq on every 64th packet, so the collector's ACKs stay few.
