@@ -29,12 +29,15 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/dtakit/dtakit/appendlist"
@@ -77,6 +80,15 @@ type Config struct {
 	// MaxQPs bounds the connections the target accepts (0: the target's
 	// default).
 	MaxQPs int
+	// RegionDir, when set, backs each instance's region with a file there
+	// (instance-<i>.region, and instance-<i>.region.layout recording the
+	// primitive and geometry): on hugetlbfs the regions are hugepages, on
+	// tmpfs or disk ordinary pages. A collector restarted with the same
+	// RegionDir and the same instances in the same order maps the same
+	// files, so what was written before the restart (even a kill -9) is
+	// still there; Instance.Restored says so. A file holding another layout
+	// is refused (ErrRegion), never reinterpreted.
+	RegionDir string
 	// ReplyPort, with the software backend, is the UDP port the target's
 	// responses go to: 0 for the port the translator sent from (dtakit's
 	// translator), 4791 for a translator on an RDMA NIC or kernel stack
@@ -101,6 +113,7 @@ type Instance struct {
 	Index     int        // the order it was added in, from 0
 	Primitive dta.Opcode // the primitive it serves
 	CMPort    uint16     // CMPort + Index
+	Restored  bool       // the region's file existed: its contents are from before (Config.RegionDir)
 	VA        uint64     // the region's virtual address, as advertised
 	Length    uint32     // the region's length in bytes
 	RKey      uint32     // the region's rkey
@@ -241,7 +254,7 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 	}
 	// Whole 8-byte words, so that a region of counters is word-aligned to
 	// its end; hugemem memory starts page-aligned.
-	mem, err := hugemem.Alloc(int((size + 7) &^ 7))
+	mem, restored, err := c.regionMem(idx, int((size+7)&^7), prim, geometry)
 	if err != nil {
 		return nil, fmt.Errorf("collector.%s: %w", op, err)
 	}
@@ -274,7 +287,7 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 	if err != nil {
 		return fail(err)
 	}
-	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), VA: va, Length: uint32(size), RKey: rkey}
+	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), Restored: restored, VA: va, Length: uint32(size), RKey: rkey}
 	adv := dta.Advertisement{VA: va, Length: uint32(size), RKey: rkey, Primitive: prim, Geometry: geometry}
 	if c.cfg.ReferenceAdvertisement {
 		adv.Primitive, adv.Geometry = 0, nil
@@ -296,6 +309,34 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 	}
 	c.insts = append(c.insts, in)
 	return in, nil
+}
+
+// regionMem allocates instance idx's memory, or maps its file in
+// Config.RegionDir, checking that a file from before holds the same layout.
+func (c *Collector) regionMem(idx, size int, prim dta.Opcode, geometry []byte) (*hugemem.Mem, bool, error) {
+	if c.cfg.RegionDir == "" {
+		m, err := hugemem.Alloc(size)
+		return m, false, err
+	}
+	path := filepath.Join(c.cfg.RegionDir, fmt.Sprintf("instance-%d.region", idx))
+	layout := append([]byte{byte(prim)}, geometry...)
+	m, existed, err := hugemem.OpenFile(path, size)
+	if err != nil {
+		return nil, false, err
+	}
+	if existed {
+		old, err := os.ReadFile(path + ".layout")
+		if err != nil || !bytes.Equal(old, layout) {
+			m.Close()
+			return nil, false, fmt.Errorf("%w: %s holds another layout than instance %d's (%v); remove it to start afresh", ErrRegion, path, idx, prim)
+		}
+		return m, true, nil
+	}
+	if err := os.WriteFile(path+".layout", layout, 0o600); err != nil {
+		m.Close()
+		return nil, false, err
+	}
+	return m, false, nil
 }
 
 // onRecv notifies an Append list of a WRITE with Immediate. It runs inside

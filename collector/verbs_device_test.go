@@ -465,10 +465,3 @@ func waitReady(tr *translator.Translator, n int, timeout time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}

@@ -22,6 +22,10 @@ const (
 	Transparent
 	// Heap is a Go byte slice, where mmap is not available.
 	Heap
+	// File is a shared mapping of a file (OpenFile): on hugetlbfs it is
+	// made of hugepages, on tmpfs or a disk of ordinary pages. Its
+	// contents outlive the process.
+	File
 )
 
 func (k Kind) String() string {
@@ -32,6 +36,8 @@ func (k Kind) String() string {
 		return "transparent-hugepages"
 	case Heap:
 		return "heap"
+	case File:
+		return "file"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -63,6 +69,23 @@ func Alloc(size int) (*Mem, error) {
 		return nil, fmt.Errorf("hugemem.Alloc: %w: %d bytes", ErrSize, size)
 	}
 	return alloc(size)
+}
+
+// ErrFile is wrapped by errors about a region file that cannot be used as
+// asked (another size, not a regular file).
+var ErrFile = errors.New("hugemem: unusable region file")
+
+// OpenFile maps the file at path as size bytes of shared memory, creating
+// it (zero-filled) when it does not exist, and reports whether it existed.
+// An existing file must be exactly size bytes, rounded up to the file
+// system's page size as OpenFile rounds it; its contents are kept, so a
+// process that maps the same file after a restart, even after a kill -9,
+// sees what was written. Close unmaps it and leaves the file.
+func OpenFile(path string, size int) (m *Mem, existed bool, err error) {
+	if size <= 0 {
+		return nil, false, fmt.Errorf("hugemem.OpenFile: %w: %d bytes", ErrSize, size)
+	}
+	return openFile(path, size)
 }
 
 // Close releases the memory. The Mem and every slice of its bytes must not

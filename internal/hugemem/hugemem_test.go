@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -72,5 +73,30 @@ func TestAllocBadSize(t *testing.T) {
 		if _, err := Alloc(n); !errors.Is(err, ErrSize) {
 			t.Errorf("Alloc(%d) error = %v, want ErrSize", n, err)
 		}
+	}
+}
+
+// TestOpenFileKeepsContents: what is written to a file-backed Mem is there
+// when the file is mapped again, and a size mismatch is refused.
+func TestOpenFileKeepsContents(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("file-backed regions need Linux")
+	}
+	path := filepath.Join(t.TempDir(), "region")
+	m, existed, err := OpenFile(path, 10000)
+	if err != nil || existed || m.Kind() != File || len(m.Bytes()) != 10000 {
+		t.Fatalf("OpenFile: %v, existed %v, kind %v", err, existed, m.Kind())
+	}
+	copy(m.Bytes()[9990:], "persistent")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, existed, err = OpenFile(path, 10000)
+	if err != nil || !existed || string(m.Bytes()[9990:]) != "persistent" {
+		t.Fatalf("reopened: %v, existed %v, tail %q", err, existed, m.Bytes()[9990:])
+	}
+	m.Close()
+	if _, _, err := OpenFile(path, 100000); !errors.Is(err, ErrFile) {
+		t.Fatalf("another size: %v, want ErrFile", err)
 	}
 }
