@@ -1,0 +1,282 @@
+package p4
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/dtakit/dtakit/internal/p4gen"
+)
+
+// Collector is one collector as the translator switch reaches it.
+type Collector struct {
+	// Port is the switch's dev_port toward the collector.
+	Port uint16
+	// Connections are its primitive instances, one RC connection each, in
+	// CM port order: reports of a primitive go to the first instance of it,
+	// as with the software translator (docs/DTA-WIRE.md section 8.6).
+	Connections []Connection
+}
+
+// Config is what the control plane needs besides the advertisements.
+type Config struct {
+	Collectors []Collector
+	// Choice maps CRC8(be32(key)) to a collector index; nil means entry i
+	// names collector i mod len(Collectors), the software translator's default.
+	Choice *[256]uint8
+	// MulticastBase is the first multicast group ID; collector c uses groups
+	// MulticastBase + c*(DTA_MAX_COPIES+1) + N for redundancy N, which
+	// Ingress.copies names per (QP, N).
+	MulticastBase uint16
+	// CPUPort is the dev_port of the switch CPU, which runs the CM
+	// (Handshake): RoCEv2 packets other than ACKs and NAKs are sent to it,
+	// and what it sends to a collector's address is forwarded to the
+	// collector's port. 0 programs neither (dev_port 0 is never the CPU's).
+	CPUPort uint16
+	// RatePPS and BurstPackets configure each QP's meter; 0 leaves the
+	// meters at the SDE's default (no limit is programmed).
+	RatePPS, BurstPackets uint64
+}
+
+// Field is one named key field, action parameter or data field.
+type Field struct {
+	Name  string `json:"name"`
+	Value uint64 `json:"value"`
+}
+
+// Entry is one match-action table entry.
+type Entry struct {
+	Table  string  `json:"table"`
+	Key    []Field `json:"key"`
+	Action string  `json:"action"`
+	Data   []Field `json:"data"`
+}
+
+// Register is one register cell's initial value.
+type Register struct {
+	Register string `json:"register"`
+	Index    uint32 `json:"index"`
+	Value    uint64 `json:"value"`
+}
+
+// Node is a multicast node of the packet replication engine: one copy with
+// its replication ID (the copy index the egress hashes with).
+type Node struct {
+	ID   uint32 `json:"node_id"`
+	RID  uint16 `json:"rid"`
+	Port uint16 `json:"dev_port"`
+}
+
+// Group is a multicast group.
+type Group struct {
+	ID    uint16   `json:"mgid"`
+	Nodes []uint32 `json:"nodes"`
+}
+
+// Meter is one packet-rate meter cell.
+type Meter struct {
+	Meter string `json:"meter"`
+	Index uint32 `json:"index"`
+	CIR   uint64 `json:"cir_pps"`
+	CBS   uint64 `json:"cbs_pkts"`
+}
+
+// Plan is everything the control plane programs into the translator.
+type Plan struct {
+	Entries   []Entry    `json:"entries"`
+	Registers []Register `json:"registers"`
+	Nodes     []Node     `json:"nodes"`
+	Groups    []Group    `json:"groups"`
+	Meters    []Meter    `json:"meters"`
+}
+
+// NewPlan computes the translator's table entries, register values,
+// multicast groups and meters for cfg. Every connection is checked against
+// the compiled program; the first problem is returned.
+func NewPlan(cfg Config) (*Plan, error) {
+	n := len(cfg.Collectors)
+	if n == 0 || n > 256 {
+		return nil, fmt.Errorf("p4: plan: %w: %d collectors, want 1..256", ErrConfig, n)
+	}
+	stride := uint32(p4gen.MaxCopies + 1)
+	if uint32(cfg.MulticastBase)+uint32(n)*stride > 0xFFFF {
+		return nil, fmt.Errorf("p4: plan: %w: multicast group IDs overflow", ErrConfig)
+	}
+	p := &Plan{}
+	seen := map[uint8]bool{}
+	var nodeID uint32
+	for c, col := range cfg.Collectors {
+		mgid := cfg.MulticastBase + uint16(uint32(c)*stride)
+		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+			g := Group{ID: mgid + uint16(copies)}
+			for rid := range copies {
+				nodeID++
+				p.Nodes = append(p.Nodes, Node{ID: nodeID, RID: uint16(rid), Port: col.Port})
+				g.Nodes = append(g.Nodes, nodeID)
+			}
+			p.Groups = append(p.Groups, g)
+		}
+		for i := range col.Connections {
+			conn := &col.Connections[i]
+			if seen[conn.Index] {
+				return nil, fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
+			}
+			seen[conn.Index] = true
+			k, err := conn.ICRCConstant()
+			if err != nil {
+				return nil, err
+			}
+			s, _ := conn.check()
+			p.Entries = append(p.Entries, Entry{
+				Table: "Egress.qp", Key: []Field{{"qp", uint64(conn.Index)}}, Action: "Egress.set_qp",
+				Data: []Field{
+					{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
+					{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
+					{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
+					{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
+					{"slot_mask", s.slots - 1}, {"icrc", uint64(k)},
+				},
+			}, Entry{
+				Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
+				Data: []Field{{"port", uint64(col.Port)}, {"qp", uint64(conn.Index)}},
+			})
+			for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+				p.Entries = append(p.Entries, Entry{
+					Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
+					Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
+				})
+			}
+			p.Registers = append(p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
+			if cfg.RatePPS != 0 {
+				p.Meters = append(p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
+			}
+		}
+	}
+	if cfg.CPUPort != 0 {
+		p.Entries = append(p.Entries, Entry{Table: "Ingress.to_cpu", Action: "Ingress.punt", Data: []Field{{"port", uint64(cfg.CPUPort)}}})
+		dsts := map[uint32]bool{}
+		for _, col := range cfg.Collectors {
+			for _, conn := range col.Connections {
+				if ip := ip4(conn.Dst); !dsts[ip] {
+					dsts[ip] = true
+					p.Entries = append(p.Entries, Entry{
+						Table: "Ingress.from_cpu", Key: []Field{{"ingress_port", uint64(cfg.CPUPort)}, {"dst", uint64(ip)}},
+						Action: "Ingress.punt", Data: []Field{{"port", uint64(col.Port)}},
+					})
+				}
+			}
+		}
+	}
+	for i := range 256 {
+		c := i % n
+		if cfg.Choice != nil {
+			c = int(cfg.Choice[i])
+			if c >= n {
+				return nil, fmt.Errorf("p4: plan: %w: choice %d names collector %d of %d", ErrConfig, i, c, n)
+			}
+		}
+		used := map[uint8]bool{}
+		for _, conn := range cfg.Collectors[c].Connections {
+			op := uint8(conn.Ad.Primitive)
+			if used[op] {
+				continue // a later instance of the same primitive gets nothing
+			}
+			used[op] = true
+			p.Entries = append(p.Entries, Entry{
+				Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}, {"opcode", uint64(op)}}, Action: "Ingress.to_instance",
+				Data: []Field{{"qp", uint64(conn.Index)}},
+			})
+		}
+	}
+	return p, nil
+}
+
+func mac(m [6]byte) uint64 {
+	var v uint64
+	for _, b := range m {
+		v = v<<8 | uint64(b)
+	}
+	return v
+}
+
+func ip4(a interface{ As4() [4]byte }) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// JSON returns the plan as indented JSON.
+func (p *Plan) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("p4: plan json: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// BfrtPython returns the plan as a bfrt_python script for the program
+// loaded as program (e.g. "translator"): run it with bfshell -b FILE.
+// bfrt_python names key fields and action parameters by their last name.
+func (p *Plan) BfrtPython(program string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Generated by dtakit's p4.Plan.BfrtPython; run with bfshell -b FILE.\n")
+	fmt.Fprintf(&b, "p = bfrt.%s.pipe\n", program)
+	args := func(fs []Field) string {
+		var s bytes.Buffer
+		for i, f := range fs {
+			if i > 0 {
+				s.WriteString(", ")
+			}
+			fmt.Fprintf(&s, "%s=0x%X", f.Name, f.Value)
+		}
+		return s.String()
+	}
+	for _, n := range p.Nodes {
+		fmt.Fprintf(&b, "bfrt.pre.node.add(MULTICAST_NODE_ID=%d, MULTICAST_RID=%d, MULTICAST_LAG_ID=[], DEV_PORT=[%d])\n", n.ID, n.RID, n.Port)
+	}
+	for _, g := range p.Groups {
+		fmt.Fprintf(&b, "bfrt.pre.mgid.add(MGID=%d, MULTICAST_NODE_ID=%s, MULTICAST_NODE_L1_XID_VALID=[%s], MULTICAST_NODE_L1_XID=[%s])\n",
+			g.ID, pyList(g.Nodes, func(v uint32) string { return fmt.Sprint(v) }),
+			join(len(g.Nodes), "False"), join(len(g.Nodes), "0"))
+	}
+	for _, e := range p.Entries {
+		action := e.Action[bytes.LastIndexByte([]byte(e.Action), '.')+1:]
+		if len(e.Key) == 0 { // a keyless table: its default action
+			fmt.Fprintf(&b, "p.%s.set_default_with_%s(%s)\n", e.Table, action, args(e.Data))
+			continue
+		}
+		fmt.Fprintf(&b, "p.%s.add_with_%s(%s, %s)\n", e.Table, action, args(e.Key), args(e.Data))
+	}
+	for _, r := range p.Registers {
+		fmt.Fprintf(&b, "p.%s.mod(REGISTER_INDEX=%d, f1=0x%X)\n", r.Register, r.Index, r.Value)
+	}
+	for _, m := range p.Meters {
+		fmt.Fprintf(&b, "p.%s.mod(METER_INDEX=%d, METER_SPEC_CIR_PPS=%d, METER_SPEC_PIR_PPS=%d, METER_SPEC_CBS_PKTS=%d, METER_SPEC_PBS_PKTS=%d)\n",
+			m.Meter, m.Index, m.CIR, m.CIR, m.CBS, m.CBS)
+	}
+	b.WriteString("bfrt.complete_operations()\n")
+	return b.Bytes()
+}
+
+func pyList(v []uint32, f func(uint32) string) string {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, x := range v {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f(x))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+func join(n int, s string) string {
+	var b bytes.Buffer
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}

@@ -1,0 +1,109 @@
+package p4
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/keywrite"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(name, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the plan (go test ./p4 -run TestPlanGolden -update rewrites it):\n%s", name, got)
+	}
+}
+
+func testConfig(t *testing.T) Config {
+	conns := testConnections(t)
+	second := conns[0]
+	second.Index, second.TranslatorQPN, second.CollectorQPN = 2, 0x13, 0x777
+	second.Dst = second.Dst.Next()
+	return Config{
+		Collectors:    []Collector{{Port: 8, Connections: conns}, {Port: 12, Connections: []Connection{second}}},
+		MulticastBase: 100,
+		CPUPort:       64,
+		RatePPS:       1_000_000, BurstPackets: 10_000,
+	}
+}
+
+// TestPlanGolden pins the control plane's output for two collectors (a
+// Key-Write, a Key-Increment and an Append instance on one, a Key-Write
+// instance on the other); the golden files were reviewed by hand.
+func TestPlanGolden(t *testing.T) {
+	p, err := NewPlan(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := p.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "testdata/plan.json", j)
+	golden(t, "testdata/plan.py", p.BfrtPython("translator"))
+	// 256 collector choices: collector i%2 has 3 resp. 1 primitives.
+	var instance, groups int
+	for _, e := range p.Entries {
+		if e.Table == "Ingress.instance" {
+			instance++
+		}
+	}
+	groups = len(p.Groups)
+	if instance != 128*3+128 || groups != 2*4 || len(p.Nodes) != 2*(1+2+3+4) {
+		t.Fatalf("%d instance entries, %d groups, %d nodes", instance, groups, len(p.Nodes))
+	}
+}
+
+func TestPlanRejects(t *testing.T) {
+	mutate := func(f func(c *Config)) error {
+		cfg := testConfig(t)
+		f(&cfg)
+		_, err := NewPlan(cfg)
+		return err
+	}
+	kw8, _ := keywrite.NewLayout(1<<10, 8)
+	geo8, _ := kw8.AppendBinary(nil)
+	ref, _ := keywrite.NewLayout(1<<10, 4, keywrite.WithHasher(tofino.Reference))
+	geoRef, _ := ref.AppendBinary(nil)
+	small := appendlist.Layout{Lists: 16, Entries: 1 << p4gen.AppendEntryBits, EntrySize: 4, Batch: 4}
+	apSmall, _ := small.AppendBinary(nil)
+	for name, tc := range map[string]struct {
+		f    func(c *Config)
+		want error
+	}{
+		"no collectors":      {func(c *Config) { c.Collectors = nil }, ErrConfig},
+		"index twice":        {func(c *Config) { c.Collectors[1].Connections[0].Index = 0 }, ErrConfig},
+		"data size 8":        {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geo8 }, ErrAdvertisement},
+		"reference hash":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geoRef }, ErrAdvertisement},
+		"wrong geometry":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpAppend }, ErrAdvertisement},
+		"postcard":           {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpPostcard }, ErrAdvertisement},
+		"append lists":       {func(c *Config) { c.Collectors[0].Connections[2].Ad.Geometry = apSmall }, ErrAdvertisement},
+		"4 GiB boundary":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.VA = 0x1FFFFF000 }, ErrAdvertisement},
+		"counters unaligned": {func(c *Config) { c.Collectors[0].Connections[1].Ad.VA += 4 }, ErrAdvertisement},
+		"choice range":       {func(c *Config) { var ch [256]uint8; ch[7] = 2; c.Choice = &ch }, ErrConfig},
+		"IPv6":               {func(c *Config) { c.Collectors[0].Connections[0].Dst = netip.MustParseAddr("::1") }, ErrConfig},
+	} {
+		if err := mutate(tc.f); !errors.Is(err, tc.want) {
+			t.Errorf("%s: error %v, want %v", name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package p4
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/rocev2"
+)
+
+// Errors of the control plane, grouped here.
+var (
+	// ErrConfig reports a translator configuration the switch cannot run.
+	ErrConfig = errors.New("p4: invalid configuration")
+	// ErrAdvertisement reports an advertisement the compiled program cannot
+	// serve (primitive, geometry or region placement).
+	ErrAdvertisement = errors.New("p4: advertisement the switch cannot serve")
+)
+
+// icrcFrom is where the translator's ICRC hash starts in the IP packet: BTH
+// byte 8 (AckReq, Resv7, PSN), after IPv4 and UDP; the egress hash covers
+// every byte from there to the end of the payload.
+const icrcFrom = 20 + 8 + 8
+
+// Connection is one RC queue pair the switch translator writes on: what its
+// egress qp table, PSN register and responder table hold for it. The CM
+// exchange that creates it (rocev2/cm, run by the switch's CPU) provides the
+// QPNs and the starting PSN; the collector's advertisement the region.
+type Connection struct {
+	Index          uint8      // QP index in the switch's tables and registers
+	SrcMAC, DstMAC [6]byte    // the switch port's MAC and the collector's (next hop)
+	Src, Dst       netip.Addr // translator and collector IPv4 addresses
+	SrcPort        uint16     // UDP source port of every packet on the QP
+	TranslatorQPN  uint32     // the switch's QPN: the collector's ACKs and NAKs go to it
+	CollectorQPN   uint32     // destination QP of the crafted packets
+	StartPSN       uint32     // first PSN of the switch's packets: the collector's REP's starting PSN
+	Ad             dta.Advertisement
+}
+
+// shape is what the compiled translator can write for a connection.
+type shape struct {
+	op    dta.Opcode
+	slots uint64
+	kw    keywrite.Layout
+	ki    keyincr.Layout
+	ap    appendlist.Layout
+}
+
+// check validates c against the compiled program (p4/include/dta_constants.p4).
+func (c *Connection) check() (shape, error) {
+	var s shape
+	if !c.Src.Is4() || !c.Dst.Is4() {
+		return s, fmt.Errorf("p4: connection %d: %w: addresses must be IPv4", c.Index, ErrConfig)
+	}
+	if c.TranslatorQPN > rocev2.PSNMask || c.CollectorQPN > rocev2.PSNMask || c.StartPSN > rocev2.PSNMask {
+		return s, fmt.Errorf("p4: connection %d: %w: QPN or PSN wider than 24 bits", c.Index, ErrConfig)
+	}
+	if int(c.Index) >= 1<<p4gen.QPBits {
+		return s, fmt.Errorf("p4: connection %d: %w: index beyond the QP registers", c.Index, ErrConfig)
+	}
+	s.op = c.Ad.Primitive
+	var err error
+	switch s.op {
+	case dta.OpKeyWrite:
+		s.kw, err = keywrite.ParseLayout(c.Ad.Geometry)
+		if err == nil && s.kw.DataSize() != p4gen.KeyWriteData {
+			err = fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize(), p4gen.KeyWriteData)
+		}
+		if err == nil {
+			s.slots = s.kw.Slots()
+			err = perCopy(s.kw.Hasher())
+		}
+	case dta.OpKeyIncrement:
+		s.ki, err = keyincr.ParseLayout(c.Ad.Geometry)
+		if err == nil {
+			s.slots = s.ki.Slots()
+			err = perCopy(s.ki.Hasher())
+		}
+		if err == nil && c.Ad.VA%8 != 0 {
+			err = errors.New("counter region not 8-byte aligned")
+		}
+	case dta.OpAppend:
+		s.ap, err = appendlist.ParseLayout(c.Ad.Geometry)
+		want := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits,
+			EntrySize: p4gen.AppendEntry, Batch: p4gen.AppendBatch}
+		if err == nil && s.ap != want {
+			err = fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
+		}
+	default:
+		err = fmt.Errorf("primitive %d not compiled in", s.op)
+	}
+	if err != nil {
+		return s, fmt.Errorf("p4: connection %d: %w: %w", c.Index, ErrAdvertisement, err)
+	}
+	// The switch adds the slot offset to the low 32 bits of the VA only.
+	if c.Ad.VA&0xFFFFFFFF+uint64(c.Ad.Length) > 1<<32 {
+		return s, fmt.Errorf("p4: connection %d: %w: region crosses a 4 GiB boundary", c.Index, ErrAdvertisement)
+	}
+	if s.slots > 1<<32 {
+		return s, fmt.Errorf("p4: connection %d: %w: more than 2^32 slots", c.Index, ErrAdvertisement)
+	}
+	return s, nil
+}
+
+// perCopy accepts the hasher the egress slot hashes compute: tofino.PerCopy
+// (CRC32 for copy 0, tofino.CopyCRC(n) for copy n).
+func perCopy(h tofino.Hasher) error {
+	if _, ok := h.(tofino.PerCopyHasher); !ok {
+		return errors.New("hasher is not tofino.PerCopy")
+	}
+	return nil
+}
+
+// craft returns the frame the translator's egress builds for copy n of a
+// report with PSN psn: the same fields, in the same order, from the same
+// constants. value is the Key-Write data, the big-endian counter, or an
+// Append batch (key the list, head its ring head in entries).
+func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn uint32) rocev2.Frame {
+	f := rocev2.Frame{
+		DstMAC: c.DstMAC, SrcMAC: c.SrcMAC, Src: c.Src, Dst: c.Dst,
+		TTL: 64, DontFragment: true, SrcPort: c.SrcPort,
+	}
+	f.BTH = rocev2.BTH{PKey: rocev2.DefaultPKey, DestQP: c.CollectorQPN, PSN: rocev2.PSN(psn)}
+	switch s.op {
+	case dta.OpAppend:
+		f.BTH.Opcode = rocev2.RCWriteOnly
+		f.BTH.AckReq = psn&63 == 0
+		va := c.Ad.VA + s.ap.ListOffset(key) + uint64(head)*uint64(s.ap.SlotSize())
+		f.RETH = rocev2.RETH{VA: va, RKey: c.Ad.RKey, DMALength: uint32(len(value))}
+		f.Payload = value
+	case dta.OpKeyWrite:
+		f.BTH.Opcode = rocev2.RCWriteOnly
+		f.BTH.AckReq = psn&63 == 0
+		f.RETH = rocev2.RETH{VA: c.Ad.VA + s.kw.Offset(key, n), RKey: c.Ad.RKey, DMALength: 4 + p4gen.KeyWriteData}
+		f.Payload = binary.LittleEndian.AppendUint32(nil, s.kw.Checksum(key))
+		f.Payload = append(f.Payload, value...)
+	default:
+		f.BTH.Opcode = rocev2.RCFetchAdd
+		f.BTH.AckReq = true
+		f.AtomicETH = rocev2.AtomicETH{VA: c.Ad.VA + s.ki.Offset(key, n), RKey: c.Ad.RKey, SwapAddData: binary.BigEndian.Uint64(value)}
+	}
+	return f
+}
+
+// ICRCConstant returns the per-QP constant of the translator's ICRC: the
+// ICRC of the connection's packets with every byte the egress hash covers
+// (BTH byte 8 to the end of the payload) zero. The switch XORs it with
+// CRC(DTA_CRC_ICRC) over those bytes.
+func (c *Connection) ICRCConstant() (uint32, error) {
+	s, err := c.check()
+	if err != nil {
+		return 0, err
+	}
+	value := make([]byte, 16)
+	switch s.op {
+	case dta.OpKeyWrite:
+		value = value[:p4gen.KeyWriteData]
+	case dta.OpKeyIncrement:
+		value = value[:8]
+	}
+	f := c.craft(s, 0, value, 0, 0, 0)
+	b, err := f.AppendTo(nil)
+	if err != nil {
+		return 0, fmt.Errorf("p4: connection %d: %w", c.Index, err)
+	}
+	return rocev2.ICRCBase(b[dta.EthernetLen:len(b)-rocev2.ICRCLen], icrcFrom)
+}

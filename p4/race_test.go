@@ -1,0 +1,5 @@
+//go:build race
+
+package p4
+
+const raceEnabled = true
