@@ -1,12 +1,21 @@
 module github.com/dtakit/dtakit
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/klauspost/crc32 v1.3.0
-	golang.org/x/sys v0.47.0
+	github.com/prometheus/client_golang v1.25.0
+	golang.org/x/sys v0.48.0
 )
 
-require golang.org/x/net v0.55.0 // indirect
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/net v0.59.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

@@ -1,0 +1,84 @@
+// Command dtacollector runs a DTA collector: the instances a JSON
+// configuration names, served to translators (the software RoCEv2 target,
+// or an RDMA NIC), queried over HTTP/JSON, with counters at /metrics in the
+// Prometheus format. See package collector/daemon for the configuration and
+// the API.
+//
+//	dtacollector -config collector.json
+//
+// Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: requests under
+// way are finished, then the collector closes), 2 for bad flags or
+// configuration, 3 when the verbs backend finds no RDMA device, 1 for any
+// other failure.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/collector/daemon"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	fs := flag.NewFlagSet("dtacollector", flag.ContinueOnError)
+	config := fs.String("config", "", "JSON configuration file (required)")
+	httpAddr := fs.String("http", "", "HTTP address for queries and /metrics (overrides the file's)")
+	addr := fs.String("addr", "", "RoCEv2 address (overrides the file's)")
+	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for requests under way")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintln(os.Stderr, "dtacollector: -log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	if *config == "" {
+		fmt.Fprintln(os.Stderr, "dtacollector: -config is required")
+		return 2
+	}
+	cfg, err := daemon.LoadConfig(*config)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return 2
+	}
+	if *httpAddr != "" {
+		cfg.HTTP = *httpAddr
+	}
+	if *addr != "" {
+		cfg.Addr = *addr
+	}
+	d, err := daemon.New(cfg, log)
+	if err != nil {
+		log.Error("start", "err", err)
+		switch {
+		case errors.Is(err, daemon.ErrConfig), errors.Is(err, collector.ErrConfig):
+			return 2
+		case errors.Is(err, collector.ErrNoRDMA):
+			return 3
+		}
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx, *drain); err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

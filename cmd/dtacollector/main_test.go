@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/translator"
+)
+
+// build compiles the daemon once per test.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "dtacollector")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	return resp.StatusCode
+}
+
+// TestDaemon starts dtacollector as a process, writes into it with a
+// translator and a reporter, queries it over HTTP, reads its metrics and
+// stops it with SIGTERM.
+func TestDaemon(t *testing.T) {
+	bin := build(t)
+	roce := fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp"))
+	web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+	cmPort := 42000 + os.Getpid()%1000
+	cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "instances": [
+		{"primitive": "keywrite", "slots": 4096, "data_size": 4},
+		{"primitive": "keyincrement", "slots": 1024},
+		{"primitive": "postcard", "hops": 3, "chunks": 1024, "values": [11, 12, 13, 21, 22, 23]},
+		{"primitive": "append", "lists": 2, "entries": 64, "entry_size": 4, "batch": 4, "markers": true}]}`, roce, web, cmPort)
+	path := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-config", path)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	base := "http://" + web
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not come up:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	tr, err := translator.New(translator.Config{Collectors: []netip.AddrPort{netip.MustParseAddrPort(roce)}, CMPort: uint16(cmPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := uint32(1); k <= 100; k++ {
+		rep.KeyWrite(k, binary.BigEndian.AppendUint32(nil, k*5), 2)
+		rep.KeyIncrement(k, 3, 2)
+	}
+	for h := uint8(1); h <= 3; h++ {
+		rep.Postcard(7, h, 10+uint32(h), 3)
+		rep.Postcard(8, h, 20+uint32(h), 3)
+	}
+	for i := uint32(0); i < 8; i++ {
+		rep.Append(1, binary.BigEndian.AppendUint32(nil, 1000+i), false)
+	}
+	rep.Flush()
+	rep.Close()
+	time.Sleep(200 * time.Millisecond)
+	if err := tr.Close(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	var kw struct {
+		Status, Data string
+	}
+	if getJSON(t, base+"/v1/instances/0/keywrite?key=42", &kw); kw.Status != "found" || kw.Data != hex.EncodeToString(binary.BigEndian.AppendUint32(nil, 210)) {
+		t.Errorf("key-write 42: %+v", kw)
+	}
+	var batch struct {
+		Results []struct {
+			Key   uint32
+			Count uint64
+		}
+	}
+	resp, err := http.Post(base+"/v1/instances/1/keyincrement", "application/json", strings.NewReader(`{"keys": [1, 50, 100, 555]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&batch)
+	resp.Body.Close()
+	// The answers are a store's fed the same reports (count-min may count a
+	// key never sent: both its counters shared with sent keys).
+	l, _ := keyincr.NewLayout(1024)
+	model, _ := keyincr.NewStore(l, make([]byte, l.RegionSize()))
+	for k := uint32(1); k <= 100; k++ {
+		model.Add(k, 3, 2)
+	}
+	for i, k := range []uint32{1, 50, 100, 555} {
+		want, _ := model.Query(k, 2)
+		if len(batch.Results) != 4 || batch.Results[i].Key != k || batch.Results[i].Count != want {
+			t.Errorf("key-increment batch: %+v, want key %d counted %d", batch, k, want)
+		}
+	}
+	var pc struct {
+		Status string
+		Path   []uint32
+	}
+	if getJSON(t, base+"/v1/instances/2/postcard?key=8", &pc); pc.Status != "found" || fmt.Sprint(pc.Path) != "[21 22 23]" {
+		t.Errorf("postcard flow 8: %+v", pc)
+	}
+	var al struct {
+		Entries []string
+		Cursor  uint64
+	}
+	if getJSON(t, base+"/v1/instances/3/append?list=1", &al); len(al.Entries) != 8 || al.Entries[7] != hex.EncodeToString(binary.BigEndian.AppendUint32(nil, 1007)) || al.Cursor != 8 {
+		t.Errorf("append list 1: %+v", al)
+	}
+	var e struct{ Error string }
+	if code := getJSON(t, base+"/v1/instances/0/keyincrement?key=1", &e); code != http.StatusNotFound || e.Error == "" {
+		t.Errorf("a Key-Increment query of a Key-Write instance: %d %+v", code, e)
+	}
+	if code := getJSON(t, base+"/v1/instances/0/keywrite?key=oops", &e); code != http.StatusBadRequest {
+		t.Errorf("a bad key: %d %+v", code, e)
+	}
+
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	found := false
+	for sc := bufio.NewScanner(bytes.NewReader(metrics)); sc.Scan(); {
+		var v float64
+		if n, _ := fmt.Sscanf(sc.Text(), "dtakit_collector_write_packets_total %g", &v); n == 1 && v >= 200 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("metrics lack dtakit_collector_write_packets_total >= 200:\n%s", metrics)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Errorf("no clean-stop log line:\n%s", logs.String())
+	}
+}
+
+// TestBadConfig: bad flags and configurations exit 2 and say what is wrong.
+func TestBadConfig(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	for name, c := range map[string]struct{ file, want string }{
+		"unknown field":     {`{"instances": [], "bogus": 1}`, "bogus"},
+		"no instances":      {`{"instances": []}`, "no instances"},
+		"unknown primitive": {`{"instances": [{"primitive": "keyread"}]}`, "unknown primitive"},
+		"bad layout":        {`{"instances": [{"primitive": "keywrite", "slots": 1000, "data_size": 4}]}`, "instance 0 (keywrite)"},
+		"bad backend":       {`{"backend": "fpga", "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "backend"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
+		os.WriteFile(path, []byte(c.file), 0o600)
+		out, err := exec.Command(bin, "-config", path, "-http", "127.0.0.1:0", "-addr", "127.0.0.1:0").CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("%s: exit %v, output %s; want status 2 mentioning %q", name, err, out, c.want)
+		}
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "-config") {
+		t.Errorf("no flags: %v %s", err, out)
+	}
+}

@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The daemon exports every counter of the collector's backend as
+// dtakit_collector_<counter>_total, and its instances' sizes.
+
+// Describe implements prometheus.Collector.
+func (d *Daemon) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(d, ch) }
+
+// Collect implements prometheus.Collector.
+func (d *Daemon) Collect(ch chan<- prometheus.Metric) {
+	var counters any = d.c.Counters()
+	if d.cfg.Backend == "verbs" {
+		counters = d.c.VerbsCounters()
+	}
+	v := reflect.ValueOf(counters)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Type.Kind() != reflect.Uint64 {
+			continue
+		}
+		desc := prometheus.NewDesc("dtakit_collector_"+snake(f.Name)+"_total", "collector counter "+f.Name+" ("+d.cfg.Backend+" backend)", nil, nil)
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Uint()))
+	}
+	desc := prometheus.NewDesc("dtakit_collector_region_bytes", "size of an instance's region", []string{"instance", "primitive"}, nil)
+	for _, in := range d.insts {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(in.info.Length), strconv.Itoa(in.index), in.info.Primitive.String())
+	}
+}
+
+// snake turns a Go field name into a metric name part: WritePackets ->
+// write_packets, BadICRC -> bad_icrc.
+func snake(s string) string {
+	var b strings.Builder
+	r := []rune(s)
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}

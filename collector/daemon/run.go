@@ -1,0 +1,331 @@
+package daemon
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/keywrite"
+)
+
+// Daemon is a running collector with its HTTP server.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	c     *collector.Collector
+	insts []*instance
+	mu    sync.Mutex // the Append readers
+	http  *http.Server
+	ln    net.Listener
+}
+
+// New builds the collector and its instances and binds the HTTP address; it
+// serves nothing until Run.
+func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort}
+	if cfg.Backend == "verbs" {
+		ccfg.Backend = collector.BackendVerbs
+	}
+	c, err := collector.New(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{cfg: cfg, log: log, c: c}
+	for i, ic := range cfg.Instances {
+		in := &instance{Instance: ic, index: i}
+		if err := in.build(c); err != nil {
+			c.Close()
+			return nil, err
+		}
+		in.info = c.Instances()[i]
+		d.insts = append(d.insts, in)
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if d.ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dtacollector: http: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(d)
+	mux := d.Handler()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return d, nil
+}
+
+// HTTPAddr is the address the HTTP server listens on.
+func (d *Daemon) HTTPAddr() net.Addr { return d.ln.Addr() }
+
+// RoCEAddr is the collector's RoCEv2 address.
+func (d *Daemon) RoCEAddr() netip.AddrPort { return d.c.Addr() }
+
+// Run serves until ctx is done, then drains: the HTTP server finishes the
+// requests under way (up to drain), and the collector closes.
+func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
+	errc := make(chan error, 2)
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() { errc <- d.c.Serve(sctx) }()
+	go func() {
+		if err := d.http.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("dtacollector: http: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	for _, in := range d.insts {
+		d.log.Info("instance", "index", in.index, "primitive", in.info.Primitive.String(), "cm_port", in.info.CMPort,
+			"bytes", in.info.Length, "restored", in.info.Restored)
+	}
+	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.ln.Addr().String(), "backend", d.cfg.Backend)
+	var err error
+	select {
+	case <-ctx.Done():
+		d.log.Info("shutting down")
+	case err = <-errc:
+		d.log.Error("stopped", "err", err)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err = errors.Join(err, d.http.Shutdown(dctx))
+	stop()
+	err = errors.Join(err, d.c.Close())
+	return err
+}
+
+// Handler returns the query API's routes (without /metrics).
+func (d *Daemon) Handler() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /v1/instances", d.instances)
+	mux.HandleFunc("GET /v1/instances/{i}/{prim}", d.query)
+	mux.HandleFunc("POST /v1/instances/{i}/{prim}", d.batch)
+	return mux
+}
+
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, a ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, a...)}
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		status := http.StatusInternalServerError
+		var he *httpError
+		if errors.As(err, &he) {
+			status = he.status
+		}
+		w.WriteHeader(status)
+		v = map[string]string{"error": err.Error()}
+	}
+	json.NewEncoder(w).Encode(v)
+}
+
+func (d *Daemon) instances(w http.ResponseWriter, _ *http.Request) {
+	type out struct {
+		Index     int    `json:"index"`
+		Primitive string `json:"primitive"`
+		CMPort    uint16 `json:"cm_port"`
+		Bytes     uint32 `json:"bytes"`
+		Restored  bool   `json:"restored"`
+	}
+	var o []out
+	for _, in := range d.insts {
+		o = append(o, out{in.index, in.info.Primitive.String(), in.info.CMPort, in.info.Length, in.info.Restored})
+	}
+	reply(w, o, nil)
+}
+
+// instanceFor finds instance {i} serving prim.
+func (d *Daemon) instanceFor(r *http.Request) (*instance, string, error) {
+	i, err := strconv.Atoi(r.PathValue("i"))
+	if err != nil || i < 0 || i >= len(d.insts) {
+		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("no instance %q", r.PathValue("i"))}
+	}
+	in, prim := d.insts[i], r.PathValue("prim")
+	served := map[string]bool{"keywrite": in.kw != nil, "keyincrement": in.ki != nil, "postcard": in.pc != nil, "append": in.al != nil}
+	if !served[prim] {
+		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("instance %d is not a %s instance", i, prim)}
+	}
+	return in, prim, nil
+}
+
+func uintParam(r *http.Request, name string, def uint64, max uint64) (uint64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		if def == ^uint64(0) {
+			return 0, badRequest("missing %s", name)
+		}
+		return def, nil
+	}
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil || v > max {
+		return 0, badRequest("%s=%q: want an integer up to %d", name, s, max)
+	}
+	return v, nil
+}
+
+// KeyResult is one key's answer.
+type KeyResult struct {
+	Key uint32 `json:"key"`
+	// Key-Write: found, empty, ambiguous...; Postcarding: the outcome.
+	Status string   `json:"status,omitempty"`
+	Data   string   `json:"data,omitempty"` // Key-Write: hex
+	Votes  uint8    `json:"votes,omitempty"`
+	Count  uint64   `json:"count,omitempty"` // Key-Increment
+	Path   []uint32 `json:"path,omitempty"`  // Postcarding
+}
+
+func (in *instance) one(prim string, key uint32, n int) (KeyResult, error) {
+	r := KeyResult{Key: key}
+	switch prim {
+	case "keywrite":
+		res, err := in.kw.Query(key, n, keywrite.Plurality)
+		if err != nil {
+			return r, badRequest("%v", err)
+		}
+		r.Status, r.Votes = res.Status.String(), res.Votes
+		if res.Status == keywrite.Found {
+			r.Data = hex.EncodeToString(res.Data)
+		}
+	case "keyincrement":
+		v, err := in.ki.Query(key, n)
+		if err != nil {
+			return r, badRequest("%v", err)
+		}
+		r.Count = v
+	case "postcard":
+		p, o := in.pc.Query(in.table, key)
+		r.Status, r.Path = o.String(), p.Values()
+	}
+	return r, nil
+}
+
+func (d *Daemon) query(w http.ResponseWriter, r *http.Request) {
+	in, prim, err := d.instanceFor(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	if prim == "append" {
+		v, err := d.readList(in, r)
+		reply(w, v, err)
+		return
+	}
+	key, err := uintParam(r, "key", ^uint64(0), 1<<32-1)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	n, err := uintParam(r, "n", uint64(in.Redundancy), 255)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	res, err := in.one(prim, uint32(key), int(n))
+	reply(w, res, err)
+}
+
+func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
+	in, prim, err := d.instanceFor(r)
+	if err != nil || prim == "append" {
+		if err == nil {
+			err = &httpError{http.StatusMethodNotAllowed, "append lists are read with GET"}
+		}
+		reply(w, nil, err)
+		return
+	}
+	var body struct {
+		Keys []uint32 `json:"keys"`
+		N    int      `json:"n"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20))
+	if err := dec.Decode(&body); err != nil {
+		reply(w, nil, badRequest("body: %v", err))
+		return
+	}
+	if body.N == 0 {
+		body.N = in.Redundancy
+	}
+	out := make([]KeyResult, 0, len(body.Keys))
+	for _, k := range body.Keys {
+		res, err := in.one(prim, k, body.N)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		out = append(out, res)
+	}
+	reply(w, map[string]any{"results": out}, nil)
+}
+
+// readList returns the next entries of an Append list (consuming them).
+func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
+	list, err := uintParam(r, "list", ^uint64(0), uint64(in.Lists-1))
+	if err != nil {
+		return nil, err
+	}
+	max, err := uintParam(r, "max", 1024, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lr := in.lists[uint32(list)]
+	if lr == nil {
+		rd, err := in.al.Reader(uint32(list))
+		if err != nil {
+			return nil, badRequest("%v", err)
+		}
+		lr = &listReader{rd: rd}
+		in.lists[uint32(list)] = lr
+	}
+	buf := make([]byte, int(max)*in.EntrySize)
+	var entries []string
+	for len(entries) < int(max) {
+		n, err := lr.rd.Read(buf[:(int(max)-len(entries))*in.EntrySize])
+		var lap *appendlist.LapError
+		if errors.As(err, &lap) {
+			lr.lost += uint64(lap.Lost)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		for i := range n {
+			entries = append(entries, hex.EncodeToString(buf[i*in.EntrySize:(i+1)*in.EntrySize]))
+		}
+		lr.cursor += uint64(n)
+	}
+	return map[string]any{"list": list, "entries": entries, "cursor": lr.cursor, "lost": lr.lost}, nil
+}
