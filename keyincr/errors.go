@@ -22,6 +22,8 @@ var (
 	// hasher ID), or a layout that cannot be encoded (a hasher that is not
 	// built in).
 	ErrGeometry = errors.New("keyincr: bad layout geometry")
+	// ErrSnapshot: a snapshot into a store of another layout.
+	ErrSnapshot = errors.New("keyincr: cannot snapshot")
 )
 
 // Hot-path errors, allocated once.

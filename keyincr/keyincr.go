@@ -260,6 +260,35 @@ func (s *Store) QueryBatch(keys []uint32, n int, dst []uint64) error {
 	return nil
 }
 
+// Snapshot moves the epoch's counts into dst, a store of the same layout,
+// and leaves s counting the next epoch from zero: each counter is swapped
+// with zero atomically, so every fetch-and-add is counted in exactly one
+// epoch, even while a NIC adds. (A report whose N adds straddle the moment
+// its counters are swapped counts in one epoch for some counters and in the
+// next for others; count-min then errs low by that report for the key in
+// the epoch that has fewer of its adds.) dst's previous counts are
+// overwritten. It does not allocate.
+func (s *Store) Snapshot(dst *Store) error {
+	if dst.layout != s.layout {
+		return fmt.Errorf("snapshot: %w: destination layout differs", ErrSnapshot)
+	}
+	for i := range s.counters {
+		atomic.StoreUint64(&dst.counters[i], atomic.SwapUint64(&s.counters[i], 0))
+	}
+	return nil
+}
+
+// Total returns the sum of all counters: n times the stream's total when
+// every report was added with redundancy n (the T of the count-min bound
+// ε·T, see FailureProb).
+func (s *Store) Total() uint64 {
+	var t uint64
+	for i := range s.counters {
+		t += atomic.LoadUint64(&s.counters[i])
+	}
+	return t
+}
+
 // Reset zeroes every counter, for a new epoch. Each counter is cleared
 // atomically, so concurrent adds are either counted in the old epoch or kept
 // in the new one; a query racing with Reset may mix the two.

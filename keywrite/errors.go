@@ -31,6 +31,11 @@ var (
 	// understand (a success probability outside (0, 1), an unknown
 	// Addressing).
 	ErrSizing = errors.New("keywrite: cannot size")
+	// ErrScan: a Scan the layout cannot do (its hasher cannot recover keys
+	// from checksums) or a start past the region.
+	ErrScan = errors.New("keywrite: cannot scan")
+	// ErrSnapshot: a snapshot into a store of another layout.
+	ErrSnapshot = errors.New("keywrite: cannot snapshot")
 )
 
 // Hot-path errors, allocated once.

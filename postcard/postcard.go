@@ -41,6 +41,8 @@ var (
 	// ErrGeometry: an encoded layout is malformed (length, version, value
 	// code).
 	ErrGeometry = errors.New("postcard: bad layout geometry")
+	// ErrSnapshot: a snapshot into a store of another layout.
+	ErrSnapshot = errors.New("postcard: cannot snapshot")
 )
 
 // MaxHops is the largest path length a Layout supports.

@@ -58,6 +58,20 @@ func NewStore(c *Codec, mem []byte) (*Store, error) {
 	return &Store{c: c, mem: mem[:n]}, nil
 }
 
+// Snapshot copies the region into dst, a store of the same layout, so that
+// an epoch can be queried and exported off the hot path while writes go on
+// in s. A chunk holds the latest postcards of its flows, so the next epoch
+// starts from the current contents, as Key-Write's does. A chunk write
+// that lands while the copy runs is in the snapshot or not; a torn chunk
+// fails to decode. It does not allocate.
+func (s *Store) Snapshot(dst *Store) error {
+	if dst.c.Layout() != s.c.Layout() {
+		return fmt.Errorf("snapshot: %w: destination layout differs", ErrSnapshot)
+	}
+	copy(dst.mem, s.mem)
+	return nil
+}
+
 // Bytes returns the region. It aliases the store.
 func (s *Store) Bytes() []byte { return s.mem }
 
