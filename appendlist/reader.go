@@ -34,6 +34,9 @@ func NewRegion(l Layout, mem []byte) (*Region, error) {
 	return &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n], notes: make([]atomic.Pointer[chan struct{}], l.Lists)}, nil
 }
 
+// Layout returns the region's layout.
+func (r *Region) Layout() Layout { return r.l }
+
 // Bytes returns the region's memory. It aliases the region.
 func (r *Region) Bytes() []byte { return r.mem }
 
@@ -97,6 +100,9 @@ type Reader struct {
 	tail uint64 // absolute position of the next entry to read
 	note chan struct{}
 }
+
+// List returns the list the reader consumes.
+func (rd *Reader) List() uint32 { return rd.list }
 
 // Tail returns the absolute position of the next entry the reader returns.
 func (rd *Reader) Tail() uint64 { return rd.tail }

@@ -54,7 +54,7 @@ func (s *Store) Scan(from uint64, n int, keys []uint32) (count int, next uint64,
 		}
 		sum := binary.LittleEndian.Uint32(b)
 		key := kr.KeyOf(sum)
-		if s.firstCopy(key, sum, n) == off {
+		if s.firstCopy(key, sum, n, off) {
 			keys[count] = key
 			count++
 		}
@@ -62,17 +62,23 @@ func (s *Store) Scan(from uint64, n int, keys []uint32) (count int, next uint64,
 	return count, slot, nil
 }
 
-// firstCopy returns the offset of the lowest-numbered of key's first n
-// copies whose slot holds sum, or an offset past the region if none does.
-func (s *Store) firstCopy(key, sum uint32, n int) uint64 {
+// firstCopy reports whether off is the lowest-numbered of key's first n
+// copies whose slot holds sum, given that the slot at off holds it. Only
+// the lower copies' slots are read: for copy 0 no memory at all.
+func (s *Store) firstCopy(key, sum uint32, n int, off uint64) bool {
 	l := &s.layout
-	for i := range n {
-		off := l.Offset(key, uint8(i))
-		if binary.LittleEndian.Uint32(s.region[off:]) == sum {
-			return off
+	j := 0
+	for ; j < n && l.Offset(key, uint8(j)) != off; j++ {
+	}
+	if j == n {
+		return false // off is none of key's copies
+	}
+	for i := range j {
+		if binary.LittleEndian.Uint32(s.region[l.Offset(key, uint8(i)):]) == sum {
+			return false
 		}
 	}
-	return ^uint64(0)
+	return true
 }
 
 func allZero(b []byte) bool {
