@@ -73,7 +73,7 @@ type Config struct {
 	// Choice is the collector choice table: a report with key k goes to
 	// collector Choice[CRC8(be32(k))]. Nil means entry i names collector
 	// i mod len(Collectors).
-	Choice *[256]uint8
+	Choice *dta.CollectorChoice
 	// PostcardCache is the number of entries of each postcard cache, a power
 	// of two (default 4096).
 	PostcardCache int

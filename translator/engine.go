@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 )
@@ -88,8 +87,7 @@ type Engine struct {
 	cfg        Config
 	now        int64
 	collectors []*collector
-	table      [256]uint8
-	crc8       *tofino.Hash
+	table      dta.CollectorChoice
 	qps        map[uint32]*qp // by our QPN
 	byComm     map[uint32]*qp // by our local comm ID
 	nextQPN    uint32
@@ -122,13 +120,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg.Local = unmap(cfg.Local)
-	crc8, err := tofino.NewPredefined(8, "CRC8")
-	if err != nil {
-		return nil, fmt.Errorf("translator: collector choice: %w", err)
-	}
 	e := &Engine{
 		cfg:      cfg,
-		crc8:     crc8,
 		qps:      make(map[uint32]*qp),
 		byComm:   make(map[uint32]*qp),
 		nextQPN:  0x100 + rand.Uint32N(0x10000),
@@ -140,12 +133,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	for i, a := range cfg.Collectors {
 		e.collectors = append(e.collectors, &collector{index: i, addr: unmap(a)})
 	}
+	e.table = dta.DefaultCollectorChoice(len(cfg.Collectors))
 	if cfg.Choice != nil {
 		e.table = *cfg.Choice
-	} else {
-		for i := range e.table {
-			e.table[i] = uint8(i % len(cfg.Collectors))
-		}
 	}
 	e.sc.init()
 	return e, nil
@@ -349,8 +339,7 @@ func (e *Engine) chooseCollector(key uint32) *collector {
 	if len(e.collectors) == 1 {
 		return e.collectors[0]
 	}
-	k := [4]byte{byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
-	return e.collectors[e.table[e.crc8.SumBytes(k[:])]]
+	return e.collectors[e.table.Collector(key)]
 }
 
 // ChooseCollector returns the index of the collector that receives reports

@@ -410,7 +410,7 @@ func TestCollectorChoice(t *testing.T) {
 		t.Error("collectors' regions differ from the split the CRC8 table gives")
 	}
 
-	var table [256]uint8
+	var table dta.CollectorChoice
 	for i := range table {
 		table[i] = 1
 	}
@@ -420,7 +420,7 @@ func TestCollectorChoice(t *testing.T) {
 			t.Fatal("a table naming collector 1 everywhere chose another")
 		}
 	}
-	bad := [256]uint8{5}
+	bad := dta.CollectorChoice{5}
 	if _, err := NewEngine(Config{Local: testLocal, Collectors: []netip.AddrPort{testTarget}, Choice: &bad}); !errors.Is(err, ErrConfig) {
 		t.Errorf("table naming a missing collector: %v", err)
 	}
