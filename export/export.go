@@ -100,6 +100,57 @@ type Stats struct {
 	Lost uint64
 }
 
+// Keys is where a keyed export takes its keys from.
+type Keys interface {
+	// Next fills buf with the next keys and returns how many: 0 and nil
+	// at the end.
+	Next(buf []uint32) (int, error)
+	// Progress returns the work done and in all, in the source's units
+	// (keys, or slots scanned).
+	Progress() (done, total uint64)
+}
+
+// KeyList returns the keys of a slice, in order.
+func KeyList(keys []uint32) Keys { return &keyList{keys: keys} }
+
+type keyList struct {
+	keys []uint32
+	next int
+}
+
+func (k *keyList) Next(buf []uint32) (int, error) {
+	c := copy(buf, k.keys[k.next:])
+	k.next += c
+	return c, nil
+}
+
+func (k *keyList) Progress() (uint64, uint64) { return uint64(k.next), uint64(len(k.keys)) }
+
+// ScanKeys returns the keys that have a verifying copy among their first n
+// in a Key-Write store, found by Store.Scan, each once. Use it for the keys
+// of another primitive that shares Key-Write's key space (a flow's
+// Key-Increment counters, its postcards).
+func ScanKeys(s *keywrite.Store, n int) Keys { return &scanKeys{s: s, n: n} }
+
+type scanKeys struct {
+	s    *keywrite.Store
+	n    int
+	next uint64
+}
+
+func (k *scanKeys) Next(buf []uint32) (int, error) {
+	for k.next < k.s.Layout().Slots() {
+		c, next, err := k.s.Scan(k.next, k.n, buf)
+		k.next = next
+		if c > 0 || err != nil {
+			return c, err
+		}
+	}
+	return 0, nil
+}
+
+func (k *scanKeys) Progress() (uint64, uint64) { return k.next, k.s.Layout().Slots() }
+
 // batch is the number of keys or entries decoded between two writes.
 const batch = 4096
 
@@ -228,56 +279,46 @@ func (w *writer[T]) close() (uint64, error) {
 	return w.n, nil
 }
 
-// KeyWrite exports a Key-Write store queried with redundancy n: the given
-// keys, or with nil keys every key with a verifying copy (see the package
-// doc). Value aliases the store until the batch is written, so export a
-// snapshot, not a region being written.
-func KeyWrite(out io.Writer, s *keywrite.Store, n int, keys []uint32, m Meta, o Options) (Stats, error) {
+// KeyWrite exports a Key-Write store queried with redundancy n: the keys
+// of keys, or with nil keys ScanKeys(s, n), every key with a verifying copy
+// (see the package doc). Value aliases the store until the batch is
+// written, so export a snapshot, not a region being written.
+func KeyWrite(out io.Writer, s *keywrite.Store, n int, keys Keys, m Meta, o Options) (Stats, error) {
 	if s == nil || n < 1 || n > keywrite.MaxRedundancy {
 		return Stats{}, fmt.Errorf("export.KeyWrite: %w: store %v, redundancy %d (1..255)", ErrArgument, s != nil, n)
 	}
 	o = o.withDefaults()
-	w := newWriter[KeyWriteRow](out, "keywrite", m, o, map[string]string{
-		"dtakit.redundancy": strconv.Itoa(n),
-		"dtakit.keys":       map[bool]string{true: "scanned", false: "given"}[keys == nil],
-	})
+	source := "given"
+	if keys == nil {
+		keys, source = ScanKeys(s, n), "scanned"
+	}
+	w := newWriter[KeyWriteRow](out, "keywrite", m, o, map[string]string{"dtakit.redundancy": strconv.Itoa(n), "dtakit.keys": source})
 	ep := m.epoch()
 	buf := make([]uint32, batch)
 	res := make([]keywrite.Result, batch)
-	emit := func(ks []uint32) error {
-		if err := s.QueryBatch(ks, n, keywrite.Plurality, res); err != nil {
-			return err
+	for {
+		c, err := keys.Next(buf)
+		if err == nil && c > 0 {
+			err = s.QueryBatch(buf[:c], n, keywrite.Plurality, res)
 		}
-		for i, k := range ks {
+		if err != nil {
+			return Stats{Rows: w.n}, fmt.Errorf("export.KeyWrite: %w", err)
+		}
+		if c == 0 {
+			break
+		}
+		for i, k := range buf[:c] {
 			r := &res[i]
-			row := KeyWriteRow{Epoch: ep, Key: k, Copies: int32(r.Votes), Matches: int32(r.Matches), Verdict: r.Status.String()}
+			row := KeyWriteRow{Epoch: ep, Key: k, Matches: int32(r.Matches), Verdict: r.Status.String()}
 			if r.Status == keywrite.Found {
-				row.Value = r.Data
-			} else {
-				row.Copies = 0
+				row.Value, row.Copies = r.Data, int32(r.Votes)
 			}
 			w.rows = append(w.rows, row)
 		}
-		return w.flush()
-	}
-	var err error
-	if keys == nil {
-		total := s.Layout().Slots()
-		for next := uint64(0); next < total && err == nil; {
-			var c int
-			if c, next, err = s.Scan(next, n, buf); err == nil {
-				err = emit(buf[:c])
-			}
-			report(o, next, total, w.n)
+		if err := w.flush(); err != nil {
+			return Stats{Rows: w.n}, fmt.Errorf("export.KeyWrite: %w", err)
 		}
-	} else {
-		for i := 0; i < len(keys) && err == nil; i += batch {
-			err = emit(keys[i:min(i+batch, len(keys))])
-			report(o, uint64(min(i+batch, len(keys))), uint64(len(keys)), w.n)
-		}
-	}
-	if err != nil {
-		return Stats{Rows: w.n}, fmt.Errorf("export.KeyWrite: %w", err)
+		report(o, keys, w.n)
 	}
 	rows, err := w.close()
 	if err != nil {
@@ -291,10 +332,10 @@ func KeyWrite(out io.Writer, s *keywrite.Store, n int, keys []uint32, m Meta, o 
 // (the store's Total over n) and ε keyincr.Epsilon for Options.Delta: with
 // independent copy hashes (the default), an estimate exceeds the true count
 // by more than that with probability at most Delta.
-func KeyIncrement(out io.Writer, s *keyincr.Store, n int, keys []uint32, m Meta, o Options) (Stats, error) {
+func KeyIncrement(out io.Writer, s *keyincr.Store, n int, keys Keys, m Meta, o Options) (Stats, error) {
 	o = o.withDefaults()
-	if s == nil || n < 1 || n > keyincr.MaxRedundancy || !(o.Delta > 0 && o.Delta < 1) {
-		return Stats{}, fmt.Errorf("export.KeyIncrement: %w: store %v, redundancy %d (1..255), delta %v (0..1)", ErrArgument, s != nil, n, o.Delta)
+	if s == nil || keys == nil || n < 1 || n > keyincr.MaxRedundancy || !(o.Delta > 0 && o.Delta < 1) {
+		return Stats{}, fmt.Errorf("export.KeyIncrement: %w: store %v, redundancy %d (1..255), delta %v (0..1)", ErrArgument, s != nil && keys != nil, n, o.Delta)
 	}
 	total := s.Total() / uint64(n)
 	bound := uint64(math.Ceil(keyincr.Epsilon(s.Layout().Slots(), n, o.Delta) * float64(total)))
@@ -304,19 +345,27 @@ func KeyIncrement(out io.Writer, s *keyincr.Store, n int, keys []uint32, m Meta,
 		"dtakit.total":      strconv.FormatUint(total, 10),
 	})
 	ep := m.epoch()
+	buf := make([]uint32, batch)
 	est := make([]uint64, batch)
-	for i := 0; i < len(keys); i += batch {
-		ks := keys[i:min(i+batch, len(keys))]
-		if err := s.QueryBatch(ks, n, est); err != nil {
+	for {
+		c, err := keys.Next(buf)
+		if err == nil && c > 0 {
+			err = s.QueryBatch(buf[:c], n, est)
+		}
+		if err != nil {
 			return Stats{Rows: w.n}, fmt.Errorf("export.KeyIncrement: %w", err)
 		}
+		if c == 0 {
+			break
+		}
+		ks := buf[:c]
 		for j, k := range ks {
 			w.rows = append(w.rows, KeyIncrementRow{Epoch: ep, Key: k, Estimate: est[j], ErrorBound: bound})
 		}
 		if err := w.flush(); err != nil {
 			return Stats{Rows: w.n}, fmt.Errorf("export.KeyIncrement: %w", err)
 		}
-		report(o, uint64(i+len(ks)), uint64(len(keys)), w.n)
+		report(o, keys, w.n)
 	}
 	rows, err := w.close()
 	if err != nil {
@@ -327,18 +376,26 @@ func KeyIncrement(out io.Writer, s *keyincr.Store, n int, keys []uint32, m Meta,
 
 // Postcard exports the paths of the flows keys from a Postcarding store,
 // decoded against t.
-func Postcard(out io.Writer, s *postcard.Store, t *postcard.Table, keys []uint32, m Meta, o Options) (Stats, error) {
-	if s == nil || t == nil {
-		return Stats{}, fmt.Errorf("export.Postcard: %w: store %v, table %v", ErrArgument, s != nil, t != nil)
+func Postcard(out io.Writer, s *postcard.Store, t *postcard.Table, keys Keys, m Meta, o Options) (Stats, error) {
+	if s == nil || t == nil || keys == nil {
+		return Stats{}, fmt.Errorf("export.Postcard: %w: store %v, table %v, keys %v", ErrArgument, s != nil, t != nil, keys != nil)
 	}
 	o = o.withDefaults()
 	w := newWriter[PostcardRow](out, "postcard", m, o, nil)
 	ep := m.epoch()
 	const per = batch / postcard.MaxHops
+	buf := make([]uint32, per)
 	paths := make([]postcard.Path, per)
 	outs := make([]postcard.Outcome, per)
-	for i := 0; i < len(keys); i += per {
-		ks := keys[i:min(i+per, len(keys))]
+	for {
+		c, err := keys.Next(buf)
+		if err != nil {
+			return Stats{Rows: w.n}, fmt.Errorf("export.Postcard: %w", err)
+		}
+		if c == 0 {
+			break
+		}
+		ks := buf[:c]
 		s.QueryBatch(t, ks, paths, outs)
 		for j, k := range ks {
 			if outs[j] != postcard.Found {
@@ -353,7 +410,7 @@ func Postcard(out io.Writer, s *postcard.Store, t *postcard.Table, keys []uint32
 		if err := w.flush(); err != nil {
 			return Stats{Rows: w.n}, fmt.Errorf("export.Postcard: %w", err)
 		}
-		report(o, uint64(i+len(ks)), uint64(len(keys)), w.n)
+		report(o, keys, w.n)
 	}
 	rows, err := w.close()
 	if err != nil {
@@ -399,7 +456,9 @@ func Append(out io.Writer, readers []*appendlist.Reader, entrySize int, m Meta, 
 				return Stats{Rows: w.n, Lost: st.Lost}, fmt.Errorf("export.Append: %w", err)
 			}
 		}
-		report(o, uint64(li+1), uint64(len(readers)), w.n)
+		if o.Progress != nil {
+			o.Progress(Progress{Done: uint64(li + 1), Total: uint64(len(readers)), Rows: w.n})
+		}
 	}
 	rows, err := w.close()
 	if err != nil {
@@ -408,8 +467,9 @@ func Append(out io.Writer, readers []*appendlist.Reader, entrySize int, m Meta, 
 	return Stats{Rows: rows, Lost: st.Lost}, err
 }
 
-func report(o Options, done, total, rows uint64) {
+func report(o Options, keys Keys, rows uint64) {
 	if o.Progress != nil {
+		done, total := keys.Progress()
 		o.Progress(Progress{Done: done, Total: total, Rows: rows})
 	}
 }

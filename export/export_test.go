@@ -116,7 +116,7 @@ func TestKeyWriteGivenKeys(t *testing.T) {
 	s, _ := keywrite.NewStore(l, nil)
 	s.Put(1, []byte{1, 0, 0, 0}, 2)
 	var buf bytes.Buffer
-	if _, err := KeyWrite(&buf, s, 2, []uint32{1, 2}, meta, Options{}); err != nil {
+	if _, err := KeyWrite(&buf, s, 2, KeyList([]uint32{1, 2}), meta, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := read[KeyWriteRow](t, buf.Bytes())
@@ -141,7 +141,7 @@ func TestKeyIncrement(t *testing.T) {
 		truth[k] = c
 	}
 	var buf bytes.Buffer
-	st, err := KeyIncrement(&buf, s, 2, keys, meta, Options{Delta: 0.05})
+	st, err := KeyIncrement(&buf, s, 2, KeyList(keys), meta, Options{Delta: 0.05})
 	if err != nil || st.Rows != 2000 {
 		t.Fatal(st, err)
 	}
@@ -167,7 +167,7 @@ func TestKeyIncrement(t *testing.T) {
 	if r := rows[0]; r.ErrorBound == 0 || float64(exceeded) > 0.05*2000 {
 		t.Fatalf("error bound %d exceeded by %d of 2000 keys (delta 0.05)", r.ErrorBound, exceeded)
 	}
-	if _, err := KeyIncrement(&buf, s, 2, keys, meta, Options{Delta: 2}); !errors.Is(err, ErrArgument) {
+	if _, err := KeyIncrement(&buf, s, 2, KeyList(keys), meta, Options{Delta: 2}); !errors.Is(err, ErrArgument) {
 		t.Fatalf("delta 2: %v", err)
 	}
 }
@@ -198,7 +198,7 @@ func TestPostcard(t *testing.T) {
 	}
 	keys = append(keys, 0xFEEDFACE) // never written
 	var buf bytes.Buffer
-	if _, err := Postcard(&buf, s, tab, keys, meta, Options{}); err != nil {
+	if _, err := Postcard(&buf, s, tab, KeyList(keys), meta, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := read[PostcardRow](t, buf.Bytes())
@@ -300,5 +300,42 @@ func TestWriteErrors(t *testing.T) {
 	_, err := KeyWrite(&failWriter{n: 100}, s, 1, nil, meta, Options{RowGroupRows: 100})
 	if !errors.Is(err, ErrWrite) {
 		t.Fatalf("a failing output: %v, want ErrWrite", err)
+	}
+}
+
+// TestScanKeysFeedKeyIncrement exports a flow's counters for the keys a
+// Key-Write store of the same flows holds.
+func TestScanKeysFeedKeyIncrement(t *testing.T) {
+	kl, _ := keywrite.NewLayout(1<<14, 4)
+	kw, _ := keywrite.NewStore(kl, nil)
+	il, _ := keyincr.NewLayout(1 << 12)
+	ki, _ := keyincr.NewStore(il, nil)
+	want := map[uint32]bool{}
+	for i := range uint32(5000) {
+		k := mix(i)
+		kw.Put(k, []byte{1, 2, 3, 4}, 2)
+		ki.Add(k, 3, 2)
+	}
+	for i := range uint32(5000) {
+		if q, _ := kw.Query(mix(i), 2, keywrite.Plurality); q.Status != keywrite.Empty {
+			want[mix(i)] = true
+		}
+	}
+	var buf bytes.Buffer
+	st, err := KeyIncrement(&buf, ki, 2, ScanKeys(kw, 2), meta, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := read[KeyIncrementRow](t, buf.Bytes())
+	if st.Rows != uint64(len(want)) || len(rows) != len(want) {
+		t.Fatalf("%d rows, %d keys in the Key-Write store", len(rows), len(want))
+	}
+	for _, r := range rows {
+		if !want[r.Key] || r.Estimate < 3 {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	if _, err := KeyIncrement(&buf, ki, 2, nil, meta, Options{}); !errors.Is(err, ErrArgument) {
+		t.Fatalf("nil keys: %v", err)
 	}
 }
