@@ -7,6 +7,7 @@
 // status):
 //
 //	GET  /healthz                                   "ok" once serving
+//	GET  /v1/collector                              its name, RoCEv2 address and backend
 //	GET  /v1/instances                              the instances and their regions
 //	GET  /v1/instances/{i}/keywrite?key=K[&n=N]     a Key-Write query (plurality vote)
 //	POST /v1/instances/{i}/keywrite   {"keys":[..]} many keys at once
@@ -15,12 +16,17 @@
 //	GET  /v1/instances/{i}/postcard?key=F           a flow's path
 //	POST /v1/instances/{i}/postcard {"keys":[..]}
 //	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list
+//	POST /v1/export   [{"keys":[..]}]               end the epoch and export it now (ExportConfig)
+//	GET  /v1/export                                 the export under way and the last one
 //	GET  /metrics                                   Prometheus counters
 //
 // N defaults to the instance's configured redundancy. Reading an Append
 // list consumes what it returns (the collector's reader zeroes what it
-// read): give each list one consumer. Its "cursor" counts the entries read
-// from the list so far, "lost" those a lapping writer overwrote unread.
+// read): give each list one consumer (an epoch export drains the lists
+// through the same readers, so an entry goes either to a GET or to a file).
+// Its "cursor" is the list position the next read starts at (entries read
+// or exported, plus those lost), "lost" the entries a lapping writer
+// overwrote before a GET could read them.
 package daemon
 
 import (
@@ -43,6 +49,9 @@ var ErrConfig = errors.New("dtacollector: bad configuration")
 
 // Config is the daemon's configuration, read from JSON (LoadConfig).
 type Config struct {
+	// Name names the collector in exported files and in /v1/collector
+	// (default: its RoCEv2 address).
+	Name string `json:"name"`
 	// Addr is the collector's RoCEv2 address (default 127.0.0.1:4791).
 	Addr string `json:"addr"`
 	// CMPort is the first instance's CM port (default 40050).
@@ -56,6 +65,8 @@ type Config struct {
 	// ReplyPort: see collector.Config.ReplyPort.
 	ReplyPort uint16     `json:"reply_port"`
 	Instances []Instance `json:"instances"`
+	// Export, when set, writes each epoch as Parquet files (ExportConfig).
+	Export *ExportConfig `json:"export"`
 }
 
 // Instance is one primitive instance, in CM port order.
@@ -79,6 +90,9 @@ type Instance struct {
 	EntrySize int  `json:"entry_size"`
 	Batch     int  `json:"batch"`
 	Markers   bool `json:"markers"`
+	// KeysFrom, for a Key-Increment or Postcarding instance, names the
+	// Key-Write instance whose keys an epoch export queries it for.
+	KeysFrom *int `json:"keys_from"`
 }
 
 // LoadConfig reads a JSON configuration file; unknown fields are errors.
@@ -116,6 +130,21 @@ func (c *Config) withDefaults() error {
 	if len(c.Instances) == 0 {
 		return fmt.Errorf("%w: no instances", ErrConfig)
 	}
+	if c.Name == "" {
+		c.Name = c.Addr
+	}
+	for i, in := range c.Instances {
+		if in.KeysFrom == nil {
+			continue
+		}
+		p := strings.ToLower(in.Primitive)
+		if p != "keyincrement" && p != "postcard" {
+			return fmt.Errorf("%w: instance %d (%s): keys_from is for keyincrement and postcard instances", ErrConfig, i, in.Primitive)
+		}
+		if k := *in.KeysFrom; k < 0 || k >= len(c.Instances) || strings.ToLower(c.Instances[k].Primitive) != "keywrite" {
+			return fmt.Errorf("%w: instance %d: keys_from %d names no keywrite instance", ErrConfig, i, k)
+		}
+	}
 	return nil
 }
 
@@ -127,16 +156,20 @@ type instance struct {
 	kw    *keywrite.Store
 	ki    *keyincr.Store
 	pc    *postcard.Store
+	codec *postcard.Codec
 	table *postcard.Table
 	al    *appendlist.Region
 	lists map[uint32]*listReader
 }
 
 type listReader struct {
-	rd     *appendlist.Reader
-	cursor uint64
-	lost   uint64
+	rd   *appendlist.Reader
+	lost uint64
 }
+
+// kind is the instance's primitive as the configuration and the API name
+// it.
+func (in *instance) kind() string { return strings.ToLower(in.Primitive) }
 
 // build adds in to c; errors name the instance.
 func (in *instance) build(c *collector.Collector) (err error) {
@@ -175,6 +208,7 @@ func (in *instance) build(c *collector.Collector) (err error) {
 		if in.table, err = postcard.NewTable(codec, in.Values); err != nil {
 			return wrap(err)
 		}
+		in.codec = codec
 		in.pc, err = c.AddPostcard(codec)
 		return wrap(err)
 	case "append":

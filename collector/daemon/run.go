@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +25,8 @@ import (
 
 // Daemon is a running collector with its HTTP server.
 type Daemon struct {
+	name  string
+	exp   *exporter // nil unless configured
 	cfg   Config
 	log   *slog.Logger
 	c     *collector.Collector
@@ -47,7 +50,13 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, c: c}
+	d := &Daemon{cfg: cfg, log: log, c: c, name: cfg.Name}
+	if cfg.Export != nil {
+		if d.exp, err = newExporter(*cfg.Export); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	for i, ic := range cfg.Instances {
 		in := &instance{Instance: ic, index: i}
 		if err := in.build(c); err != nil {
@@ -98,6 +107,9 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 			"bytes", in.info.Length, "restored", in.info.Restored)
 	}
 	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.ln.Addr().String(), "backend", d.cfg.Backend)
+	if d.exp != nil && d.exp.interval > 0 {
+		go d.exportEvery(sctx, d.exp.interval)
+	}
 	var err error
 	select {
 	case <-ctx.Done():
@@ -109,15 +121,46 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 	defer cancel()
 	err = errors.Join(err, d.http.Shutdown(dctx))
 	stop()
+	if d.exp != nil {
+		d.exp.close() // waits for an export under way
+	}
 	err = errors.Join(err, d.c.Close())
 	return err
+}
+
+// exportEvery exports an epoch every interval until ctx is done.
+func (d *Daemon) exportEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		res, err := d.Export(nil)
+		if err != nil {
+			d.log.Error("export", "err", err)
+			continue
+		}
+		d.log.Info("exported", "epoch", res.Epoch, "dir", res.Dir, "seconds", res.Seconds)
+	}
 }
 
 // Handler returns the query API's routes (without /metrics).
 func (d *Daemon) Handler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /v1/collector", d.collectorInfo)
 	mux.HandleFunc("GET /v1/instances", d.instances)
+	mux.HandleFunc("GET /v1/export", func(w http.ResponseWriter, _ *http.Request) {
+		if d.exp == nil {
+			reply(w, nil, &httpError{http.StatusNotFound, "export is not configured"})
+			return
+		}
+		reply(w, d.exp.status(), nil)
+	})
+	mux.HandleFunc("POST /v1/export", d.exportRequest)
 	mux.HandleFunc("GET /v1/instances/{i}/{prim}", d.query)
 	mux.HandleFunc("POST /v1/instances/{i}/{prim}", d.batch)
 	return mux
@@ -152,15 +195,44 @@ func (d *Daemon) instances(w http.ResponseWriter, _ *http.Request) {
 	type out struct {
 		Index     int    `json:"index"`
 		Primitive string `json:"primitive"`
+		Kind      string `json:"kind"` // the API's name: keywrite, keyincrement, postcard, append
 		CMPort    uint16 `json:"cm_port"`
 		Bytes     uint32 `json:"bytes"`
 		Restored  bool   `json:"restored"`
 	}
 	var o []out
 	for _, in := range d.insts {
-		o = append(o, out{in.index, in.info.Primitive.String(), in.info.CMPort, in.info.Length, in.info.Restored})
+		o = append(o, out{in.index, in.info.Primitive.String(), in.kind(), in.info.CMPort, in.info.Length, in.info.Restored})
 	}
 	reply(w, o, nil)
+}
+
+// CollectorInfo is GET /v1/collector's answer.
+type CollectorInfo struct {
+	Name    string `json:"name"`
+	RoCEv2  string `json:"rocev2"`
+	Backend string `json:"backend"`
+}
+
+func (d *Daemon) collectorInfo(w http.ResponseWriter, _ *http.Request) {
+	reply(w, CollectorInfo{Name: d.name, RoCEv2: d.c.Addr().String(), Backend: d.cfg.Backend}, nil)
+}
+
+// exportRequest runs an export now; the body, optional, is {"keys": [..]}.
+func (d *Daemon) exportRequest(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Keys []uint32 `json:"keys"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
+	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		reply(w, nil, badRequest("body: %v", err))
+		return
+	}
+	res, err := d.Export(body.Keys)
+	if errors.Is(err, ErrExportBusy) {
+		err = &httpError{http.StatusConflict, err.Error()}
+	}
+	reply(w, res, err)
 }
 
 // instanceFor finds instance {i} serving prim.
@@ -298,14 +370,9 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	lr := in.lists[uint32(list)]
-	if lr == nil {
-		rd, err := in.al.Reader(uint32(list))
-		if err != nil {
-			return nil, badRequest("%v", err)
-		}
-		lr = &listReader{rd: rd}
-		in.lists[uint32(list)] = lr
+	lr, err := d.listReader(in, uint32(list))
+	if err != nil {
+		return nil, badRequest("%v", err)
 	}
 	buf := make([]byte, int(max)*in.EntrySize)
 	var entries []string
@@ -325,7 +392,21 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 		for i := range n {
 			entries = append(entries, hex.EncodeToString(buf[i*in.EntrySize:(i+1)*in.EntrySize]))
 		}
-		lr.cursor += uint64(n)
 	}
-	return map[string]any{"list": list, "entries": entries, "cursor": lr.cursor, "lost": lr.lost}, nil
+	return map[string]any{"list": list, "entries": entries, "cursor": lr.rd.Tail(), "lost": lr.lost}, nil
+}
+
+// listReader returns the reader of an Append list, made at first use;
+// d.mu is held.
+func (d *Daemon) listReader(in *instance, list uint32) (*listReader, error) {
+	lr := in.lists[list]
+	if lr == nil {
+		rd, err := in.al.Reader(list)
+		if err != nil {
+			return nil, err
+		}
+		lr = &listReader{rd: rd}
+		in.lists[list] = lr
+	}
+	return lr, nil
 }
