@@ -80,7 +80,9 @@ const (
 	kiSlots     = 1 << 12
 )
 
-func kwValue(k uint32) []byte { return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, k), k*3+1) }
+func kwValue(k uint32) []byte {
+	return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, k), k*3+1)
+}
 func kiCount(k uint32) uint64 { return uint64(k%10 + 1) }
 
 // TestCluster runs three dtacollector processes and one translator on
