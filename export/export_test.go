@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/uncompressed"
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/keyincr"
@@ -337,5 +340,36 @@ func TestScanKeysFeedKeyIncrement(t *testing.T) {
 	}
 	if _, err := KeyIncrement(&buf, ki, 2, nil, meta, Options{}); !errors.Is(err, ErrArgument) {
 		t.Fatalf("nil keys: %v", err)
+	}
+}
+
+// TestExportMemoryBounded exports a 128 MiB Key-Write region holding about
+// 4 M keys, uncompressed so that even the encoded columns of all rows take
+// about 70 MB: streamed a row group at a time, the export's peak RSS beyond
+// the region stays under 40 MiB.
+func TestExportMemoryBounded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory makes RSS meaningless here; go test without -race runs this")
+	}
+	if _, err := os.Stat("/proc/self/clear_refs"); err != nil {
+		t.Skip("needs Linux's /proc/self/clear_refs to reset the peak RSS")
+	}
+	l, _ := keywrite.NewLayout(16<<20, 4)
+	s, _ := keywrite.NewStore(l, nil)
+	for i := range uint32(4 << 20) {
+		s.Put(mix(i), []byte{byte(i), byte(i >> 8), 1, 2}, 2)
+	}
+	runtime.GC()
+	resetPeak()
+	base := vmHWM()
+	var w countWriter
+	st, err := KeyWrite(&w, s, 2, nil, meta, Options{Compression: &uncompressed.Codec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := int64(vmHWM()) - int64(base)
+	t.Logf("%d rows, %d-byte file, peak RSS %d MiB beyond the region's", st.Rows, w.n, extra>>20)
+	if st.Rows < 3<<20 || extra > 40<<20 || base == 0 {
+		t.Fatalf("%d rows; peak RSS grew by %d MiB (base %d)", st.Rows, extra>>20, base>>20)
 	}
 }

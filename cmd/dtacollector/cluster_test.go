@@ -388,3 +388,53 @@ func checkDuckDB(t *testing.T, files [3]map[string]string, keys []uint32, kwRes,
 		t.Fatalf("epoch columns: %v", e)
 	}
 }
+
+// TestExportTimer: with an interval the daemon exports epochs by itself,
+// and a restarted daemon numbers its epochs on from the last one on disk.
+func TestExportTimer(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	config := func(interval string) (string, netip.AddrPort, string) {
+		roce := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))
+		web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+		return fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "export": {"dir": %q, "interval": %q},
+			"instances": [{"primitive": "keywrite", "slots": 1024, "data_size": 4},
+				{"primitive": "append", "lists": 2, "entries": 64, "entry_size": 4}]}`,
+			roce, web, 44000+os.Getpid()%1000, dir, interval), roce, web
+	}
+	cfg, roce, web := config("150ms")
+	d := startDaemon(t, bin, cfg, roce, web)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "epoch-000003", "instance-0-keywrite.parquet")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no third epoch after 10 s:\n%s", d.logs.String())
+		}
+	}
+	var st daemon.ExportStatus
+	if getJSON(t, d.base+"/v1/export", &st); st.Epochs < 3 || st.Last == nil || !st.Last.End.After(st.Last.Start) {
+		t.Fatalf("status %+v", st)
+	}
+	if st.Last.Files[1].Primitive != "append" || st.Last.Files[1].Path == "" {
+		t.Fatalf("append file: %+v", st.Last.Files)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	last := ents[len(ents)-1].Name()
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Fatalf("a partial epoch was left: %s", e.Name())
+		}
+	}
+	cfg, roce, web = config("")
+	d = startDaemon(t, bin, cfg, roce, web)
+	var res daemon.ExportResult
+	postJSON(t, d.base+"/v1/export", "", &res)
+	if want := fmt.Sprintf("epoch-%06d", len(ents)+1); filepath.Base(res.Dir) != want || last >= want {
+		t.Fatalf("after a restart the export went to %s, want %s (last before: %s)", res.Dir, want, last)
+	}
+}

@@ -225,6 +225,9 @@ func TestBadConfig(t *testing.T) {
 		"unknown primitive": {`{"instances": [{"primitive": "keyread"}]}`, "unknown primitive"},
 		"bad layout":        {`{"instances": [{"primitive": "keywrite", "slots": 1000, "data_size": 4}]}`, "instance 0 (keywrite)"},
 		"bad backend":       {`{"backend": "fpga", "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "backend"},
+		"bad interval":      {`{"export": {"dir": "/tmp", "interval": "soon"}, "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "interval"},
+		"export no dir":     {`{"export": {}, "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "dir is required"},
+		"bad keys_from":     {`{"instances": [{"primitive": "keyincrement", "slots": 64, "keys_from": 0}]}`, "keys_from 0 names no keywrite"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
 		os.WriteFile(path, []byte(c.file), 0o600)
