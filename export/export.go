@@ -76,14 +76,17 @@ type Options struct {
 	Progress func(Progress)
 }
 
-// DefaultRowGroupRows is the default row group: large enough that
-// compression and per-group metadata are amortised (a few MB compressed),
-// small enough that the writer's buffers stay in the tens of MB.
+// DefaultRowGroupRows is the default row group: files of 2^16 to 2^20-row
+// groups measured within 0.5 % of each other in size and speed
+// (BenchmarkCodecs), so the group is sized for readers (a few MB
+// compressed, enough per column chunk for engines to skip by statistics)
+// and for the writer's memory, which holds one group.
 const DefaultRowGroupRows = 1 << 18
 
-// DefaultCompression is zstd at its fastest level: on Key-Write exports it
-// made files about as small as zstd's default level at a fraction of the
-// CPU, and smaller than snappy's (see BenchmarkCodecs).
+// DefaultCompression is zstd at its fastest level: on Key-Write exports
+// (BenchmarkCodecs) its files were 20 % smaller than snappy's and 5 times
+// smaller than uncompressed ones, for about 7 % more time than either;
+// zstd's default level gained nothing more.
 var DefaultCompression compress.Codec = &zstd.Codec{Level: zstd.SpeedFastest}
 
 // Progress reports an export under way: Done of Total units of its source
