@@ -399,7 +399,8 @@ func TestExportTimer(t *testing.T) {
 		web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
 		return fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "export": {"dir": %q, "interval": %q},
 			"instances": [{"primitive": "keywrite", "slots": 1024, "data_size": 4},
-				{"primitive": "append", "lists": 2, "entries": 64, "entry_size": 4}]}`,
+				{"primitive": "append", "lists": 2, "entries": 64, "entry_size": 4},
+				{"primitive": "postcard", "hops": 3, "chunks": 64, "values": [1, 2, 3], "keys_from": 0}]}`,
 			roce, web, 44000+os.Getpid()%1000, dir, interval), roce, web
 	}
 	cfg, roce, web := config("150ms")
@@ -416,8 +417,8 @@ func TestExportTimer(t *testing.T) {
 	if getJSON(t, d.base+"/v1/export", &st); st.Epochs < 3 || st.Last == nil || !st.Last.End.After(st.Last.Start) {
 		t.Fatalf("status %+v", st)
 	}
-	if st.Last.Files[1].Primitive != "append" || st.Last.Files[1].Path == "" {
-		t.Fatalf("append file: %+v", st.Last.Files)
+	if f := st.Last.Files; len(f) != 3 || f[1].Primitive != "append" || f[1].Path == "" || f[2].Primitive != "postcard" || f[2].Keys != "instance 0" || f[2].Path == "" {
+		t.Fatalf("files: %+v", st.Last.Files)
 	}
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	if err := d.cmd.Wait(); err != nil {
