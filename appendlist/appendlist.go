@@ -31,6 +31,8 @@ var (
 	ErrLapped = errors.New("appendlist: reader lapped, entries lost")
 	// ErrGeometry: an encoded layout is malformed (length, version, flags).
 	ErrGeometry = errors.New("appendlist: bad layout geometry")
+	// ErrSizing: a Size target it cannot meet or understand.
+	ErrSizing = errors.New("appendlist: cannot size")
 )
 
 // LapError reports entries lost because the writer lapped a reader.

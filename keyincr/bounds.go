@@ -1,6 +1,13 @@
 package keyincr
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+
+	"github.com/dtakit/dtakit/internal/units"
+)
 
 // The count-min bound, in the form for one shared array. A query's estimate
 // for key x is the minimum of its N counters; counter n holds x's total plus
@@ -47,4 +54,74 @@ func FailureProbAny(slots uint64, n int, epsilon float64) float64 {
 // n/(S·delta^(1/n)).
 func Epsilon(slots uint64, n int, delta float64) float64 {
 	return float64(n) / (float64(slots) * math.Pow(delta, 1/float64(n)))
+}
+
+// Workload is what a Key-Increment region must answer, for Size.
+type Workload struct {
+	// Epsilon is the overestimate allowed, as a fraction of the epoch's
+	// total count (an absolute error E over T counted is E/T).
+	Epsilon float64
+	// Success is the probability with which a key's estimate must be
+	// within Epsilon·total of its true count (1-δ).
+	Success float64
+}
+
+// Sizing is a counter region that meets a workload's target.
+type Sizing struct {
+	Layout  Layout  // the geometry, ready for NewStore
+	Slots   uint64  // S counters, a power of two
+	N       int     // counters per key (count-min depth)
+	Bytes   uint64  // S·8
+	Success float64 // 1 - FailureProb(S, N, Epsilon)
+	Why     string  // the choice of N, in a line or two
+}
+
+// MaxSizingRedundancy is the largest N Size considers: beyond
+// ln(1/δ) (16 for δ = 10^-7) more counters per key only cost memory.
+const MaxSizingRedundancy = 16
+
+// Size returns the smallest counter region (fewest bytes, then smallest
+// N) in which an estimate exceeds the true count by more than
+// w.Epsilon·total with probability at most 1-w.Success, by FailureProb
+// (independent copy hashes: the default tofino.PerCopy).
+func Size(w Workload) (Sizing, error) {
+	if !(w.Success > 0 && w.Success < 1) || !(w.Epsilon > 0 && w.Epsilon < 1) {
+		return Sizing{}, fmt.Errorf("size: %w: success %v and epsilon %v must be in (0, 1)", ErrSizing, w.Success, w.Epsilon)
+	}
+	delta := 1 - w.Success
+	perN := make([]Sizing, MaxSizingRedundancy+1)
+	var best Sizing
+	for n := 1; n <= MaxSizingRedundancy; n++ {
+		// FailureProb(S, n, ε) ≤ δ ⟺ S ≥ n / (ε·δ^(1/n)).
+		need := float64(n) / (w.Epsilon * math.Pow(delta, 1/float64(n)))
+		if need > MaxSlots {
+			continue
+		}
+		slots := uint64(1) << bits.Len64(uint64(math.Ceil(need))-1)
+		for FailureProb(slots, n, w.Epsilon) > delta { // rounding at the boundary
+			slots <<= 1
+		}
+		if slots > MaxSlots {
+			continue
+		}
+		perN[n] = Sizing{Slots: slots, N: n, Bytes: slots * CounterSize, Success: 1 - FailureProb(slots, n, w.Epsilon)}
+		if best.N == 0 || perN[n].Bytes < best.Bytes {
+			best = perN[n]
+		}
+	}
+	if best.N == 0 {
+		return Sizing{}, fmt.Errorf("size: %w: epsilon %v at success %v needs more than 2^32 counters", ErrSizing, w.Epsilon, w.Success)
+	}
+	best.Layout, _ = NewLayout(best.Slots)
+	best.Why = fmt.Sprintf("N=%d rows over %d counters (%s): P(error > %.3g·total) ≤ %.3g.", best.N, best.Slots, units.Bytes(best.Bytes), w.Epsilon, 1-best.Success)
+	var alt []string
+	for _, n := range []int{best.N - 1, best.N + 1} {
+		if n >= 1 && n <= MaxSizingRedundancy && perN[n].N != 0 {
+			alt = append(alt, fmt.Sprintf("N=%d needs %s", n, units.Bytes(perN[n].Bytes)))
+		}
+	}
+	if len(alt) > 0 {
+		best.Why += " " + strings.Join(alt, ", ") + "; ties go to fewer counters per key (fewer atomics per report)."
+	}
+	return best, nil
 }

@@ -22,6 +22,9 @@ var (
 	// hasher ID), or a layout that cannot be encoded (a hasher that is not
 	// built in).
 	ErrGeometry = errors.New("keyincr: bad layout geometry")
+	// ErrSizing: a Size target it cannot meet (more than 2^32 counters) or
+	// understand (success or epsilon outside (0, 1)).
+	ErrSizing = errors.New("keyincr: cannot size")
 	// ErrSnapshot: a snapshot into a store of another layout.
 	ErrSnapshot = errors.New("keyincr: cannot snapshot")
 )

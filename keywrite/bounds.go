@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 
 	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/units"
 )
 
 // The analysis of the paper's Appendix A.5, under its model: every slot hash
@@ -232,64 +234,111 @@ func AddressingOf(h tofino.Hasher) Addressing {
 // one-in-a-million miss rate.
 const MaxSizingRedundancy = 64
 
-// Sizing is a region geometry that meets a success target.
+// Workload is what a Key-Write region must hold, for Size.
+type Workload struct {
+	// Keys is the number of distinct keys written after the key queried:
+	// an epoch of K keys queried at its end needs K-1 for its oldest key.
+	Keys uint64
+	// DataSize is the bytes of data per key (a positive multiple of 4).
+	DataSize int
+	// Success is the probability with which a query must find the key.
+	Success float64
+	// Addressing is how the switch hashes copies (PerCopyAddressing, the
+	// default, or ReferenceAddressing for spec section 4 as written).
+	Addressing Addressing
+}
+
+// Sizing is a region geometry that meets a workload's target.
 type Sizing struct {
+	Layout   Layout  // the geometry, ready for NewStore
 	Slots    uint64  // S, a power of two
 	N        int     // redundancy, for reports and queries
 	SlotSize int     // bytes per slot
 	Bytes    uint64  // Slots·SlotSize
 	Success  float64 // probability a query finds its key (finite S)
+	Why      string  // the choice of N, in a line or two
 }
 
 // Size returns the smallest region (fewest bytes, then smallest N) in
-// which a key queried after later other distinct keys were written is found
-// with probability at least success, for data of dataSize bytes and slots
-// addressed as a says. Success is 1 - P(empty) with the finite-S
-// probabilities of eq. 1 (per-copy) or EmptyProbReference's (reference);
-// wrong outputs (at most ~1e-11 with 32-bit checksums) are ignored.
-func Size(later uint64, success float64, dataSize int, a Addressing) (Sizing, error) {
-	if !(success > 0 && success < 1) {
-		return Sizing{}, fmt.Errorf("size: %w: success probability %v not in (0, 1)", ErrSizing, success)
+// which a key queried after w.Keys other distinct keys were written is
+// found with probability at least w.Success. Success is 1 - P(empty) with
+// the finite-S probabilities of eq. 1 (per-copy) or EmptyProbReference's
+// (reference); wrong outputs (at most ~1e-11 with 32-bit checksums) are
+// ignored.
+func Size(w Workload) (Sizing, error) {
+	if !(w.Success > 0 && w.Success < 1) {
+		return Sizing{}, fmt.Errorf("size: %w: success probability %v not in (0, 1)", ErrSizing, w.Success)
 	}
 	maxN := MaxSizingRedundancy
-	switch a {
+	var opts []Option
+	switch w.Addressing {
 	case PerCopyAddressing:
 	case ReferenceAddressing:
 		maxN = MaxReferenceAnalysisRedundancy
+		opts = append(opts, WithHasher(tofino.Reference))
 	default:
-		return Sizing{}, fmt.Errorf("size: %w: unknown addressing %d", ErrSizing, a)
+		return Sizing{}, fmt.Errorf("size: %w: unknown addressing %d", ErrSizing, w.Addressing)
 	}
-	l, err := NewLayout(1, dataSize)
+	l, err := NewLayout(1, w.DataSize)
 	if err != nil {
 		return Sizing{}, fmt.Errorf("size: %w", err)
 	}
 	slotSize := uint64(l.SlotSize())
+	// perN[n] is the smallest region that reaches the target with N = n.
+	perN := make([]Sizing, maxN+1)
 	var best Sizing
 	for n := 1; n <= maxN; n++ {
 		var covers []float64
-		if a == ReferenceAddressing {
+		if w.Addressing == ReferenceAddressing {
 			covers = referenceCovers(n)
 		}
 		for e := 0; e <= 32; e++ {
 			slots := uint64(1) << e
 			bytes := slots * slotSize
-			if (best.N != 0 && bytes >= best.Bytes) || bytes > math.MaxInt {
+			if bytes > math.MaxInt || (best.N != 0 && e > 0 && bytes > 4*best.Bytes) {
 				break
 			}
 			var p float64
-			if a == PerCopyAddressing {
-				p = 1 - math.Pow(OverwriteProbSlots(n, later, slots), float64(n))
+			if w.Addressing == PerCopyAddressing {
+				p = 1 - math.Pow(OverwriteProbSlots(n, w.Keys, slots), float64(n))
 			} else {
-				p = 1 - emptyFromCovers(covers, OverwriteProbSlots(1, later, slots))
+				p = 1 - emptyFromCovers(covers, OverwriteProbSlots(1, w.Keys, slots))
 			}
-			if p >= success {
-				best = Sizing{Slots: slots, N: n, SlotSize: int(slotSize), Bytes: bytes, Success: p}
+			if p >= w.Success {
+				perN[n] = Sizing{Slots: slots, N: n, SlotSize: int(slotSize), Bytes: bytes, Success: p}
+				if best.N == 0 || bytes < best.Bytes {
+					best = perN[n]
+				}
 				break
 			}
 		}
 	}
 	if best.N == 0 {
-		return Sizing{}, fmt.Errorf("size: %w: %d later keys need more than 2^32 slots for success %v", ErrSizing, later, success)
+		return Sizing{}, fmt.Errorf("size: %w: %d later keys need more than 2^32 slots for success %v", ErrSizing, w.Keys, w.Success)
 	}
+	best.Layout, _ = NewLayout(best.Slots, w.DataSize, opts...)
+	best.Why = why(best, perN)
 	return best, nil
+}
+
+// why explains the choice of N against its neighbours and N = 1.
+func why(best Sizing, perN []Sizing) string {
+	cost := func(n int) string {
+		if n >= len(perN) || perN[n].N == 0 {
+			return "cannot within 2^32 slots"
+		}
+		return "needs " + units.Bytes(perN[n].Bytes)
+	}
+	s := fmt.Sprintf("N=%d: %d slots of %d bytes (%s) reach %.4g.", best.N, best.Slots, best.SlotSize, units.Bytes(best.Bytes), best.Success)
+	var alt []string
+	for _, n := range []int{1, best.N - 1, best.N + 1} {
+		if n >= 1 && n != best.N && (len(alt) == 0 || n != 1) {
+			alt = append(alt, fmt.Sprintf("N=%d %s", n, cost(n)))
+		}
+	}
+	if best.N == 1 {
+		return s + " " + alt[0] + ": at this target a second copy adds more load than it saves."
+	}
+	s += " " + strings.Join(alt, ", ") + ": fewer copies are overwritten too often, more copies add load; ties go to fewer copies (fewer writes per report)."
+	return s
 }

@@ -260,7 +260,7 @@ func TestMonteCarloWrongOutput(t *testing.T) {
 }
 
 func TestSize(t *testing.T) {
-	sz, err := Size(1_000_000, 0.99, 4, PerCopyAddressing)
+	sz, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4, Addressing: PerCopyAddressing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestSize(t *testing.T) {
 	}
 	t.Logf("1e6 later keys, 99%%: %+v", sz)
 
-	ref, err := Size(1_000_000, 0.99, 4, ReferenceAddressing)
+	ref, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4, Addressing: ReferenceAddressing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,17 +289,17 @@ func TestSize(t *testing.T) {
 		t.Error("AddressingOf: want reference only for tofino.Reference; the default layout is per-copy")
 	}
 	for _, bad := range []float64{0, 1, -1, math.NaN()} {
-		if _, err := Size(10, bad, 4, PerCopyAddressing); !errors.Is(err, ErrSizing) {
+		if _, err := Size(Workload{Keys: 10, Success: bad, DataSize: 4, Addressing: PerCopyAddressing}); !errors.Is(err, ErrSizing) {
 			t.Errorf("Size(success %v) error = %v, want ErrSizing", bad, err)
 		}
 	}
-	if _, err := Size(10, 0.9, 6, PerCopyAddressing); !errors.Is(err, ErrLayout) {
+	if _, err := Size(Workload{Keys: 10, Success: 0.9, DataSize: 6, Addressing: PerCopyAddressing}); !errors.Is(err, ErrLayout) {
 		t.Errorf("Size(data 6) error = %v, want ErrLayout", err)
 	}
-	if _, err := Size(10, 0.9, 4, Addressing(9)); !errors.Is(err, ErrSizing) {
+	if _, err := Size(Workload{Keys: 10, Success: 0.9, DataSize: 4, Addressing: Addressing(9)}); !errors.Is(err, ErrSizing) {
 		t.Errorf("unknown addressing: error = %v, want ErrSizing", err)
 	}
-	if _, err := Size(1<<40, 0.999999, 4, PerCopyAddressing); !errors.Is(err, ErrSizing) {
+	if _, err := Size(Workload{Keys: 1 << 40, Success: 0.999999, DataSize: 4, Addressing: PerCopyAddressing}); !errors.Is(err, ErrSizing) {
 		t.Errorf("impossible target: error = %v, want ErrSizing", err)
 	}
 }
@@ -308,7 +308,7 @@ func TestSize(t *testing.T) {
 // it.
 func TestSizeMonteCarlo(t *testing.T) {
 	later := 3000
-	sz, err := Size(uint64(later), 0.95, 4, PerCopyAddressing)
+	sz, err := Size(Workload{Keys: uint64(later), Success: 0.95, DataSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

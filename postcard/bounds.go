@@ -1,6 +1,12 @@
 package postcard
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/dtakit/dtakit/internal/units"
+)
 
 // Bounds are the error bounds of a query (paper Appendix A.2, A.3, A.6) for
 // the oldest flow in a store holding alpha·C flows.
@@ -50,4 +56,92 @@ func (l Layout) Bounds(alpha float64, universe int) Bounds {
 	// 1-(1-q)^N without cancellation.
 	b.Wrong = b.AllOverwritten * -math.Expm1(n*math.Log1p(-b.FalseValid))
 	return b
+}
+
+// Workload is what a Postcarding region must hold, for Size.
+type Workload struct {
+	// Flows is the number of distinct flows written after the flow queried
+	// (for an epoch of F flows queried at its end, F-1 for the oldest).
+	Flows uint64
+	// Hops is B, the longest path (1..MaxHops; 0 means 5).
+	Hops int
+	// Values is |V|, the number of distinct hop values (switch IDs).
+	Values int
+	// Success is the probability with which a query must answer the
+	// flow's right path.
+	Success float64
+}
+
+// Sizing is a Postcarding geometry that meets a workload's target.
+type Sizing struct {
+	Layout  Layout  // Hops, SlotBits, Chunks, Copies (per-copy addressing)
+	N       int     // copies per flow, Layout.Copies
+	Bytes   uint64  // Layout.RegionSize()
+	Success float64 // at least 1 - NoOutput - Wrong of Layout.Bounds
+	Why     string  // the choice of N and slot width, in a line or two
+}
+
+// Size returns the smallest region (fewest bytes, then fewest copies, then
+// the widest slots) whose Bounds give a query after w.Flows later flows a
+// success probability of at least w.Success: 1 - NoOutput - Wrong, both
+// upper bounds, so the success is a lower bound. Slots of 8 or 16 bits are
+// considered when the values fit (|V| < 2^b).
+func Size(w Workload) (Sizing, error) {
+	if w.Hops == 0 {
+		w.Hops = 5
+	}
+	switch {
+	case !(w.Success > 0 && w.Success < 1):
+		return Sizing{}, fmt.Errorf("size: %w: success probability %v not in (0, 1)", ErrSizing, w.Success)
+	case w.Hops < 1 || w.Hops > MaxHops || w.Values < 1:
+		return Sizing{}, fmt.Errorf("size: %w: %d hops (1..%d), %d values (at least 1)", ErrSizing, w.Hops, MaxHops, w.Values)
+	}
+	var best Sizing
+	perN := map[int]Sizing{} // the best region per copy count
+	for _, b := range []int{32, 16, 8} {
+		if w.Values >= 1<<b && b < 32 {
+			continue
+		}
+		for n := 1; n <= MaxCopies; n++ {
+			for e := 0; e <= 31; e++ {
+				l := Layout{Hops: w.Hops, SlotBits: b, Chunks: 1 << e, Copies: n}
+				bytes := l.RegionSize()
+				if best.N != 0 && bytes > 4*best.Bytes {
+					break
+				}
+				alpha := float64(w.Flows) / float64(l.Chunks)
+				bd := l.Bounds(alpha, w.Values)
+				p := 1 - bd.NoOutput - bd.Wrong
+				if p < w.Success {
+					continue
+				}
+				sz := Sizing{Layout: l, N: n, Bytes: bytes, Success: p}
+				if old, ok := perN[n]; !ok || bytes < old.Bytes {
+					perN[n] = sz
+				}
+				if best.N == 0 || bytes < best.Bytes || (bytes == best.Bytes && n < best.N) {
+					best = sz
+				}
+				break
+			}
+		}
+	}
+	if best.N == 0 {
+		return Sizing{}, fmt.Errorf("size: %w: %d later flows need more than 2^31 chunks for success %v", ErrSizing, w.Flows, w.Success)
+	}
+	l := best.Layout
+	best.Why = fmt.Sprintf("N=%d copies of %d chunks of %d bytes (%d-bit slots, %s) reach %.4g.", best.N, l.Chunks, l.ChunkSize(), l.SlotBits, units.Bytes(best.Bytes), best.Success)
+	var alt []string
+	for _, n := range []int{best.N - 1, best.N + 1} {
+		if sz, ok := perN[n]; ok {
+			alt = append(alt, fmt.Sprintf("N=%d needs %s", n, units.Bytes(sz.Bytes)))
+		}
+	}
+	if len(alt) > 0 {
+		best.Why += " " + strings.Join(alt, ", ") + "."
+	}
+	if l.SlotBits < 32 {
+		best.Why += fmt.Sprintf(" %d values fit %d-bit slots; narrower slots make false-valid chunks likelier, counted in the success.", w.Values, l.SlotBits)
+	}
+	return best, nil
 }

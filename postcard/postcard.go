@@ -41,6 +41,8 @@ var (
 	// ErrGeometry: an encoded layout is malformed (length, version, value
 	// code).
 	ErrGeometry = errors.New("postcard: bad layout geometry")
+	// ErrSizing: a Size target it cannot meet or understand.
+	ErrSizing = errors.New("postcard: cannot size")
 	// ErrSnapshot: a snapshot into a store of another layout.
 	ErrSnapshot = errors.New("postcard: cannot snapshot")
 )
