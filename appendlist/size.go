@@ -118,7 +118,7 @@ func Size(w Workload) (Sizing, error) {
 		}
 		mean := w.Rate * w.Lag.Seconds()
 		return Sizing{Layout: l, Bytes: l.RegionSize(), Success: p, Loss: l.LossFraction(w.Rate, w.Lag),
-			Why: fmt.Sprintf("%d entries per list (%s in all): a %v lag brings %.4g entries on average; P(more than fit) = %.3g.",
+			Why: fmt.Sprintf("%d entries per list (%s in all): a %v lag brings %.0f entries on average; P(more than fit) = %.3g.",
 				l.Entries, units.Bytes(l.RegionSize()), w.Lag, mean, 1-p)}, nil
 	}
 	return Sizing{}, fmt.Errorf("size: %w: %v entries/s over %v need more than 2^30 entries per list", ErrSizing, w.Rate, w.Lag)

@@ -1,0 +1,215 @@
+// Command dtasize sizes a DTA collector's memory before it is bought: from
+// a workload, the geometry each primitive needs to reach a target, and why.
+//
+//	dtasize keywrite     -keys 10M -success 0.99 -value 20B
+//	dtasize keyincrement -reports 100M -error 1000 -success 0.99
+//	dtasize postcard     -flows 1M -hops 5 -values 4096 -success 0.99
+//	dtasize append       -rate 1M -lag 10ms -lists 64 -entry 16B -success 0.999
+//
+// -json prints the answer as one JSON object. Counts take K, M, G
+// suffixes (decimal); sizes B, KiB, MiB, GiB or KB, MB, GB.
+//
+// Exit status: 0 with an answer, 2 for bad arguments, 1 for a target no
+// geometry reaches.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/internal/units"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// Answer is what dtasize prints.
+type Answer struct {
+	Primitive string         `json:"primitive"`
+	Bytes     uint64         `json:"bytes"`
+	Memory    string         `json:"memory"`
+	N         int            `json:"n,omitempty"`
+	Success   float64        `json:"success"`
+	Geometry  map[string]any `json:"geometry"`
+	Why       string         `json:"why"`
+}
+
+var errUsage = errors.New("usage")
+
+// countFlag and bytesFlag parse with units.
+type countFlag struct{ v *uint64 }
+
+func (f countFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return fmt.Sprint(*f.v)
+}
+func (f countFlag) Set(s string) (err error) { *f.v, err = units.ParseCount(s); return err }
+
+type bytesFlag struct{ v *uint64 }
+
+func (f bytesFlag) String() string {
+	if f.v == nil {
+		return ""
+	}
+	return fmt.Sprint(*f.v)
+}
+func (f bytesFlag) Set(s string) (err error) { *f.v, err = units.ParseBytes(s); return err }
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, `usage: dtasize PRIMITIVE [flags]   (dtasize PRIMITIVE -h lists the flags)
+  keywrite      -keys K -success P -value SIZE [-reference]
+  keyincrement  -epsilon E | -reports T -error E   -success P
+  postcard      -flows F -hops B -values V -success P
+  append        -rate R -lag D -lists L -entry SIZE [-batch B] -success P
+add -json for a JSON answer`)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		usage(stderr)
+		return 2
+	}
+	ans, err := size(args[0], args[1:], stderr)
+	var asJSON bool
+	for _, a := range args[1:] {
+		asJSON = asJSON || a == "-json" || a == "--json" || a == "-json=true"
+	}
+	switch {
+	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+		return 2
+	case err != nil && isSizing(err):
+		fmt.Fprintln(stderr, "dtasize:", err)
+		return 1
+	case err != nil:
+		fmt.Fprintln(stderr, "dtasize:", err)
+		return 2
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		enc.Encode(ans)
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s: %s, success %.6g\n", ans.Primitive, ans.Memory, ans.Success)
+	fmt.Fprintf(stdout, "  %s\n", ans.Why)
+	return 0
+}
+
+func isSizing(err error) bool {
+	return errors.Is(err, keywrite.ErrSizing) || errors.Is(err, keyincr.ErrSizing) ||
+		errors.Is(err, postcard.ErrSizing) || errors.Is(err, appendlist.ErrSizing)
+}
+
+func size(prim string, args []string, stderr io.Writer) (Answer, error) {
+	fs := flag.NewFlagSet("dtasize "+prim, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Bool("json", false, "print the answer as JSON")
+	success := fs.Float64("success", 0.99, "target: the probability a query succeeds")
+	need := func(names ...string) error {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, n := range names {
+			if !set[n] {
+				return fmt.Errorf("%s: -%s is required", prim, n)
+			}
+		}
+		return nil
+	}
+	switch prim {
+	case "keywrite":
+		var keys, value uint64
+		fs.Var(countFlag{&keys}, "keys", "distinct keys per epoch (the oldest is queried after keys-1 others)")
+		fs.Var(bytesFlag{&value}, "value", "data bytes per key, a multiple of 4")
+		ref := fs.Bool("reference", false, "copies hashed as spec section 4 writes it (tofino.Reference)")
+		if err := fs.Parse(args); err != nil {
+			return Answer{}, errUsage
+		}
+		if err := need("keys", "value"); err != nil {
+			return Answer{}, err
+		}
+		w := keywrite.Workload{Keys: max(keys, 1) - 1, DataSize: int(value), Success: *success}
+		if *ref {
+			w.Addressing = keywrite.ReferenceAddressing
+		}
+		sz, err := keywrite.Size(w)
+		if err != nil {
+			return Answer{}, err
+		}
+		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
+			Geometry: map[string]any{"slots": sz.Slots, "slot_size": sz.SlotSize, "data_size": value}, Why: sz.Why}, nil
+	case "keyincrement":
+		var reports, errAbs uint64
+		eps := fs.Float64("epsilon", 0, "allowed overestimate as a fraction of the epoch's total")
+		fs.Var(countFlag{&reports}, "reports", "total count per epoch (with -error)")
+		fs.Var(countFlag{&errAbs}, "error", "allowed overestimate in counts (with -reports)")
+		if err := fs.Parse(args); err != nil {
+			return Answer{}, errUsage
+		}
+		if *eps == 0 {
+			if err := need("reports", "error"); err != nil {
+				return Answer{}, fmt.Errorf("%w (or -epsilon)", err)
+			}
+			if reports == 0 {
+				return Answer{}, fmt.Errorf("%s: -reports must be positive", prim)
+			}
+			*eps = float64(errAbs) / float64(reports)
+		}
+		sz, err := keyincr.Size(keyincr.Workload{Epsilon: *eps, Success: *success})
+		if err != nil {
+			return Answer{}, err
+		}
+		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
+			Geometry: map[string]any{"slots": sz.Slots, "epsilon": *eps}, Why: sz.Why}, nil
+	case "postcard":
+		var flows uint64
+		fs.Var(countFlag{&flows}, "flows", "distinct flows per epoch")
+		hops := fs.Int("hops", 5, "the longest path")
+		values := fs.Int("values", 0, "distinct hop values (switch IDs)")
+		if err := fs.Parse(args); err != nil {
+			return Answer{}, errUsage
+		}
+		if err := need("flows", "values"); err != nil {
+			return Answer{}, err
+		}
+		sz, err := postcard.Size(postcard.Workload{Flows: max(flows, 1) - 1, Hops: *hops, Values: *values, Success: *success})
+		if err != nil {
+			return Answer{}, err
+		}
+		l := sz.Layout
+		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
+			Geometry: map[string]any{"chunks": l.Chunks, "chunk_size": l.ChunkSize(), "hops": l.Hops, "slot_bits": l.SlotBits, "copies": l.Copies}, Why: sz.Why}, nil
+	case "append":
+		var rate, entry uint64
+		fs.Var(countFlag{&rate}, "rate", "entries per second per list")
+		lag := fs.Duration("lag", 0, "the longest a reader leaves its list unread")
+		lists := fs.Int("lists", 1, "lists")
+		fs.Var(bytesFlag{&entry}, "entry", "bytes per entry, a multiple of 4")
+		batch := fs.Int("batch", 1, "entries the translator writes at once")
+		if err := fs.Parse(args); err != nil {
+			return Answer{}, errUsage
+		}
+		if err := need("rate", "lag", "entry"); err != nil {
+			return Answer{}, err
+		}
+		sz, err := appendlist.Size(appendlist.Workload{Rate: float64(rate), Lag: *lag, Lists: *lists, EntrySize: int(entry), Batch: *batch, Success: *success})
+		if err != nil {
+			return Answer{}, err
+		}
+		l := sz.Layout
+		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), Success: sz.Success,
+			Geometry: map[string]any{"lists": l.Lists, "entries": l.Entries, "entry_size": l.EntrySize, "batch": l.Batch, "markers": l.Markers, "expected_loss": sz.Loss, "lag": lag.String()}, Why: sz.Why}, nil
+	}
+	usage(stderr)
+	return Answer{}, fmt.Errorf("%w: unknown primitive %q", errUsage, prim)
+}
