@@ -86,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+		if msg, ok := strings.CutPrefix(fmt.Sprint(err), errUsage.Error()+": "); ok {
+			fmt.Fprintln(stderr, "dtasize:", msg)
+		}
 		return 2
 	case err != nil && isSizing(err):
 		fmt.Fprintln(stderr, "dtasize:", err)
@@ -117,6 +120,9 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 	fs.Bool("json", false, "print the answer as JSON")
 	success := fs.Float64("success", 0.99, "target: the probability a query succeeds")
 	need := func(names ...string) error {
+		if !(*success > 0 && *success < 1) {
+			return fmt.Errorf("%s: -success %v: want a probability in (0, 1)", prim, *success)
+		}
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for _, n := range names {
@@ -164,6 +170,8 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 				return Answer{}, fmt.Errorf("%s: -reports must be positive", prim)
 			}
 			*eps = float64(errAbs) / float64(reports)
+		} else if err := need(); err != nil {
+			return Answer{}, err
 		}
 		sz, err := keyincr.Size(keyincr.Workload{Epsilon: *eps, Success: *success})
 		if err != nil {

@@ -57,7 +57,7 @@ type Figure struct {
 	Title          string
 	XLabel, YLabel string
 	LogX, LogY     bool
-	LegendTop      bool // legend at the top right, else the bottom left
+	Legend         string // "top-left", "top-right"; default bottom left
 	Series         []Series
 	Marks          []Mark
 	Note           string // how the run was scaled, for the CSV's header and the README
@@ -114,8 +114,8 @@ func (f *Figure) Render(format string) ([]byte, error) {
 	p.Title.Text = f.Title
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
-	p.Legend.Top = f.LegendTop
-	p.Legend.Left = !f.LegendTop
+	p.Legend.Top = f.Legend == "top-left" || f.Legend == "top-right"
+	p.Legend.Left = f.Legend != "top-right"
 	if f.LogX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = logTicks{}
@@ -126,10 +126,12 @@ func (f *Figure) Render(format string) ([]byte, error) {
 	}
 	// On a log axis, zero (a lower confidence limit with no event) shows
 	// a decade below the smallest positive value.
+	// Analytic lines are cut there too: the figure is about what was
+	// measured.
 	floor := math.Inf(1)
 	for _, s := range f.Series {
 		for _, pt := range s.Points {
-			if pt.Y > 0 {
+			if pt.Y > 0 && !s.Analytic {
 				floor = math.Min(floor, pt.Y/10)
 			}
 		}

@@ -17,6 +17,9 @@ var Figures = []Spec{
 	{"keywrite-alpha", "DTA Fig. 12: Key-Write success vs load, N = 1..4, best N marked", KeyWriteAlpha},
 	{"keywrite-age", "DTA Fig. 13 / DART Fig. 4: Key-Write success vs key age, three sizes", KeyWriteAge},
 	{"keywrite-wrong", "DART Fig. 5: Key-Write wrong answers vs checksum bits", KeyWriteWrong},
+	{"postcard-flows", "DTA Fig. 14: Postcarding success vs intermediate flows, cache size and eviction", PostcardFlows},
+	{"append-loss", "Append loss vs reader lag and ring size", AppendLoss},
+	{"keyincr-error", "Key-Increment count-min error vs width and depth", KeyIncrementError},
 }
 
 // Lookup returns the spec named name, or nil.
