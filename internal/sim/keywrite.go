@@ -120,7 +120,7 @@ func KeyWriteAlpha(c Config) (*Figure, error) {
 	trials := (samples + probes - 1) / probes
 	f := &Figure{Name: "keywrite-alpha", Title: "Key-Write: keys found vs load",
 		XLabel: "load α (keys written after the key, per slot)", YLabel: "share of keys found",
-		Note: fmt.Sprintf("S = %d slots, 4-byte values, per-copy hashing; %d probe keys per point (%d runs of %d), written before α·S others", slots, trials*probes, trials, probes)}
+		Note: fmt.Sprintf("S = %d slots, 4-byte values, per-copy hashing; %d probe keys per point (%d runs of %d), written before α·S others; S enters only through (1-1/S)^(N·α·S) = e^(-Nα)(1 - O(1/S)), so the papers' larger S give the same curves", slots, trials*probes, trials, probes)}
 	alphas := []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}
 	for n := 1; n <= 4; n++ {
 		m := Series{Name: fmt.Sprintf("N=%d measured", n)}
