@@ -296,7 +296,11 @@ func decodeINT(data []byte, p gopacket.PacketBuilder) error {
 // RegisterUDPPort makes gopacket decode the payload of UDP packets to port
 // as INT (the INT-over-UDP destination port is deployment-assigned: the
 // specification leaves it TBD).
-func RegisterUDPPort(port uint16) { layers.RegisterUDPPortLayerType(layers.UDPPort(port), LayerTypeINT) }
+func RegisterUDPPort(port uint16) {
+	layers.RegisterUDPPortLayerType(layers.UDPPort(port), LayerTypeINT)
+}
 
 // RegisterTCPPort is RegisterUDPPort for TCP.
-func RegisterTCPPort(port uint16) { layers.RegisterTCPPortLayerType(layers.TCPPort(port), LayerTypeINT) }
+func RegisterTCPPort(port uint16) {
+	layers.RegisterTCPPortLayerType(layers.TCPPort(port), LayerTypeINT)
+}

@@ -49,9 +49,9 @@ type Individual struct {
 	RepType, InType uint8
 	// Length is the Report Length field: words after the first, or
 	// LengthToEnd.
-	Length   uint8
-	MDLength uint8 // words of metadata
-	Dropped, Congested, Tracked, Intermediate bool // D, Q, F, I
+	Length                                    uint8
+	MDLength                                  uint8 // words of metadata
+	Dropped, Congested, Tracked, Intermediate bool  // D, Q, F, I
 
 	// INT main contents (RepType 1).
 	RepMdBits  uint16
