@@ -3,8 +3,11 @@
 // on UDP port 40040, acknowledgements on 40044), and the RoCEv2 packets a
 // translator sends and receives (UDP port 4791): the BTH and extension
 // headers, the payload, whether the ICRC is right, and the RDMA CM messages
-// on QP 1. A packet that does not decode as either gets an "error" field
-// saying why; dtadump goes on to the next one.
+// on QP 1, and INT and Telemetry Reports (v2.0, on UDP port 32766 or
+// -report-port; INT over UDP on -int-port), with each individual report's
+// metadata and its truncated inner packet, INT hops included. A packet
+// that decodes as none of these gets an "error" field saying why; dtadump
+// goes on to the next one.
 //
 // It needs only a capture: a pcap or pcapng file named on the command line,
 // or read from standard input.
@@ -37,9 +40,11 @@ import (
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: dtadump [capture.pcap|capture.pcapng|-]\n\nWith no file or -, reads standard input.\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: dtadump [-report-port P] [-int-port P] [capture.pcap|capture.pcapng|-]\n\nWith no file or -, reads standard input.\n")
+		flag.PrintDefaults()
 	}
 	flag.Parse()
+	registerInband()
 	in := io.Reader(os.Stdin)
 	if name := flag.Arg(0); name != "" && name != "-" {
 		f, err := os.Open(name)
@@ -197,7 +202,7 @@ func describe(n int, ci gopacket.CaptureInfo, p gopacket.Packet) object {
 		var pk rocev2.Packet
 		o = append(o, field{"error", pk.Decode(nil).Error()})
 	default:
-		o = append(o, field{"error", "not a DTA or RoCEv2 packet"})
+		o = append(o, field{"error", "not a DTA, RoCEv2, INT or Telemetry Report packet"})
 	}
 	return o
 }

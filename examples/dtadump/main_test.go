@@ -109,7 +109,7 @@ func samples(t testing.TB) []sample {
 		{frame: udpFrame(t, 40041, 40040, d(0x01, 0x40)),
 			wantErr: "dta: base header: truncated header (S flag set"},
 		{frame: udpFrame(t, 5353, 9999, d(1, 2, 3, 4)),
-			wantErr: "not a DTA or RoCEv2 packet"},
+			wantErr: "not a DTA, RoCEv2, INT or Telemetry Report packet"},
 		{frame: reportFrame(t, dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Seq: 255}, KeyWrite: dta.KeyWrite{Redundancy: 255, Key: 0xffffffff, Data: d(0, 0, 0, 0)}}),
 			key: "dta", want: `{"opcode":"key-write","immediate":false,"sequenced":true,"seq":255,"reserved":0,"redundancy":255,"key":4294967295,"data":"00000000"}`},
 	}
