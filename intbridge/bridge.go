@@ -80,20 +80,20 @@ type Counters struct {
 // Bridge maps Telemetry Reports to DTA reports. It is not safe for
 // concurrent use; give each goroutine its own.
 type Bridge struct {
-	cfg    Config
-	rep    inband.Report
+	cfg Config
+	rep inband.Report
 	// parsers by the truncated packet's first header.
 	parsers map[gopacket.LayerType]*gopacket.DecodingLayerParser
-	eth    layers.Ethernet
-	ip4    layers.IPv4
-	ip6    layers.IPv6
-	udp    layers.UDP
-	tcp    layers.TCP
-	decs   []gopacket.LayerType
-	in     inband.INT
-	out    []dta.Report
-	arena  []byte
-	c      Counters
+	eth     layers.Ethernet
+	ip4     layers.IPv4
+	ip6     layers.IPv6
+	udp     layers.UDP
+	tcp     layers.TCP
+	decs    []gopacket.LayerType
+	in      inband.INT
+	out     []dta.Report
+	arena   []byte
+	c       Counters
 }
 
 // New returns a bridge with cfg.
