@@ -203,6 +203,18 @@ func (s *Store) Query(key uint32, n int, p Policy) (Result, error) {
 	return s.query(key, n, p, matched[:]), nil
 }
 
+// Copy returns the data of copy n of key, aliasing the region, when that
+// slot's checksum is key's: the latest value written there for key, with no
+// vote. Readers of one-copy-per-report schemes (package pint, DART) read
+// copies one by one. It does not allocate.
+func (s *Store) Copy(key uint32, n uint8) (data []byte, ok bool) {
+	off := s.layout.Offset(key, n)
+	if binary.LittleEndian.Uint32(s.region[off:]) != s.layout.hasher.Checksum(key) {
+		return nil, false
+	}
+	return s.data(off), true
+}
+
 // smallQuery is the largest n whose Query scratch is a small array.
 const smallQuery = 16
 

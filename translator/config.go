@@ -36,6 +36,11 @@ type Config struct {
 	// ReportAddr is where the Translator receives reports (default
 	// 127.0.0.1:40040). The Engine ignores it.
 	ReportAddr netip.AddrPort
+	// NoReports makes the Translator take reports only from its caller
+	// (Submit): no report socket is bound and ReportAddr is ignored. A
+	// reporting host writing into collectors itself, as DART does
+	// (package dart), runs a Translator so.
+	NoReports bool
 	// Local is the translator's RoCEv2 address, the source of every packet
 	// it sends to the targets. It must be a specific address, since the ICRC
 	// covers it; the Translator binds it (default 127.0.0.1:0, the port
@@ -91,7 +96,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if !c.ReportAddr.IsValid() {
+	if c.NoReports {
+		c.ReportAddr = netip.AddrPort{}
+	} else if !c.ReportAddr.IsValid() {
 		c.ReportAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), dta.ReportPort)
 	}
 	if c.CMPort == 0 {

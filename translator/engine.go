@@ -86,6 +86,7 @@ type collector struct {
 type Engine struct {
 	cfg        Config
 	now        int64
+	onlyCopy   int // the one Key-Write copy Submit writes (-1: all)
 	collectors []*collector
 	table      dta.CollectorChoice
 	qps        map[uint32]*qp // by our QPN
@@ -122,6 +123,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	cfg.Local = unmap(cfg.Local)
 	e := &Engine{
 		cfg:      cfg,
+		onlyCopy: -1,
 		qps:      make(map[uint32]*qp),
 		byComm:   make(map[uint32]*qp),
 		nextQPN:  0x100 + rand.Uint32N(0x10000),
@@ -352,6 +354,16 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // one gets a NACK to src's address at the ack port, an unsequenced one is
 // counted. It does not allocate.
 func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
+	switch err := e.apply(r); {
+	case errors.Is(err, ErrNoInstance):
+		e.drop(r, src, dta.ReasonNoInstance)
+	case errors.Is(err, ErrBusy):
+		e.drop(r, src, dta.ReasonBusy)
+	}
+}
+
+// apply translates r, counting it, and says why it was not applied.
+func (e *Engine) apply(r *dta.Report) error {
 	op := r.Header.Opcode
 	var key uint32
 	switch op {
@@ -365,19 +377,29 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 		key = r.Postcard.Key
 	default:
 		e.c.Malformed++
-		return
+		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
 	e.c.Reports[op]++
 	in := e.chooseCollector(key).byPrim[op]
 	if in == nil || !in.ready() {
 		e.c.NoInstance++
-		e.drop(r, src, dta.ReasonNoInstance)
-		return
+		return errNoInstance
 	}
-	if !e.translate(in, r) {
-		e.drop(r, src, dta.ReasonBusy)
+	switch e.translate(in, r) {
+	case busy:
+		return errBusy
+	case rejected:
+		return errRejected
 	}
+	return nil
 }
+
+// Preallocated so the refusals on the hot path do not allocate.
+var (
+	errNoInstance = fmt.Errorf("%w: the collector has no ready instance of the primitive", ErrNoInstance)
+	errBusy       = fmt.Errorf("%w: the instance's retransmit ring is full", ErrBusy)
+	errRejected   = fmt.Errorf("%w: the instance's geometry refuses it (data size, list, copy, hop)", ErrReport)
+)
 
 // drop refuses r: a NACK when it is sequenced, wide (with the reason) when
 // r's sequence number is.

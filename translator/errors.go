@@ -19,6 +19,15 @@ var (
 	// ErrUnsupported: the advertisement names a primitive this build cannot
 	// translate.
 	ErrUnsupported = errors.New("translator: primitive not supported")
+	// ErrNoInstance: a submitted report's collector has no ready instance
+	// of its primitive (not connected yet, or none advertised).
+	ErrNoInstance = errors.New("translator: no instance")
+	// ErrBusy: a submitted report's QP cannot take more packets now; try
+	// again once acknowledgements free its ring.
+	ErrBusy = errors.New("translator: busy")
+	// ErrReport: a submitted report is malformed or its instance's geometry
+	// refuses it.
+	ErrReport = errors.New("translator: report refused")
 	// ErrClosed: the translator was closed.
 	ErrClosed = errors.New("translator: closed")
 )

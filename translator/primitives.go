@@ -162,20 +162,31 @@ func (s *scratch) init() {
 	s.alw = make([]appendlist.Write, 0, 2)
 }
 
-// translate turns r into in's operations. It returns false when in's QP
-// cannot take them now (the caller drops r); a report the geometry refuses
-// is counted as Rejected and reported as handled.
-func (e *Engine) translate(in *instance, r *dta.Report) bool {
+// outcome is what became of a report handed to translate.
+type outcome uint8
+
+const (
+	applied  outcome = iota // its operations are queued
+	busy                    // its QP cannot take them now: the caller drops it
+	rejected                // the geometry refuses it (counted as Rejected)
+)
+
+// translate turns r into in's operations. A Key-Write writes only copy
+// e.onlyCopy when that is not negative (Submit).
+func (e *Engine) translate(in *instance, r *dta.Report) outcome {
 	switch in.prim {
 	case dta.OpKeyWrite:
 		kw := &r.KeyWrite
 		if !e.hasRoom(in, int(kw.Redundancy)) {
-			return false
+			return busy
 		}
 		ops, _, err := in.kw.AppendWrites(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy))
-		if err != nil {
+		if err != nil || e.onlyCopy >= int(kw.Redundancy) {
 			e.c.Rejected++
-			return true
+			return rejected
+		}
+		if e.onlyCopy >= 0 {
+			ops = ops[e.onlyCopy : e.onlyCopy+1]
 		}
 		e.shareTail, e.tailOK = true, false
 		for _, w := range ops {
@@ -185,12 +196,12 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 	case dta.OpKeyIncrement:
 		ki := &r.KeyIncrement
 		if !e.hasRoom(in, int(ki.Redundancy)) {
-			return false
+			return busy
 		}
 		ops, err := in.ki.AppendOps(e.sc.kiOps[:0], ki.Key, ki.Counter, int(ki.Redundancy))
 		if err != nil {
 			e.c.Rejected++
-			return true
+			return rejected
 		}
 		e.shareTail, e.tailOK = true, false
 		for _, op := range ops {
@@ -200,12 +211,12 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 	case dta.OpPostcard:
 		copies := in.pc.Layout().Copies
 		if !e.hasRoom(in, 2*copies) {
-			return false
+			return busy
 		}
 		chunks, err := in.cache.Insert(r.Postcard, e.sc.chunks[:0])
 		if err != nil {
 			e.c.Rejected++
-			return true
+			return rejected
 		}
 		for i := range chunks {
 			e.shareTail, e.tailOK = true, false
@@ -216,18 +227,18 @@ func (e *Engine) translate(in *instance, r *dta.Report) bool {
 		}
 	case dta.OpAppend:
 		if !e.hasRoom(in, in.alMaxPkt) {
-			return false
+			return busy
 		}
 		ws, err := in.batcher.Append(r.Append.ListID, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
 		if err != nil {
 			e.c.Rejected++
-			return true
+			return rejected
 		}
 		for _, w := range ws {
 			e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
 		}
 	}
-	return true
+	return applied
 }
 
 // write posts one RDMA WRITE of data at offset off of in's region: WRITE

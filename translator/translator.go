@@ -53,18 +53,22 @@ func New(cfg Config) (*Translator, error) {
 	if cfg.Local.Addr().IsUnspecified() || cfg.ReportAddr.Addr().IsUnspecified() {
 		return nil, fmt.Errorf("%w: the translator binds specific addresses, not %v or %v", ErrConfig, cfg.Local, cfg.ReportAddr)
 	}
-	ruc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.ReportAddr))
-	if err != nil {
-		return nil, fmt.Errorf("translator: report socket: %w", err)
+	var ruc, cuc *net.UDPConn
+	var err error
+	if !cfg.NoReports {
+		if ruc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.ReportAddr)); err != nil {
+			return nil, fmt.Errorf("translator: report socket: %w", err)
+		}
+		// Reports come in bursts: ask for a deep receive queue (the kernel
+		// caps it at net.core.rmem_max).
+		_ = ruc.SetReadBuffer(socketBuffer)
+		cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
 	}
-	// Reports come in bursts: ask for a deep receive queue (the kernel caps
-	// it at net.core.rmem_max).
-	_ = ruc.SetReadBuffer(socketBuffer)
-	cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
 	t := &Translator{stop: make(chan struct{})}
-	var cuc *net.UDPConn
 	closeAll := func() {
-		ruc.Close()
+		if ruc != nil {
+			ruc.Close()
+		}
 		if cuc != nil {
 			cuc.Close()
 		}
@@ -91,9 +95,11 @@ func New(cfg Config) (*Translator, error) {
 		closeAll()
 		return nil, err
 	}
-	if t.rep, err = udpio.New(ruc, batchSize); err != nil {
-		closeAll()
-		return nil, err
+	if ruc != nil {
+		if t.rep, err = udpio.New(ruc, batchSize); err != nil {
+			closeAll()
+			return nil, err
+		}
 	}
 	if cuc != nil {
 		if t.roce, err = udpio.New(cuc, batchSize); err != nil {
@@ -130,16 +136,18 @@ func (t *Translator) Start(ctx context.Context) error {
 		return errors.New("translator: already started")
 	}
 	t.started = true
-	if t.vb != nil {
-		t.wg.Add(2)
+	if t.rep != nil {
+		t.wg.Add(1)
 		go t.readReports()
+	}
+	if t.vb != nil {
+		t.wg.Add(1)
 		go t.ticker()
 		t.mu.Unlock()
 		return t.discoverVerbs(ctx)
 	}
-	t.wg.Add(3)
+	t.wg.Add(2)
 	go t.readRoCE()
-	go t.readReports()
 	go t.ticker()
 	t.e.Start(time.Now())
 	t.sendLocked()
@@ -159,6 +167,42 @@ func (t *Translator) Start(ctx context.Context) error {
 			return fmt.Errorf("translator: connecting: %w", ctx.Err())
 		case <-poll.C:
 		}
+	}
+}
+
+// Submit translates r as if it had arrived on the report socket, except
+// that refusal is returned, not NACKed: it wraps ErrNoInstance, ErrBusy
+// (retry later), ErrReport or ErrClosed. With copy >= 0, a Key-Write
+// report writes only that copy (0..N-1) of its N. The packets leave in
+// batches: when a batch fills, on the next tick (a few milliseconds) or on
+// Flush. Submit is safe for concurrent use.
+func (t *Translator) Submit(r *dta.Report, copy int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("translator: submit: %w", ErrClosed)
+	}
+	if !t.started {
+		return fmt.Errorf("%w: the translator is not started", ErrNoInstance)
+	}
+	if copy >= 0 && r.Header.Opcode != dta.OpKeyWrite {
+		return fmt.Errorf("%w: a copy is chosen only for Key-Write, not %v", ErrReport, r.Header.Opcode)
+	}
+	t.e.onlyCopy = copy
+	err := t.e.apply(r)
+	t.e.onlyCopy = -1
+	if len(t.e.Output()) >= batchSize {
+		t.sendLocked()
+	}
+	return err
+}
+
+// Flush sends what Submit queued.
+func (t *Translator) Flush() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.started && !t.closed {
+		t.sendLocked()
 	}
 }
 
@@ -217,7 +261,9 @@ func (t *Translator) Close(timeout time.Duration) error {
 	}
 	t.mu.Unlock()
 	close(t.stop)
-	t.rep.UDPConn().Close()
+	if t.rep != nil {
+		t.rep.UDPConn().Close()
+	}
 	if t.roce != nil {
 		t.roce.UDPConn().Close()
 	}
@@ -243,7 +289,9 @@ func (t *Translator) sendLocked() {
 	if t.roce != nil {
 		writeAll(t.roce, t.roceOut)
 	}
-	writeAll(t.rep, t.repOut)
+	if t.rep != nil {
+		writeAll(t.rep, t.repOut)
+	}
 	clear(t.roceOut)
 	clear(t.repOut)
 	t.e.ResetOutput()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
@@ -221,5 +222,41 @@ func TestVerbsBackendNeedsDevice(t *testing.T) {
 	_, err := New(Config{Verbs: true, Collectors: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4791")}})
 	if !errors.Is(err, verbs.ErrNoDevice) && !errors.Is(err, verbs.ErrNotSupported) {
 		t.Fatalf("New with Verbs and no device: %v, want an error wrapping verbs.ErrNoDevice", err)
+	}
+}
+
+// Submit refuses, with the cause, what it cannot translate, and binds no
+// report socket with NoReports.
+func TestSubmitRefusals(t *testing.T) {
+	tr, err := New(Config{NoReports: true, Collectors: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:9")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.ReportAddr().IsValid() {
+		t.Fatalf("NoReports bound %v", tr.ReportAddr())
+	}
+	kw := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: 2, Key: 1, Data: []byte{1, 2, 3, 4}}}
+	if err := tr.Submit(&kw, 0); !errors.Is(err, ErrNoInstance) {
+		t.Fatalf("before Start: %v", err)
+	}
+	ki := dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: 1, Key: 1, Counter: 1}}
+	if err := tr.Submit(&ki, 0); !errors.Is(err, ErrReport) && !errors.Is(err, ErrNoInstance) {
+		t.Fatalf("a copy of a Key-Increment: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	tr.Start(ctx) // nobody listens at port 9
+	if err := tr.Submit(&kw, 0); !errors.Is(err, ErrNoInstance) {
+		t.Fatalf("no collector connected: %v", err)
+	}
+	if err := tr.Submit(&ki, 0); !errors.Is(err, ErrReport) {
+		t.Fatalf("a copy of a Key-Increment: %v", err)
+	}
+	if c := tr.Counters(); c.NoInstance != 1 || c.Dropped != 0 {
+		t.Fatalf("counters: %+v", c)
+	}
+	tr.Close(time.Second)
+	if err := tr.Submit(&kw, -1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
 	}
 }

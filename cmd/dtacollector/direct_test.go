@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/collector/cluster"
+	"github.com/dtakit/dtakit/dart"
+	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/translator"
+)
+
+// TestDirect writes the same keys into two pairs of dtacollector processes:
+// through a translator (every report writes its N copies), and in DART's
+// mode (dart.Reporter: the reporting process writes one random copy per
+// report itself). The two deployments answer every query the same.
+func TestDirect(t *testing.T) {
+	bin := build(t)
+	cmPort := 44000 + os.Getpid()%1000
+	const (
+		keys  = 2000
+		n     = 3
+		times = 4 // DART-mode reports per key: its copies fill at random
+	)
+	start := func(first int) ([]*daemonProc, []netip.AddrPort, *cluster.Client) {
+		var procs []*daemonProc
+		var roces []netip.AddrPort
+		var urls []string
+		for i := range 2 {
+			roce := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.%d:4791", first+i))
+			web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+			cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d,
+				"instances": [{"primitive": "keywrite", "slots": %d, "data_size": 8, "redundancy": %d}]}`,
+				roce, web, cmPort, 1<<16, n)
+			p := startDaemon(t, bin, cfg, roce, web)
+			procs, roces, urls = append(procs, p), append(roces, roce), append(urls, p.base)
+		}
+		cl, err := cluster.New(context.Background(), cluster.Config{Collectors: urls, RoCEv2: roces})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return procs, roces, cl
+	}
+	_, viaTranslator, clT := start(21)
+	_, direct, clD := start(23)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	tr, err := translator.New(translator.Config{Collectors: viaTranslator, CMPort: uint16(cmPort), RingSize: 8192,
+		ReportAddr: netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dart.New(translator.Config{Collectors: direct, CMPort: uint16(cmPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.KeyWriteCopy(1, kwValue(1), n, n); !errors.Is(err, translator.ErrReport) {
+		t.Fatalf("copy %d of %d: %v", n, n, err)
+	}
+	if err := d.KeyWrite(1, []byte{1, 2, 3}, n); !errors.Is(err, translator.ErrReport) {
+		t.Fatalf("3 bytes into 8-byte slots: %v", err)
+	}
+
+	ks := make([]uint32, keys)
+	busy := 0
+	for i := range ks {
+		k := uint32(i)*2654435761 + 99
+		ks[i] = k
+		if err := rep.KeyWrite(k, kwValue(k), n); err != nil {
+			t.Fatal(err)
+		}
+		for range times {
+			for {
+				err := d.KeyWrite(k, kwValue(k), n)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, translator.ErrBusy) {
+					t.Fatal(err)
+				}
+				// The ring is full: the collectors' ACKs free it.
+				busy++
+				d.Flush()
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	rep.Flush()
+	rep.Close()
+	time.Sleep(300 * time.Millisecond)
+	if err := tr.Close(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ct, cd := tr.Counters(), d.Counters()
+	if ct.Dropped != 0 || ct.Writes != keys*n {
+		t.Fatalf("translator: %+v", ct)
+	}
+	// One WRITE per DART report (the short value is counted as Rejected, not sent).
+	if cd.Writes != keys*times || cd.Rejected != 1 || cd.Retransmits > cd.Packets/10 {
+		t.Fatalf("direct: %+v", cd)
+	}
+	t.Logf("direct: %d writes, %d busy waits, %d retransmits", cd.Writes, busy, cd.Retransmits)
+
+	// Unreported keys too: both deployments answer empty.
+	all := append(ks, 5, 6, 7)
+	resT, err := clT.KeyWrite(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resD, err := clD.KeyWrite(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Votes differ: a DART key holds only the copies its reports drew. The
+	// answers differ only where later keys overwrote copies: the slots are
+	// the same in both deployments and a translated report writes every
+	// copy, so such a key shows fewer than n votes via the translator.
+	found, differ := 0, 0
+	for i := range all {
+		a, b := resT[i], resD[i]
+		if a.Key != b.Key || a.Status != b.Status || a.Data != b.Data {
+			differ++
+			if a.Key != all[i] || b.Key != all[i] || a.Votes >= n {
+				t.Fatalf("key %#x: via the translator %+v, direct %+v", all[i], a, b)
+			}
+		}
+		if a.Status == "found" {
+			found++
+		}
+	}
+	if found < keys*99/100 || found > keys || differ > keys/200 {
+		t.Fatalf("%d of %d keys found, %d answered differently", found, keys, differ)
+	}
+	t.Logf("%d of %d keys found, %d answered differently after overwrites", found, keys, differ)
+}
