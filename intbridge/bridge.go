@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -93,7 +94,19 @@ type Bridge struct {
 	in      inband.INT
 	out     []dta.Report
 	arena   []byte
+	traces  []Trace
+	hops    []inband.Metadata // the traces' hops
 	c       Counters
+}
+
+// Trace is an INT-MD path trace Handle decoded: the flow, its key, the
+// node that sent the Telemetry Report, and each hop's metadata, source
+// first.
+type Trace struct {
+	Flow inband.FiveTuple
+	Key  uint32
+	Node uint32
+	Hops []inband.Metadata
 }
 
 // New returns a bridge with cfg.
@@ -137,7 +150,7 @@ func (b *Bridge) Counters() Counters { return b.c }
 // allocates nothing once its buffers have grown to the largest packet.
 func (b *Bridge) Handle(payload []byte) ([]dta.Report, error) {
 	b.c.Packets++
-	b.out, b.arena = b.out[:0], b.arena[:0]
+	b.out, b.arena, b.traces, b.hops = b.out[:0], b.arena[:0], b.traces[:0], b.hops[:0]
 	if err := b.rep.DecodeFromBytes(payload, gopacket.NilDecodeFeedback); err != nil {
 		b.c.Malformed++
 		return nil, err
@@ -174,6 +187,7 @@ func (b *Bridge) individual(r *inband.Individual) {
 	switch {
 	case f.md:
 		b.path(key)
+		b.trace(f.tuple, key, node)
 	case r.RepType == inband.RepINT:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
 		if hop < 1 || hop > b.cfg.PostcardHops {
@@ -198,6 +212,34 @@ func (b *Bridge) individual(r *inband.Individual) {
 }
 
 func (b *Bridge) emit(r dta.Report) { b.out = append(b.out, r) }
+
+// Traces returns the INT-MD path traces the last Handle decoded, for
+// analytics beside the DTA reports (Detector, Aggregator). They are valid
+// until the next Handle.
+func (b *Bridge) Traces() []Trace {
+	// b.hops may have grown after a trace was recorded: slice it now.
+	at := 0
+	for i := range b.traces {
+		n := len(b.traces[i].Hops)
+		b.traces[i].Hops = b.hops[at : at+n : at+n]
+		at += n
+	}
+	return b.traces
+}
+
+// trace records the INT-MD stack in b.in as a Trace.
+func (b *Bridge) trace(flow inband.FiveTuple, key, node uint32) {
+	n, err := b.in.Hops()
+	if err != nil {
+		return // counted by path
+	}
+	start := len(b.hops)
+	b.hops = slices.Grow(b.hops, n)[:start+n]
+	for i := range n {
+		b.in.Hop(n-1-i, &b.hops[start+i])
+	}
+	b.traces = append(b.traces, Trace{Flow: flow, Key: key, Node: node, Hops: b.hops[start : start+n]})
+}
 
 // path emits the Key-Write of the INT-MD stack in b.in.
 func (b *Bridge) path(key uint32) {

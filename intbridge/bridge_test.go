@@ -205,3 +205,36 @@ func BenchmarkBridge(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reports/s")
 }
+
+// Traces hand the INT-MD stacks to analytics, source first, each one its
+// own hops even when a report carries several.
+func TestTraces(t *testing.T) {
+	b, _ := New(Config{INTPort: intPort})
+	paths := [][]uint32{{11, 22, 33}, {5, 6, 7, 8, 9, 10, 11, 12, 13}, {1}}
+	var ins []inband.Individual
+	for _, p := range paths {
+		ins = append(ins, inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, Inner: mdPacket(t, p)})
+	}
+	for round := range 2 {
+		if _, err := b.Handle(encode(t, &inband.Report{NodeID: 77, Individuals: ins})); err != nil {
+			t.Fatal(err)
+		}
+		tr := b.Traces()
+		if len(tr) != len(paths) {
+			t.Fatalf("round %d: %d traces", round, len(tr))
+		}
+		for i, p := range paths {
+			if tr[i].Key != inband.FlowKey(tcpFlow) || tr[i].Node != 77 || tr[i].Flow != tcpFlow || len(tr[i].Hops) != len(p) {
+				t.Fatalf("trace %d: %+v", i, tr[i])
+			}
+			for h, id := range p {
+				if tr[i].Hops[h].NodeID != id {
+					t.Fatalf("trace %d hop %d: node %d, want %d", i, h, tr[i].Hops[h].NodeID, id)
+				}
+			}
+		}
+	}
+	if _, err := b.Handle(encode(t, &inband.Report{Individuals: ins[:1]})); err != nil || len(b.Traces()) != 1 {
+		t.Fatalf("a later report: %d traces, %v", len(b.Traces()), err)
+	}
+}
