@@ -1,0 +1,294 @@
+// Command int-collector is an INT collector built on dtakit: it replays a
+// capture of Telemetry Reports (v2.0) through the INT→DTA bridge into a DTA
+// collector, then prints what the collector's memory answers — each flow's
+// path (Key-Write) and report count (Key-Increment), the drops and
+// congestion events (Append) — and what the analytics beside the bridge
+// computed: INTCollector-style events and per-switch histograms.
+//
+// Without -pcap it generates a trace of INT-MD path traces first (24 flows
+// over a five-hop leaf-spine path, one rerouted and one congested halfway,
+// some packets dropped or congested at the sink). Everything runs in this
+// process over loopback UDP: collector, translator, reporter.
+//
+//	go run ./examples/int-collector
+//	go run ./examples/int-collector -pcap reports.pcap -int-port 5000 -report-port 32766
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/inband"
+	"github.com/dtakit/dtakit/intbridge"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/translator"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "int-collector:", err)
+		os.Exit(1)
+	}
+}
+
+const (
+	pathHops   = 5
+	redundancy = 2
+)
+
+func run(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("int-collector", flag.ContinueOnError)
+	pcap := fs.String("pcap", "", "capture of Telemetry Reports to replay (default: generate one)")
+	intPort := fs.Uint("int-port", 5000, "UDP port of INT over UDP inside the reports' packets")
+	reportPort := fs.Uint("report-port", 32766, "UDP port the Telemetry Reports are sent to")
+	flows := fs.Int("flows", 24, "flows in the generated trace")
+	packets := fs.Int("packets", 40, "packets per flow in the generated trace")
+	write := fs.String("write", "", "write the generated trace to this file and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *intPort > 65535 || *reportPort > 65535 || *intPort == 0 || *reportPort == 0 {
+		return fmt.Errorf("ports must be 1..65535, not %d and %d", *intPort, *reportPort)
+	}
+	if *pcap == "" || *write != "" {
+		path := *write
+		if path == "" {
+			dir, err := os.MkdirTemp("", "int-collector")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			path = filepath.Join(dir, "reports.pcap")
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		_, err = generate(f, *flows, *packets, uint16(*intPort), uint16(*reportPort), 1)
+		if err = errors.Join(err, f.Close()); err != nil {
+			return fmt.Errorf("generating %s: %w", path, err)
+		}
+		if *write != "" {
+			return nil
+		}
+		*pcap = path
+	}
+	return collect(*pcap, uint16(*intPort), uint16(*reportPort), out)
+}
+
+// pipeline is the DTA side: a collector with the bridge's three instances,
+// a translator and a reporter, on loopback.
+type pipeline struct {
+	c    *collector.Collector
+	kw   *keywrite.Store
+	ki   *keyincr.Store
+	al   *appendlist.Region
+	tr   *translator.Translator
+	rep  *reporter.Reporter
+	stop context.CancelFunc
+}
+
+func startPipeline() (*pipeline, error) {
+	p := &pipeline{}
+	var err error
+	if p.c, err = collector.New(collector.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0"), CMPort: 41050}); err != nil {
+		return nil, err
+	}
+	kwl, err := keywrite.NewLayout(1<<14, 4*pathHops)
+	if err != nil {
+		return nil, err
+	}
+	kil, err := keyincr.NewLayout(1 << 14)
+	if err != nil {
+		return nil, err
+	}
+	all := appendlist.Layout{Lists: 2, Entries: 4096, EntrySize: intbridge.EventEntrySize, Batch: 1, Markers: true}
+	if p.kw, err = p.c.AddKeyWrite(kwl); err != nil {
+		return nil, err
+	}
+	if p.ki, err = p.c.AddKeyIncrement(kil); err != nil {
+		return nil, err
+	}
+	if p.al, err = p.c.AddAppend(all); err != nil {
+		return nil, err
+	}
+	if err := p.c.Start(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	go p.c.Serve(ctx)
+	// A ring that holds the whole replay: the reporter does not pace.
+	if p.tr, err = translator.New(translator.Config{Collectors: []netip.AddrPort{p.c.Addr()}, CMPort: 41050, RingSize: 16384,
+		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0")}); err != nil {
+		return nil, err
+	}
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if err := p.tr.Start(sctx); err != nil {
+		return nil, err
+	}
+	if p.rep, err = reporter.New(reporter.Config{Translator: p.tr.ReportAddr()}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// drain waits until the collector holds everything sent.
+func (p *pipeline) drain() error {
+	if err := p.rep.Close(); err != nil {
+		return err
+	}
+	time.Sleep(200 * time.Millisecond) // the last reports cross the socket
+	if err := p.tr.Close(10 * time.Second); err != nil {
+		return err
+	}
+	p.c.Counters() // orders the target's writes before our reads
+	return nil
+}
+
+func (p *pipeline) close() {
+	p.stop()
+	p.c.Close()
+}
+
+func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
+	f, err := os.Open(pcap)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	p, err := startPipeline()
+	if err != nil {
+		return fmt.Errorf("starting the collector and translator: %w", err)
+	}
+	defer p.close()
+	b, err := intbridge.New(intbridge.Config{INTPort: intPort, PathHops: pathHops, PathRedundancy: redundancy, CountRedundancy: redundancy})
+	if err != nil {
+		return err
+	}
+	det := intbridge.NewDetector(intbridge.DetectorConfig{LatencyThreshold: 1000, QueueThreshold: 1000})
+	agg := intbridge.NewAggregator()
+	flows := map[uint32]inband.FiveTuple{}
+	var events []intbridge.Event
+	kinds := map[intbridge.EventKind]int{}
+	var sendErr error
+	st, err := intbridge.Replay(f, reportPort, func(payload []byte, ts time.Time) error {
+		reps, err := b.Handle(payload)
+		if err != nil {
+			return nil // counted by the bridge as Malformed
+		}
+		for i := range reps {
+			if err := p.rep.Send(&reps[i]); err != nil && sendErr == nil {
+				sendErr = err
+			}
+		}
+		for _, t := range b.Traces() {
+			flows[t.Key] = t.Flow
+			agg.Add(t.Key, t.Hops)
+			n := len(events)
+			events = det.Observe(t.Key, t.Hops, ts, events)
+			for _, e := range events[n:] {
+				kinds[e.Kind]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return fmt.Errorf("sending DTA reports: %w", sendErr)
+	}
+	if err := p.drain(); err != nil {
+		return err
+	}
+	bc, tc := b.Counters(), p.tr.Counters()
+	fmt.Fprintf(out, "replayed %s: %d packets, %d Telemetry Reports, %d skipped\n", pcap, st.Packets, st.Reports, st.Skipped)
+	fmt.Fprintf(out, "bridge: %d reports (%d malformed, %d without a flow, %d bad stacks) -> %d Key-Writes, %d Key-Increments, %d Appends, %d Postcards\n",
+		bc.Individuals, bc.Malformed, bc.NoFlow, bc.BadStack, bc.KeyWrites, bc.Increments, bc.Appends, bc.Postcards)
+	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NoInstance+tc.Rejected)
+
+	fmt.Fprintln(out, "\nflows: path (Key-Write), reports (Key-Increment)")
+	keys := make([]uint32, 0, len(flows))
+	for k := range flows {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b uint32) int { return flows[a].Src.Compare(flows[b].Src) })
+	for _, k := range keys {
+		t := flows[k]
+		path := "?"
+		if res, err := p.kw.Query(k, redundancy, keywrite.Plurality); err == nil && res.Status == keywrite.Found {
+			var ids []string
+			for i := 0; i+4 <= len(res.Data); i += 4 {
+				if id := binary.BigEndian.Uint32(res.Data[i:]); id != 0 {
+					ids = append(ids, fmt.Sprint(id))
+				}
+			}
+			path = strings.Join(ids, " ")
+		}
+		count, _ := p.ki.Query(k, redundancy)
+		fmt.Fprintf(out, "flow %#08x %v:%d > %v:%d proto %d path %s reports %d\n", k, t.Src, t.SrcPort, t.Dst, t.DstPort, t.Proto, path, count)
+	}
+
+	fmt.Fprintln(out, "\ndrops and congestion (Append lists 0 and 1)")
+	for list, name := range []string{"drop", "congestion"} {
+		rd, err := p.al.Reader(uint32(list))
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 4096*intbridge.EventEntrySize)
+		n, err := rd.Read(buf)
+		if err != nil {
+			return fmt.Errorf("reading the %s list: %w", name, err)
+		}
+		for e := buf[:n*intbridge.EventEntrySize]; len(e) >= intbridge.EventEntrySize; e = e[intbridge.EventEntrySize:] {
+			node, flow, detail := binary.BigEndian.Uint32(e), binary.BigEndian.Uint32(e[4:]), binary.BigEndian.Uint32(e[8:])
+			if list == 0 {
+				fmt.Fprintf(out, "drop node %d flow %#08x queue %d reason %d\n", node, flow, detail>>24, detail>>16&0xFF)
+			} else {
+				fmt.Fprintf(out, "congestion node %d flow %#08x queue %d occupancy %d\n", node, flow, detail>>24, detail&0xFFFFFF)
+			}
+		}
+	}
+
+	fmt.Fprintln(out, "\nevents (INTCollector-style detection)")
+	for _, k := range []intbridge.EventKind{intbridge.NewFlow, intbridge.PathChange, intbridge.LatencyChange, intbridge.QueueChange} {
+		fmt.Fprintf(out, "events %s %d\n", k, kinds[k])
+	}
+	for _, e := range events {
+		switch e.Kind {
+		case intbridge.PathChange:
+			fmt.Fprintf(out, "event %s flow %#08x hops %d -> %d\n", e.Kind, e.Flow, e.Old, e.New)
+		case intbridge.LatencyChange, intbridge.QueueChange:
+			fmt.Fprintf(out, "event %s flow %#08x hop %d %d -> %d\n", e.Kind, e.Flow, e.Hop, e.Old, e.New)
+		}
+	}
+
+	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy (power-of-two histograms: upper bounds)")
+	ids := make([]uint32, 0, len(agg.Switches))
+	for id := range agg.Switches {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := agg.Switches[id]
+		fmt.Fprintf(out, "switch %d packets %d latency-p50 %d latency-p99 %d latency-max %d queue-p50 %d queue-max %d\n",
+			id, s.Latency.Count, s.Latency.Quantile(0.5), s.Latency.Quantile(0.99), s.Latency.Max, s.Queue.Quantile(0.5), s.Queue.Max)
+	}
+	return nil
+}
