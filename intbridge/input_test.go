@@ -36,7 +36,8 @@ func TestReplay(t *testing.T) {
 	t0 := time.Unix(1700000000, 5000)
 	for _, ng := range []bool{false, true} {
 		var buf bytes.Buffer
-		write, flush := func([]byte, time.Time) error { return nil }, func() error { return nil }
+		var write func([]byte, time.Time) error
+		flush := func() error { return nil }
 		if ng {
 			w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
 			if err != nil {
