@@ -3,10 +3,10 @@ package daemon
 import (
 	"reflect"
 	"strconv"
-	"strings"
-	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dtakit/dtakit/internal/promname"
 )
 
 // The daemon exports every counter of the collector's backend as
@@ -27,7 +27,7 @@ func (d *Daemon) Collect(ch chan<- prometheus.Metric) {
 		if f.Type.Kind() != reflect.Uint64 {
 			continue
 		}
-		desc := prometheus.NewDesc("dtakit_collector_"+snake(f.Name)+"_total", "collector counter "+f.Name+" ("+d.cfg.Backend+" backend)", nil, nil)
+		desc := prometheus.NewDesc("dtakit_collector_"+promname.Snake(f.Name)+"_total", "collector counter "+f.Name+" ("+d.cfg.Backend+" backend)", nil, nil)
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Uint()))
 	}
 	if e := d.exp; e != nil {
@@ -54,18 +54,4 @@ func (d *Daemon) Collect(ch chan<- prometheus.Metric) {
 	for _, in := range d.insts {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(in.info.Length), strconv.Itoa(in.index), in.info.Primitive.String())
 	}
-}
-
-// snake turns a Go field name into a metric name part: WritePackets ->
-// write_packets, BadICRC -> bad_icrc.
-func snake(s string) string {
-	var b strings.Builder
-	r := []rune(s)
-	for i, c := range r {
-		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
-			b.WriteByte('_')
-		}
-		b.WriteRune(unicode.ToLower(c))
-	}
-	return b.String()
 }

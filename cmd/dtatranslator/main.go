@@ -1,0 +1,265 @@
+// Command dtatranslator runs the software DTA translator as a daemon: DTA
+// reports in on UDP, RoCEv2 out to the collectors it discovers through the
+// RDMA CM (retrying with backoff until they answer), counters at /metrics in
+// the Prometheus format and its state at /v1/translator.
+//
+//	dtatranslator -config translator.json
+//	dtatranslator -report 127.0.0.1:40040 -collectors 127.0.0.11:4791,127.0.0.12:4791 -http 127.0.0.1:8041
+//
+// The configuration file (every field optional; flags override it):
+//
+//	{"report": "127.0.0.1:40040", "local": "127.0.0.1:0",
+//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
+//	 "ring_size": 1024, "rate_limit": 0, "http": "127.0.0.1:8041"}
+//
+// Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: cached postcards
+// and partial Append batches are flushed and every packet is acknowledged
+// before the QPs are disconnected), 4 when some packets were still
+// unacknowledged after -drain, 2 for bad flags or configuration, 1 for any
+// other failure.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/promname"
+	"github.com/dtakit/dtakit/translator"
+)
+
+// Config is the configuration file.
+type Config struct {
+	Report     string   `json:"report"`
+	Local      string   `json:"local"`
+	Collectors []string `json:"collectors"`
+	CMPort     uint16   `json:"cm_port"`
+	RingSize   int      `json:"ring_size"`
+	RateLimit  float64  `json:"rate_limit"`
+	HTTP       string   `json:"http"`
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
+	config := fs.String("config", "", "JSON configuration file")
+	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
+	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
+	collectors := fs.String("collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
+	cmPort := fs.Uint("cm-port", 0, "CM port of the collectors' first instance (default 40050)")
+	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
+	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintln(os.Stderr, "dtatranslator: -log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	var cfg Config
+	if *config != "" {
+		b, err := os.ReadFile(*config)
+		if err == nil {
+			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec.DisallowUnknownFields()
+			err = dec.Decode(&cfg)
+		}
+		if err != nil {
+			log.Error("configuration", "file", *config, "err", err)
+			return 2
+		}
+	}
+	if *report != "" {
+		cfg.Report = *report
+	}
+	if *local != "" {
+		cfg.Local = *local
+	}
+	if *collectors != "" {
+		cfg.Collectors = strings.Split(*collectors, ",")
+	}
+	if *cmPort != 0 {
+		if *cmPort > 65535 {
+			log.Error("configuration", "err", fmt.Sprintf("-cm-port %d out of range", *cmPort))
+			return 2
+		}
+		cfg.CMPort = uint16(*cmPort)
+	}
+	if *httpAddr != "" {
+		cfg.HTTP = *httpAddr
+	}
+	tcfg, err := cfg.translator()
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return 2
+	}
+	t, err := translator.New(tcfg)
+	if err != nil {
+		log.Error("start", "err", err)
+		if errors.Is(err, translator.ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var srv *http.Server
+	if cfg.HTTP != "" {
+		ln, err := net.Listen("tcp", cfg.HTTP)
+		if err != nil {
+			log.Error("http", "err", err)
+			t.Close(0)
+			return 1
+		}
+		srv = &http.Server{Handler: handler(t), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		log.Info("http", "addr", ln.Addr().String())
+	}
+	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors)
+	// Start returns once every collector answered or failed; the
+	// translator keeps retrying those that failed, with backoff.
+	go func() {
+		if err := t.Start(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("collectors not all connected yet; retrying", "err", err)
+		}
+		for _, in := range t.Instances() {
+			log.Info("instance", "collector", in.Collector, "port", in.Port, "primitive", in.Primitive.String(), "ready", in.Ready)
+		}
+	}()
+	<-ctx.Done()
+	log.Info("shutting down", "drain", drain.String())
+	code := 0
+	if err := t.Close(*drain); err != nil {
+		log.Error("shutdown", "err", err)
+		code = 4
+	}
+	c := t.Counters()
+	log.Info("stopped", "writes", c.Writes, "fetch_adds", c.FetchAdds, "dropped", c.Dropped, "nacks", c.NACKs, "retransmits", c.Retransmits)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}
+	return code
+}
+
+// translator checks cfg and turns it into the translator's.
+func (cfg Config) translator() (translator.Config, error) {
+	var tc translator.Config
+	var err error
+	if cfg.Report != "" {
+		if tc.ReportAddr, err = netip.ParseAddrPort(cfg.Report); err != nil {
+			return tc, fmt.Errorf("report address: %w", err)
+		}
+	}
+	if cfg.Local != "" {
+		if tc.Local, err = netip.ParseAddrPort(cfg.Local); err != nil {
+			return tc, fmt.Errorf("local address: %w", err)
+		}
+	}
+	if len(cfg.Collectors) == 0 {
+		return tc, errors.New("no collectors (-collectors or \"collectors\")")
+	}
+	for _, s := range cfg.Collectors {
+		a, err := netip.ParseAddrPort(strings.TrimSpace(s))
+		if err != nil {
+			return tc, fmt.Errorf("collector address: %w", err)
+		}
+		tc.Collectors = append(tc.Collectors, a)
+	}
+	if cfg.RingSize < 0 || cfg.RateLimit < 0 {
+		return tc, fmt.Errorf("ring_size %d and rate_limit %g must not be negative", cfg.RingSize, cfg.RateLimit)
+	}
+	tc.CMPort, tc.RingSize, tc.RateLimit = cfg.CMPort, cfg.RingSize, cfg.RateLimit
+	return tc, nil
+}
+
+// Status is GET /v1/translator.
+type Status struct {
+	Report    string              `json:"report"`
+	Local     string              `json:"local"`
+	Counters  translator.Counters `json:"counters"`
+	Instances []Instance          `json:"instances"`
+}
+
+// Instance is one collector instance in Status.
+type Instance struct {
+	Collector int    `json:"collector"`
+	Port      uint16 `json:"cm_port"`
+	Primitive string `json:"primitive"`
+	Ready     bool   `json:"ready"`
+	Used      bool   `json:"used"`
+	Error     string `json:"error,omitempty"`
+}
+
+func handler(t *translator.Translator) http.Handler {
+	mux := http.NewServeMux()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics{t})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /v1/translator", func(w http.ResponseWriter, _ *http.Request) {
+		st := Status{Report: t.ReportAddr().String(), Local: t.LocalAddr().String(), Counters: t.Counters(), Instances: []Instance{}}
+		for _, in := range t.Instances() {
+			i := Instance{Collector: in.Collector, Port: in.Port, Primitive: in.Primitive.String(), Ready: in.Ready, Used: in.Used}
+			if in.Err != nil {
+				i.Error = in.Err.Error()
+			}
+			st.Instances = append(st.Instances, i)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(st)
+	})
+	return mux
+}
+
+// metrics exports every translator counter as
+// dtakit_translator_<counter>_total; reports by primitive are labelled.
+type metrics struct{ t *translator.Translator }
+
+func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
+
+func (m metrics) Collect(ch chan<- prometheus.Metric) {
+	v := reflect.ValueOf(m.t.Counters())
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		name := "dtakit_translator_" + promname.Snake(f.Name) + "_total"
+		switch f.Type.Kind() {
+		case reflect.Uint64:
+			desc := prometheus.NewDesc(name, "translator counter "+f.Name, nil, nil)
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Uint()))
+		case reflect.Array: // Reports, by opcode
+			desc := prometheus.NewDesc(name, "translator counter "+f.Name+" by primitive", []string{"primitive"}, nil)
+			for op := 1; op < v.Field(i).Len(); op++ {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Index(op).Uint()), dta.Opcode(op).String())
+			}
+		}
+	}
+	var ready float64
+	for _, in := range m.t.Instances() {
+		if in.Ready {
+			ready++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc("dtakit_translator_ready_instances", "collector instances ready for reports", nil, nil), prometheus.GaugeValue, ready)
+}

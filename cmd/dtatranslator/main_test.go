@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/collector/daemon"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/reporter"
+)
+
+func build(t *testing.T, pkg, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+}
+
+// syncBuffer is a process's stderr, read while the process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}}
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	return p
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool, logs ...*proc) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			var s strings.Builder
+			for _, p := range logs {
+				s.WriteString(p.logs.String())
+			}
+			t.Fatalf("%s: not after %v\n%s", what, d, s.String())
+		}
+	}
+}
+
+// TestDaemons starts dtatranslator before its collector, as an operator
+// might: it keeps trying, connects when dtacollector comes up, translates
+// a stream of Key-Write and Key-Increment reports from another process's
+// reporter, and on SIGTERM drains and exits 0; the collector's HTTP API
+// answers every key.
+func TestDaemons(t *testing.T) {
+	tbin := build(t, ".", "dtatranslator")
+	cbin := build(t, "../dtacollector", "dtacollector")
+	cmPort := 45000 + os.Getpid()%1000
+	roce := "127.0.0.41:4791"
+	report := fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp"))
+	thttp := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+	chttp := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+	dir := t.TempDir()
+	tcfg := filepath.Join(dir, "t.json")
+	// A ring that holds the burst: backpressure is not this test's subject.
+	os.WriteFile(tcfg, []byte(fmt.Sprintf(`{"collectors": [%q], "cm_port": %d, "ring_size": 8192}`, roce, cmPort)), 0o600)
+	tr := start(t, tbin, "-config", tcfg, "-report", report, "-http", thttp)
+	var st Status
+	waitFor(t, "translator up", 10*time.Second, func() bool { return getJSON("http://"+thttp+"/v1/translator", &st) == nil }, tr)
+	for _, in := range st.Instances {
+		if in.Ready {
+			t.Fatalf("ready before the collector started: %+v", st.Instances)
+		}
+	}
+
+	// Its first discovery gives up (nobody answers the CM), and it says
+	// it keeps trying.
+	waitFor(t, "first discovery given up", 10*time.Second, func() bool { return strings.Contains(tr.logs.String(), "retrying") }, tr)
+	time.Sleep(200 * time.Millisecond)
+
+	ccfg := filepath.Join(dir, "c.json")
+	os.WriteFile(ccfg, []byte(fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "instances": [
+		{"primitive": "keywrite", "slots": 65536, "data_size": 4},
+		{"primitive": "keyincrement", "slots": 65536}]}`, roce, chttp, cmPort)), 0o600)
+	col := start(t, cbin, "-config", ccfg)
+	ready := func() bool {
+		if getJSON("http://"+thttp+"/v1/translator", &st) != nil {
+			return false
+		}
+		n := 0
+		for _, in := range st.Instances {
+			if in.Ready {
+				n++
+			}
+		}
+		return n == 2
+	}
+	waitFor(t, "translator connected to the collector started after it", 20*time.Second, ready, tr, col)
+
+	rep, err := reporter.New(reporter.Config{Translator: netip.MustParseAddrPort(report)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 3000
+	val := func(k uint32) []byte { return binary.BigEndian.AppendUint32(nil, k*7+1) }
+	for k := uint32(1); k <= keys; k++ {
+		if err := rep.KeyWrite(k, val(k), 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.KeyIncrement(k, uint64(k%5+1), 2); err != nil {
+			t.Fatal(err)
+		}
+		if k%512 == 0 {
+			rep.Flush()
+		}
+	}
+	rep.Close()
+	waitFor(t, "reports translated", 10*time.Second, func() bool {
+		return getJSON("http://"+thttp+"/v1/translator", &st) == nil && st.Counters.Reports[dta.OpKeyWrite]+st.Counters.Reports[dta.OpKeyIncrement] == 2*keys
+	}, tr)
+	resp, err := http.Get("http://" + thttp + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{`dtakit_translator_reports_total{primitive="key-write"} 3000`, "dtakit_translator_ready_instances 2", "dtakit_translator_dropped_total 0"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Fatalf("/metrics lacks %q:\n%s", m, metrics)
+		}
+	}
+
+	tr.cmd.Process.Signal(syscall.SIGTERM)
+	if err := tr.cmd.Wait(); err != nil {
+		t.Fatalf("translator exit after SIGTERM: %v\n%s", err, tr.logs.String())
+	}
+	if !strings.Contains(tr.logs.String(), `"msg":"stopped"`) {
+		t.Fatalf("no shutdown log:\n%s", tr.logs.String())
+	}
+
+	body := `{"keys": [`
+	for k := 1; k <= keys; k++ {
+		if k > 1 {
+			body += ","
+		}
+		body += fmt.Sprint(k)
+	}
+	body += "]}"
+	var kw, ki struct{ Results []daemon.KeyResult }
+	for path, v := range map[string]any{"/v1/instances/0/keywrite": &kw, "/v1/instances/1/keyincrement": &ki} {
+		resp, err := http.Post("http://"+chttp+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(v)
+		resp.Body.Close()
+	}
+	if len(kw.Results) != keys || len(ki.Results) != keys {
+		t.Fatalf("%d and %d results", len(kw.Results), len(ki.Results))
+	}
+	found := 0
+	for i, r := range kw.Results {
+		k := uint32(i + 1)
+		if r.Status == "found" {
+			if r.Data != hex.EncodeToString(val(k)) {
+				t.Fatalf("key %d: %+v", k, r)
+			}
+			found++
+		}
+		if c := ki.Results[i].Count; c < uint64(k%5+1) {
+			t.Fatalf("key %d counted %d, sent %d", k, c, k%5+1)
+		}
+	}
+	if found < keys*99/100 {
+		t.Fatalf("%d of %d keys found", found, keys)
+	}
+}
+
+// Bad configuration exits 2 and says what is wrong.
+func TestBadConfig(t *testing.T) {
+	bin := build(t, ".", "dtatranslator")
+	for _, args := range [][]string{
+		{},
+		{"-collectors", "not-an-address"},
+		{"-collectors", "127.0.0.1:4791", "-cm-port", "70000"},
+		{"-config", "/nonexistent.json"},
+	} {
+		cmd := exec.Command(bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "configuration") {
+			t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+		}
+	}
+}
