@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -20,38 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/reporter"
 	"github.com/dtakit/dtakit/translator"
 )
 
 // build compiles the daemon once per test.
-func build(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "dtacollector")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+func build(t *testing.T) string { return proctest.Build(t, ".", "dtacollector") }
 
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T, network string) int { return proctest.FreePort(t, network) }
 
 func getJSON(t *testing.T, url string, v any) int {
 	t.Helper()

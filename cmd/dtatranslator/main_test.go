@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -22,35 +21,9 @@ import (
 
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/reporter"
 )
-
-func build(t *testing.T, pkg, name string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
-}
-
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 type proc struct {
 	cmd  *exec.Cmd
@@ -118,13 +91,13 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool, logs 
 // reporter, and on SIGTERM drains and exits 0; the collector's HTTP API
 // answers every key.
 func TestDaemons(t *testing.T) {
-	tbin := build(t, ".", "dtatranslator")
-	cbin := build(t, "../dtacollector", "dtacollector")
+	tbin := proctest.Build(t, ".", "dtatranslator")
+	cbin := proctest.Build(t, "../dtacollector", "dtacollector")
 	cmPort := 45000 + os.Getpid()%1000
 	roce := "127.0.0.41:4791"
-	report := fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp"))
-	thttp := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
-	chttp := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+	report := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))
+	thttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	chttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
 	dir := t.TempDir()
 	tcfg := filepath.Join(dir, "t.json")
 	// A ring that holds the burst: backpressure is not this test's subject.
@@ -243,7 +216,7 @@ func TestDaemons(t *testing.T) {
 
 // Bad configuration exits 2 and says what is wrong.
 func TestBadConfig(t *testing.T) {
-	bin := build(t, ".", "dtatranslator")
+	bin := proctest.Build(t, ".", "dtatranslator")
 	for _, args := range [][]string{
 		{},
 		{"-collectors", "not-an-address"},
