@@ -41,6 +41,7 @@ var (
 // Hot-path errors, allocated once.
 var (
 	errRedundancy   = fmt.Errorf("%w: N must be 1..255", ErrRedundancy)
+	errCopy         = fmt.Errorf("%w: the copy must be 0..N-1", ErrRedundancy)
 	errDataSize     = fmt.Errorf("%w: data length differs from the layout's data size", ErrDataSize)
 	errOutOfRegion  = fmt.Errorf("%w: write extends past the end of the region", ErrOutOfRegion)
 	errResultsShort = fmt.Errorf("%w: fewer results than keys", ErrResults)

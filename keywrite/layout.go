@@ -159,3 +159,20 @@ func (l Layout) AppendWrites(ops []Write, buf []byte, key uint32, data []byte, n
 	}
 	return ops, buf, nil
 }
+
+// AppendCopy is AppendWrites for copy c (0..n-1) alone: the one write of a
+// report that writes a single copy of its n (DART, PINT).
+func (l Layout) AppendCopy(ops []Write, buf []byte, key uint32, data []byte, n, c int) ([]Write, []byte, error) {
+	if n < 1 || n > MaxRedundancy {
+		return ops, buf, errRedundancy
+	}
+	if c < 0 || c >= n {
+		return ops, buf, errCopy
+	}
+	start := len(buf)
+	buf, err := l.AppendPayload(buf, key, data)
+	if err != nil {
+		return ops, buf, err
+	}
+	return append(ops, Write{Offset: l.Offset(key, uint8(c)), Payload: buf[start:len(buf):len(buf)]}), buf, nil
+}

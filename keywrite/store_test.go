@@ -535,3 +535,28 @@ func FuzzStore(f *testing.F) {
 		}
 	})
 }
+
+// AppendCopy is AppendWrites' copy c alone, and refuses a copy outside
+// 0..n-1.
+func TestAppendCopy(t *testing.T) {
+	l, _ := NewLayout(1<<10, 4)
+	data := []byte{1, 2, 3, 4}
+	all, _, err := l.AppendWrites(nil, nil, 77, data, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range 5 {
+		one, _, err := l.AppendCopy(nil, nil, 77, data, 5, c)
+		if err != nil || len(one) != 1 || one[0].Offset != all[c].Offset || !bytes.Equal(one[0].Payload, all[c].Payload) {
+			t.Fatalf("copy %d: %+v %v, AppendWrites %+v", c, one, err, all[c])
+		}
+	}
+	for _, c := range []struct{ n, c int }{{5, 5}, {5, -1}, {0, 0}, {256, 0}} {
+		if _, _, err := l.AppendCopy(nil, nil, 77, data, c.n, c.c); !errors.Is(err, ErrRedundancy) {
+			t.Fatalf("copy %d of %d: %v", c.c, c.n, err)
+		}
+	}
+	if _, _, err := l.AppendCopy(nil, nil, 77, data[:3], 2, 0); !errors.Is(err, ErrDataSize) {
+		t.Fatalf("short data: %v", err)
+	}
+}

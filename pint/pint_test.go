@@ -80,8 +80,8 @@ func TestMonteCarlo(t *testing.T) {
 			for m := 1; ; m++ {
 				pid := rng.Uint32()
 				buf = AppendEntry(buf[:0], pid, Encode(pid, path), k)
-				w, _, _ := l.AppendWrites(nil, nil, key, buf, copies)
-				st.Apply(w[Copy(pid, copies)])
+				w, _, _ := l.AppendCopy(nil, nil, key, buf, copies, int(Copy(pid, copies)))
+				st.Apply(w[0])
 				if _, err := d.Read(st, key, copies); err != nil {
 					t.Fatalf("k=%d trial %d packet %d: %v", k, trial, m, err)
 				}

@@ -86,7 +86,6 @@ type collector struct {
 type Engine struct {
 	cfg        Config
 	now        int64
-	onlyCopy   int // the one Key-Write copy Submit writes (-1: all)
 	collectors []*collector
 	table      dta.CollectorChoice
 	qps        map[uint32]*qp // by our QPN
@@ -123,7 +122,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	cfg.Local = unmap(cfg.Local)
 	e := &Engine{
 		cfg:      cfg,
-		onlyCopy: -1,
 		qps:      make(map[uint32]*qp),
 		byComm:   make(map[uint32]*qp),
 		nextQPN:  0x100 + rand.Uint32N(0x10000),
@@ -354,7 +352,7 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // one gets a NACK to src's address at the ack port, an unsequenced one is
 // counted. It does not allocate.
 func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
-	switch err := e.apply(r); {
+	switch err := e.apply(r, -1); {
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
@@ -362,8 +360,9 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	}
 }
 
-// apply translates r, counting it, and says why it was not applied.
-func (e *Engine) apply(r *dta.Report) error {
+// apply translates r, counting it, and says why it was not applied. A
+// Key-Write writes only copy cp when cp is not negative.
+func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
 	var key uint32
 	switch op {
@@ -385,7 +384,7 @@ func (e *Engine) apply(r *dta.Report) error {
 		e.c.NoInstance++
 		return errNoInstance
 	}
-	switch e.translate(in, r) {
+	switch e.translate(in, r, cp) {
 	case busy:
 		return errBusy
 	case rejected:

@@ -172,21 +172,27 @@ const (
 )
 
 // translate turns r into in's operations. A Key-Write writes only copy
-// e.onlyCopy when that is not negative (Submit).
-func (e *Engine) translate(in *instance, r *dta.Report) outcome {
+// cp when cp is not negative (Submit).
+func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 	switch in.prim {
 	case dta.OpKeyWrite:
 		kw := &r.KeyWrite
-		if !e.hasRoom(in, int(kw.Redundancy)) {
-			return busy
+		var ops []keywrite.Write
+		var err error
+		if cp < 0 {
+			if !e.hasRoom(in, int(kw.Redundancy)) {
+				return busy
+			}
+			ops, _, err = in.kw.AppendWrites(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy))
+		} else {
+			if !e.hasRoom(in, 1) {
+				return busy
+			}
+			ops, _, err = in.kw.AppendCopy(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy), cp)
 		}
-		ops, _, err := in.kw.AppendWrites(e.sc.kwOps[:0], e.sc.kwBuf[:0], kw.Key, kw.Data, int(kw.Redundancy))
-		if err != nil || e.onlyCopy >= int(kw.Redundancy) {
+		if err != nil {
 			e.c.Rejected++
 			return rejected
-		}
-		if e.onlyCopy >= 0 {
-			ops = ops[e.onlyCopy : e.onlyCopy+1]
 		}
 		e.shareTail, e.tailOK = true, false
 		for _, w := range ops {

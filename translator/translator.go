@@ -188,9 +188,7 @@ func (t *Translator) Submit(r *dta.Report, copy int) error {
 	if copy >= 0 && r.Header.Opcode != dta.OpKeyWrite {
 		return fmt.Errorf("%w: a copy is chosen only for Key-Write, not %v", ErrReport, r.Header.Opcode)
 	}
-	t.e.onlyCopy = copy
-	err := t.e.apply(r)
-	t.e.onlyCopy = -1
+	err := t.e.apply(r, copy)
 	if len(t.e.Output()) >= batchSize {
 		t.sendLocked()
 	}
