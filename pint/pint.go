@@ -143,6 +143,7 @@ type Decoder struct {
 	hops     int
 	cand     []uint64 // hops × words bitset: switch s still possible at hop h
 	left     []int    // candidates per hop
+	next     []uint64 // Observe's scratch: one hop's survivors
 	last     []uint32 // pid last read from each copy (Read), +1 (0: none)
 }
 
@@ -158,7 +159,8 @@ func NewDecoder(switches []uint32) (*Decoder, error) {
 		}
 		seen[s] = true
 	}
-	return &Decoder{switches: append([]uint32(nil), switches...), words: (len(switches) + 63) / 64}, nil
+	words := (len(switches) + 63) / 64
+	return &Decoder{switches: append([]uint32(nil), switches...), words: words, next: make([]uint64, words)}, nil
 }
 
 // Reset forgets every packet, as for a new flow or a changed path.
@@ -193,13 +195,15 @@ func (d *Decoder) Observe(pid uint32, digest uint8, hops int) error {
 	}
 	h := Carrier(pid, hops) - 1
 	set := d.cand[h*d.words : (h+1)*d.words]
-	// Two passes, so that a contradiction changes nothing.
+	// The survivors go to scratch first, so that a contradiction changes
+	// nothing.
 	keep := 0
 	for w, word := range set {
-		for word != 0 {
-			i := w*64 + bits.TrailingZeros64(word)
-			word &= word - 1
-			if Digest(pid, d.switches[i]) == digest {
+		d.next[w] = 0
+		for ; word != 0; word &= word - 1 {
+			b := bits.TrailingZeros64(word)
+			if Digest(pid, d.switches[w*64+b]) == digest {
+				d.next[w] |= 1 << b
 				keep++
 			}
 		}
@@ -207,14 +211,7 @@ func (d *Decoder) Observe(pid uint32, digest uint8, hops int) error {
 	if keep == 0 {
 		return fmt.Errorf("%w: no switch left at hop %d has digest %#02x for packet %#x", ErrInconsistent, h+1, digest, pid)
 	}
-	for w, word := range set {
-		for rest := word; rest != 0; rest &= rest - 1 {
-			i := w*64 + bits.TrailingZeros64(rest)
-			if Digest(pid, d.switches[i]) != digest {
-				set[w] &^= 1 << (i % 64)
-			}
-		}
-	}
+	copy(set, d.next)
 	d.left[h] = keep
 	return nil
 }
