@@ -20,6 +20,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,7 +32,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -80,7 +80,7 @@ func run(args []string) int {
 	if *config != "" {
 		b, err := os.ReadFile(*config)
 		if err == nil {
-			dec := json.NewDecoder(strings.NewReader(string(b)))
+			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.DisallowUnknownFields()
 			err = dec.Decode(&cfg)
 		}
@@ -234,26 +234,17 @@ func handler(t *translator.Translator) http.Handler {
 }
 
 // metrics exports every translator counter as
-// dtakit_translator_<counter>_total; reports by primitive are labelled.
+// dtakit_translator_<counter>_total; reports are labelled by primitive.
 type metrics struct{ t *translator.Translator }
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
-	v := reflect.ValueOf(m.t.Counters())
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		name := "dtakit_translator_" + promname.Snake(f.Name) + "_total"
-		switch f.Type.Kind() {
-		case reflect.Uint64:
-			desc := prometheus.NewDesc(name, "translator counter "+f.Name, nil, nil)
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Uint()))
-		case reflect.Array: // Reports, by opcode
-			desc := prometheus.NewDesc(name, "translator counter "+f.Name+" by primitive", []string{"primitive"}, nil)
-			for op := 1; op < v.Field(i).Len(); op++ {
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Index(op).Uint()), dta.Opcode(op).String())
-			}
-		}
+	c := m.t.Counters()
+	promname.Counters(ch, "dtakit_translator", "translator counter", c)
+	desc := prometheus.NewDesc("dtakit_translator_reports_total", "translator counter Reports by primitive", []string{"primitive"}, nil)
+	for op := dta.OpKeyWrite; op <= dta.OpPostcard; op++ {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.Reports[op]), op.String())
 	}
 	var ready float64
 	for _, in := range m.t.Instances() {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"reflect"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,15 +20,7 @@ func (d *Daemon) Collect(ch chan<- prometheus.Metric) {
 	if d.cfg.Backend == "verbs" {
 		counters = d.c.VerbsCounters()
 	}
-	v := reflect.ValueOf(counters)
-	for i := range v.NumField() {
-		f := v.Type().Field(i)
-		if f.Type.Kind() != reflect.Uint64 {
-			continue
-		}
-		desc := prometheus.NewDesc("dtakit_collector_"+promname.Snake(f.Name)+"_total", "collector counter "+f.Name+" ("+d.cfg.Backend+" backend)", nil, nil)
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v.Field(i).Uint()))
-	}
+	promname.Counters(ch, "dtakit_collector", "collector counter ("+d.cfg.Backend+" backend)", counters)
 	if e := d.exp; e != nil {
 		st := e.status()
 		e.mu.Lock()

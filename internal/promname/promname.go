@@ -1,11 +1,29 @@
-// Package promname names Prometheus metrics after Go struct fields, for the
-// daemons that export counter structs.
+// Package promname exports the counter structs of dtakit's daemons as
+// Prometheus metrics named after their fields.
 package promname
 
 import (
+	"reflect"
 	"strings"
 	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Counters sends every uint64 field F of the struct v as the counter
+// <prefix>_<snake(F)>_total, its help help + " " + F. Other fields are the
+// caller's to export.
+func Counters(ch chan<- prometheus.Metric, prefix, help string, v any) {
+	rv := reflect.ValueOf(v)
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		if f.Type.Kind() != reflect.Uint64 {
+			continue
+		}
+		desc := prometheus.NewDesc(prefix+"_"+Snake(f.Name)+"_total", help+" "+f.Name, nil, nil)
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(rv.Field(i).Uint()))
+	}
+}
 
 // Snake turns a Go field name into a metric name part: WritePackets ->
 // write_packets, BadICRC -> bad_icrc.
