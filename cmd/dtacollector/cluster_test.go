@@ -21,6 +21,7 @@ import (
 	"github.com/dtakit/dtakit/collector/cluster"
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/reporter"
@@ -29,10 +30,9 @@ import (
 
 // daemonProc is a dtacollector process of a test.
 type daemonProc struct {
-	cmd  *exec.Cmd
+	*proctest.Proc
 	base string // HTTP API
 	roce netip.AddrPort
-	logs *bytes.Buffer
 }
 
 // startDaemon starts bin with the configuration JSON and waits until it
@@ -43,22 +43,36 @@ func startDaemon(t *testing.T, bin, cfg string, roce netip.AddrPort, web string)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{cmd: exec.Command(bin, "-config", path), base: "http://" + web, roce: roce, logs: &bytes.Buffer{}}
-	d.cmd.Stderr = d.logs
-	if err := d.cmd.Start(); err != nil {
+	d := &daemonProc{Proc: proctest.Start(t, bin, "-config", path), base: "http://" + web, roce: roce}
+	proctest.WaitFor(t, "the daemon up", 10*time.Second, func() bool {
+		resp, err := http.Get(d.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, d.Proc)
+	return d
+}
+
+// startTranslator starts an in-process translator on cfg (its reports on a
+// free loopback port unless cfg names one) and a reporter sending to it.
+func startTranslator(t *testing.T, ctx context.Context, cfg translator.Config) (*translator.Translator, *reporter.Reporter) {
+	t.Helper()
+	if !cfg.ReportAddr.IsValid() {
+		cfg.ReportAddr = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))
+	}
+	tr, err := translator.New(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if resp, err := http.Get(d.base + "/healthz"); err == nil {
-			resp.Body.Close()
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not come up:\n%s", d.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
 	}
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, rep
 }
 
 func postJSON(t *testing.T, url, body string, v any) int {
@@ -112,21 +126,10 @@ func TestCluster(t *testing.T) {
 		roces = append(roces, roce)
 	}
 
-	// A ring that holds the whole burst: backpressure is not this test's subject.
-	tr, err := translator.New(translator.Config{Collectors: roces, CMPort: uint16(cmPort), RingSize: 8192,
-		ReportAddr: netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A ring that holds the whole burst: backpressure is not this test's subject.
+	tr, rep := startTranslator(t, ctx, translator.Config{Collectors: roces, CMPort: uint16(cmPort), RingSize: 8192})
 	// A model store per collector, fed the reports the choice sends there.
 	choice := dta.DefaultCollectorChoice(3)
 	var kwModel [3]*keywrite.Store
@@ -228,7 +231,7 @@ func TestCluster(t *testing.T) {
 	for i, p := range procs {
 		var res daemon.ExportResult
 		if code := postJSON(t, p.base+"/v1/export", "", &res); code != http.StatusOK || res.Epoch != 1 || len(res.Files) != 2 {
-			t.Fatalf("export of collector %d: %d %+v\n%s", i, code, res, p.logs.String())
+			t.Fatalf("export of collector %d: %d %+v\n%s", i, code, res, p.Logs())
 		}
 		files[i] = map[string]string{}
 		for _, f := range res.Files {
@@ -264,9 +267,9 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("second export: %+v", res)
 	}
 	for _, p := range procs {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		if err := p.cmd.Wait(); err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs.String())
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+		if err := p.Cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs())
 		}
 	}
 }
@@ -410,7 +413,7 @@ func TestExportTimer(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no third epoch after 10 s:\n%s", d.logs.String())
+			t.Fatalf("no third epoch after 10 s:\n%s", d.Logs())
 		}
 	}
 	var st daemon.ExportStatus
@@ -420,8 +423,8 @@ func TestExportTimer(t *testing.T) {
 	if f := st.Last.Files; len(f) != 3 || f[1].Primitive != "append" || f[1].Path == "" || f[2].Primitive != "postcard" || f[2].Keys != "instance 0" || f[2].Path == "" {
 		t.Fatalf("files: %+v", st.Last.Files)
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	if err := d.cmd.Wait(); err != nil {
+	d.Cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.Cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(dir)

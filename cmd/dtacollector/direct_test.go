@@ -11,7 +11,6 @@ import (
 
 	"github.com/dtakit/dtakit/collector/cluster"
 	"github.com/dtakit/dtakit/dart"
-	"github.com/dtakit/dtakit/reporter"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -51,18 +50,7 @@ func TestDirect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	tr, err := translator.New(translator.Config{Collectors: viaTranslator, CMPort: uint16(cmPort), RingSize: 8192,
-		ReportAddr: netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, rep := startTranslator(t, ctx, translator.Config{Collectors: viaTranslator, CMPort: uint16(cmPort), RingSize: 8192})
 	d, err := dart.New(translator.Config{Collectors: direct, CMPort: uint16(cmPort)})
 	if err != nil {
 		t.Fatal(err)

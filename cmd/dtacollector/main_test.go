@@ -21,7 +21,6 @@ import (
 
 	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/reporter"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -56,43 +55,12 @@ func TestDaemon(t *testing.T) {
 		{"primitive": "keyincrement", "slots": 1024},
 		{"primitive": "postcard", "hops": 3, "chunks": 1024, "values": [11, 12, 13, 21, 22, 23]},
 		{"primitive": "append", "lists": 2, "entries": 64, "entry_size": 4, "batch": 4, "markers": true}]}`, roce, web, cmPort)
-	path := filepath.Join(t.TempDir(), "c.json")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-config", path)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	base := "http://" + web
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not come up:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	d := startDaemon(t, bin, cfg, netip.MustParseAddrPort(roce), web)
+	base := d.base
 
-	tr, err := translator.New(translator.Config{Collectors: []netip.AddrPort{netip.MustParseAddrPort(roce)}, CMPort: uint16(cmPort)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, rep := startTranslator(t, ctx, translator.Config{Collectors: []netip.AddrPort{netip.MustParseAddrPort(roce)}, CMPort: uint16(cmPort)})
 	for k := uint32(1); k <= 100; k++ {
 		rep.KeyWrite(k, binary.BigEndian.AppendUint32(nil, k*5), 2)
 		rep.KeyIncrement(k, 3, 2)
@@ -181,14 +149,14 @@ func TestDaemon(t *testing.T) {
 		t.Errorf("metrics lack dtakit_collector_write_packets_total >= 200:\n%s", metrics)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+	if err := d.Cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, d.Logs())
 	}
-	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
-		t.Errorf("no clean-stop log line:\n%s", logs.String())
+	if !strings.Contains(d.Logs(), `"msg":"stopped"`) {
+		t.Errorf("no clean-stop log line:\n%s", d.Logs())
 	}
 }
 

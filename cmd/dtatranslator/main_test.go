@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,40 +23,6 @@ import (
 	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/reporter"
 )
-
-type proc struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-}
-
-// syncBuffer is a process's stderr, read while the process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func start(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}}
-	p.cmd.Stderr = p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
-	return p
-}
 
 func getJSON(url string, v any) error {
 	resp, err := http.Get(url)
@@ -69,20 +34,6 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool, logs ...*proc) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			var s strings.Builder
-			for _, p := range logs {
-				s.WriteString(p.logs.String())
-			}
-			t.Fatalf("%s: not after %v\n%s", what, d, s.String())
-		}
-	}
 }
 
 // TestDaemons starts dtatranslator before its collector, as an operator
@@ -102,9 +53,9 @@ func TestDaemons(t *testing.T) {
 	tcfg := filepath.Join(dir, "t.json")
 	// A ring that holds the burst: backpressure is not this test's subject.
 	os.WriteFile(tcfg, []byte(fmt.Sprintf(`{"collectors": [%q], "cm_port": %d, "ring_size": 8192}`, roce, cmPort)), 0o600)
-	tr := start(t, tbin, "-config", tcfg, "-report", report, "-http", thttp)
+	tr := proctest.Start(t, tbin, "-config", tcfg, "-report", report, "-http", thttp)
 	var st Status
-	waitFor(t, "translator up", 10*time.Second, func() bool { return getJSON("http://"+thttp+"/v1/translator", &st) == nil }, tr)
+	proctest.WaitFor(t, "translator up", 10*time.Second, func() bool { return getJSON("http://"+thttp+"/v1/translator", &st) == nil }, tr)
 	for _, in := range st.Instances {
 		if in.Ready {
 			t.Fatalf("ready before the collector started: %+v", st.Instances)
@@ -113,14 +64,14 @@ func TestDaemons(t *testing.T) {
 
 	// Its first discovery gives up (nobody answers the CM), and it says
 	// it keeps trying.
-	waitFor(t, "first discovery given up", 10*time.Second, func() bool { return strings.Contains(tr.logs.String(), "retrying") }, tr)
+	proctest.WaitFor(t, "first discovery given up", 10*time.Second, func() bool { return strings.Contains(tr.Logs(), "retrying") }, tr)
 	time.Sleep(200 * time.Millisecond)
 
 	ccfg := filepath.Join(dir, "c.json")
 	os.WriteFile(ccfg, []byte(fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "instances": [
 		{"primitive": "keywrite", "slots": 65536, "data_size": 4},
 		{"primitive": "keyincrement", "slots": 65536}]}`, roce, chttp, cmPort)), 0o600)
-	col := start(t, cbin, "-config", ccfg)
+	col := proctest.Start(t, cbin, "-config", ccfg)
 	ready := func() bool {
 		if getJSON("http://"+thttp+"/v1/translator", &st) != nil {
 			return false
@@ -133,7 +84,7 @@ func TestDaemons(t *testing.T) {
 		}
 		return n == 2
 	}
-	waitFor(t, "translator connected to the collector started after it", 20*time.Second, ready, tr, col)
+	proctest.WaitFor(t, "translator connected to the collector started after it", 20*time.Second, ready, tr, col)
 
 	rep, err := reporter.New(reporter.Config{Translator: netip.MustParseAddrPort(report)})
 	if err != nil {
@@ -153,7 +104,7 @@ func TestDaemons(t *testing.T) {
 		}
 	}
 	rep.Close()
-	waitFor(t, "reports translated", 10*time.Second, func() bool {
+	proctest.WaitFor(t, "reports translated", 10*time.Second, func() bool {
 		return getJSON("http://"+thttp+"/v1/translator", &st) == nil && st.Counters.Reports[dta.OpKeyWrite]+st.Counters.Reports[dta.OpKeyIncrement] == 2*keys
 	}, tr)
 	resp, err := http.Get("http://" + thttp + "/metrics")
@@ -168,12 +119,12 @@ func TestDaemons(t *testing.T) {
 		}
 	}
 
-	tr.cmd.Process.Signal(syscall.SIGTERM)
-	if err := tr.cmd.Wait(); err != nil {
-		t.Fatalf("translator exit after SIGTERM: %v\n%s", err, tr.logs.String())
+	tr.Cmd.Process.Signal(syscall.SIGTERM)
+	if err := tr.Cmd.Wait(); err != nil {
+		t.Fatalf("translator exit after SIGTERM: %v\n%s", err, tr.Logs())
 	}
-	if !strings.Contains(tr.logs.String(), `"msg":"stopped"`) {
-		t.Fatalf("no shutdown log:\n%s", tr.logs.String())
+	if !strings.Contains(tr.Logs(), `"msg":"stopped"`) {
+		t.Fatalf("no shutdown log:\n%s", tr.Logs())
 	}
 
 	body := `{"keys": [`

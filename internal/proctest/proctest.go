@@ -1,12 +1,17 @@
 // Package proctest helps tests that run dtakit's programs as separate OS
-// processes: it builds them and finds free loopback ports.
+// processes: it builds and starts them, keeps their logs, and finds free
+// loopback ports.
 package proctest
 
 import (
+	"bytes"
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Build compiles the main package pkg (a path as go build takes it) into
@@ -37,4 +42,58 @@ func FreePort(t testing.TB, network string) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Proc is a program a test started; it is killed when the test ends.
+type Proc struct {
+	Cmd  *exec.Cmd
+	logs logBuffer
+}
+
+// Start runs bin with args, its standard error kept for Logs.
+func Start(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Cmd: exec.Command(bin, args...)}
+	p.Cmd.Stderr = &p.logs
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Cmd.Process.Kill(); p.Cmd.Wait() })
+	return p
+}
+
+// Logs returns what the program wrote to standard error so far.
+func (p *Proc) Logs() string { return p.logs.String() }
+
+// WaitFor polls cond every 20 ms until it holds, and fails the test with
+// the programs' logs when d passes first.
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool, procs ...*Proc) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			var s strings.Builder
+			for _, p := range procs {
+				s.WriteString(p.Logs())
+			}
+			t.Fatalf("%s: not after %v\n%s", what, d, s.String())
+		}
+	}
+}
+
+// logBuffer is a standard error read while the program writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
