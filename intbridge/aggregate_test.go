@@ -77,3 +77,15 @@ dta_flows 2
 		t.Fatal(err)
 	}
 }
+
+func BenchmarkAggregator(b *testing.B) {
+	md := benchHops()
+	a := NewAggregator()
+	for k := range uint32(10000) {
+		a.Add(k, md)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		a.Add(uint32(i%10000), md)
+	}
+}
