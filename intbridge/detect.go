@@ -41,7 +41,8 @@ type DetectorConfig struct {
 	// window, so that its values are refreshed.
 	Window time.Duration
 	// MaxFlows bounds the flows tracked (default 65536): a full table
-	// forgets its least recently seen flow, whose next packet is NewFlow.
+	// forgets the flow observed least recently (in the order of Observe
+	// calls), whose next packet is NewFlow.
 	MaxFlows int
 }
 
@@ -56,7 +57,9 @@ type flowState struct {
 	latency  [MaxDetectedHops]uint32
 	queue    [MaxDetectedHops]uint32
 	reported time.Time // the last event
-	seen     time.Time
+	// prev and next link the flows from the most to the least recently
+	// observed, through the Detector's sentinel.
+	prev, next *flowState
 }
 
 // Detector turns a stream of per-packet INT paths into the events worth
@@ -67,6 +70,7 @@ type flowState struct {
 type Detector struct {
 	cfg   DetectorConfig
 	flows map[uint32]*flowState
+	lru   flowState // sentinel: lru.next the most recent, lru.prev the least
 	// Observations and Events count what went in and came out.
 	Observations, Events uint64
 }
@@ -76,7 +80,9 @@ func NewDetector(cfg DetectorConfig) *Detector {
 	if cfg.MaxFlows <= 0 {
 		cfg.MaxFlows = 1 << 16
 	}
-	return &Detector{cfg: cfg, flows: make(map[uint32]*flowState, cfg.MaxFlows)}
+	d := &Detector{cfg: cfg, flows: make(map[uint32]*flowState, cfg.MaxFlows)}
+	d.lru.prev, d.lru.next = &d.lru, &d.lru
+	return d
 }
 
 // Observe takes one packet of flow key whose path metadata is hops (hop 0
@@ -89,9 +95,14 @@ func (d *Detector) Observe(key uint32, hops []inband.Metadata, now time.Time, ev
 	before := len(events)
 	if f == nil {
 		if len(d.flows) >= d.cfg.MaxFlows {
-			d.evict()
+			// Forget the least recently observed flow and reuse its state.
+			f = d.lru.prev
+			f.unlink()
+			delete(d.flows, f.key)
+			*f = flowState{key: key}
+		} else {
+			f = &flowState{key: key}
 		}
-		f = &flowState{key: key}
 		d.flows[key] = f
 		events = append(events, Event{Kind: NewFlow, Flow: key})
 		f.set(hops[:n])
@@ -120,7 +131,13 @@ func (d *Detector) Observe(key uint32, hops []inband.Metadata, now time.Time, ev
 	if len(events) > before {
 		f.reported = now
 	}
-	f.seen = now
+	if d.lru.next != f {
+		if f.next != nil {
+			f.unlink()
+		}
+		f.prev, f.next = &d.lru, d.lru.next
+		f.next.prev, d.lru.next = f, f
+	}
 	d.Events += uint64(len(events) - before)
 	return events
 }
@@ -141,16 +158,9 @@ func (f *flowState) samePath(hops []inband.Metadata) bool {
 	return true
 }
 
-// evict forgets the least recently seen flow (a scan: eviction is rare
-// when MaxFlows covers the active flows).
-func (d *Detector) evict() {
-	var oldest *flowState
-	for _, f := range d.flows {
-		if oldest == nil || f.seen.Before(oldest.seen) {
-			oldest = f
-		}
-	}
-	delete(d.flows, oldest.key)
+func (f *flowState) unlink() {
+	f.prev.next, f.next.prev = f.next, f.prev
+	f.prev, f.next = nil, nil
 }
 
 func diff(a, b uint32) uint32 {
