@@ -69,7 +69,7 @@ type Client struct {
 type coll struct {
 	base string
 	info daemon.CollectorInfo
-	// first instance of each primitive ("keywrite", ...), -1 if none.
+	// first instance of each primitive ("keywrite", ...); absent if none.
 	first map[string]int
 }
 
@@ -146,6 +146,12 @@ func (c *Client) query(ctx context.Context, prim string, keys []uint32) ([]daemo
 		ci := c.choice.Collector(k)
 		per[ci] = append(per[ci], i)
 	}
+	// Refuse before asking anyone: no request is left running on return.
+	for ci, pos := range per {
+		if _, ok := c.colls[ci].first[prim]; len(pos) > 0 && !ok {
+			return nil, fmt.Errorf("cluster: %w: collector %d (%s) has no %s instance", ErrConfig, ci, c.colls[ci].base, prim)
+		}
+	}
 	out := make([]daemon.KeyResult, len(keys))
 	errs := make([]error, len(c.colls))
 	var wg sync.WaitGroup
@@ -154,10 +160,7 @@ func (c *Client) query(ctx context.Context, prim string, keys []uint32) ([]daemo
 			continue
 		}
 		co := &c.colls[ci]
-		inst, ok := co.first[prim]
-		if !ok {
-			return nil, fmt.Errorf("cluster: %w: collector %d (%s) has no %s instance", ErrConfig, ci, co.base, prim)
-		}
+		inst := co.first[prim]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
