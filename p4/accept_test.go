@@ -59,6 +59,10 @@ func craftRun(t *testing.T, conns []Connection, reports int) crafted {
 		binary.BigEndian.PutUint64(value, rng.Uint64()>>rng.IntN(64))
 		copies, head := c.n, uint32(0)
 		switch s.op {
+		case dta.OpPostcard:
+			copies = s.pc.Layout().Copies
+			value = make([]byte, s.pc.Layout().ChunkSize())
+			s.pc.EncodeChunk(value, key, []uint32{rng.Uint32(), rng.Uint32()})
 		case dta.OpKeyWrite:
 			value = value[4:]
 		case dta.OpAppend:
@@ -206,7 +210,7 @@ func TestTsharkDissectsCrafted(t *testing.T) {
 		}
 		t.Skip("skipping: tshark not found (Debian package tshark)")
 	}
-	run := craftRun(t, testConnections(t), 40)
+	run := craftRun(t, append(testConnections(t), pcConnection(t)), 40)
 	pcap := filepath.Join(t.TempDir(), "crafted.pcap")
 	if err := os.WriteFile(pcap, pcapFile(run.frames), 0o644); err != nil {
 		t.Fatal(err)

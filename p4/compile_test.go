@@ -6,11 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
 // programs are the P4 programs of this directory, each compiled by the tests.
-var programs = []string{"translator/translator.p4", "reporter/reporter.p4"}
+var programs = []string{"translator/translator.p4", "translator/postcard.p4", "reporter/reporter.p4"}
 
 // p4cDirs are where the open-source Tofino compiler may be (see its README),
 // from this directory: ../shared/tools/p4c relative to the repository root,
@@ -44,7 +45,7 @@ func TestCompile(t *testing.T) {
 	}
 	p4cBin := compilerOrSkip(t)
 	for _, prog := range programs {
-		t.Run(filepath.Dir(prog), func(t *testing.T) {
+		t.Run(strings.TrimSuffix(prog, ".p4"), func(t *testing.T) {
 			t.Parallel()
 			if out, err := exec.Command(filepath.Join(p4cBin, "p4test-tna"), prog).CombinedOutput(); err != nil {
 				t.Fatalf("p4test-tna %s: %v\n%s", prog, err, out)

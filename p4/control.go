@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/p4gen"
 )
 
@@ -18,15 +19,46 @@ type Collector struct {
 	Connections []Connection
 }
 
+// Program names a compiled translator program: a switch runs one.
+type Program uint8
+
+const (
+	// TranslatorProgram is translator/translator.p4: Key-Write,
+	// Key-Increment and Append.
+	TranslatorProgram Program = iota
+	// PostcardProgram is translator/postcard.p4: Postcarding.
+	PostcardProgram
+)
+
+func (p Program) String() string {
+	if p == PostcardProgram {
+		return "postcard.p4"
+	}
+	return "translator.p4"
+}
+
+// Serves reports whether the program translates op.
+func (p Program) Serves(op dta.Opcode) bool {
+	if p == PostcardProgram {
+		return op == dta.OpPostcard
+	}
+	return op == dta.OpKeyWrite || op == dta.OpKeyIncrement || op == dta.OpAppend
+}
+
 // Config is what the control plane needs besides the advertisements.
 type Config struct {
+	// Program is the program loaded on the switch.
+	Program    Program
 	Collectors []Collector
 	// Choice maps CRC8(be32(key)) to a collector index; nil means entry i
 	// names collector i mod len(Collectors), the software translator's default.
 	Choice *[256]uint8
-	// MulticastBase is the first multicast group ID; collector c uses groups
-	// MulticastBase + c*(DTA_MAX_COPIES+1) + N for redundancy N, which
-	// Ingress.copies names per (QP, N).
+	// MulticastBase is the first multicast group ID. translator.p4:
+	// collector c uses groups MulticastBase + c*(DTA_MAX_COPIES+1) + N for
+	// redundancy N, which Ingress.copies names per (QP, N). postcard.p4: the
+	// Postcarding instance on QP q uses MulticastBase + 2q + 1 for its
+	// flows' chunks (replication IDs 0..N-1) and MulticastBase + 2q + 2 for
+	// evicted flows' (replication IDs DTA_PC_EVICTED | 0..N-1).
 	MulticastBase uint16
 	// CPUPort is the dev_port of the switch CPU, which runs the CM
 	// (Handshake): RoCEv2 packets other than ACKs and NAKs are sent to it,
@@ -98,23 +130,39 @@ func NewPlan(cfg Config) (*Plan, error) {
 	if n == 0 || n > 256 {
 		return nil, fmt.Errorf("p4: plan: %w: %d collectors, want 1..256", ErrConfig, n)
 	}
+	if cfg.Program > PostcardProgram {
+		return nil, fmt.Errorf("p4: plan: %w: unknown program %d", ErrConfig, cfg.Program)
+	}
 	stride := uint32(p4gen.MaxCopies + 1)
-	if uint32(cfg.MulticastBase)+uint32(n)*stride > 0xFFFF {
+	top := uint32(cfg.MulticastBase) + uint32(n)*stride
+	if cfg.Program == PostcardProgram {
+		top = uint32(cfg.MulticastBase) + 2<<p4gen.QPBits
+	}
+	if top > 0xFFFF {
 		return nil, fmt.Errorf("p4: plan: %w: multicast group IDs overflow", ErrConfig)
 	}
 	p := &Plan{}
 	seen := map[uint8]bool{}
 	var nodeID uint32
+	group := func(id uint16, port uint16, rids ...uint16) {
+		g := Group{ID: id}
+		for _, rid := range rids {
+			nodeID++
+			p.Nodes = append(p.Nodes, Node{ID: nodeID, RID: rid, Port: port})
+			g.Nodes = append(g.Nodes, nodeID)
+		}
+		p.Groups = append(p.Groups, g)
+	}
 	for c, col := range cfg.Collectors {
 		mgid := cfg.MulticastBase + uint16(uint32(c)*stride)
-		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-			g := Group{ID: mgid + uint16(copies)}
-			for rid := range copies {
-				nodeID++
-				p.Nodes = append(p.Nodes, Node{ID: nodeID, RID: uint16(rid), Port: col.Port})
-				g.Nodes = append(g.Nodes, nodeID)
+		if cfg.Program == TranslatorProgram {
+			for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+				rids := make([]uint16, copies)
+				for rid := range rids {
+					rids[rid] = uint16(rid)
+				}
+				group(mgid+uint16(copies), col.Port, rids...)
 			}
-			p.Groups = append(p.Groups, g)
 		}
 		for i := range col.Connections {
 			conn := &col.Connections[i]
@@ -127,7 +175,10 @@ func NewPlan(cfg Config) (*Plan, error) {
 				return nil, err
 			}
 			s, _ := conn.check()
-			p.Entries = append(p.Entries, Entry{
+			if !cfg.Program.Serves(s.op) {
+				return nil, fmt.Errorf("p4: plan: connection %d: %w: %v is not compiled into %v", conn.Index, ErrAdvertisement, s.op, cfg.Program)
+			}
+			qp := Entry{
 				Table: "Egress.qp", Key: []Field{{"qp", uint64(conn.Index)}}, Action: "Egress.set_qp",
 				Data: []Field{
 					{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
@@ -136,15 +187,35 @@ func NewPlan(cfg Config) (*Plan, error) {
 					{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
 					{"slot_mask", s.slots - 1}, {"icrc", uint64(k)},
 				},
-			}, Entry{
+			}
+			if cfg.Program == PostcardProgram {
+				qp.Key[0].Name = "qpi"
+				// The egress places the chunk hash at the chunk's byte offset.
+				size := uint64(s.pc.Layout().ChunkSize())
+				qp.Data[9] = Field{"chunk_mask", (s.slots - 1) * size}
+				own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
+				copies := s.pc.Layout().Copies
+				rids := make([]uint16, copies)
+				for j := range rids {
+					rids[j] = uint16(j)
+				}
+				group(own, col.Port, rids...)
+				for j := range rids {
+					rids[j] |= p4gen.PostcardEvicted
+				}
+				group(ev, col.Port, rids...)
+			}
+			p.Entries = append(p.Entries, qp, Entry{
 				Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
 				Data: []Field{{"port", uint64(col.Port)}, {"qp", uint64(conn.Index)}},
 			})
-			for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-				p.Entries = append(p.Entries, Entry{
-					Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
-					Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
-				})
+			if cfg.Program == TranslatorProgram {
+				for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+					p.Entries = append(p.Entries, Entry{
+						Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
+						Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
+					})
+				}
 			}
 			p.Registers = append(p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
 			if cfg.RatePPS != 0 {
@@ -167,6 +238,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 			}
 		}
 	}
+	var evicted []Entry
 	for i := range 256 {
 		c := i % n
 		if cfg.Choice != nil {
@@ -182,13 +254,32 @@ func NewPlan(cfg Config) (*Plan, error) {
 				continue // a later instance of the same primitive gets nothing
 			}
 			used[op] = true
+			if cfg.Program == PostcardProgram {
+				own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
+				p.Entries = append(p.Entries, Entry{
+					Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}}, Action: "Ingress.to_instance",
+					Data: []Field{{"qp", uint64(conn.Index)}, {"mgid", uint64(own)}},
+				})
+				evicted = append(evicted, Entry{
+					Table: "Ingress.evicted", Key: []Field{{"crc8_ev", uint64(i)}}, Action: "Ingress.to_evicted",
+					Data: []Field{{"qp", uint64(conn.Index)}, {"mgid", uint64(ev)}},
+				})
+				continue
+			}
 			p.Entries = append(p.Entries, Entry{
 				Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}, {"opcode", uint64(op)}}, Action: "Ingress.to_instance",
 				Data: []Field{{"qp", uint64(conn.Index)}},
 			})
 		}
 	}
+	p.Entries = append(p.Entries, evicted...)
 	return p, nil
+}
+
+// postcardGroups returns the multicast groups of the Postcarding instance on
+// QP index q: its flows' chunks, and evicted flows' chunks.
+func postcardGroups(base uint16, q uint8) (own, evicted uint16) {
+	return base + 2*uint16(q) + 1, base + 2*uint16(q) + 2
 }
 
 func mac(m [6]byte) uint64 {

@@ -12,6 +12,7 @@ import (
 	"github.com/dtakit/dtakit/internal/p4gen"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -51,6 +52,7 @@ type shape struct {
 	kw    keywrite.Layout
 	ki    keyincr.Layout
 	ap    appendlist.Layout
+	pc    *postcard.Codec
 }
 
 // check validates c against the compiled program (p4/include/dta_constants.p4).
@@ -93,6 +95,21 @@ func (c *Connection) check() (shape, error) {
 		if err == nil && s.ap != want {
 			err = fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
 		}
+	case dta.OpPostcard:
+		var l postcard.Layout
+		l, err = postcard.ParseLayout(c.Ad.Geometry)
+		want := postcard.Layout{Hops: p4gen.PostcardHops, SlotBits: 32, Chunks: l.Chunks, Copies: l.Copies}
+		switch {
+		case err != nil:
+		case l != want || l.Copies > p4gen.MaxCopies:
+			err = fmt.Errorf("postcard layout %+v, compiled for %d hops of 32 bits, default checksums, per-copy addressing, at most %d copies",
+				l, p4gen.PostcardHops, p4gen.MaxCopies)
+		case l.Chunks > 1<<p4gen.PostcardChunkBits:
+			err = fmt.Errorf("%d chunks, compiled for at most 2^%d", l.Chunks, p4gen.PostcardChunkBits)
+		default:
+			s.slots = uint64(l.Chunks)
+			s.pc, err = postcard.NewCodec(l)
+		}
 	default:
 		err = fmt.Errorf("primitive %d not compiled in", s.op)
 	}
@@ -121,7 +138,8 @@ func perCopy(h tofino.Hasher) error {
 // craft returns the frame the translator's egress builds for copy n of a
 // report with PSN psn: the same fields, in the same order, from the same
 // constants. value is the Key-Write data, the big-endian counter, or an
-// Append batch (key the list, head its ring head in entries).
+// Append batch (key the list, head its ring head in entries), or a
+// Postcarding chunk (key the flow).
 func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn uint32) rocev2.Frame {
 	f := rocev2.Frame{
 		DstMAC: c.DstMAC, SrcMAC: c.SrcMAC, Src: c.Src, Dst: c.Dst,
@@ -134,6 +152,12 @@ func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn
 		f.BTH.AckReq = psn&63 == 0
 		va := c.Ad.VA + s.ap.ListOffset(key) + uint64(head)*uint64(s.ap.SlotSize())
 		f.RETH = rocev2.RETH{VA: va, RKey: c.Ad.RKey, DMALength: uint32(len(value))}
+		f.Payload = value
+	case dta.OpPostcard:
+		f.BTH.Opcode = rocev2.RCWriteOnly
+		f.BTH.AckReq = psn&63 == 0
+		size := s.pc.Layout().ChunkSize()
+		f.RETH = rocev2.RETH{VA: c.Ad.VA + uint64(s.pc.ChunkIndex(key, int(n)))*uint64(size), RKey: c.Ad.RKey, DMALength: uint32(size)}
 		f.Payload = value
 	case dta.OpKeyWrite:
 		f.BTH.Opcode = rocev2.RCWriteOnly
@@ -160,6 +184,8 @@ func (c *Connection) ICRCConstant() (uint32, error) {
 	}
 	value := make([]byte, 16)
 	switch s.op {
+	case dta.OpPostcard:
+		value = make([]byte, s.pc.Layout().ChunkSize())
 	case dta.OpKeyWrite:
 		value = value[:p4gen.KeyWriteData]
 	case dta.OpKeyIncrement:

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/dtakit/dtakit/appendlist"
@@ -88,7 +89,33 @@ func TestHashesMatchModel(t *testing.T) {
 		key := r.Uint32()
 		var b [4]byte
 		binary.BigEndian.PutUint32(b[:], key)
-		return map[string]uint64{"h.kw.key": uint64(key), "h.ki.key": uint64(key), "m.key": uint64(key)}, crc8.SumBytes(b[:])
+		return map[string]uint64{"h.kw.key": uint64(key), "h.ki.key": uint64(key), "m.key": uint64(key),
+			"h.pc.key": uint64(key), "m.old_key": uint64(key)}, crc8.SumBytes(b[:])
+	}
+	// postcard.p4: collector choice of the postcard's and the evicted flow,
+	// the cache index, each copy's chunk (its low PostcardChunkBits bits)
+	// and the hop checksums, against the postcard codec.
+	checks["postcard.p4/collector"] = collector
+	checks["postcard.p4/collector_ev"] = collector
+	checks["postcard.p4/cache_index"] = func(r *rand.Rand) (map[string]uint64, uint64) {
+		key := r.Uint32()
+		return map[string]uint64{"h.pc.key": uint64(key)}, uint64(tofino.Reference.Checksum(key))
+	}
+	wide, err := postcard.NewCodec(postcard.Layout{Chunks: 1 << p4gen.PostcardChunkBits, Copies: p4gen.MaxCopies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < p4gen.MaxCopies; n++ {
+		checks["postcard.p4/chunk"+string(rune('0'+n))] = func(r *rand.Rand) (map[string]uint64, uint64) {
+			key := r.Uint32()
+			return map[string]uint64{"m.key": uint64(key), "copy": uint64(n)}, uint64(wide.ChunkIndex(key, n))
+		}
+	}
+	for i := 1; i <= p4gen.PostcardHops; i++ {
+		checks["postcard.p4/hop"+string(rune('0'+i))] = func(r *rand.Rand) (map[string]uint64, uint64) {
+			key := r.Uint32()
+			return map[string]uint64{"m.key": uint64(key)}, uint64(wide.Checksum(i, key))
+		}
 	}
 	checks["translator.p4/collector_kw"] = collector
 	checks["translator.p4/collector_ki"] = collector
@@ -116,10 +143,13 @@ func TestHashesMatchModel(t *testing.T) {
 	for _, prog := range programs {
 		p := parseProgram(t, prog)
 		for name, h := range p.hashes {
-			if name == "icrc_write" || name == "icrc_atomic" || name == "icrc_append" {
+			if name == "icrc_write" || name == "icrc_atomic" || name == "icrc_append" || name == "icrc_chunk" {
 				continue // TestICRCSplit
 			}
 			id := filepath.Base(prog) + "/" + name
+			if strings.HasPrefix(id, "postcard.p4/chunk") && h.width != p4gen.PostcardChunkBits {
+				t.Errorf("%s is %d bits wide, p4gen.PostcardChunkBits is %d", id, h.width, p4gen.PostcardChunkBits)
+			}
 			check, ok := checks[id]
 			if !ok {
 				t.Errorf("Hash %s has no check", id)
@@ -209,9 +239,10 @@ func frameEnv(t *testing.T, p *program, frame []byte, order []string) map[string
 // equals the full ICRC rocev2 computes.
 func TestICRCSplit(t *testing.T) {
 	crcs := includeCRCs(t)
-	p := parseProgram(t, "translator/translator.p4")
+	tr := parseProgram(t, "translator/translator.p4")
+	pc := parseProgram(t, "translator/postcard.p4")
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, c := range testConnections(t) {
+	for _, c := range append(testConnections(t), pcConnection(t)) {
 		s, err := c.check()
 		if err != nil {
 			t.Fatal(err)
@@ -220,8 +251,10 @@ func TestICRCSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name, order := "icrc_write", []string{"ethernet", "ipv4", "udp", "bth", "reth", "kw_payload", "icrc"}
+		p, name, order := tr, "icrc_write", []string{"ethernet", "ipv4", "udp", "bth", "reth", "kw_payload", "icrc"}
 		switch s.op {
+		case dta.OpPostcard:
+			p, name, order = pc, "icrc_chunk", []string{"ethernet", "ipv4", "udp", "bth", "reth", "chunk", "icrc"}
 		case dta.OpKeyIncrement:
 			name, order = "icrc_atomic", []string{"ethernet", "ipv4", "udp", "bth", "atomic", "icrc"}
 		case dta.OpAppend:
@@ -237,6 +270,13 @@ func TestICRCSplit(t *testing.T) {
 			binary.BigEndian.PutUint64(value[8:], rng.Uint64())
 			key := rng.Uint32()
 			switch s.op {
+			case dta.OpPostcard:
+				vals := make([]uint32, p4gen.PostcardHops)
+				for j := range vals {
+					vals[j] = rng.Uint32() >> rng.IntN(32)
+				}
+				value = make([]byte, s.pc.Layout().ChunkSize())
+				s.pc.EncodeChunk(value, key, vals)
 			case dta.OpKeyWrite:
 				value = value[:p4gen.KeyWriteData]
 			case dta.OpKeyIncrement:
@@ -248,7 +288,11 @@ func TestICRCSplit(t *testing.T) {
 			if i < 2 {
 				psn = uint32(i) * 64 // AckReq set
 			}
-			f := c.craft(s, key, value, uint8(rng.IntN(p4gen.MaxCopies)), uint32(rng.IntN(1<<p4gen.AppendEntryBits))&^(p4gen.AppendBatch-1), psn)
+			n := rng.IntN(p4gen.MaxCopies)
+			if s.pc != nil {
+				n = rng.IntN(s.pc.Layout().Copies)
+			}
+			f := c.craft(s, key, value, uint8(n), uint32(rng.IntN(1<<p4gen.AppendEntryBits))&^(p4gen.AppendBatch-1), psn)
 			b, err := f.AppendTo(nil)
 			if err != nil {
 				t.Fatal(err)
@@ -264,6 +308,9 @@ func TestICRCSplit(t *testing.T) {
 			}
 			// The icrc header holds the ICRC least-significant byte first.
 			swapped := uint32(env["h.icrc.value"])
+			if s.op == dta.OpPostcard {
+				swapped = uint32(env["h.icrc.b0"]<<24 | env["h.icrc.b1"]<<16 | env["h.icrc.b2"]<<8 | env["h.icrc.b3"])
+			}
 			if swapped != want>>24|want>>8&0xFF00|want<<8&0xFF0000|want<<24 {
 				t.Fatalf("icrc header %#x, ICRC %#x", swapped, want)
 			}

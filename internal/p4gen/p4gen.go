@@ -29,6 +29,12 @@ const (
 	PostcardHops = 5
 	// PostcardCacheBits is log2 of the translator's postcard cache entries.
 	PostcardCacheBits = 12
+	// PostcardChunkBits bounds the chunks C of a Postcarding region to
+	// 2^PostcardChunkBits: the egress keeps that many bits of the chunk hash.
+	PostcardChunkBits = 27
+	// PostcardEvicted marks the replication IDs of an evicted flow's copies
+	// (the copy index is the rest).
+	PostcardEvicted = 0x80
 	// AppendEntry is the Append entry size e in bytes and AppendBatch the
 	// batch B.
 	AppendEntry = 4
@@ -40,6 +46,55 @@ const (
 	// QPBits is log2 of the per-QP register entries (PSNs).
 	QPBits = 8
 )
+
+// HopMask returns what the postcard translator's Ingress.hops table gives a
+// postcard of hop (1-based) whose flow needs want hops: the hop's bit in the
+// cache's hop mask, and the mask of the other hops the flow must already
+// hold to complete with this one. ok is false for a postcard the cache
+// rejects (hop 0, hop above want, want above B).
+func HopMask(hop, want int) (bit, need uint8, ok bool) {
+	if hop < 1 || want < hop || want > PostcardHops {
+		return 0, 0, false
+	}
+	bit = 1 << (hop - 1)
+	return bit, uint8(1<<want-1) &^ bit, true
+}
+
+// HopEntry is one entry of the postcard translator's Ingress.hops table.
+type HopEntry struct {
+	Hop                   int
+	Sequenced, HasPathLen bool
+	PathLen               int // 0: unknown (B hops)
+	UDPLen                int
+	Bit, Need             uint8
+}
+
+// HopEntries returns the entries of Ingress.hops: every well-formed
+// (hop, path length) pair with and without the sequence byte.
+func HopEntries() []HopEntry {
+	var es []HopEntry
+	for _, seq := range []bool{false, true} {
+		udp := 8 + 2 + dta.PostcardLen
+		if seq {
+			udp++
+		}
+		for pl := -1; pl <= PostcardHops; pl++ { // -1: no path length byte
+			want := pl
+			if pl <= 0 {
+				want = PostcardHops
+			}
+			for hop := 1; hop <= want; hop++ {
+				bit, need, _ := HopMask(hop, want)
+				e := HopEntry{Hop: hop, Sequenced: seq, HasPathLen: pl >= 0, PathLen: max(pl, 0), UDPLen: udp, Bit: bit, Need: need}
+				if e.HasPathLen {
+					e.UDPLen++
+				}
+				es = append(es, e)
+			}
+		}
+	}
+	return es
+}
 
 // Hash names one CRC the P4 programs instantiate: the macro the include
 // defines and the Go CRC it must equal.
@@ -127,6 +182,16 @@ func Generate() []byte {
 	d("DTA_PC_HOPS", PostcardHops, "postcard hops B")
 	d("DTA_PC_CHUNK_BYTES", uint64(ceilPow2(PostcardHops*4)), "nextpow2(B*4), b = 32")
 	d("DTA_PC_CACHE_BITS", PostcardCacheBits, "log2 postcard cache entries")
+	d("DTA_PC_EVICTED", PostcardEvicted, "replication ID flag of an evicted flow's copies")
+	b.WriteString("// Ingress.hops of the postcard translator: (hop, sequenced, path length\n// present, path length, UDP length) -> hop_mask(bit, need), from HopMask.\n#define DTA_PC_HOP_ENTRIES")
+	for _, e := range HopEntries() {
+		pl := "0 &&& 0"
+		if e.HasPathLen {
+			pl = fmt.Sprintf("%d &&& 0xFF", e.PathLen)
+		}
+		fmt.Fprintf(&b, " \\\n    (%d, %t, %t, %s, %d): hop_mask(%d, %d);", e.Hop, e.Sequenced, e.HasPathLen, pl, e.UDPLen, e.Bit, e.Need)
+	}
+	b.WriteString("\n")
 	d("DTA_AP_ENTRY_BYTES", AppendEntry, "Append entry size e")
 	d("DTA_AP_BATCH", AppendBatch, "Append batch B")
 	d("DTA_AP_LIST_BITS", AppendListBits, "log2 lists L")

@@ -44,6 +44,60 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #define DTA_PC_HOPS 5 // postcard hops B
 #define DTA_PC_CHUNK_BYTES 32 // nextpow2(B*4), b = 32
 #define DTA_PC_CACHE_BITS 12 // log2 postcard cache entries
+#define DTA_PC_EVICTED 128 // replication ID flag of an evicted flow's copies
+// Ingress.hops of the postcard translator: (hop, sequenced, path length
+// present, path length, UDP length) -> hop_mask(bit, need), from HopMask.
+#define DTA_PC_HOP_ENTRIES \
+    (1, false, false, 0 &&& 0, 19): hop_mask(1, 30); \
+    (2, false, false, 0 &&& 0, 19): hop_mask(2, 29); \
+    (3, false, false, 0 &&& 0, 19): hop_mask(4, 27); \
+    (4, false, false, 0 &&& 0, 19): hop_mask(8, 23); \
+    (5, false, false, 0 &&& 0, 19): hop_mask(16, 15); \
+    (1, false, true, 0 &&& 0xFF, 20): hop_mask(1, 30); \
+    (2, false, true, 0 &&& 0xFF, 20): hop_mask(2, 29); \
+    (3, false, true, 0 &&& 0xFF, 20): hop_mask(4, 27); \
+    (4, false, true, 0 &&& 0xFF, 20): hop_mask(8, 23); \
+    (5, false, true, 0 &&& 0xFF, 20): hop_mask(16, 15); \
+    (1, false, true, 1 &&& 0xFF, 20): hop_mask(1, 0); \
+    (1, false, true, 2 &&& 0xFF, 20): hop_mask(1, 2); \
+    (2, false, true, 2 &&& 0xFF, 20): hop_mask(2, 1); \
+    (1, false, true, 3 &&& 0xFF, 20): hop_mask(1, 6); \
+    (2, false, true, 3 &&& 0xFF, 20): hop_mask(2, 5); \
+    (3, false, true, 3 &&& 0xFF, 20): hop_mask(4, 3); \
+    (1, false, true, 4 &&& 0xFF, 20): hop_mask(1, 14); \
+    (2, false, true, 4 &&& 0xFF, 20): hop_mask(2, 13); \
+    (3, false, true, 4 &&& 0xFF, 20): hop_mask(4, 11); \
+    (4, false, true, 4 &&& 0xFF, 20): hop_mask(8, 7); \
+    (1, false, true, 5 &&& 0xFF, 20): hop_mask(1, 30); \
+    (2, false, true, 5 &&& 0xFF, 20): hop_mask(2, 29); \
+    (3, false, true, 5 &&& 0xFF, 20): hop_mask(4, 27); \
+    (4, false, true, 5 &&& 0xFF, 20): hop_mask(8, 23); \
+    (5, false, true, 5 &&& 0xFF, 20): hop_mask(16, 15); \
+    (1, true, false, 0 &&& 0, 20): hop_mask(1, 30); \
+    (2, true, false, 0 &&& 0, 20): hop_mask(2, 29); \
+    (3, true, false, 0 &&& 0, 20): hop_mask(4, 27); \
+    (4, true, false, 0 &&& 0, 20): hop_mask(8, 23); \
+    (5, true, false, 0 &&& 0, 20): hop_mask(16, 15); \
+    (1, true, true, 0 &&& 0xFF, 21): hop_mask(1, 30); \
+    (2, true, true, 0 &&& 0xFF, 21): hop_mask(2, 29); \
+    (3, true, true, 0 &&& 0xFF, 21): hop_mask(4, 27); \
+    (4, true, true, 0 &&& 0xFF, 21): hop_mask(8, 23); \
+    (5, true, true, 0 &&& 0xFF, 21): hop_mask(16, 15); \
+    (1, true, true, 1 &&& 0xFF, 21): hop_mask(1, 0); \
+    (1, true, true, 2 &&& 0xFF, 21): hop_mask(1, 2); \
+    (2, true, true, 2 &&& 0xFF, 21): hop_mask(2, 1); \
+    (1, true, true, 3 &&& 0xFF, 21): hop_mask(1, 6); \
+    (2, true, true, 3 &&& 0xFF, 21): hop_mask(2, 5); \
+    (3, true, true, 3 &&& 0xFF, 21): hop_mask(4, 3); \
+    (1, true, true, 4 &&& 0xFF, 21): hop_mask(1, 14); \
+    (2, true, true, 4 &&& 0xFF, 21): hop_mask(2, 13); \
+    (3, true, true, 4 &&& 0xFF, 21): hop_mask(4, 11); \
+    (4, true, true, 4 &&& 0xFF, 21): hop_mask(8, 7); \
+    (1, true, true, 5 &&& 0xFF, 21): hop_mask(1, 30); \
+    (2, true, true, 5 &&& 0xFF, 21): hop_mask(2, 29); \
+    (3, true, true, 5 &&& 0xFF, 21): hop_mask(4, 27); \
+    (4, true, true, 5 &&& 0xFF, 21): hop_mask(8, 23); \
+    (5, true, true, 5 &&& 0xFF, 21): hop_mask(16, 15);
 #define DTA_AP_ENTRY_BYTES 4 // Append entry size e
 #define DTA_AP_BATCH 4 // Append batch B
 #define DTA_AP_LIST_BITS 10 // log2 lists L
