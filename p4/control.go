@@ -170,29 +170,33 @@ func NewPlan(cfg Config) (*Plan, error) {
 				return nil, fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
 			}
 			seen[conn.Index] = true
-			k, err := conn.ICRCConstant()
+			s, err := conn.check()
 			if err != nil {
 				return nil, err
 			}
-			s, _ := conn.check()
 			if !cfg.Program.Serves(s.op) {
 				return nil, fmt.Errorf("p4: plan: connection %d: %w: %v is not compiled into %v", conn.Index, ErrAdvertisement, s.op, cfg.Program)
 			}
+			k, err := conn.icrcConstant(s)
+			if err != nil {
+				return nil, err
+			}
+			qpKey, maskName, mask := "qp", "slot_mask", s.slots-1
+			if cfg.Program == PostcardProgram {
+				// The egress places the chunk hash at the chunk's byte offset.
+				qpKey, maskName, mask = "qpi", "chunk_mask", mask*uint64(s.pc.Layout().ChunkSize())
+			}
 			qp := Entry{
-				Table: "Egress.qp", Key: []Field{{"qp", uint64(conn.Index)}}, Action: "Egress.set_qp",
+				Table: "Egress.qp", Key: []Field{{qpKey, uint64(conn.Index)}}, Action: "Egress.set_qp",
 				Data: []Field{
 					{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
 					{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
 					{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
 					{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
-					{"slot_mask", s.slots - 1}, {"icrc", uint64(k)},
+					{maskName, mask}, {"icrc", uint64(k)},
 				},
 			}
 			if cfg.Program == PostcardProgram {
-				qp.Key[0].Name = "qpi"
-				// The egress places the chunk hash at the chunk's byte offset.
-				size := uint64(s.pc.Layout().ChunkSize())
-				qp.Data[9] = Field{"chunk_mask", (s.slots - 1) * size}
 				own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
 				copies := s.pc.Layout().Copies
 				rids := make([]uint16, copies)

@@ -182,6 +182,11 @@ func (c *Connection) ICRCConstant() (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	return c.icrcConstant(s)
+}
+
+// icrcConstant is ICRCConstant for a connection check has accepted as s.
+func (c *Connection) icrcConstant(s shape) (uint32, error) {
 	value := make([]byte, 16)
 	switch s.op {
 	case dta.OpPostcard:
