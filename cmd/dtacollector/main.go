@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/collector/daemon"
+	"github.com/dtakit/dtakit/internal/daemonlog"
 )
 
 func main() {
@@ -41,12 +41,11 @@ func run() int {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintln(os.Stderr, "dtacollector: -log-level:", err)
+	log, err := daemonlog.New(*level)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dtacollector:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	if *config == "" {
 		fmt.Fprintln(os.Stderr, "dtacollector: -config is required")
 		return 2

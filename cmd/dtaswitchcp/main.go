@@ -47,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/daemonlog"
 	"github.com/dtakit/dtakit/p4"
 )
 
@@ -161,12 +162,11 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintln(os.Stderr, "dtaswitchcp: -log-level:", err)
+	log, err := daemonlog.New(*level)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dtaswitchcp:", err)
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	if *config == "" {
 		log.Error("-config is required")
 		return 2
