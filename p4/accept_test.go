@@ -90,6 +90,26 @@ func craftRun(t *testing.T, conns []Connection, reports int) crafted {
 	return c
 }
 
+// attach registers mem on tgt for c and opens the target's QP for it, as
+// the collector's advertisement and CM exchange would: c takes the region's
+// VA and rkey and the target's QPN.
+func attach(t *testing.T, tgt *target.Target, c *Connection, mem []byte, access target.Access) {
+	t.Helper()
+	r, err := tgt.Register(mem, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Ad.VA, c.Ad.RKey = r.VA(), r.RKey()
+	qp, err := tgt.NewQP(target.QPConfig{
+		Peer:      netip.AddrPortFrom(c.Src, c.SrcPort),
+		RemoteQPN: c.TranslatorQPN, RecvPSN: rocev2.PSN(c.StartPSN),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CollectorQPN = qp.QPN()
+}
+
 // TestTargetAcceptsCrafted feeds packets built as the translator's egress
 // builds them (ICRC included, PSNs wrapping) to the software RoCEv2 target
 // and queries what landed with the collector's own packages.
@@ -112,19 +132,7 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 		if i == 1 {
 			access = target.RemoteAtomic
 		}
-		r, err := tgt.Register(mem, access)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i].Ad.VA, conns[i].Ad.RKey = r.VA(), r.RKey()
-		qp, err := tgt.NewQP(target.QPConfig{
-			Peer:      netip.AddrPortFrom(conns[i].Src, conns[i].SrcPort),
-			RemoteQPN: conns[i].TranslatorQPN, RecvPSN: rocev2.PSN(conns[i].StartPSN),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i].CollectorQPN = qp.QPN()
+		attach(t, tgt, &conns[i], mem, access)
 	}
 	for i := range conns {
 		if _, err := conns[i].check(); err != nil {

@@ -286,19 +286,7 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 	conn := pcConnection(t)
 	codec := pcCodec(t, conn)
 	mem := make([]byte, codec.Layout().RegionSize())
-	r, err := tgt.Register(mem, target.RemoteWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Ad.VA, conn.Ad.RKey = r.VA(), r.RKey()
-	qp, err := tgt.NewQP(target.QPConfig{
-		Peer:      netip.AddrPortFrom(conn.Src, conn.SrcPort),
-		RemoteQPN: conn.TranslatorQPN, RecvPSN: rocev2.PSN(conn.StartPSN),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.CollectorQPN = qp.QPN()
+	attach(t, tgt, &conn, mem, target.RemoteWrite)
 	s, err := conn.check()
 	if err != nil {
 		t.Skipf("skipping: the target's region placement does not fit the switch: %v", err)
