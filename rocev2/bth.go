@@ -50,22 +50,26 @@ func (h BTH) Validate() error {
 }
 
 // AppendTo appends the 12-byte header to b and returns the extended slice.
-// Bits of a field beyond its width are dropped; Validate reports them. It does
-// not allocate when b has room.
-func (h BTH) AppendTo(b []byte) []byte {
-	var w [BTHLen]byte
-	h.put(&w)
-	return append(b, w[:]...)
+// Bits of a field beyond its width are dropped; Validate reports them. It
+// does not allocate when b has room.
+func (h BTH) AppendTo(b []byte) []byte { return h.appendTo(b) }
+
+// appendTo is AppendTo without copying h, for Packet's encoder.
+func (h *BTH) appendTo(b []byte) []byte {
+	b = AppendBTH(b, h.Opcode, bit(h.Solicited, 7)|bit(h.MigReq, 6)|(h.PadCount&3)<<4|h.Version&15,
+		h.PKey, h.DestQP, h.AckReq, h.PSN)
+	b[len(b)-8] = bit(h.FECN, 7) | bit(h.BECN, 6)
+	return b
 }
 
-func (h *BTH) put(w *[BTHLen]byte) {
-	w[0] = byte(h.Opcode)
-	w[1] = bit(h.Solicited, 7) | bit(h.MigReq, 6) | (h.PadCount&3)<<4 | h.Version&15
-	binary.BigEndian.PutUint16(w[2:], h.PKey)
-	binary.BigEndian.PutUint32(w[4:], h.DestQP&PSNMask)
-	w[4] = bit(h.FECN, 7) | bit(h.BECN, 6)
-	binary.BigEndian.PutUint32(w[8:], uint32(h.PSN)&PSNMask)
-	w[8] = bit(h.AckReq, 7)
+// AppendBTH appends a BTH to b: opcode op, byte 1 (SE, M, pad count,
+// TVer) flags, P_Key pkey, destination QP qpn, AckReq ackReq and PSN psn,
+// FECN and BECN clear. It is the one BTH encoder: [BTH.AppendTo] calls it,
+// and so does a sender that builds packets in place, whose per-packet cost
+// a header struct would double. It does not allocate when b has room.
+func AppendBTH(b []byte, op Opcode, flags byte, pkey uint16, qpn uint32, ackReq bool, psn PSN) []byte {
+	return append(b, byte(op), flags, byte(pkey>>8), byte(pkey), 0, byte(qpn>>16), byte(qpn>>8), byte(qpn),
+		bit(ackReq, 7), byte(psn>>16), byte(psn>>8), byte(psn))
 }
 
 // DecodeBTH decodes a BTH from the first 12 bytes of b. It checks only the

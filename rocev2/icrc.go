@@ -2,6 +2,8 @@ package rocev2
 
 import (
 	"encoding/binary"
+	"math/bits"
+	"net/netip"
 
 	"github.com/klauspost/crc32"
 )
@@ -85,38 +87,125 @@ func VerifyICRC(ipPacket []byte) error {
 // icrcV4 computes the ICRC of an IPv4 packet without options, at least
 // maskedV4 bytes long.
 func icrcV4(p []byte) uint32 {
-	var m [maskedV4]byte
+	var m [ipv4HeaderLen + udpHeaderLen]byte
 	copy(m[:], p)
-	m[1] = 0xFF                            // type of service
-	m[8] = 0xFF                            // TTL
-	m[10], m[11] = 0xFF, 0xFF              // header checksum
-	m[26], m[27] = 0xFF, 0xFF              // UDP checksum
-	m[ipv4HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-	return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[maskedV4:])
+	m[1] = 0xFF               // type of service
+	m[8] = 0xFF               // TTL
+	m[10], m[11] = 0xFF, 0xFF // header checksum
+	m[26], m[27] = 0xFF, 0xFF // UDP checksum
+	return PayloadICRC(UpdateCRC(icrcSeed, m[:]), p[len(m):])
 }
 
 // icrcV6 computes the ICRC of an IPv6 packet whose next header is UDP, at
 // least maskedV6 bytes long.
 func icrcV6(p []byte) uint32 {
-	var m [maskedV6]byte
+	var m [ipv6HeaderLen + udpHeaderLen]byte
 	copy(m[:], p)
-	m[0] |= 0x0F                           // traffic class, high nibble
-	m[1], m[2], m[3] = 0xFF, 0xFF, 0xFF    // traffic class, low nibble; flow label
-	m[7] = 0xFF                            // hop limit
-	m[46], m[47] = 0xFF, 0xFF              // UDP checksum
-	m[ipv6HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-	return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[maskedV6:])
+	m[0] |= 0x0F                        // traffic class, high nibble
+	m[1], m[2], m[3] = 0xFF, 0xFF, 0xFF // traffic class, low nibble; flow label
+	m[7] = 0xFF                         // hop limit
+	m[46], m[47] = 0xFF, 0xFF           // UDP checksum
+	return PayloadICRC(UpdateCRC(icrcSeed, m[:]), p[len(m):])
 }
 
-// crcUpdate is crc32.Update with the tail of fewer than 16 bytes done by
-// UpdateCRC: klauspost/crc32 hands such a tail to a byte-at-a-time loop,
-// which costs more than the folding of a 100-byte packet.
-func crcUpdate(crc uint32, p []byte) uint32 {
-	n := len(p) &^ 15
-	if n > 0 {
-		crc = crc32.Update(crc, crc32.IEEETable, p[:n])
+// PseudoHeaderCRC returns the ICRC's CRC state after the LRH stand-in and
+// the masked IP and UDP headers of a datagram from src to dst whose UDP
+// payload (BTH through ICRC) is n bytes: the header a socket never shows,
+// built as [DatagramICRC] builds it. The state depends only on the
+// addresses and n, so a sender or receiver may cache it and finish each
+// packet with [PayloadICRC]. src and dst must both be IPv4 (or
+// IPv4-mapped) or both IPv6. It does not allocate.
+func PseudoHeaderCRC(src, dst netip.AddrPort, n int) (uint32, error) {
+	s, d := src.Addr().Unmap(), dst.Addr().Unmap()
+	udpLen := udpHeaderLen + n
+	var m [ipv6HeaderLen + udpHeaderLen]byte
+	var h []byte
+	switch {
+	case s.Is4() && d.Is4():
+		if ipv4HeaderLen+udpLen > 0xFFFF {
+			return 0, errDatagramLength
+		}
+		m[0] = 0x45
+		m[1] = 0xFF // type of service
+		binary.BigEndian.PutUint16(m[2:], uint16(ipv4HeaderLen+udpLen))
+		binary.BigEndian.PutUint16(m[6:], ipv4DF) // identification 0, DF
+		m[8] = 0xFF                               // TTL
+		m[9] = ipProtoUDP
+		m[10], m[11] = 0xFF, 0xFF // header checksum
+		sa, da := s.As4(), d.As4()
+		copy(m[12:16], sa[:])
+		copy(m[16:20], da[:])
+		h = m[:ipv4HeaderLen+udpHeaderLen]
+	case s.Is6() && d.Is6():
+		if udpLen > 0xFFFF {
+			return 0, errDatagramLength
+		}
+		m[0], m[1], m[2], m[3] = 0x6F, 0xFF, 0xFF, 0xFF // version; traffic class and flow label masked
+		binary.BigEndian.PutUint16(m[4:], uint16(udpLen))
+		m[6] = ipProtoUDP
+		m[7] = 0xFF // hop limit
+		sa, da := s.As16(), d.As16()
+		copy(m[8:24], sa[:])
+		copy(m[24:40], da[:])
+		h = m[:]
+	default:
+		return 0, errAddrFamily
 	}
-	return UpdateCRC(crc, p[n:])
+	u := h[len(h)-udpHeaderLen:]
+	binary.BigEndian.PutUint16(u[0:], src.Port())
+	binary.BigEndian.PutUint16(u[2:], dst.Port())
+	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
+	u[6], u[7] = 0xFF, 0xFF // UDP checksum
+	return UpdateCRC(icrcSeed, h), nil
+}
+
+// PayloadICRC returns the ICRC of a UDP payload p (BTH through the last pad
+// byte, without the ICRC, at least a BTH long) given crc, the state after
+// its IP and UDP headers ([PseudoHeaderCRC]). It masks BTH byte 4 (FECN,
+// BECN, Resv6). It does not allocate.
+func PayloadICRC(crc uint32, p []byte) uint32 {
+	var bth [BTHLen]byte
+	copy(bth[:], p)
+	bth[4] = 0xFF // FECN, BECN, Resv6
+	return crcUpdate(UpdateCRC(crc, bth[:]), p[BTHLen:])
+}
+
+// LinearCRC returns the linear part of the ICRC's CRC over p: the register
+// after p from 0, with no final XOR. For x and y of one length,
+// LinearCRC(x XOR y) = ICRC(x) XOR ICRC(y), and leading zeros do not change
+// it: what lets a sender keep the ICRC of a template and patch in the bytes
+// that vary. It does not allocate.
+func LinearCRC(p []byte) uint32 { return ^UpdateCRC(0xFFFFFFFF, p) }
+
+var zeros [64]byte
+
+// DeltaTable fills t with what each byte value adds to an ICRC when d bytes
+// follow it: t[v] is [LinearCRC] of v followed by d zeros.
+func DeltaTable(t *[256]uint32, d int) {
+	var base [8]uint32
+	for bit := range base {
+		r := LinearCRC([]byte{1 << bit})
+		for n := d; n > 0; n -= len(zeros) {
+			r = ^UpdateCRC(^r, zeros[:min(n, len(zeros))])
+		}
+		base[bit] = r
+	}
+	t[0] = 0
+	for v := 1; v < 256; v++ {
+		t[v] = t[v&(v-1)] ^ base[bits.TrailingZeros(uint(v))]
+	}
+}
+
+// crcUpdate is crc32.Update: slicing by 8 (UpdateCRC) for short inputs,
+// where the library's call and setup cost more than they save, the
+// library's folding for long ones, with the tail of fewer than 16 bytes by
+// UpdateCRC (the library does it a byte at a time).
+func crcUpdate(crc uint32, p []byte) uint32 {
+	if len(p) < 64 {
+		return UpdateCRC(crc, p)
+	}
+	n := len(p) &^ 15
+	return UpdateCRC(crc32.Update(crc, crc32.IEEETable, p[:n]), p[n:])
 }
 
 // slicing8 holds the tables of a slicing-by-8 CRC-32/ISO-HDLC:

@@ -350,3 +350,35 @@ func TestUpdateCRCStackBufferDoesNotEscape(t *testing.T) {
 		t.Errorf("UpdateCRC of a stack buffer allocates %v times", n)
 	}
 }
+
+// TestLinearCRC checks the property callers rely on: for x and y of one
+// length, LinearCRC(x^y) = CRC(x)^CRC(y).
+func TestLinearCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 5, 12, 37, 64, 200} {
+		x, y, z := make([]byte, n), make([]byte, n), make([]byte, n)
+		for i := range x {
+			x[i], y[i] = byte(rng.Uint32()), byte(rng.Uint32())
+			z[i] = x[i] ^ y[i]
+		}
+		if LinearCRC(z) != stdcrc32.ChecksumIEEE(x)^stdcrc32.ChecksumIEEE(y) {
+			t.Errorf("%d bytes: LinearCRC(x^y) != CRC(x)^CRC(y)", n)
+		}
+	}
+}
+
+func TestDeltaTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, d := range []int{0, 1, 7, 63, 64, 65, 200} {
+		var tab [256]uint32
+		DeltaTable(&tab, d)
+		m := make([]byte, d+1)
+		for range 20 {
+			v := byte(rng.Uint32())
+			m[0] = v
+			if got, want := tab[v], LinearCRC(m); got != want {
+				t.Fatalf("DeltaTable(%d)[%#x] = %#x, want %#x", d, v, got, want)
+			}
+		}
+	}
+}

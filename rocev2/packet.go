@@ -86,7 +86,7 @@ func (p *Packet) put(w []byte) {
 	pad := p.padLen()
 	bth := p.BTH
 	bth.PadCount = uint8(pad)
-	bth.put((*[BTHLen]byte)(w))
+	bth.appendTo(w[:0])
 	o := BTHLen
 	h := bth.Opcode.Headers()
 	// Each AppendTo appends into w's own array: w[o:o] has the room.

@@ -23,60 +23,18 @@ var (
 )
 
 // DatagramICRC returns the ICRC of a RoCEv2 UDP payload p (BTH through the
-// last pad byte, without the ICRC) sent from src to dst over a socket. src
-// and dst must both be IPv4 (or IPv4-mapped) or both IPv6. It does not
-// allocate.
+// last pad byte, without the ICRC) sent from src to dst over a socket:
+// [PayloadICRC] after [PseudoHeaderCRC]. src and dst must both be IPv4 (or
+// IPv4-mapped) or both IPv6. It does not allocate.
 func DatagramICRC(src, dst netip.AddrPort, p []byte) (uint32, error) {
 	if len(p) < BTHLen {
 		return 0, errDatagramShort
 	}
-	s, d := src.Addr().Unmap(), dst.Addr().Unmap()
-	udpLen := udpHeaderLen + len(p) + ICRCLen
-	switch {
-	case s.Is4() && d.Is4():
-		if ipv4HeaderLen+udpLen > 0xFFFF {
-			return 0, errDatagramLength
-		}
-		var m [maskedV4]byte
-		m[0] = 0x45
-		m[1] = 0xFF // type of service
-		binary.BigEndian.PutUint16(m[2:], uint16(ipv4HeaderLen+udpLen))
-		binary.BigEndian.PutUint16(m[6:], ipv4DF) // identification 0, DF
-		m[8] = 0xFF                               // TTL
-		m[9] = ipProtoUDP
-		m[10], m[11] = 0xFF, 0xFF // header checksum
-		sa, da := s.As4(), d.As4()
-		copy(m[12:16], sa[:])
-		copy(m[16:20], da[:])
-		putUDPMasked(m[ipv4HeaderLen:], src.Port(), dst.Port(), udpLen)
-		copy(m[ipv4HeaderLen+udpHeaderLen:], p[:BTHLen])
-		m[ipv4HeaderLen+udpHeaderLen+4] = 0xFF // BTH FECN, BECN, Resv6
-		return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[BTHLen:]), nil
-	case s.Is6() && d.Is6():
-		if udpLen > 0xFFFF {
-			return 0, errDatagramLength
-		}
-		var m [maskedV6]byte
-		m[0], m[1], m[2], m[3] = 0x6F, 0xFF, 0xFF, 0xFF // version; traffic class and flow label masked
-		binary.BigEndian.PutUint16(m[4:], uint16(udpLen))
-		m[6] = ipProtoUDP
-		m[7] = 0xFF // hop limit
-		sa, da := s.As16(), d.As16()
-		copy(m[8:24], sa[:])
-		copy(m[24:40], da[:])
-		putUDPMasked(m[ipv6HeaderLen:], src.Port(), dst.Port(), udpLen)
-		copy(m[ipv6HeaderLen+udpHeaderLen:], p[:BTHLen])
-		m[ipv6HeaderLen+udpHeaderLen+4] = 0xFF
-		return crcUpdate(UpdateCRC(icrcSeed, m[:]), p[BTHLen:]), nil
+	crc, err := PseudoHeaderCRC(src, dst, len(p)+ICRCLen)
+	if err != nil {
+		return 0, err
 	}
-	return 0, errAddrFamily
-}
-
-func putUDPMasked(b []byte, srcPort, dstPort uint16, udpLen int) {
-	binary.BigEndian.PutUint16(b[0:], srcPort)
-	binary.BigEndian.PutUint16(b[2:], dstPort)
-	binary.BigEndian.PutUint16(b[4:], uint16(udpLen))
-	b[6], b[7] = 0xFF, 0xFF // UDP checksum
+	return PayloadICRC(crc, p), nil
 }
 
 // AppendDatagram appends p, pad and ICRC included, to b as the UDP payload

@@ -2,7 +2,6 @@ package translator
 
 import (
 	"encoding/binary"
-	"math/bits"
 
 	"github.com/dtakit/dtakit/rocev2"
 )
@@ -13,8 +12,8 @@ import (
 // pseudo-header.
 //
 // A CRC is affine: for messages x and y of the same length, crc(x) ^ crc(y)
-// is the CRC with zero initial value and no final XOR (linearCRC) of
-// x ^ y, and leading zero bytes do not change it. Two datagrams of one QP with the same
+// is rocev2.LinearCRC(x ^ y), and leading zero bytes do not change it. Two
+// datagrams of one QP with the same
 // length and the same first 8 BTH bytes (opcode, pad count, P_Key, destination
 // QP; byte 4 is masked by the ICRC anyway) differ only from BTH byte 8 on, so
 //
@@ -22,7 +21,7 @@ import (
 //
 // where K is the ICRC of p[:8] followed by zeros (computed once with
 // rocev2.DatagramICRC), H(x) = Linear(x followed by len(p)-20 zeros), a sum of
-// one table lookup per byte (tables built once per length), and p[8:20] the
+// one table lookup per byte (rocev2.DeltaTable, built once per length), and p[8:20] the
 // AckReq bit, the PSN and the VA (RETH or AtomicETH), the bytes in which the
 // N copies of one report differ. Linear(p[20:]) (rkey, length or add, payload)
 // is the same for every copy, so it is computed once per report.
@@ -39,11 +38,6 @@ type icrcEntry struct {
 
 var zeroSlot [slotCap]byte
 
-// linearCRC returns the linear part of the CRC of p: the register after p
-// starting from 0, with no final XOR. For messages x and y of one length,
-// linearCRC(x XOR y) = CRC(x) XOR CRC(y). It does not allocate.
-func linearCRC(p []byte) uint32 { return ^rocev2.UpdateCRC(0xFFFFFFFF, p) }
-
 // icrc returns the ICRC of b, a datagram of q without its ICRC.
 func (e *Engine) icrc(q *qp, b []byte) uint32 {
 	prefix := binary.BigEndian.Uint64(b) | 0xFF<<24
@@ -58,7 +52,7 @@ func (e *Engine) icrc(q *qp, b []byte) uint32 {
 		e.fillICRC(q, en, b[:8], n)
 	}
 	if !e.tailOK || !e.shareTail {
-		e.tail = linearCRC(b[20:])
+		e.tail = rocev2.LinearCRC(b[20:])
 		e.tailOK = true
 	}
 	h := &en.h
@@ -78,20 +72,8 @@ func (e *Engine) fillICRC(q *qp, en *icrcEntry, prefix []byte, n int) {
 		e.c.EncodeErrors++
 	}
 	en.prefix, en.n, en.k = binary.BigEndian.Uint64(prefix)|0xFF<<24, n, k
-	clear(tmp[:8])
-	msg := tmp[8:n]
-	for j := range 12 {
-		var base [8]uint32
-		for bit := range 8 {
-			msg[j] = 1 << bit
-			base[bit] = linearCRC(msg)
-		}
-		msg[j] = 0
-		t := &en.h[j]
-		t[0] = 0
-		for v := 1; v < 256; v++ {
-			t[v] = t[v&(v-1)] ^ base[bits.TrailingZeros(uint(v))]
-		}
+	for j := range en.h {
+		rocev2.DeltaTable(&en.h[j], n-9-j) // byte 8+j of n
 	}
 }
 
@@ -107,17 +89,11 @@ func (q *qp) ackReqPolicy(atomic bool) bool {
 	return false
 }
 
-// appendBTH appends q's BTH for a packet with opcode op, payloadLen bytes of
-// payload, and AckReq ackReq, at q's next PSN.
-func appendBTH(b []byte, q *qp, op rocev2.Opcode, payloadLen int, ackReq bool) []byte {
-	pad := byte(-payloadLen & 3)
-	var a byte
-	if ackReq {
-		a = 0x80
-	}
-	psn, qpn := uint32(q.next), q.remoteQPN
-	return append(b, byte(op), pad<<4, 0xFF, 0xFF, 0, byte(qpn>>16), byte(qpn>>8), byte(qpn),
-		a, byte(psn>>16), byte(psn>>8), byte(psn))
+// startPacket writes q's BTH for a packet with opcode op, payloadLen bytes
+// of payload, and AckReq ackReq, at q's next PSN, into the ring slot of that
+// PSN, and returns the slot with the BTH in it.
+func (q *qp) startPacket(op rocev2.Opcode, payloadLen int, ackReq bool) []byte {
+	return rocev2.AppendBTH(q.slot(q.next), op, byte(-payloadLen&3)<<4, rocev2.DefaultPKey, q.remoteQPN, ackReq, q.next)
 }
 
 // postWriteOnly posts a one-packet RDMA WRITE (with immediate when imm)
@@ -128,12 +104,10 @@ func (e *Engine) postWriteOnly(q *qp, va uint64, rkey uint32, data []byte, imm b
 		op = rocev2.RCWriteOnlyImm
 	}
 	ackReq := q.ackReqPolicy(false)
-	b := appendBTH(q.slot(q.next), q, op, len(data), ackReq)
-	b = binary.BigEndian.AppendUint64(b, va)
-	b = binary.BigEndian.AppendUint32(b, rkey)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+	b := q.startPacket(op, len(data), ackReq)
+	b = rocev2.RETH{VA: va, RKey: rkey, DMALength: uint32(len(data))}.AppendTo(b)
 	if imm {
-		b = binary.BigEndian.AppendUint32(b, immData)
+		b = rocev2.ImmDt{Data: immData}.AppendTo(b)
 	}
 	b = append(b, data...)
 	b = append(b, zeroSlot[:-len(data)&3]...)
@@ -143,10 +117,7 @@ func (e *Engine) postWriteOnly(q *qp, va uint64, rkey uint32, data []byte, imm b
 // postFetchAdd posts a FETCH_ADD of add to the counter at va.
 func (e *Engine) postFetchAdd(q *qp, va uint64, rkey uint32, add uint64) {
 	ackReq := q.ackReqPolicy(true)
-	b := appendBTH(q.slot(q.next), q, rocev2.RCFetchAdd, 0, ackReq)
-	b = binary.BigEndian.AppendUint64(b, va)
-	b = binary.BigEndian.AppendUint32(b, rkey)
-	b = binary.BigEndian.AppendUint64(b, add)
-	b = binary.BigEndian.AppendUint64(b, 0) // compare data, unused
+	b := q.startPacket(rocev2.RCFetchAdd, 0, ackReq)
+	b = rocev2.AtomicETH{VA: va, RKey: rkey, SwapAddData: add}.AppendTo(b)
 	e.queued(q, binary.LittleEndian.AppendUint32(b, e.icrc(q, b)), ackReq)
 }

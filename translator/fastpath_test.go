@@ -2,7 +2,6 @@ package translator
 
 import (
 	"bytes"
-	"hash/crc32"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -106,29 +105,5 @@ func TestFastPathMatchesRocev2(t *testing.T) {
 				t.Fatalf("fetch-add:\n got %x\nwant %x", got, wb)
 			}
 		}
-	}
-}
-
-func TestLinearCRC(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	buf := make([]byte, 300)
-	for i := range buf {
-		buf[i] = byte(rng.Uint32())
-	}
-	for n := 0; n <= 200; n++ {
-		for _, start := range []int{0, 1, 3} { // alignments
-			p := buf[start : start+n]
-			if got, want := linearCRC(p), ^crc32.Update(0xFFFFFFFF, crc32.IEEETable, p); got != want {
-				t.Fatalf("linearCRC(%d bytes) = %#x, want %#x", n, got, want)
-			}
-		}
-	}
-	x, y, z := make([]byte, 37), make([]byte, 37), make([]byte, 37)
-	for i := range x {
-		x[i], y[i] = byte(rng.Uint32()), byte(rng.Uint32())
-		z[i] = x[i] ^ y[i]
-	}
-	if linearCRC(z) != crc32.ChecksumIEEE(x)^crc32.ChecksumIEEE(y) {
-		t.Error("linearCRC(x^y) != CRC(x)^CRC(y)")
 	}
 }
