@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
@@ -250,20 +251,14 @@ func (r *Reporter) Flush() error {
 }
 
 func (r *Reporter) flushLocked() error {
+	// A refused datagram (no listener yet: ECONNREFUSED) is counted and
+	// skipped; the rest still go.
+	refused, err := r.conn.WriteAll(r.batch)
+	r.c.Sent += uint64(len(r.batch) - refused)
+	r.c.Errors += uint64(refused)
 	var first error
-	for ms := r.batch; len(ms) > 0; {
-		n, err := r.conn.WriteBatch(ms)
-		r.c.Sent += uint64(n)
-		if err != nil {
-			// A refused datagram (no listener yet: ECONNREFUSED) is
-			// counted and skipped; the rest still go.
-			r.c.Errors++
-			if first == nil {
-				first = fmt.Errorf("reporter: send: %w", err)
-			}
-			n++
-		}
-		ms = ms[min(n, len(ms)):]
+	if err != nil {
+		first = fmt.Errorf("reporter: send: %w", err)
 	}
 	clear(r.batch)
 	r.batch = r.batch[:0]
@@ -293,29 +288,14 @@ func (r *Reporter) Close() error {
 // readAcks resends the reports the translator NACKs.
 func (r *Reporter) readAcks() {
 	defer r.wg.Done()
-	ms := make([]udpio.Message, 16)
-	buf := make([]byte, 16*64)
-	for i := range ms {
-		ms[i].Buf = buf[i*64 : (i+1)*64]
-	}
-	for {
-		n, err := r.ack.ReadBatch(ms)
-		if err != nil {
-			r.mu.Lock()
-			closed := r.closed
-			r.mu.Unlock()
-			if closed {
-				return
-			}
-			continue
-		}
+	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), 0, func(ms []udpio.Message, _ time.Time) bool {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		if r.closed {
-			r.mu.Unlock()
-			return
+			return false
 		}
 		resent := false
-		for i := range n {
+		for i := range ms {
 			if unmapped(ms[i].Addr) != r.cfg.Translator {
 				r.c.Foreign++ // only the translator NACKs: a forgery or a stray
 				continue
@@ -347,8 +327,8 @@ func (r *Reporter) readAcks() {
 		if resent {
 			_ = r.flushLocked()
 		}
-		r.mu.Unlock()
-	}
+		return true
+	})
 }
 
 func unmapped(a netip.AddrPort) netip.AddrPort {

@@ -284,27 +284,17 @@ func (t *Translator) sendLocked() {
 			t.roceOut = append(t.roceOut, m)
 		}
 	}
+	// A datagram the kernel refuses is skipped: the collector's
+	// retransmission or the reporter's resend covers it.
 	if t.roce != nil {
-		writeAll(t.roce, t.roceOut)
+		t.roce.WriteAll(t.roceOut)
 	}
 	if t.rep != nil {
-		writeAll(t.rep, t.repOut)
+		t.rep.WriteAll(t.repOut)
 	}
 	clear(t.roceOut)
 	clear(t.repOut)
 	t.e.ResetOutput()
-}
-
-// writeAll sends ms, skipping a datagram the kernel refuses (the peer's
-// retransmission or the reporter's resend covers it).
-func writeAll(c *udpio.Conn, ms []udpio.Message) {
-	for len(ms) > 0 {
-		n, err := c.WriteBatch(ms)
-		if err != nil {
-			n++
-		}
-		ms = ms[min(n, len(ms)):]
-	}
 }
 
 func (t *Translator) readReports() {
@@ -333,29 +323,17 @@ func (t *Translator) readRoCE() {
 }
 
 // readLoop reads batches of datagrams of up to size bytes from c until the
-// translator stops, and hands each batch, with its arrival time, to handle
+// socket closes, and hands each batch, with its arrival time, to handle
 // under mu, then sends what handling queued.
 func (t *Translator) readLoop(c *udpio.Conn, size int, handle func(ms []udpio.Message, now time.Time)) {
 	defer t.wg.Done()
-	ms := make([]udpio.Message, batchSize)
-	buf := make([]byte, batchSize*size)
-	for i := range ms {
-		ms[i].Buf = buf[i*size : (i+1)*size]
-	}
-	for {
-		n, err := c.ReadBatch(ms)
-		if err != nil {
-			if t.stopped() {
-				return
-			}
-			continue
-		}
-		now := time.Now()
+	_ = c.ReadLoop(udpio.Buffers(batchSize, size), 0, func(ms []udpio.Message, now time.Time) bool {
 		t.mu.Lock()
-		handle(ms[:n], now)
+		handle(ms, now)
 		t.sendLocked()
 		t.mu.Unlock()
-	}
+		return true
+	})
 }
 
 func (t *Translator) ticker() {
@@ -372,15 +350,6 @@ func (t *Translator) ticker() {
 			t.sendLocked()
 			t.mu.Unlock()
 		}
-	}
-}
-
-func (t *Translator) stopped() bool {
-	select {
-	case <-t.stop:
-		return true
-	default:
-		return false
 	}
 }
 

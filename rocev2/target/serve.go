@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/dtakit/dtakit/internal/udpio"
@@ -55,35 +54,14 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	}
 	t.mu.Unlock()
 
-	msgs := make([]udpio.Message, ServeBatch)
-	bufs := make([]byte, ServeBatch*maxDatagram)
 	in := make([]Datagram, 0, ServeBatch)
 	var outMsgs []udpio.Message
 	var out Output
+	var sendErr error
 	lastTick := time.Now()
-	for ctx.Err() == nil {
-		for i := range msgs {
-			msgs[i] = udpio.Message{Buf: bufs[i*maxDatagram : (i+1)*maxDatagram]}
-		}
-		if err := uc.SetReadDeadline(time.Now().Add(TickInterval)); err != nil {
-			return fmt.Errorf("target.Serve: %w", err)
-		}
-		n, err := conn.ReadBatch(msgs)
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				n = 0
-			} else if errors.Is(err, net.ErrClosed) {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("target.Serve: %w", err)
-			} else {
-				continue // a transient error (an ICMP error queued on the socket, say)
-			}
-		}
-		now := time.Now()
+	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(msgs []udpio.Message, now time.Time) bool {
 		in = in[:0]
-		for i := range n {
+		for i := range msgs {
 			if msgs[i].Truncated {
 				t.countTruncated() // longer than any RoCEv2 packet a 4096 MTU allows
 				continue
@@ -91,33 +69,29 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 			in = append(in, Datagram{Data: msgs[i].Buf[:msgs[i].N], Addr: msgs[i].Addr})
 		}
 		out.Reset()
-		if n > 0 {
+		if len(msgs) > 0 {
 			t.Process(now, in, &out)
 		}
 		if now.Sub(lastTick) >= TickInterval {
 			t.Tick(now, &out)
 			lastTick = now
 		}
-		if out.Len() == 0 {
-			continue
-		}
 		outMsgs = outMsgs[:0]
 		for _, d := range out.Datagrams() {
 			outMsgs = append(outMsgs, udpio.Message{Buf: d.Data, Addr: d.Addr})
 		}
-		for sent := 0; sent < len(outMsgs); {
-			k, err := conn.WriteBatch(outMsgs[sent:])
-			sent += k
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return fmt.Errorf("target.Serve: %w", err)
-				}
-				sent++ // skip the datagram that failed (an unreachable peer)
-			}
+		// A datagram refused (an unreachable peer) is skipped.
+		if _, err := conn.WriteAll(outMsgs); errors.Is(err, net.ErrClosed) {
+			sendErr = err
+			return false
 		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = sendErr
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("target.Serve: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,70 @@
+package udpio
+
+import (
+	"errors"
+	"net"
+	"os"
+	"time"
+)
+
+// Buffers returns n Messages whose Bufs are consecutive size-byte pieces of
+// one allocation: a reader's batch, each Buf the most one datagram may be.
+func Buffers(n, size int) []Message {
+	ms := make([]Message, n)
+	buf := make([]byte, n*size)
+	for i := range ms {
+		ms[i].Buf = buf[i*size : (i+1)*size : (i+1)*size]
+	}
+	return ms
+}
+
+// WriteAll sends ms in order, skipping each datagram the kernel refuses (an
+// unreachable peer's ICMP error, a full socket buffer), and returns how many
+// it skipped and the first error. A sender whose peer retransmits or
+// resends does not stop a batch for one refused datagram. It does not
+// allocate.
+func (c *Conn) WriteAll(ms []Message) (refused int, first error) {
+	for len(ms) > 0 {
+		n, err := c.WriteBatch(ms)
+		if err != nil {
+			refused++
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+		ms = ms[min(n, len(ms)):]
+	}
+	return refused, first
+}
+
+// ReadLoop reads batches into ms (see [Buffers]) and hands each, with its
+// arrival time, to handle, until handle returns false or the socket is
+// closed. With idle > 0 a read waits at most idle, and handle gets an empty
+// batch when nothing came, so that the caller can run its timers. Transient
+// errors (an ICMP error queued on the socket) are skipped. ReadLoop returns
+// nil when handle stops it and the socket's error (wrapping net.ErrClosed
+// when closed) otherwise. Truncated datagrams reach handle marked: counting
+// them is the caller's.
+func (c *Conn) ReadLoop(ms []Message, idle time.Duration, handle func(ms []Message, now time.Time) bool) error {
+	for {
+		if idle > 0 {
+			if err := c.uc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+				return err
+			}
+		}
+		n, err := c.ReadBatch(ms)
+		switch {
+		case err == nil:
+		case idle > 0 && errors.Is(err, os.ErrDeadlineExceeded):
+			n = 0
+		case errors.Is(err, net.ErrClosed):
+			return err
+		default:
+			continue
+		}
+		if !handle(ms[:n], time.Now()) {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package udpio
+
+import (
+	"errors"
+	"net"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestWriteAllSkipsRefused sends to a port nobody listens on through a
+// connected socket: the kernel refuses datagrams (ECONNREFUSED after the
+// first ICMP error), WriteAll skips each and reports how many, and the
+// batch still ends.
+func TestWriteAllSkipsRefused(t *testing.T) {
+	dead := listen(t, "udp4", "127.0.0.1:0")
+	addr := dead.LocalAddr().(*net.UDPAddr).AddrPort()
+	dead.Close()
+	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	c := newConn(t, uc, 8)
+	ms := make([]Message, 5)
+	for i := range ms {
+		ms[i].Buf = []byte{byte(i)}
+	}
+	refused := 0
+	for try := 0; try < 50 && refused == 0; try++ {
+		var err error
+		refused, err = c.WriteAll(ms)
+		if refused > 0 && !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("refused %d, first error %v, want ECONNREFUSED", refused, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if refused == 0 || refused > len(ms) {
+		t.Fatalf("refused %d of %d", refused, len(ms))
+	}
+}
+
+// TestReadLoop checks the batches, the idle call and both ways out.
+func TestReadLoop(t *testing.T) {
+	uc := listen(t, "udp4", "127.0.0.1:0")
+	c := newConn(t, uc, 8)
+	tx := listen(t, "udp4", "127.0.0.1:0")
+	to := uc.LocalAddr().(*net.UDPAddr).AddrPort()
+	for i := range 3 {
+		if _, err := tx.WriteToUDPAddrPort([]byte{byte(i), 1, 2, 3, 4, 5}, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, idles := 0, 0
+	err := c.ReadLoop(Buffers(8, 4), 5*time.Millisecond, func(ms []Message, now time.Time) bool {
+		if len(ms) == 0 {
+			idles++
+			return got < 3
+		}
+		for _, m := range ms {
+			if m.Truncated != (runtime.GOOS == "linux") || m.N != 4 || m.Buf[0] != byte(got) || m.Addr.Port() != tx.LocalAddr().(*net.UDPAddr).AddrPort().Port() {
+				t.Errorf("datagram %d: %+v, want its first 4 bytes (marked truncated on Linux) from %v", got, m, tx.LocalAddr())
+			}
+			got++
+		}
+		return true
+	})
+	if err != nil || got != 3 || idles == 0 {
+		t.Fatalf("ReadLoop = %v after %d datagrams and %d idle calls", err, got, idles)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		uc.Close()
+	}()
+	err = c.ReadLoop(Buffers(8, 4), 0, func([]Message, time.Time) bool { return true })
+	if !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("ReadLoop on a closed socket = %v, want net.ErrClosed", err)
+	}
+}
