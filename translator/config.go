@@ -85,6 +85,13 @@ type Config struct {
 	// MaxInstances bounds discovery: at most this many instances per
 	// collector (default 64).
 	MaxInstances int
+	// Shards is the number of engines the Translator runs side by side
+	// (default 1), each with its own report socket on ReportAddr
+	// (SO_REUSEPORT), its own RoCEv2 socket and queue pairs to every
+	// collector, and its own goroutines: translation then uses that many
+	// cores. The engine ignores it. See docs/DTA-WIRE.md section 8.8 for
+	// the order it keeps.
+	Shards int
 	// Verbs makes the Translator post its RDMA operations through the local
 	// RDMA NIC that owns Local's address (package verbs) instead of sending
 	// RoCEv2 datagrams: the NIC runs the connections, the engine translates
@@ -134,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxInstances == 0 {
 		c.MaxInstances = DefaultMaxInstances
 	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
 	return c
 }
 
@@ -149,6 +159,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: negative timeout or count", ErrConfig)
 	case c.RateLimit < 0 || c.RateBurst < 0:
 		return fmt.Errorf("%w: negative rate limit", ErrConfig)
+	case c.Shards < 1 || c.Shards > 256:
+		return fmt.Errorf("%w: %d shards, want 1..256", ErrConfig, c.Shards)
 	case c.MaxInstances < 1 || int(c.CMPort)+c.MaxInstances > 1<<16:
 		return fmt.Errorf("%w: %d instances from CM port %d overflow the port range", ErrConfig, c.MaxInstances, c.CMPort)
 	}

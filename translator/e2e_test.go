@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/appendlist"
-	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
@@ -22,31 +21,12 @@ import (
 // loopback, one instance of each primitive, and compares the collector's
 // regions byte for byte with reference stores fed the same reports.
 func TestWithCollector(t *testing.T) {
-	c, err := collector.New(collector.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	kwl, _ := keywrite.NewLayout(1<<12, 4)
 	kil, _ := keyincr.NewLayout(1 << 12)
 	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
-	all := appendlist.Layout{Lists: 4, Entries: 1024, EntrySize: 4, Batch: 8, Markers: true}
-	kw, err := c.AddKeyWrite(kwl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ki, _ := c.AddKeyIncrement(kil)
-	pc, _ := c.AddPostcard(pcc)
-	ar, err := c.AddAppend(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Serve(ctx)
+	c := translator.StartCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: 4, Entries: 1024, EntrySize: 4, Batch: 8, Markers: true})
+	kw, ki, pc, ar := c.KW, c.KI, c.PC, c.AR
+	ctx := context.Background()
 
 	tr, err := translator.New(translator.Config{
 		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
@@ -461,4 +462,27 @@ func (e *Engine) Attach(c int, ad dta.Advertisement, remoteQPN uint32, start roc
 	col.instances = append(col.instances, in)
 	e.assign(col)
 	return q.qpn, nil
+}
+
+// collectorsOrNone returns e's collectors; e may be nil.
+func (e *Engine) collectorsOrNone() []*collector {
+	if e == nil {
+		return nil
+	}
+	return e.collectors
+}
+
+// add adds o's counts to c.
+func (c *Counters) add(o Counters) {
+	cv, ov := reflect.ValueOf(c).Elem(), reflect.ValueOf(o)
+	for i := range cv.NumField() {
+		switch f := cv.Field(i); f.Kind() {
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + ov.Field(i).Uint())
+		case reflect.Array:
+			for j := range f.Len() {
+				f.Index(j).SetUint(f.Index(j).Uint() + ov.Field(i).Index(j).Uint())
+			}
+		}
+	}
 }

@@ -22,29 +22,42 @@ const (
 	socketBuffer = 8 << 20
 )
 
-// Translator runs an Engine on UDP sockets: one for reports (Config.ReportAddr,
-// which also sends NACKs), one for RoCEv2 (Config.Local), each read by its
-// own goroutine in batches, and a ticker for timeouts. One mutex serialises
-// the engine.
+// Translator runs engines on UDP sockets. It has Config.Shards shards, each
+// an Engine with its own queue pairs to every collector (its own RoCEv2
+// socket and PSN sequences), its own report socket on the shared report
+// port (SO_REUSEPORT: the kernel keeps each reporter's flow on one socket)
+// and its own mutex; each socket is read by its own goroutine in batches,
+// and one ticker drives the timeouts of all. A report is translated by the
+// shard that read it, except an Append or a postcard, which its list or
+// flow ties to one shard (owner) for its batches and cache: the reader
+// hands those to their owner under the owner's mutex.
 type Translator struct {
-	mu      sync.Mutex
-	e       *Engine
-	rep     *udpio.Conn // read by readReports, written (NACKs) under mu
-	roce    *udpio.Conn // read by readRoCE, written under mu; nil with Verbs
+	mu      sync.Mutex // lifecycle: started, closed
+	shards  []*shard
 	vb      *verbsBackend
 	tick    time.Duration
 	started bool
 	closed  bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
+}
+
+// shard is one engine and its sockets.
+type shard struct {
+	mu   sync.Mutex
+	idx  int
+	e    *Engine
+	rep  *udpio.Conn // read by readReports, written (NACKs) under mu
+	roce *udpio.Conn // read by readRoCE, written under mu; nil with Verbs
 
 	roceOut []udpio.Message // send scratch, under mu
 	repOut  []udpio.Message
 }
 
-// New binds the translator's sockets and builds its engine. cfg.Local
-// defaults to 127.0.0.1:0; the port the system chooses becomes the engine's
-// Local address. Start connects to the collectors.
+// New binds the translator's sockets and builds its engines. cfg.Local
+// defaults to 127.0.0.1:0; the port the system chooses becomes the first
+// shard's Local address (the others' RoCEv2 ports are chosen by the
+// system). Start connects to the collectors.
 func New(cfg Config) (*Translator, error) {
 	cfg = cfg.withDefaults()
 	if !cfg.Local.IsValid() {
@@ -53,78 +66,95 @@ func New(cfg Config) (*Translator, error) {
 	if cfg.Local.Addr().IsUnspecified() || cfg.ReportAddr.Addr().IsUnspecified() {
 		return nil, fmt.Errorf("%w: the translator binds specific addresses, not %v or %v", ErrConfig, cfg.Local, cfg.ReportAddr)
 	}
-	var ruc, cuc *net.UDPConn
-	var err error
-	if !cfg.NoReports {
-		if ruc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.ReportAddr)); err != nil {
-			return nil, fmt.Errorf("translator: report socket: %w", err)
-		}
-		// Reports come in bursts: ask for a deep receive queue (the kernel
-		// caps it at net.core.rmem_max).
-		_ = ruc.SetReadBuffer(socketBuffer)
-		cfg.ReportAddr = ruc.LocalAddr().(*net.UDPAddr).AddrPort()
-	}
-	t := &Translator{stop: make(chan struct{})}
-	closeAll := func() {
-		if ruc != nil {
-			ruc.Close()
-		}
-		if cuc != nil {
-			cuc.Close()
-		}
-	}
-	if cfg.Verbs {
-		// The NIC speaks RoCEv2: no socket of ours does.
-		if t.vb, err = newVerbsBackend(cfg.Local.Addr()); err != nil {
-			closeAll()
-			return nil, err
-		}
-	} else {
-		if cuc, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(cfg.Local)); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
-		}
-		_ = cuc.SetReadBuffer(socketBuffer)
-		if err := rocev2.ConfigureSocket(cuc); err != nil {
-			closeAll()
-			return nil, fmt.Errorf("translator: rocev2 socket: %w", err)
-		}
-		cfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
-	}
-	if t.e, err = NewEngine(cfg); err != nil {
-		closeAll()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if ruc != nil {
-		if t.rep, err = udpio.New(ruc, batchSize); err != nil {
-			closeAll()
-			return nil, err
-		}
+	n := cfg.Shards
+	if n > 1 && cfg.Verbs {
+		return nil, fmt.Errorf("%w: %d shards with Verbs: the NIC's queue pairs are one engine's", ErrConfig, n)
 	}
-	if cuc != nil {
-		if t.roce, err = udpio.New(cuc, batchSize); err != nil {
-			closeAll()
-			return nil, err
+	t := &Translator{stop: make(chan struct{})}
+	var ucs []*net.UDPConn // every socket bound so far, closed on error
+	fail := func(err error) (*Translator, error) {
+		for _, uc := range ucs {
+			uc.Close()
 		}
-		t.roce.LoopbackGSOOnly() // the ICRCs assume identification 0
+		if t.vb != nil {
+			_ = t.vb.close(nil)
+		}
+		return nil, err
 	}
-	cfg = t.e.Config()
+	var reps []*net.UDPConn
+	if !cfg.NoReports {
+		var err error
+		if reps, err = udpio.ListenShards(cfg.ReportAddr, n); err != nil {
+			return fail(fmt.Errorf("translator: report socket: %w", err))
+		}
+		ucs = append(ucs, reps...)
+		for _, uc := range reps {
+			// Reports come in bursts: ask for a deep receive queue (the
+			// kernel caps it at net.core.rmem_max).
+			_ = uc.SetReadBuffer(socketBuffer)
+		}
+		cfg.ReportAddr = reps[0].LocalAddr().(*net.UDPAddr).AddrPort()
+	}
+	for i := range n {
+		sh := &shard{idx: i}
+		scfg := cfg
+		if i > 0 {
+			scfg.Local = netip.AddrPortFrom(cfg.Local.Addr(), 0)
+		}
+		if cfg.Verbs {
+			// The NIC speaks RoCEv2: no socket of ours does.
+			var err error
+			if t.vb, err = newVerbsBackend(cfg.Local.Addr()); err != nil {
+				return fail(err)
+			}
+		} else {
+			cuc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(scfg.Local))
+			if err != nil {
+				return fail(fmt.Errorf("translator: rocev2 socket: %w", err))
+			}
+			ucs = append(ucs, cuc)
+			_ = cuc.SetReadBuffer(socketBuffer)
+			if err := rocev2.ConfigureSocket(cuc); err != nil {
+				return fail(fmt.Errorf("translator: rocev2 socket: %w", err))
+			}
+			scfg.Local = cuc.LocalAddr().(*net.UDPAddr).AddrPort()
+			if sh.roce, err = udpio.New(cuc, batchSize); err != nil {
+				return fail(err)
+			}
+			sh.roce.LoopbackGSOOnly() // the ICRCs assume identification 0
+		}
+		var err error
+		if sh.e, err = NewEngine(scfg); err != nil {
+			return fail(err)
+		}
+		if reps != nil {
+			if sh.rep, err = udpio.New(reps[i], batchSize); err != nil {
+				return fail(err)
+			}
+		}
+		t.shards = append(t.shards, sh)
+	}
+	cfg = t.shards[0].e.Config()
 	t.tick = max(min(cfg.AckTimeout, cfg.CMTimeout)/4, time.Millisecond)
 	return t, nil
 }
 
 // ReportAddr returns the address the translator receives reports on.
-func (t *Translator) ReportAddr() netip.AddrPort { return t.e.cfg.ReportAddr }
+func (t *Translator) ReportAddr() netip.AddrPort { return t.shards[0].e.cfg.ReportAddr }
 
-// LocalAddr returns the translator's RoCEv2 address.
-func (t *Translator) LocalAddr() netip.AddrPort { return t.e.cfg.Local }
+// LocalAddr returns the first shard's RoCEv2 address.
+func (t *Translator) LocalAddr() netip.AddrPort { return t.shards[0].e.cfg.Local }
 
 // Start connects to every collector (discovery, advertisements) and starts
-// translating reports. It returns when every instance is ready or failed,
-// with the collectors' errors joined (ErrNotListening, ErrRejected,
-// ErrAdvertisement), or with ctx's error. Either way the translator keeps
-// serving what did connect until Close. Reports that arrive before an
-// instance is ready are dropped (NACKed when sequenced).
+// translating reports. It returns when every instance of every shard is
+// ready or failed, with the collectors' errors joined (ErrNotListening,
+// ErrRejected, ErrAdvertisement; the first shard's that failed), or with
+// ctx's error. Either way the translator keeps serving what did connect
+// until Close. Reports that arrive before an instance is ready are dropped
+// (NACKed when sequenced).
 func (t *Translator) Start(ctx context.Context) error {
 	t.mu.Lock()
 	if t.closed {
@@ -136,29 +166,40 @@ func (t *Translator) Start(ctx context.Context) error {
 		return errors.New("translator: already started")
 	}
 	t.started = true
-	if t.rep != nil {
-		t.wg.Add(1)
-		go t.readReports()
+	t.mu.Unlock()
+	for _, sh := range t.shards {
+		if sh.rep != nil {
+			t.wg.Add(1)
+			go t.readReports(sh)
+		}
 	}
+	t.wg.Add(1)
+	go t.ticker()
 	if t.vb != nil {
-		t.wg.Add(1)
-		go t.ticker()
-		t.mu.Unlock()
 		return t.discoverVerbs(ctx)
 	}
-	t.wg.Add(2)
-	go t.readRoCE()
-	go t.ticker()
-	t.e.Start(time.Now())
-	t.sendLocked()
-	t.mu.Unlock()
+	for _, sh := range t.shards {
+		t.wg.Add(1)
+		go t.readRoCE(sh)
+		sh.mu.Lock()
+		sh.e.Start(time.Now())
+		sh.sendLocked()
+		sh.mu.Unlock()
+	}
 
 	poll := time.NewTicker(2 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		t.mu.Lock()
-		done, err := t.e.Connected()
-		t.mu.Unlock()
+		done, err := true, error(nil)
+		for _, sh := range t.shards {
+			sh.mu.Lock()
+			d, e := sh.e.Connected()
+			sh.mu.Unlock()
+			done = done && d
+			if err == nil {
+				err = e
+			}
+		}
 		if done {
 			return err
 		}
@@ -178,44 +219,79 @@ func (t *Translator) Start(ctx context.Context) error {
 // Flush. Submit is safe for concurrent use.
 func (t *Translator) Submit(r *dta.Report, copy int) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	closed, started := t.closed, t.started
+	t.mu.Unlock()
+	if closed {
 		return fmt.Errorf("translator: submit: %w", ErrClosed)
 	}
-	if !t.started {
+	if !started {
 		return fmt.Errorf("%w: the translator is not started", ErrNoInstance)
 	}
 	if copy >= 0 && r.Header.Opcode != dta.OpKeyWrite {
 		return fmt.Errorf("%w: a copy is chosen only for Key-Write, not %v", ErrReport, r.Header.Opcode)
 	}
-	err := t.e.apply(r, copy)
-	if len(t.e.Output()) >= batchSize {
-		t.sendLocked()
+	sh := t.shards[0]
+	if o := t.owner(r); o >= 0 {
+		sh = t.shards[o]
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	err := sh.e.apply(r, copy)
+	if len(sh.e.Output()) >= batchSize {
+		sh.sendLocked()
 	}
 	return err
+}
+
+// owner returns the shard that must translate r, or -1 when any may: an
+// Append list's batches and a flow's cached postcards live in one engine.
+func (t *Translator) owner(r *dta.Report) int {
+	n := uint32(len(t.shards))
+	if n == 1 {
+		return -1
+	}
+	switch r.Header.Opcode {
+	case dta.OpAppend:
+		return int(r.Append.ListID % n)
+	case dta.OpPostcard:
+		return int(r.Postcard.Key % n)
+	}
+	return -1
 }
 
 // Flush sends what Submit queued.
 func (t *Translator) Flush() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.started && !t.closed {
-		t.sendLocked()
+	live := t.started && !t.closed
+	t.mu.Unlock()
+	if !live {
+		return
+	}
+	for _, sh := range t.shards {
+		sh.mu.Lock()
+		sh.sendLocked()
+		sh.mu.Unlock()
 	}
 }
 
-// Counters returns a snapshot of the engine's counters.
+// Counters returns a snapshot of the engines' counters, summed over the
+// shards.
 func (t *Translator) Counters() Counters {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.e.Counters()
+	var c Counters
+	for _, sh := range t.shards {
+		sh.mu.Lock()
+		c.add(sh.e.Counters())
+		sh.mu.Unlock()
+	}
+	return c
 }
 
-// Instances lists the collectors' instances.
+// Instances lists the collectors' instances as the first shard sees them.
 func (t *Translator) Instances() []InstanceInfo {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.e.Instances()
+	sh := t.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.e.Instances()
 }
 
 // Close flushes what the translator holds back (cached postcards, partial
@@ -230,108 +306,159 @@ func (t *Translator) Close(timeout time.Duration) error {
 		return nil
 	}
 	t.closed = true
+	started := t.started
+	t.mu.Unlock()
 	var err error
-	if t.started {
-		t.e.Tick(time.Now())
-		t.e.Flush()
-		t.sendLocked()
-		t.mu.Unlock()
-		deadline := time.Now().Add(timeout)
-		for {
-			t.mu.Lock()
-			idle := t.e.Idle() && t.e.verbsIdle()
-			t.mu.Unlock()
-			if idle {
-				break
-			}
-			if time.Now().After(deadline) {
-				err = fmt.Errorf("translator: close: unacknowledged packets: %w", context.DeadlineExceeded)
-				break
-			}
-			time.Sleep(time.Millisecond)
+	if started {
+		for _, sh := range t.shards {
+			sh.mu.Lock()
+			sh.e.Tick(time.Now())
+			sh.e.Flush()
+			sh.sendLocked()
+			sh.mu.Unlock()
 		}
-		t.mu.Lock()
-		t.e.Disconnect()
-		t.sendLocked()
+		deadline := time.Now().Add(timeout)
+		for _, sh := range t.shards {
+			for err == nil {
+				sh.mu.Lock()
+				idle := sh.e.Idle() && sh.e.verbsIdle()
+				sh.mu.Unlock()
+				if idle {
+					break
+				}
+				if time.Now().After(deadline) {
+					err = fmt.Errorf("translator: close: unacknowledged packets: %w", context.DeadlineExceeded)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		for _, sh := range t.shards {
+			sh.mu.Lock()
+			sh.e.Disconnect()
+			sh.sendLocked()
+			sh.mu.Unlock()
+		}
 	}
 	if t.vb != nil {
-		err = errors.Join(err, t.vb.close(t.e))
+		sh := t.shards[0]
+		sh.mu.Lock()
+		err = errors.Join(err, t.vb.close(sh.e))
+		sh.mu.Unlock()
 	}
-	t.mu.Unlock()
 	close(t.stop)
-	if t.rep != nil {
-		t.rep.UDPConn().Close()
-	}
-	if t.roce != nil {
-		t.roce.UDPConn().Close()
+	for _, sh := range t.shards {
+		if sh.rep != nil {
+			sh.rep.UDPConn().Close()
+		}
+		if sh.roce != nil {
+			sh.roce.UDPConn().Close()
+		}
 	}
 	t.wg.Wait()
 	return err
 }
 
-// sendLocked sends the engine's output. t.mu is held.
-func (t *Translator) sendLocked() {
-	out := t.e.Output()
+// sendLocked sends the engine's output. sh.mu is held.
+func (sh *shard) sendLocked() {
+	out := sh.e.Output()
 	if len(out) == 0 {
 		return
 	}
-	t.roceOut, t.repOut = t.roceOut[:0], t.repOut[:0]
+	sh.roceOut, sh.repOut = sh.roceOut[:0], sh.repOut[:0]
 	for _, d := range out {
 		m := udpio.Message{Buf: d.Buf, Addr: d.Addr}
 		if d.ToReporter {
-			t.repOut = append(t.repOut, m)
+			sh.repOut = append(sh.repOut, m)
 		} else {
-			t.roceOut = append(t.roceOut, m)
+			sh.roceOut = append(sh.roceOut, m)
 		}
 	}
 	// A datagram the kernel refuses is skipped: the collector's
 	// retransmission or the reporter's resend covers it.
-	if t.roce != nil {
-		t.roce.WriteAll(t.roceOut)
+	if sh.roce != nil {
+		sh.roce.WriteAll(sh.roceOut)
 	}
-	if t.rep != nil {
-		t.rep.WriteAll(t.repOut)
+	if sh.rep != nil {
+		sh.rep.WriteAll(sh.repOut)
 	}
-	clear(t.roceOut)
-	clear(t.repOut)
-	t.e.ResetOutput()
+	clear(sh.roceOut)
+	clear(sh.repOut)
+	sh.e.ResetOutput()
 }
 
-func (t *Translator) readReports() {
-	t.readLoop(t.rep, maxReport, func(ms []udpio.Message, now time.Time) {
-		t.e.setNow(now)
+// readReports translates the reports sh's socket receives: its own under
+// sh.mu, those another shard owns under that shard's mutex, after.
+func (t *Translator) readReports(sh *shard) {
+	defer t.wg.Done()
+	var r dta.Report
+	owners := make([]int, batchSize)
+	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Message, now time.Time) bool {
+		foreign := false
+		sh.mu.Lock()
+		sh.e.setNow(now)
 		for i := range ms {
+			owners[i] = sh.idx
 			if ms[i].Truncated { // longer than any report: cut, it could decode wrong
-				t.e.c.Malformed++
+				sh.e.c.Malformed++
 				continue
 			}
-			t.e.HandleReport(ms[i].Buf[:ms[i].N], ms[i].Addr)
+			if err := r.Decode(ms[i].Buf[:ms[i].N]); err != nil {
+				sh.e.c.Malformed++
+				continue
+			}
+			if o := t.owner(&r); o >= 0 && o != sh.idx {
+				owners[i], foreign = o, true
+				continue
+			}
+			sh.e.Translate(&r, ms[i].Addr)
 		}
+		sh.sendLocked()
+		sh.mu.Unlock()
+		if foreign {
+			t.handOver(sh, ms, owners, now)
+		}
+		return true
 	})
 }
 
-func (t *Translator) readRoCE() {
-	t.readLoop(t.roce, maxRoCERecv, func(ms []udpio.Message, now time.Time) {
+// handOver translates the reports of ms that other shards than from own.
+func (t *Translator) handOver(from *shard, ms []udpio.Message, owners []int, now time.Time) {
+	for _, sh := range t.shards {
+		if sh == from {
+			continue
+		}
+		locked := false
+		for i := range ms {
+			if owners[i] != sh.idx {
+				continue
+			}
+			if !locked {
+				sh.mu.Lock()
+				sh.e.setNow(now)
+				locked = true
+			}
+			sh.e.HandleReport(ms[i].Buf[:ms[i].N], ms[i].Addr)
+		}
+		if locked {
+			sh.sendLocked()
+			sh.mu.Unlock()
+		}
+	}
+}
+
+func (t *Translator) readRoCE(sh *shard) {
+	defer t.wg.Done()
+	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Message, now time.Time) bool {
+		sh.mu.Lock()
 		for i := range ms {
 			if ms[i].Truncated {
-				t.e.c.BadRoCE++
+				sh.e.c.BadRoCE++
 				continue
 			}
-			t.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
+			sh.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
 		}
-	})
-}
-
-// readLoop reads batches of datagrams of up to size bytes from c until the
-// socket closes, and hands each batch, with its arrival time, to handle
-// under mu, then sends what handling queued.
-func (t *Translator) readLoop(c *udpio.Conn, size int, handle func(ms []udpio.Message, now time.Time)) {
-	defer t.wg.Done()
-	_ = c.ReadLoop(udpio.Buffers(batchSize, size), 0, func(ms []udpio.Message, now time.Time) bool {
-		t.mu.Lock()
-		handle(ms, now)
-		t.sendLocked()
-		t.mu.Unlock()
+		sh.sendLocked()
+		sh.mu.Unlock()
 		return true
 	})
 }
@@ -345,10 +472,12 @@ func (t *Translator) ticker() {
 		case <-t.stop:
 			return
 		case now := <-tk.C:
-			t.mu.Lock()
-			t.e.Tick(now)
-			t.sendLocked()
-			t.mu.Unlock()
+			for _, sh := range t.shards {
+				sh.mu.Lock()
+				sh.e.Tick(now)
+				sh.sendLocked()
+				sh.mu.Unlock()
+			}
 		}
 	}
 }
@@ -357,24 +486,25 @@ func (t *Translator) ticker() {
 // one collector after the other, and returns their errors joined.
 func (t *Translator) discoverVerbs(ctx context.Context) error {
 	var errs []error
-	for c := range t.e.collectors {
+	sh := t.shards[0] // Verbs runs one shard
+	for c := range sh.e.collectors {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("translator: connecting: %w", err)
 		}
-		err := t.vb.discover(t.e, c, func(port uint16, ad dta.Advertisement, q *verbsQP) error {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			return t.e.attachVerbs(c, port, ad, q)
+		err := t.vb.discover(sh.e, c, func(port uint16, ad dta.Advertisement, q *verbsQP) error {
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			return sh.e.attachVerbs(c, port, ad, q)
 		})
-		t.mu.Lock()
-		col := t.e.collectors[c]
+		sh.mu.Lock()
+		col := sh.e.collectors[c]
 		col.done, col.err = true, err
 		for _, in := range col.instances {
 			if in.err != nil {
 				err = errors.Join(err, in.err)
 			}
 		}
-		t.mu.Unlock()
+		sh.mu.Unlock()
 		if err != nil {
 			errs = append(errs, err)
 		}

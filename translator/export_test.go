@@ -1,0 +1,4 @@
+package translator
+
+// StartCollector is startCollector for the external tests.
+var StartCollector = startCollector

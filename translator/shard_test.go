@@ -1,0 +1,203 @@
+package translator
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/reporter"
+)
+
+// TestShardOrder runs a two-shard translator against the software
+// collector with several reporters sending at once, and checks what
+// docs/DTA-WIRE.md (Shards and order) promises: a key's reports from one
+// reporter are applied in order (no key ends on an older value), Append
+// entries are neither lost nor doubled and keep each reporter's order in
+// their list, counters sum exactly, and a flow's postcards meet in one
+// cache whichever shard read them. It also checks that both shards read
+// reports and that reports were handed to their owner.
+func TestShardOrder(t *testing.T) {
+	kwl, _ := keywrite.NewLayout(1<<14, 8)
+	kil, _ := keyincr.NewLayout(1 << 12)
+	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
+	const reporters, lists, keys = 6, 4, 300
+	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: lists, Entries: 4096, EntrySize: 8, Batch: 4, Markers: true})
+	kw, ki, pc, ar := c.KW, c.KI, c.PC, c.AR
+	ctx := context.Background()
+
+	tr, err := New(Config{
+		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),
+		Collectors: []netip.AddrPort{c.Addr()},
+		Shards:     2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	defer scancel()
+	if err := tr.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+
+	refKI, _ := keyincr.NewStore(kil, nil)
+	var refMu sync.Mutex
+	var wg sync.WaitGroup
+	var sent [reporters]uint64
+	for r := range uint32(reporters) {
+		rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rep.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range uint32(keys) {
+				key := r<<16 | k
+				// Three versions of each key, in order: the last must stay.
+				for v := uint32(1); v <= 3; v++ { // not 0: an all-zero value is refused
+					_ = rep.KeyWrite(key, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, key), v), 2)
+				}
+				_ = rep.KeyIncrement(k%64, uint64(r+1), 2)
+				_ = rep.Append(k%lists, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, r+1), k), false)
+				// A flow's two postcards back to back: its chunk is complete
+				// before another flow can evict it, whatever the cache.
+				flow := r<<16 | k
+				_ = rep.Postcard(flow, 1, k+1, 2)
+				_ = rep.Postcard(flow, 2, k+2, 2)
+				refMu.Lock()
+				_ = refKI.Add(k%64, uint64(r+1), 2)
+				refMu.Unlock()
+				sent[r] += 7
+				if k%4 == 3 {
+					// Pace each reporter so loopback UDP drops nothing.
+					_ = rep.Flush()
+					time.Sleep(time.Millisecond)
+				}
+			}
+			_ = rep.Flush()
+		}()
+	}
+	wg.Wait()
+	var total uint64
+	for _, n := range sent {
+		total += n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for reportsOf(tr.Counters()) < total && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var perShard [2]uint64
+	for i, sh := range tr.shards {
+		sh.mu.Lock()
+		perShard[i] = reportsOf(sh.e.Counters())
+		sh.mu.Unlock()
+	}
+	if err := tr.Close(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Counters()
+	tc := tr.Counters()
+	if got := reportsOf(tc); got != total || tc.Dropped != 0 || tc.Lost != 0 || tc.Malformed != 0 || cc.NAKAccess != 0 || cc.NAKInvalid != 0 {
+		t.Fatalf("%d of %d reports translated\ntranslator %+v\ntarget %+v", got, total, tc, cc)
+	}
+	// Each shard read some reporters' flows (6 flows over 2 sockets), and
+	// read Append and postcard reports it handed over: a shard's count
+	// includes what it was handed.
+	if perShard[0] == 0 || perShard[1] == 0 {
+		t.Errorf("reports per shard %v: one shard read nothing", perShard)
+	}
+	t.Logf("reports per shard %v, %d packets, %d retransmitted", perShard, tc.Packets, tc.Retransmits)
+
+	found := 0
+	for r := range uint32(reporters) {
+		for k := range uint32(keys) {
+			key := r<<16 | k
+			res, err := kw.Query(key, 2, keywrite.Plurality)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != keywrite.Found || binary.BigEndian.Uint32(res.Data) != key {
+				continue // lost to a collision: not an order question
+			}
+			found++
+			if v := binary.BigEndian.Uint32(res.Data[4:]); v != 3 {
+				t.Fatalf("key %#x holds version %d, want the last, 3", key, v)
+			}
+		}
+	}
+	if found < reporters*keys*9/10 {
+		t.Errorf("%d of %d keys found", found, reporters*keys)
+	}
+	if !bytes.Equal(ki.Region(), refKI.Region()) {
+		t.Error("key-increment region differs from the reference store")
+	}
+	values := make([]uint32, keys+1)
+	for i := range values {
+		values[i] = uint32(i) + 1 // 0 is the blank
+	}
+	tab, err := postcard.NewTable(pcc, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := 0
+	for r := range uint32(reporters) {
+		for k := range uint32(keys) {
+			p, o := pc.Query(tab, r<<16|k)
+			if o != postcard.Found {
+				continue // evicted half-full by a colliding flow, or overwritten
+			}
+			paths++
+			if p.Len != 2 || p.Hops[0] != k+1 || p.Hops[1] != k+2 {
+				t.Fatalf("flow %#x: path %v, want [%d %d]", r<<16|k, p.Hops[:p.Len], k+1, k+2)
+			}
+		}
+	}
+	if paths < reporters*keys*8/10 {
+		t.Errorf("%d of %d flows' paths found", paths, reporters*keys)
+	}
+	seen := map[[2]uint32]bool{}
+	for l := range uint32(lists) {
+		rd, _ := ar.Reader(l)
+		buf := make([]byte, 8*4096)
+		m, err := rd.Read(buf)
+		if err != nil {
+			t.Fatalf("list %d: %v", l, err)
+		}
+		var last [reporters]int64
+		for i := range last {
+			last[i] = -1
+		}
+		for i := range m {
+			r, k := binary.BigEndian.Uint32(buf[8*i:])-1, binary.BigEndian.Uint32(buf[8*i+4:])
+			if r >= reporters || k >= keys || k%lists != l || seen[[2]uint32{r, k}] {
+				t.Fatalf("list %d entry %d: reporter %d key %d: foreign or doubled", l, i, r, k)
+			}
+			seen[[2]uint32{r, k}] = true
+			if int64(k) <= last[r] {
+				t.Fatalf("list %d: reporter %d's entry %d after %d", l, r, k, last[r])
+			}
+			last[r] = int64(k)
+		}
+	}
+	if len(seen) != reporters*keys {
+		for r := range uint32(reporters) {
+			for k := range uint32(keys) {
+				if !seen[[2]uint32{r, k}] {
+					t.Logf("missing: reporter %d entry %d (list %d)", r, k, k%lists)
+				}
+			}
+		}
+		t.Errorf("%d Append entries read, %d sent", len(seen), reporters*keys)
+	}
+}
+
+func reportsOf(c Counters) uint64 { return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4] }
