@@ -43,6 +43,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/hugemem"
+	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -106,6 +107,12 @@ type Config struct {
 	// Tofino translator). dtakit's translator refuses such an instance, since
 	// it names no primitive.
 	ReferenceAdvertisement bool
+	// Shards, with the software backend, is the number of sockets the
+	// target serves on Addr (SO_REUSEPORT), each read and written by its own
+	// goroutine: with a sharded translator, whose shards send from
+	// different ports, the system calls of several connections then run on
+	// several cores (default 1). Processing takes the target's lock.
+	Shards int
 }
 
 // Instance describes one primitive instance and its region.
@@ -137,6 +144,7 @@ type Collector struct {
 	insts   []*instance
 	uc      *net.UDPConn
 	serving bool
+	more    []*net.UDPConn // the sockets after uc, with Shards > 1
 	closed  bool
 	stop    context.CancelFunc // ends a verbs Serve
 	served  sync.WaitGroup     // a verbs Serve under way
@@ -374,19 +382,24 @@ func (c *Collector) start() error {
 	if c.uc != nil || c.vb != nil {
 		return nil
 	}
-	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(c.cfg.Addr))
+	ucs, err := udpio.ListenShards(c.cfg.Addr, max(c.cfg.Shards, 1))
 	if err != nil {
 		return fmt.Errorf("collector.Start: %w", err)
 	}
-	// Bursts of a translator's packets queue in the socket while the target
-	// works: ask for large buffers (the system caps them at its maximum).
-	_ = uc.SetReadBuffer(SocketBuffer)
-	_ = uc.SetWriteBuffer(SocketBuffer)
-	if err := rocev2.ConfigureSocket(uc); err != nil {
-		uc.Close()
-		return fmt.Errorf("collector.Start: %w", err)
+	for _, uc := range ucs {
+		// Bursts of a translator's packets queue in the socket while the
+		// target works: ask for large buffers (the system caps them at its
+		// maximum).
+		_ = uc.SetReadBuffer(SocketBuffer)
+		_ = uc.SetWriteBuffer(SocketBuffer)
+		if err := rocev2.ConfigureSocket(uc); err != nil {
+			for _, uc := range ucs {
+				uc.Close()
+			}
+			return fmt.Errorf("collector.Start: %w", err)
+		}
 	}
-	c.uc = uc
+	c.uc, c.more = ucs[0], ucs[1:]
 	return nil
 }
 
@@ -415,7 +428,7 @@ func (c *Collector) Serve(ctx context.Context) error {
 		return fmt.Errorf("collector.Serve: %w: already serving", ErrState)
 	}
 	c.serving = true
-	uc := c.uc
+	ucs := append([]*net.UDPConn{c.uc}, c.more...)
 	if c.vb != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -428,7 +441,17 @@ func (c *Collector) Serve(ctx context.Context) error {
 	if c.vb != nil {
 		err = c.vb.serve(ctx)
 	} else {
-		err = c.t.Serve(ctx, uc)
+		errs := make([]error, len(ucs))
+		var wg sync.WaitGroup
+		for i, uc := range ucs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = c.t.Serve(ctx, uc)
+			}()
+		}
+		wg.Wait()
+		err = errors.Join(errs...)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -475,6 +498,9 @@ func (c *Collector) Close() error {
 	var errs []error
 	if c.uc != nil {
 		errs = append(errs, c.uc.Close())
+	}
+	for _, uc := range c.more {
+		errs = append(errs, uc.Close())
 	}
 	if c.vb != nil {
 		// Serve's loops must be gone before their handles are freed; the

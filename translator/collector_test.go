@@ -26,7 +26,9 @@ type testCollector struct {
 // test ends.
 func startCollector(t *testing.T, kwl keywrite.Layout, kil keyincr.Layout, pcc *postcard.Codec, all appendlist.Layout) *testCollector {
 	t.Helper()
-	c, err := dtacollector.New(dtacollector.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	// Two target sockets: each translator shard's connection is read by
+	// one of them (as the quickstart runs it).
+	c, err := dtacollector.New(dtacollector.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0"), Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -341,7 +342,11 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return err
 	}
 	lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	c, err := collector.New(collector.Config{Addr: netip.AddrPortFrom(lo, 0)})
+	// One shard per core on both sides: the translator's shards each
+	// connect from their own port, and the target reads each connection on
+	// its own socket.
+	shards := runtime.GOMAXPROCS(0)
+	c, err := collector.New(collector.Config{Addr: netip.AddrPortFrom(lo, 0), Shards: shards})
 	if err != nil {
 		return err
 	}
@@ -378,6 +383,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	tr, err := translator.New(translator.Config{
 		ReportAddr: netip.AddrPortFrom(lo, 0),
 		Collectors: []netip.AddrPort{c.Addr()},
+		Shards:     shards,
 		// A ring far above the flow control's window: the translator never
 		// has to refuse a report for want of room.
 		RingSize: 1 << 14,

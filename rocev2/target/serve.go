@@ -28,7 +28,10 @@ const (
 // to Process, runs Tick every TickInterval and sends what they produce, each
 // response to the source address and port of the datagram it answers. The
 // target's address becomes uc's. Serve returns nil when ctx ends it, and the
-// socket's error otherwise; it does not close uc. Run one Serve per target.
+// socket's error otherwise; it does not close uc. Several Serve calls may
+// run at once on sockets bound to the one address with SO_REUSEPORT: each
+// reads and writes its own socket on its own goroutine, and they take turns
+// in Process, which holds the target's lock.
 func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	local, ok := uc.LocalAddr().(*net.UDPAddr)
 	if !ok {
