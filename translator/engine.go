@@ -464,14 +464,6 @@ func (e *Engine) Attach(c int, ad dta.Advertisement, remoteQPN uint32, start roc
 	return q.qpn, nil
 }
 
-// collectorsOrNone returns e's collectors; e may be nil.
-func (e *Engine) collectorsOrNone() []*collector {
-	if e == nil {
-		return nil
-	}
-	return e.collectors
-}
-
 // add adds o's counts to c.
 func (c *Counters) add(o Counters) {
 	cv, ov := reflect.ValueOf(c).Elem(), reflect.ValueOf(o)

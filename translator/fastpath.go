@@ -13,18 +13,19 @@ import (
 //
 // A CRC is affine: for messages x and y of the same length, crc(x) ^ crc(y)
 // is rocev2.LinearCRC(x ^ y), and leading zero bytes do not change it. Two
-// datagrams of one QP with the same
-// length and the same first 8 BTH bytes (opcode, pad count, P_Key, destination
-// QP; byte 4 is masked by the ICRC anyway) differ only from BTH byte 8 on, so
+// datagrams of one QP with the same length and the same first 8 BTH bytes
+// (opcode, pad count, P_Key, destination QP; byte 4 is masked by the ICRC
+// anyway) differ only from BTH byte 8 on, so
 //
 //	ICRC(p) = K ^ H(p[8:20]) ^ Linear(p[20:])
 //
 // where K is the ICRC of p[:8] followed by zeros (computed once with
-// rocev2.DatagramICRC), H(x) = Linear(x followed by len(p)-20 zeros), a sum of
-// one table lookup per byte (rocev2.DeltaTable, built once per length), and p[8:20] the
-// AckReq bit, the PSN and the VA (RETH or AtomicETH), the bytes in which the
-// N copies of one report differ. Linear(p[20:]) (rkey, length or add, payload)
-// is the same for every copy, so it is computed once per report.
+// rocev2.DatagramICRC), H(x) = Linear(x followed by len(p)-20 zeros), a sum
+// of one table lookup per byte (rocev2.DeltaTable, built once per length),
+// and p[8:20] the AckReq bit, the PSN and the VA (RETH or AtomicETH), the
+// bytes in which the N copies of one report differ. Linear(p[20:]) (rkey,
+// length or add, payload) is the same for every copy, so it is computed once
+// per report.
 // TestFastPathMatchesRocev2 checks every fast packet against
 // rocev2.Packet.AppendDatagram.
 

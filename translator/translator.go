@@ -80,7 +80,7 @@ func New(cfg Config) (*Translator, error) {
 			uc.Close()
 		}
 		if t.vb != nil {
-			_ = t.vb.close(nil)
+			_ = t.vb.ec.Close() // no engine yet: no QPs to close
 		}
 		return nil, err
 	}
@@ -387,10 +387,12 @@ func (sh *shard) sendLocked() {
 }
 
 // readReports translates the reports sh's socket receives: its own under
-// sh.mu, those another shard owns under that shard's mutex, after.
+// sh.mu, those another shard owns under that shard's mutex, after. Each
+// report is decoded once, into reps, which alias the read buffers until the
+// next read.
 func (t *Translator) readReports(sh *shard) {
 	defer t.wg.Done()
-	var r dta.Report
+	reps := make([]dta.Report, batchSize)
 	owners := make([]int, batchSize)
 	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Message, now time.Time) bool {
 		foreign := false
@@ -402,33 +404,34 @@ func (t *Translator) readReports(sh *shard) {
 				sh.e.c.Malformed++
 				continue
 			}
-			if err := r.Decode(ms[i].Buf[:ms[i].N]); err != nil {
+			if err := reps[i].Decode(ms[i].Buf[:ms[i].N]); err != nil {
 				sh.e.c.Malformed++
 				continue
 			}
-			if o := t.owner(&r); o >= 0 && o != sh.idx {
+			if o := t.owner(&reps[i]); o >= 0 && o != sh.idx {
 				owners[i], foreign = o, true
 				continue
 			}
-			sh.e.Translate(&r, ms[i].Addr)
+			sh.e.Translate(&reps[i], ms[i].Addr)
 		}
 		sh.sendLocked()
 		sh.mu.Unlock()
 		if foreign {
-			t.handOver(sh, ms, owners, now)
+			t.handOver(sh, reps[:len(ms)], ms, owners, now)
 		}
 		return true
 	})
 }
 
-// handOver translates the reports of ms that other shards than from own.
-func (t *Translator) handOver(from *shard, ms []udpio.Message, owners []int, now time.Time) {
+// handOver translates the reports of reps (decoded from ms) that other
+// shards than from own.
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message, owners []int, now time.Time) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
 		}
 		locked := false
-		for i := range ms {
+		for i := range reps {
 			if owners[i] != sh.idx {
 				continue
 			}
@@ -437,7 +440,7 @@ func (t *Translator) handOver(from *shard, ms []udpio.Message, owners []int, now
 				sh.e.setNow(now)
 				locked = true
 			}
-			sh.e.HandleReport(ms[i].Buf[:ms[i].N], ms[i].Addr)
+			sh.e.Translate(&reps[i], ms[i].Addr)
 		}
 		if locked {
 			sh.sendLocked()

@@ -279,7 +279,7 @@ func (e *Engine) verbsIdle() bool {
 
 func (v *verbsBackend) close(e *Engine) error {
 	var errs []error
-	for _, col := range e.collectorsOrNone() {
+	for _, col := range e.collectors {
 		for _, in := range col.instances {
 			if in.rq != nil {
 				errs = append(errs, in.rq.close())
