@@ -31,7 +31,8 @@ type mmsghdr struct {
 // the stack's work is what bounds small-datagram throughput; offload pays it
 // once per run.
 const (
-	maxGSOSegments = 64    // UDP_MAX_SEGMENTS of kernels before 6.10
+	maxGSOSegments = 128   // UDP_MAX_SEGMENTS since Linux 6.10
+	oldGSOSegments = 64    // ... and before: a refused longer run falls back to it
 	maxGSOBytes    = 65000 // a UDP datagram over IPv4 carries at most 65507 bytes
 	groBufSize     = 65536 // room for the largest coalesced datagram
 	maxGROHdrs     = 16    // coalesced datagrams read per call
@@ -51,6 +52,7 @@ type sysConn struct {
 	rd, wr direction
 
 	gso             bool // writes coalesce runs (cleared if the kernel refuses GSO)
+	maxSegs         int  // the longest run a write coalesces
 	loopbackGSOOnly bool // ... only to loopback destinations
 	gro             bool // UDP_GRO is on: reads go through groBuf
 	// Reads with GRO: the headers of the last recvmmsg, groBuf holding
@@ -110,7 +112,7 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	}
 	s.rd.init(max, unix.SYS_RECVMMSG)
 	s.wr.init(max, unix.SYS_SENDMMSG)
-	s.gso = true
+	s.gso, s.maxSegs = true, maxGSOSegments
 	// UDP_GRO needs Linux 5.0; without it reads are one datagram per
 	// header, as the kernel delivers them.
 	var gerr error
@@ -257,13 +259,13 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
 		}
 	}
 	// One header per run of datagrams that GSO can send as one.
-	nh := 0
+	nh, longest := 0, 0
 	for i := 0; i < len(ms); nh++ {
 		size := len(ms[i].Buf)
 		j := i + 1
 		if s.gso && size > 0 && (!s.loopbackGSOOnly || s.loopback(ms[i].Addr)) {
 			total := size
-			for j < len(ms) && j-i < maxGSOSegments && (s.connected || ms[j].Addr == ms[i].Addr) {
+			for j < len(ms) && j-i < s.maxSegs && (s.connected || ms[j].Addr == ms[i].Addr) {
 				l := len(ms[j].Buf)
 				if l == 0 || l > size || total+l > maxGSOBytes {
 					break
@@ -302,6 +304,7 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
 			h.hdr.SetControllen(unix.CmsgSpace(2))
 		}
 		d.ends[nh] = j
+		longest = max(longest, j-i)
 		i = j
 	}
 	d.n = nh
@@ -309,6 +312,10 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
 		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
 	}
 	if d.errno != 0 {
+		if d.errno == unix.EINVAL && longest > oldGSOSegments {
+			s.maxSegs = oldGSOSegments // a kernel before 6.10
+			return s.writeBatch(uc, ms)
+		}
 		if s.gso && d.ends[0] > 1 && (d.errno == unix.EIO || d.errno == unix.EINVAL || d.errno == unix.EOPNOTSUPP || d.errno == unix.ENOPROTOOPT) {
 			// The kernel or the route's device cannot segment: send one
 			// datagram per header from now on.
