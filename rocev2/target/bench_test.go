@@ -1,7 +1,11 @@
 package target
 
 import (
+	"net/netip"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/dtakit/dtakit/rocev2"
 )
@@ -19,6 +23,10 @@ func newBenchBatch(tb testing.TB, n int, mk func(p *peer, r *Region, i int) []by
 	p := newPeer(tb, 1024)
 	g := newGuarded(1 << 20)
 	r := register(tb, p.t, g, RemoteWrite|RemoteAtomic)
+	return peerBatch(p, r, n, mk)
+}
+
+func peerBatch(p *peer, r *Region, n int, mk func(p *peer, r *Region, i int) []byte) *benchBatch {
 	bb := &benchBatch{p: p, start: p.psn}
 	for i := range n {
 		bb.in = append(bb.in, Datagram{Data: mk(p, r, i), Addr: p.addr})
@@ -88,5 +96,47 @@ func TestProcessDoesNotAllocate(t *testing.T) {
 		if c.WritePackets+c.Atomics != 22*ServeBatch || c.ACKs+c.AtomicACKs == 0 {
 			t.Errorf("%s: counters %+v", name, c)
 		}
+	}
+}
+
+// BenchmarkProcessParallel measures the target alone on every core:
+// GOMAXPROCS goroutines call Process at once on one target, each replaying
+// ServeBatch RDMA WRITEs of 8 bytes on its own queue pair into one shared
+// region, as the Serve loops of a sharded collector do. It reports
+// operations/s over all goroutines; run it with -cpu 1,2.
+func BenchmarkProcessParallel(b *testing.B) {
+	n := runtime.GOMAXPROCS(0)
+	tg, err := New(Config{Addr: targetAddr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := register(b, tg, newGuarded(1<<20), RemoteWrite)
+	batches := make([]*benchBatch, n)
+	for s := range batches {
+		p := &peer{tb: b, t: tg, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(s)}), 50000), qpn: 0x123, psn: 0x10}
+		p.qp, err = tg.NewQP(QPConfig{Peer: p.addr, RemoteQPN: p.qpn, RecvPSN: p.psn})
+		if err != nil {
+			b.Fatal(err)
+		}
+		batches[s] = peerBatch(p, r, ServeBatch, slotWrite(8))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for s, bb := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for done := s * ServeBatch; done < b.N; done += n * ServeBatch {
+				bb.run()
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds()/1e6, "Mops/s")
+	if c := tg.Counters(); c.WritePackets == 0 || c.NAKSequence+c.NAKInvalid+c.NAKAccess+c.BadICRC+c.Malformed+c.Unknown != 0 {
+		b.Fatalf("benchmark frames refused: %+v", c)
 	}
 }
