@@ -19,7 +19,7 @@
 // section 8.6).
 //
 // Concurrency: the methods of a Collector are safe for concurrent use. The
-// target writes into the regions from the goroutine running Serve while
+// target writes into the regions from the goroutines running Serve while
 // queries read them, as a NIC would: a query may see a slot half-written,
 // which the primitives' checksums and markers are there to catch. The Go race
 // detector reports such reads; a program (or test) that needs a
@@ -108,10 +108,10 @@ type Config struct {
 	// it names no primitive.
 	ReferenceAdvertisement bool
 	// Shards, with the software backend, is the number of sockets the
-	// target serves on Addr (SO_REUSEPORT), each read and written by its own
-	// goroutine: with a sharded translator, whose shards send from
-	// different ports, the system calls of several connections then run on
-	// several cores (default 1). Processing takes the target's lock.
+	// target serves on Addr (SO_REUSEPORT), each read, processed and
+	// written by its own goroutine: with a sharded translator, whose shards
+	// send from different ports, several connections are then served on
+	// several cores (default 1).
 	Shards int
 }
 

@@ -1,7 +1,6 @@
 package target
 
 import (
-	"net/netip"
 	"runtime"
 	"sync"
 	"testing"
@@ -113,12 +112,13 @@ func BenchmarkProcessParallel(b *testing.B) {
 	r := register(b, tg, newGuarded(1<<20), RemoteWrite)
 	batches := make([]*benchBatch, n)
 	for s := range batches {
-		p := &peer{tb: b, t: tg, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(s)}), 50000), qpn: 0x123, psn: 0x10}
-		p.qp, err = tg.NewQP(QPConfig{Peer: p.addr, RemoteQPN: p.qpn, RecvPSN: p.psn})
-		if err != nil {
-			b.Fatal(err)
-		}
-		batches[s] = peerBatch(p, r, ServeBatch, slotWrite(8))
+		p := addPeer(b, tg, s)
+		// Slots apart from the other goroutines', as keys spread over a
+		// region are: two cores writing one cache line measure the line.
+		batches[s] = peerBatch(p, r, ServeBatch, func(p *peer, r *Region, i int) []byte {
+			slot := (i + s*ServeBatch) * 4099 % (1 << 17)
+			return p.write(r.VA()+uint64(slot)*8, r.RKey(), []byte{byte(i) | 1, 0, 0, 0, 0, 0, 0, 0}, i == ServeBatch-1)
+		})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -21,9 +21,9 @@ type ListenConfig struct {
 	Greeting []byte
 	// OnRecv, when not nil, is called for each receive completion of the
 	// listener's connections: a SEND into a posted receive buffer, or an RDMA
-	// WRITE with Immediate. It runs inside Process with the target locked:
-	// it must not call the Target's or a QP's methods, and should return
-	// quickly.
+	// WRITE with Immediate. It runs inside Process with the queue pair
+	// locked: it must not call the Target's or a QP's methods, and should
+	// return quickly.
 	OnRecv func(*QP, Completion)
 	// OnConnect, when not nil, is called (like OnRecv, inside Process) when
 	// a connection is established, before the greeting is sent.
@@ -41,8 +41,8 @@ func (t *Target) Listen(port uint16, cfg ListenConfig) error {
 		return fmt.Errorf("target.Listen: %w: greeting of %d bytes, more than 256", ErrListen, len(cfg.Greeting))
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	defer t.unlock()
+	if t.closed.Load() {
 		return fmt.Errorf("target.Listen: %w", ErrClosed)
 	}
 	if _, ok := t.listen[port]; ok {
@@ -59,7 +59,7 @@ func (t *Target) Listen(port uint16, cfg ListenConfig) error {
 // stay.
 func (t *Target) Unlisten(port uint16) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if _, ok := t.listen[port]; !ok {
 		return fmt.Errorf("target.Unlisten: %w: port %d not listened on", ErrListen, port)
 	}
@@ -74,7 +74,8 @@ const (
 	rejectTransportType = 9
 )
 
-// handleCM handles a datagram to QP 1; t.mu is held.
+// handleCM handles a datagram to QP 1; t.mu is held, and each QP's lock is
+// taken to change it.
 func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *Output) {
 	if p.BTH.Opcode != rocev2.UDSendOnly || p.DETH.QKey != cm.QKey {
 		t.c.Malformed++
@@ -90,9 +91,13 @@ func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, o
 	case *cm.ConnectRequest:
 		t.onREQ(now, h, m, src, out)
 	case *cm.ReadyToUse:
-		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil && qp.state == qpWaitRTU {
-			qp.lastRx = now
-			qp.establish(now, out)
+		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil {
+			qp.mu.Lock()
+			if qp.state == qpWaitRTU {
+				qp.lastRx = now
+				qp.establish(now, out)
+			}
+			qp.mu.Unlock()
 		}
 	case *cm.DisconnectRequest:
 		qp := t.connection(m.RemoteCommID, m.LocalCommID, src)
@@ -105,18 +110,26 @@ func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, o
 			&cm.DisconnectReply{LocalCommID: m.RemoteCommID, RemoteCommID: m.LocalCommID}, src, out)
 		if qp != nil {
 			t.c.Disconnects++
+			qp.mu.Lock()
 			t.destroy(qp)
+			qp.mu.Unlock()
 		}
 	case *cm.DisconnectReply:
-		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil && qp.state == qpClosing {
-			t.c.Disconnects++
-			t.destroy(qp)
+		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil {
+			qp.mu.Lock()
+			if qp.state == qpClosing {
+				t.c.Disconnects++
+				t.destroy(qp)
+			}
+			qp.mu.Unlock()
 		}
 	case *cm.Reject:
 		// The peer refused the REP (a timeout on its side, say): forget the
 		// connection.
 		if qp := t.connection(m.RemoteCommID, m.LocalCommID, src); qp != nil {
+			qp.mu.Lock()
 			t.destroy(qp)
+			qp.mu.Unlock()
 		}
 	default:
 		t.c.Malformed++ // a REP: the target makes no REQs
@@ -177,7 +190,9 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	for _, old := range t.qps {
 		if old.listener == l && old.peer == src {
 			t.c.Replaced++
+			old.mu.Lock()
 			t.destroy(old)
+			old.mu.Unlock()
 		}
 	}
 	// Each side's starting PSN is the one it expects to receive, as the
@@ -214,12 +229,13 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 // guid returns the target's CA GUID, made from its address as a RoCE NIC
 // makes it from its MAC.
 func (t *Target) guid() uint64 {
-	a := t.addr.Addr().As16()
+	addr := t.local()
+	a := addr.Addr().As16()
 	var g uint64
 	for _, c := range a[8:] {
 		g = g<<8 | uint64(c)
 	}
-	return g ^ uint64(t.addr.Port())<<48
+	return g ^ uint64(addr.Port())<<48
 }
 
 func (t *Target) sendREP(now time.Time, qp *QP, out *Output) {
@@ -245,5 +261,5 @@ func (t *Target) sendMAD(h cm.MADHeader, m cm.Message, dst netip.AddrPort, out *
 	}
 	p := cm.Packet(mad, t.udPSN)
 	t.udPSN = t.udPSN.Next()
-	out.add(&p, t.addr, t.replyTo(dst))
+	out.add(&p, t.local(), t.replyTo(dst))
 }

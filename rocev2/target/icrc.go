@@ -57,9 +57,10 @@ const (
 	atomicAckLen = ackLen + rocev2.AtomicAckETHLen
 )
 
-// respBase is a QP's cache of its response ICRC bases for one destination.
+// respBase is a QP's cache of its response ICRC bases for one source (the
+// target's address) and destination.
 type respBase struct {
-	dst       netip.AddrPort
+	src, dst  netip.AddrPort
 	ack       uint32 // ICRC of the ACK with PSN, syndrome and MSN zero
 	atomicAck uint32 // ICRC of the ATOMIC ACK with those and the value zero
 	valid     bool
@@ -69,10 +70,10 @@ type respBase struct {
 // change of destination.
 func (qp *QP) bases(dst netip.AddrPort) (*respBase, bool) {
 	rb := &qp.respBase
-	if rb.valid && rb.dst == dst {
+	src := qp.t.local()
+	if rb.valid && rb.dst == dst && rb.src == src {
 		return rb, true
 	}
-	src := qp.t.addr
 	h1, err1 := rocev2.PseudoHeaderCRC(src, dst, ackLen)
 	h2, err2 := rocev2.PseudoHeaderCRC(src, dst, atomicAckLen)
 	if err1 != nil || err2 != nil {
@@ -83,7 +84,7 @@ func (qp *QP) bases(dst netip.AddrPort) (*respBase, bool) {
 	rb.ack = rocev2.PayloadICRC(h1, b[:ackLen-rocev2.ICRCLen])
 	b[0] = byte(rocev2.RCAtomicAcknowledge)
 	rb.atomicAck = rocev2.PayloadICRC(h2, b[:atomicAckLen-rocev2.ICRCLen])
-	rb.dst, rb.valid = dst, true
+	rb.src, rb.dst, rb.valid = src, dst, true
 	return rb, true
 }
 

@@ -18,10 +18,11 @@ type Datagram struct {
 // Output collects the datagrams the target sends. Reuse one across calls
 // (Reset between them): it then does not allocate.
 type Output struct {
-	buf   []byte
-	ends  []int
-	addrs []netip.AddrPort
-	dgs   []Datagram
+	buf    []byte
+	ends   []int
+	addrs  []netip.AddrPort
+	dgs    []Datagram
+	acking []*QP // QPs with an ACK pending at the end of the batch under way
 }
 
 // Reset empties o, keeping its memory.
@@ -73,63 +74,109 @@ func (o *Output) add(p *rocev2.Packet, src, dst netip.AddrPort) {
 // returns. now drives the timers the responses start. It does not allocate
 // in the steady state of the data path (out reused).
 //
-// Completion callbacks run inside Process, with the target locked: they
-// must not call the Target's or a QP's methods, and should return quickly.
+// Process may run on several goroutines at once (each with its own out):
+// packets of one queue pair are handled one at a time, in the order the
+// calls take its lock, and packets of different queue pairs in parallel.
+// Completion callbacks run inside Process with their queue pair locked:
+// they must not call the Target's or a QP's methods, and should return
+// quickly.
 func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed.Load() {
 		return
 	}
-	for i := range in {
-		t.handle(now, in[i].Data, in[i].Addr, out)
+	w := t.workers.Get().(*worker)
+	if dst := t.local(); w.dst != dst {
+		w.dst, w.hdrs = dst, headerCache{}
 	}
-	for _, qp := range t.acking {
+	for i := range in {
+		w.handle(t, now, in[i].Data, in[i].Addr, out)
+	}
+	for _, qp := range out.acking {
+		qp.mu.Lock()
 		if qp.state != qpDestroyed {
 			qp.flushAck(out)
 		}
 		qp.ackPending = false
+		qp.mu.Unlock()
 	}
-	clear(t.acking)
-	t.acking = t.acking[:0]
+	clear(out.acking)
+	out.acking = out.acking[:0]
+	if w.c != (Counters{}) {
+		t.mu.Lock()
+		t.c.add(&w.c)
+		t.mu.Unlock()
+		w.c = Counters{}
+	}
+	t.workers.Put(w)
 }
 
-// handle processes one datagram from src; t.mu is held.
-func (t *Target) handle(now time.Time, b []byte, src netip.AddrPort, out *Output) {
-	t.c.Frames++
-	t.c.Bytes += uint64(len(b))
-	p := &t.pkt
+// handle processes one datagram from src. A datagram that reaches a queue
+// pair is counted there, under its lock; w.c counts the others, so that a
+// batch of good packets writes nothing another core's batch writes.
+func (w *worker) handle(t *Target, now time.Time, b []byte, src netip.AddrPort, out *Output) {
+	p := &w.pkt
 	if err := p.Decode(b); err != nil {
-		t.c.Malformed++
+		w.refuse(b).Malformed++
 		return
 	}
-	if !t.hdrs.verify(src, t.addr, b) {
-		t.c.BadICRC++
+	if !w.hdrs.verify(src, w.dst, b) {
+		w.refuse(b).BadICRC++
 		return
 	}
 	if p.BTH.DestQP == cm.GSIQP {
-		t.handleCM(now, p, src, out)
+		t.mu.Lock()
+		t.c.Frames++
+		t.c.Bytes += uint64(len(b))
+		if !t.closed.Load() {
+			t.handleCM(now, p, src, out)
+		}
+		t.unlock()
 		return
 	}
 	if p.BTH.Opcode.Transport() != rocev2.RC || p.BTH.PKey&0x7FFF != 0x7FFF {
-		t.c.Unknown++
+		w.refuse(b).Unknown++
 		return
 	}
-	qp := t.lastQP
-	if qp == nil || qp.qpn != p.BTH.DestQP {
-		qp = t.qps[p.BTH.DestQP]
-		if qp == nil {
-			t.c.Unknown++
+	qp := w.lastQP
+	for {
+		if qp == nil || qp.qpn != p.BTH.DestQP {
+			qp = (*t.qpTab.Load())[p.BTH.DestQP]
+			if qp == nil {
+				w.refuse(b).Unknown++
+				return
+			}
+			w.lastQP = qp
+		}
+		if src.Addr().Unmap() != qp.peer.Addr().Unmap() {
+			w.refuse(b).Unknown++
 			return
 		}
-		t.lastQP = qp
+		qp.mu.Lock()
+		if qp.state != qpDestroyed {
+			break
+		}
+		// Destroyed since this worker or the table named it: the table
+		// may hold its successor.
+		qp.mu.Unlock()
+		if w.lastQP != qp {
+			w.refuse(b).Unknown++
+			return
+		}
+		w.lastQP, qp = nil, nil
 	}
-	if src.Addr().Unmap() != qp.peer.Addr().Unmap() {
-		t.c.Unknown++
-		return
-	}
+	qp.c.Frames++
+	qp.c.Bytes += uint64(len(b))
 	qp.lastRx = now
 	qp.receive(now, p, src, out)
+	qp.mu.Unlock()
+}
+
+// refuse counts b as a datagram refused before any queue pair, and returns
+// the counters to add why.
+func (w *worker) refuse(b []byte) *Counters {
+	w.c.Frames++
+	w.c.Bytes += uint64(len(b))
+	return &w.c
 }
 
 // Tick runs the timers due at now and appends what they send to out: REPs
@@ -137,51 +184,58 @@ func (t *Target) handle(now time.Time, b []byte, src netip.AddrPort, out *Output
 // target's own SENDs sent or resent. Serve calls it every 10 ms.
 func (t *Target) Tick(now time.Time, out *Output) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	defer t.unlock()
+	if t.closed.Load() {
 		return
 	}
 	for _, qp := range t.qps {
-		if qp.lastRx.IsZero() {
-			qp.lastRx = now // a QP made by NewQP: its clock starts now
+		qp.mu.Lock()
+		t.tick(now, qp, out)
+		qp.mu.Unlock()
+	}
+}
+
+// tick runs qp's timers; t.mu and qp.mu are held.
+func (t *Target) tick(now time.Time, qp *QP, out *Output) {
+	if qp.lastRx.IsZero() {
+		qp.lastRx = now // a QP made by NewQP: its clock starts now
+	}
+	switch qp.state {
+	case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
+		if now.Before(qp.cmDeadline) {
+			return
 		}
-		switch qp.state {
-		case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
-			if now.Before(qp.cmDeadline) {
-				continue
-			}
-			if qp.cmTries >= MaxTries {
-				t.c.CMTimeouts++
+		if qp.cmTries >= MaxTries {
+			t.c.CMTimeouts++
+			t.destroy(qp)
+			return
+		}
+		if qp.state == qpWaitRTU {
+			t.sendREP(now, qp, out)
+		} else {
+			t.sendDREQ(now, qp, out)
+		}
+	case qpReady:
+		if len(qp.sends) > 0 {
+			qp.transmit(now, out)
+		}
+		if t.idleTimeout > 0 && now.Sub(qp.lastRx) > t.idleTimeout {
+			// A DREQ, so that a peer still alive reconnects; the QP
+			// goes when the DREP comes or the DREQ times out.
+			t.c.Reaped++
+			if qp.localCommID == 0 {
 				t.destroy(qp)
-				continue
-			}
-			if qp.state == qpWaitRTU {
-				t.sendREP(now, qp, out)
 			} else {
-				t.sendDREQ(now, qp, out)
+				qp.state = qpClosing
+				qp.cmDeadline, qp.cmTries = time.Time{}, 0
 			}
-		case qpReady:
-			if len(qp.sends) > 0 {
-				qp.transmit(now, out)
-			}
-			if t.idleTimeout > 0 && now.Sub(qp.lastRx) > t.idleTimeout {
-				// A DREQ, so that a peer still alive reconnects; the QP
-				// goes when the DREP comes or the DREQ times out.
-				t.c.Reaped++
-				if qp.localCommID == 0 {
-					t.destroy(qp)
-				} else {
-					qp.state = qpClosing
-					qp.cmDeadline, qp.cmTries = time.Time{}, 0
-				}
-			}
-		case qpError:
-			// Its peer saw the fatal NAK or stopped answering: it will
-			// reconnect, if it lives. The QP only holds a place.
-			if now.Sub(qp.lastRx) > ErrorLinger {
-				t.c.Reaped++
-				t.destroy(qp)
-			}
+		}
+	case qpError:
+		// Its peer saw the fatal NAK or stopped answering: it will
+		// reconnect, if it lives. The QP only holds a place.
+		if now.Sub(qp.lastRx) > ErrorLinger {
+			t.c.Reaped++
+			t.destroy(qp)
 		}
 	}
 }
@@ -195,18 +249,21 @@ const ErrorLinger = time.Second
 // ErrorLinger, and reports whether it did. t.mu is held.
 func (t *Target) evictIdle(now time.Time) bool {
 	var oldest *QP
+	var last time.Time
 	for _, qp := range t.qps {
-		if qp.state == qpWaitRTU || qp.state == qpClosing {
-			continue
-		}
-		if oldest == nil || qp.lastRx.Before(oldest.lastRx) {
-			oldest = qp
+		qp.mu.Lock()
+		busy, rx := qp.state == qpWaitRTU || qp.state == qpClosing, qp.lastRx
+		qp.mu.Unlock()
+		if !busy && (oldest == nil || rx.Before(last)) {
+			oldest, last = qp, rx
 		}
 	}
-	if oldest == nil || now.Sub(oldest.lastRx) < ErrorLinger {
+	if oldest == nil || now.Sub(last) < ErrorLinger {
 		return false
 	}
 	t.c.Reaped++
+	oldest.mu.Lock()
 	t.destroy(oldest)
+	oldest.mu.Unlock()
 	return true
 }

@@ -3,6 +3,7 @@ package target
 import (
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -66,16 +67,20 @@ type QPConfig struct {
 // QP is an RC queue pair of the target: the responder for the peer's
 // requests, and a small requester for the target's own SENDs.
 type QP struct {
-	t          *Target
-	qpn        uint32
-	remoteQPN  uint32
-	peer       netip.AddrPort
-	lastRx     time.Time // the last packet from the peer, or the connection's start
-	mtu        int
+	// Set before the QP is published in the target's table, then fixed.
+	t         *Target
+	qpn       uint32
+	remoteQPN uint32
+	peer      netip.AddrPort
+	mtu       int
+	onRecv    func(*QP, Completion)
+	listener  *listener
+
+	mu         sync.Mutex // guards the rest; taken after the target's
+	c          Counters   // the QP's own counts, summed by Target.Counters
+	lastRx     time.Time  // the last packet from the peer, or the connection's start
 	state      qpState
-	onRecv     func(*QP, Completion)
 	lastRegion *Region
-	listener   *listener
 
 	// Responder.
 	epsn       rocev2.PSN // expected PSN
@@ -98,7 +103,8 @@ type QP struct {
 
 	respBase respBase // ICRC bases of the responses to the last destination
 
-	// Connection manager.
+	// Connection manager: the first five fixed from the REQ on, the
+	// timers under mu.
 	localCommID  uint32
 	remoteCommID uint32
 	req          reqKey
@@ -153,8 +159,8 @@ func (t *Target) NewQP(cfg QPConfig) (*QP, error) {
 		return nil, fmt.Errorf("target.NewQP: %w: invalid peer, QPN or PSN", ErrConfig)
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	defer t.unlock()
+	if t.closed.Load() {
 		return nil, fmt.Errorf("target.NewQP: %w", ErrClosed)
 	}
 	if len(t.qps) >= t.maxQPs {
@@ -169,6 +175,7 @@ func (t *Target) NewQP(cfg QPConfig) (*QP, error) {
 func validMTU(n int) bool { return n >= 256 && n <= 4096 && n&(n-1) == 0 }
 
 // newQP makes a queue pair with a fresh QPN and registers it; t.mu is held.
+// The data path sees it once t.unlock publishes the table.
 func (t *Target) newQP(peer netip.AddrPort, remoteQPN uint32, recvPSN, sendPSN rocev2.PSN, mtu int) *QP {
 	qp := &QP{t: t, peer: peer, remoteQPN: remoteQPN, epsn: recvPSN, sendPSN: sendPSN, mtu: mtu}
 	for {
@@ -178,29 +185,30 @@ func (t *Target) newQP(peer netip.AddrPort, remoteQPN uint32, recvPSN, sendPSN r
 		}
 	}
 	t.qps[qp.qpn] = qp
+	t.qpsChanged = true
 	return qp
 }
 
-// destroy removes qp from the target's tables; t.mu is held.
+// destroy removes qp from the target's tables and keeps its counts; t.mu and
+// qp.mu are held.
 func (t *Target) destroy(qp *QP) {
 	qp.state = qpDestroyed
 	delete(t.qps, qp.qpn)
+	t.qpsChanged = true
 	if qp.localCommID != 0 {
 		delete(t.byComm, qp.localCommID)
 		delete(t.byReq, qp.req)
 	}
-	if t.lastQP == qp {
-		t.lastQP = nil
-	}
+	t.c.add(&qp.c)
+	qp.c = Counters{}
 	qp.sends, qp.recvs = nil, nil
 }
 
 // PostRecv posts buf to receive one SEND (at most len(buf) bytes). Buffers
 // are used in the order posted; the completion hands buf back.
 func (qp *QP) PostRecv(buf []byte) error {
-	t := qp.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	if qp.state == qpDestroyed || qp.state == qpError {
 		return fmt.Errorf("target: post receive: %w: queue pair not usable", ErrQP)
 	}
@@ -216,9 +224,8 @@ func (qp *QP) PostRecv(buf []byte) error {
 // connection is up, and is resent every RetryInterval until acknowledged,
 // MaxTries times in all. data is copied.
 func (qp *QP) PostSend(data []byte) error {
-	t := qp.t
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	return qp.postSend(data)
 }
 
@@ -243,7 +250,9 @@ func (qp *QP) postSend(data []byte) error {
 func (qp *QP) Disconnect() error {
 	t := qp.t
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
 	if qp.state == qpDestroyed || qp.state == qpClosing {
 		return fmt.Errorf("target: disconnect: %w: already disconnected", ErrQP)
 	}
@@ -256,16 +265,15 @@ func (qp *QP) Disconnect() error {
 	return nil
 }
 
-// receive handles a packet from the peer, ICRC and address checked; t.mu is
-// held.
+// receive handles a packet from the peer, ICRC and address checked; qp.mu
+// is held.
 func (qp *QP) receive(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *Output) {
-	t := qp.t
 	switch qp.state {
 	case qpReady:
 	case qpWaitRTU:
 		qp.establish(now, out) // a packet on the QP completes the connection, as an RTU does
 	default:
-		t.c.Flushed++
+		qp.c.Flushed++
 		return
 	}
 	op := p.BTH.Opcode
@@ -276,11 +284,11 @@ func (qp *QP) receive(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *
 	d := p.BTH.PSN.Diff(qp.epsn)
 	switch {
 	case d > 0:
-		t.c.OutOfOrder++
+		qp.c.OutOfOrder++
 		if !qp.nakSent {
 			qp.nakSent = true
 			qp.respond(rocev2.SyndromeNAKPSNSequenceError, qp.epsn, src, out)
-			t.c.NAKSequence++
+			qp.c.NAKSequence++
 		}
 		return
 	case d < 0:
@@ -294,16 +302,16 @@ func (qp *QP) receive(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *
 	qp.epsn = qp.epsn.Next()
 	// An atomic's ATOMIC ACK went out already and acknowledges it.
 	if p.BTH.AckReq && op != rocev2.RCFetchAdd && op != rocev2.RCCompareSwap {
-		qp.setAck(p.BTH.PSN, src)
+		qp.setAck(p.BTH.PSN, src, out)
 	}
 }
 
 // setAck records that an ACK of psn is due to dst at the end of the batch:
 // one ACK covers every packet of the batch before it.
-func (qp *QP) setAck(psn rocev2.PSN, dst netip.AddrPort) {
+func (qp *QP) setAck(psn rocev2.PSN, dst netip.AddrPort, out *Output) {
 	if !qp.ackPending {
 		qp.ackPending = true
-		qp.t.acking = append(qp.t.acking, qp)
+		out.acking = append(out.acking, qp)
 	}
 	qp.ackPSN, qp.ackTo = psn, dst
 }
@@ -314,7 +322,7 @@ func (qp *QP) flushAck(out *Output) {
 	if qp.ackPending {
 		qp.ackPending = false
 		qp.respond(rocev2.SyndromeACK, qp.ackPSN, qp.ackTo, out)
-		qp.t.c.ACKs++
+		qp.c.ACKs++
 	}
 }
 
@@ -335,9 +343,9 @@ func (qp *QP) respond(s rocev2.Syndrome, psn rocev2.PSN, dst netip.AddrPort, out
 func (qp *QP) fail(s rocev2.Syndrome, psn rocev2.PSN, dst netip.AddrPort, out *Output) {
 	qp.respond(s, psn, dst, out)
 	if s == rocev2.SyndromeNAKRemoteAccessError {
-		qp.t.c.NAKAccess++
+		qp.c.NAKAccess++
 	} else {
-		qp.t.c.NAKInvalid++
+		qp.c.NAKInvalid++
 	}
 	qp.state = qpError
 	qp.msg = msgNone
@@ -345,8 +353,7 @@ func (qp *QP) fail(s rocev2.Syndrome, psn rocev2.PSN, dst netip.AddrPort, out *O
 
 // duplicate answers a request behind the expected PSN without executing it.
 func (qp *QP) duplicate(p *rocev2.Packet, src netip.AddrPort, out *Output) {
-	t := qp.t
-	t.c.Duplicates++
+	qp.c.Duplicates++
 	switch p.BTH.Opcode {
 	case rocev2.RCFetchAdd, rocev2.RCCompareSwap:
 		if qp.atomics != nil {
@@ -359,10 +366,10 @@ func (qp *QP) duplicate(p *rocev2.Packet, src netip.AddrPort, out *Output) {
 		// A plain ACK of ePSN-1 tells the requester the atomic was
 		// executed, so that a go-back-N requester does not resend it
 		// forever (section 8.6).
-		t.c.StaleAtomics++
-		qp.setAck(qp.epsn.Add(rocev2.PSNMask), src)
+		qp.c.StaleAtomics++
+		qp.setAck(qp.epsn.Add(rocev2.PSNMask), src, out)
 	default:
-		qp.setAck(qp.epsn.Add(rocev2.PSNMask), src) // ePSN-1, the last executed
+		qp.setAck(qp.epsn.Add(rocev2.PSNMask), src, out) // ePSN-1, the last executed
 	}
 }
 
@@ -373,14 +380,14 @@ func (qp *QP) atomicAck(a *atomicResult, dst netip.AddrPort, out *Output) {
 		out.buf = rb.appendAtomicAck(out.buf, qp.remoteQPN, a.psn, a.msn, a.orig)
 		out.commit(dst)
 	}
-	qp.t.c.AtomicACKs++
+	qp.c.AtomicACKs++
 }
 
 // complete counts a finished message and delivers its completion.
 func (qp *QP) complete(c *Completion) {
 	qp.msn = (qp.msn + 1) & rocev2.PSNMask
 	if c != nil {
-		qp.t.c.Completions++
+		qp.c.Completions++
 		if qp.onRecv != nil {
 			qp.onRecv(qp, *c)
 		}
@@ -415,9 +422,9 @@ func (qp *QP) execute(p *rocev2.Packet, src netip.AddrPort, out *Output) bool {
 				qp.fail(rocev2.SyndromeNAKRemoteAccessError, psn, src, out)
 				return false
 			}
-			copy(r.mem[off:off+n], p.Payload)
-			t.c.WritePackets++
-			t.c.WriteBytes += n
+			r.write(off, p.Payload)
+			qp.c.WritePackets++
+			qp.c.WriteBytes += n
 		}
 		if !only {
 			qp.msg, qp.wRegion, qp.wOff, qp.wLeft = msgWrite, r, off+n, dma-n
@@ -433,14 +440,14 @@ func (qp *QP) execute(p *rocev2.Packet, src netip.AddrPort, out *Output) bool {
 			return false
 		}
 		r := qp.wRegion
-		if r.dead { // deregistered in the middle of the message
+		if r.dead.Load() { // deregistered in the middle of the message
 			qp.fail(rocev2.SyndromeNAKRemoteAccessError, psn, src, out)
 			return false
 		}
 		// wOff+wLeft stays within the span checked at the First packet.
-		copy(r.mem[qp.wOff:qp.wOff+n], p.Payload)
-		t.c.WritePackets++
-		t.c.WriteBytes += n
+		r.write(qp.wOff, p.Payload)
+		qp.c.WritePackets++
+		qp.c.WriteBytes += n
 		qp.wOff += n
 		qp.wLeft -= n
 		if last {
@@ -458,7 +465,7 @@ func (qp *QP) execute(p *rocev2.Packet, src netip.AddrPort, out *Output) bool {
 		if len(qp.recvs) == 0 {
 			// Receiver not ready: the requester retries the same PSN.
 			qp.respond(rocev2.SyndromeRNRNAK|rnrTimer, psn, src, out)
-			t.c.RNRNAKs++
+			qp.c.RNRNAKs++
 			return false
 		}
 		if n > uint64(len(qp.recvs[0])) {
@@ -519,7 +526,7 @@ func (qp *QP) execute(p *rocev2.Packet, src netip.AddrPort, out *Output) bool {
 				}
 			}
 		}
-		t.c.Atomics++
+		qp.c.Atomics++
 		qp.complete(nil)
 		if qp.atomics == nil {
 			qp.atomics = new([atomicResources]atomicResult)
@@ -550,7 +557,7 @@ func (qp *QP) completeSend(imm bool, data uint32) {
 	buf := qp.recvs[0]
 	qp.recvs[0] = nil
 	qp.recvs = qp.recvs[1:]
-	qp.t.c.Sends++
+	qp.c.Sends++
 	qp.complete(&Completion{Data: buf[:qp.sLen:qp.sLen], HasImm: imm, Imm: data})
 	qp.sLen = 0
 }
@@ -558,7 +565,7 @@ func (qp *QP) completeSend(imm bool, data uint32) {
 // establish completes the connection and sends the listener's greeting.
 func (qp *QP) establish(now time.Time, out *Output) {
 	qp.state = qpReady
-	qp.t.c.Connections++
+	qp.c.Connections++
 	l := qp.listener
 	if l != nil && l.cfg.OnConnect != nil {
 		l.cfg.OnConnect(qp)
@@ -571,9 +578,8 @@ func (qp *QP) establish(now time.Time, out *Output) {
 
 // requesterAck handles an ACK or NAK of the target's own SENDs.
 func (qp *QP) requesterAck(now time.Time, p *rocev2.Packet, out *Output) {
-	t := qp.t
 	if p.BTH.Opcode != rocev2.RCAcknowledge {
-		t.c.Unknown++ // the target sends no atomics
+		qp.c.Unknown++ // the target sends no atomics
 		return
 	}
 	s := p.AETH.Syndrome
@@ -582,7 +588,7 @@ func (qp *QP) requesterAck(now time.Time, p *rocev2.Packet, out *Output) {
 	case s.IsACK():
 		qp.dropAcked(psn, true)
 	case s == rocev2.SyndromeNAKPSNSequenceError:
-		t.c.PeerNAKs++
+		qp.c.PeerNAKs++
 		// Everything before psn arrived; resend from psn (go-back-N).
 		qp.dropAcked(psn, false)
 		for i := range qp.sends {
@@ -590,11 +596,11 @@ func (qp *QP) requesterAck(now time.Time, p *rocev2.Packet, out *Output) {
 		}
 		qp.transmit(now, out)
 	case s.IsRNRNAK():
-		t.c.PeerNAKs++
+		qp.c.PeerNAKs++
 		qp.dropAcked(psn, false) // the NAKed SEND is retried after RetryInterval
 	default:
-		t.c.PeerNAKs++
-		t.c.SendFailures += uint64(len(qp.sends))
+		qp.c.PeerNAKs++
+		qp.c.SendFailures += uint64(len(qp.sends))
 		qp.sends = qp.sends[:0]
 		qp.state = qpError
 	}
@@ -622,22 +628,21 @@ func (qp *QP) transmit(now time.Time, out *Output) {
 			continue
 		}
 		if s.tries >= MaxTries {
-			t.c.SendFailures += uint64(len(qp.sends))
+			qp.c.SendFailures += uint64(len(qp.sends))
 			qp.sends = qp.sends[:0]
 			qp.state = qpError
 			return
 		}
 		if s.tries > 0 {
-			t.c.SendRetransmits++
+			qp.c.SendRetransmits++
 		}
 		s.tries++
 		s.sent = now
-		r := &t.resp
-		*r = rocev2.Packet{
+		r := rocev2.Packet{
 			BTH:     rocev2.BTH{Opcode: rocev2.RCSendOnly, PKey: rocev2.DefaultPKey, DestQP: qp.remoteQPN, PSN: s.psn, AckReq: true},
 			Payload: s.data,
 		}
-		out.add(r, t.addr, t.replyTo(qp.peer))
-		t.c.SendPackets++
+		out.add(&r, t.local(), t.replyTo(qp.peer))
+		qp.c.SendPackets++
 	}
 }

@@ -30,8 +30,9 @@ const (
 // target's address becomes uc's. Serve returns nil when ctx ends it, and the
 // socket's error otherwise; it does not close uc. Several Serve calls may
 // run at once on sockets bound to the one address with SO_REUSEPORT: each
-// reads and writes its own socket on its own goroutine, and they take turns
-// in Process, which holds the target's lock.
+// reads, processes and writes on its own goroutine (see Process), and the
+// kernel sends all of a peer's datagrams to one socket while the set of
+// sockets stays the same.
 func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	local, ok := uc.LocalAddr().(*net.UDPAddr)
 	if !ok {
@@ -48,12 +49,8 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	}
 	conn.LoopbackGSOOnly() // the ICRCs assume identification 0
 	t.mu.Lock()
-	if t.addr != addr {
-		t.addr = addr
-		t.hdrs = headerCache{}
-		for _, qp := range t.qps {
-			qp.respBase.valid = false
-		}
+	if t.local() != addr {
+		t.addr.Store(&addr) // Process and the response caches follow
 	}
 	t.mu.Unlock()
 

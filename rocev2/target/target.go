@@ -23,8 +23,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -102,28 +104,44 @@ type Config struct {
 }
 
 // Target is a software RoCEv2 target. Its methods are safe for concurrent
-// use; Process, Tick and every method that changes state serialise on one
-// lock, so a Target uses one core.
+// use. Process runs on the calling goroutine and several may run at once:
+// each queue pair has its own lock, and the tables that name queue pairs
+// and regions are read without one, so packets of different queue pairs
+// are handled in parallel. The connection manager, Tick and the methods
+// that change the tables serialise on the target's lock.
 type Target struct {
-	mu          sync.Mutex
-	addr        netip.AddrPort
+	mu          sync.Mutex // guards the fields below up to c, and the CM; taken before any QP's
 	maxQPs      int
 	reply       uint16 // Config.ReplyPort
 	idleTimeout time.Duration
-	closed      bool
 	regions     map[uint32]*Region // by rkey
 	nextVA      uint64
 	qps         map[uint32]*QP // by QPN
+	qpsChanged  bool           // qps differs from qpTab: unlock publishes it
 	byComm      map[uint32]*QP // by the target's local comm ID
 	byReq       map[reqKey]*QP // by the peer's comm ID and address
 	listen      map[uint16]*listener
 	udPSN       rocev2.PSN // PSN of the target's QP 1 sends
-	c           Counters
-	pkt         rocev2.Packet // scratch packet for decoding
-	resp        rocev2.Packet // scratch packet for the target's requests
-	hdrs        headerCache   // ICRC states of recent sources
-	acking      []*QP         // QPs with an ACK pending in the batch under way
-	lastQP      *QP
+	c           Counters   // the CM's, the timers', each batch's and destroyed QPs' counts
+
+	// What the data path reads without the lock: copies of the tables,
+	// replaced (never changed) under it.
+	addr   atomic.Pointer[netip.AddrPort]
+	closed atomic.Bool
+	qpTab  atomic.Pointer[map[uint32]*QP]
+	regTab atomic.Pointer[map[uint32]*Region]
+
+	workers sync.Pool // *worker: a Process call's scratch
+}
+
+// worker is the scratch state of one Process call: per-goroutine, so that
+// parallel calls share nothing they write on the data path.
+type worker struct {
+	c      Counters       // this batch's counts of datagrams refused before a QP
+	pkt    rocev2.Packet  // the datagram being decoded
+	dst    netip.AddrPort // the target address hdrs holds states for
+	hdrs   headerCache    // ICRC states of recent sources
+	lastQP *QP
 }
 
 type reqKey struct {
@@ -153,7 +171,6 @@ func New(cfg Config) (*Target, error) {
 	// A synthetic VA space: a random page-aligned base in [2^40, 2^46).
 	base := (1<<40 | binary.LittleEndian.Uint64(b[:])&(1<<46-1)) &^ (pageSize - 1)
 	t := &Target{
-		addr:        cfg.Addr,
 		maxQPs:      cfg.MaxQPs,
 		reply:       cfg.ReplyPort,
 		idleTimeout: cfg.IdleTimeout,
@@ -165,8 +182,26 @@ func New(cfg Config) (*Target, error) {
 		listen:      make(map[uint16]*listener),
 		udPSN:       rocev2.PSN(random32() & rocev2.PSNMask),
 	}
+	t.addr.Store(&cfg.Addr)
+	t.qpTab.Store(&map[uint32]*QP{})
+	t.regTab.Store(&map[uint32]*Region{})
+	t.workers.New = func() any { return new(worker) }
 	return t, nil
 }
+
+// unlock releases t.mu, first publishing the queue pair table to the data
+// path if it changed.
+func (t *Target) unlock() {
+	if t.qpsChanged {
+		t.qpsChanged = false
+		tab := maps.Clone(t.qps)
+		t.qpTab.Store(&tab)
+	}
+	t.mu.Unlock()
+}
+
+// local returns the target's address.
+func (t *Target) local() netip.AddrPort { return *t.addr.Load() }
 
 // DefaultIdleTimeout is Config.IdleTimeout's default: long enough for any
 // pause of a live translator, which in any case reconnects when the target
@@ -176,7 +211,7 @@ const DefaultIdleTimeout = 10 * time.Minute
 func (t *Target) countTruncated() {
 	t.mu.Lock()
 	t.c.Truncated++
-	t.mu.Unlock()
+	t.unlock()
 }
 
 // replyTo returns where a response to a datagram from src goes
@@ -196,11 +231,7 @@ func checkAddr(a netip.Addr) error {
 }
 
 // Addr returns the target's address.
-func (t *Target) Addr() netip.AddrPort {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.addr
-}
+func (t *Target) Addr() netip.AddrPort { return t.local() }
 
 // Close destroys every queue pair and region registration and stops
 // listeners. Memory of the regions is the caller's again once Close
@@ -208,23 +239,28 @@ func (t *Target) Addr() netip.AddrPort {
 // DREQs (see Disconnect).
 func (t *Target) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	defer t.unlock()
+	if t.closed.Load() {
 		return ErrClosed
 	}
-	t.closed = true
+	t.closed.Store(true)
 	for _, r := range t.regions {
-		r.dead = true
+		r.dead.Store(true)
 	}
+	// A packet being applied holds its QP's lock: once each is taken, none
+	// is, and none will be.
 	for _, qp := range t.qps {
+		qp.mu.Lock()
 		qp.state = qpDestroyed
+		qp.mu.Unlock()
 	}
 	clear(t.regions)
+	t.regTab.Store(&map[uint32]*Region{})
 	clear(t.qps)
+	t.qpsChanged = true
 	clear(t.byComm)
 	clear(t.byReq)
 	clear(t.listen)
-	t.lastQP = nil
 	return nil
 }
 
@@ -278,13 +314,32 @@ type Counters struct {
 	Truncated   uint64 // datagrams longer than Serve's read buffer, dropped unread
 }
 
-// Counters returns a snapshot of the counters. It takes the target's lock,
-// so memory written by the packets it counts can be read safely (with the
-// Go memory model's happens-before) after it returns.
+// Counters returns a snapshot of the counters. It takes the target's lock
+// and each queue pair's, so memory written by the packets it counts can be
+// read safely (with the Go memory model's happens-before) after it returns.
 func (t *Target) Counters() Counters {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.c
+	defer t.unlock()
+	c := t.c
+	for _, qp := range t.qps {
+		qp.mu.Lock()
+		c.add(&qp.c)
+		qp.mu.Unlock()
+	}
+	return c
+}
+
+// counterWords is the number of uint64 counters in Counters, which has no
+// field of another type (a test checks).
+const counterWords = unsafe.Sizeof(Counters{}) / 8
+
+// add adds o's counts to c's.
+func (c *Counters) add(o *Counters) {
+	a := (*[counterWords]uint64)(unsafe.Pointer(c))
+	b := (*[counterWords]uint64)(unsafe.Pointer(o))
+	for i := range a {
+		a[i] += b[i]
+	}
 }
 
 const pageSize = 4096
@@ -297,7 +352,8 @@ type Region struct {
 	va     uint64
 	rkey   uint32
 	access Access
-	dead   bool
+	dead   atomic.Bool
+	race   raceLock // serialises writes under the race detector (see write)
 }
 
 // VA returns the virtual address of the region's first byte.
@@ -321,7 +377,7 @@ func (r *Region) Bytes() []byte { return r.mem }
 // random, unique, non-zero rkey. A region allowing RemoteAtomic needs mem to
 // start at an 8-byte aligned address, so atomics can use sync/atomic on it.
 // mem must not be resized or freed until Deregister (or Close) returns; the
-// target writes into it from the goroutine running Process or Serve.
+// target writes into it from the goroutines running Process or Serve.
 func (t *Target) Register(mem []byte, access Access) (*Region, error) {
 	if len(mem) == 0 {
 		return nil, fmt.Errorf("target.Register: %w: empty memory", ErrRegion)
@@ -333,8 +389,8 @@ func (t *Target) Register(mem []byte, access Access) (*Region, error) {
 		return nil, fmt.Errorf("target.Register: %w: memory not 8-byte aligned, needed for remote atomics", ErrRegion)
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	defer t.unlock()
+	if t.closed.Load() {
 		return nil, fmt.Errorf("target.Register: %w", ErrClosed)
 	}
 	r := &Region{t: t, mem: mem, va: t.nextVA, access: access}
@@ -348,6 +404,8 @@ func (t *Target) Register(mem []byte, access Access) (*Region, error) {
 		}
 	}
 	t.regions[r.rkey] = r
+	tab := maps.Clone(t.regions)
+	t.regTab.Store(&tab)
 	return r, nil
 }
 
@@ -355,26 +413,45 @@ func (t *Target) Register(mem []byte, access Access) (*Region, error) {
 // requests naming its rkey get NAK remote access error.
 func (t *Target) Deregister(r *Region) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r == nil || r.t != t || r.dead {
+	defer t.unlock()
+	if r == nil || r.t != t || r.dead.Load() {
 		return fmt.Errorf("target.Deregister: %w: not registered", ErrRegion)
 	}
-	r.dead = true
+	r.dead.Store(true)
 	delete(t.regions, r.rkey)
+	tab := maps.Clone(t.regions)
+	t.regTab.Store(&tab)
+	// A write into r checked it alive under its QP's lock: once each lock
+	// is taken, no such write is under way.
+	for _, qp := range t.qps {
+		qp.mu.Lock()
+		//lint:ignore SA2001 an empty critical section is the barrier
+		qp.mu.Unlock()
+	}
 	return nil
 }
 
-// lookup returns the live region with rkey, or nil. It is called with t.mu
-// held; qp caches the last region it used.
+// lookup returns the live region with rkey, or nil. qp's lock is held; qp
+// caches the last region it used.
 func (t *Target) lookup(qp *QP, rkey uint32) *Region {
-	if r := qp.lastRegion; r != nil && r.rkey == rkey && !r.dead {
+	if r := qp.lastRegion; r != nil && r.rkey == rkey && !r.dead.Load() {
 		return r
 	}
-	r := t.regions[rkey]
+	r := (*t.regTab.Load())[rkey]
 	if r != nil {
 		qp.lastRegion = r
 	}
 	return r
+}
+
+// write copies b into r's memory at off (checked in bounds). Two queue pairs
+// may write the same bytes at once, as two engines of a NIC may: the
+// primitives' checksums catch a torn slot. Only the race detector, which
+// cannot tell that designed overlap from a bug, gets the writes serialised.
+func (r *Region) write(off uint64, b []byte) {
+	r.race.lock()
+	copy(r.mem[off:off+uint64(len(b))], b)
+	r.race.unlock()
 }
 
 // span returns the offset in r of n bytes at va, and whether they lie

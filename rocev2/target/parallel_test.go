@@ -1,0 +1,262 @@
+package target
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/dtakit/dtakit/rocev2"
+)
+
+// addPeer connects peer s (address 10.0.1.s, QPN 0x100+s) to tg without the
+// CM.
+func addPeer(tb testing.TB, tg *Target, s int) *peer {
+	tb.Helper()
+	p := &peer{tb: tb, t: tg, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(s)}), 50000), qpn: 0x100 + uint32(s), psn: 0xFFFF00}
+	var err error
+	p.qp, err = tg.NewQP(QPConfig{Peer: p.addr, RemoteQPN: p.qpn, RecvPSN: p.psn})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// decodeAll decodes the datagrams of out, sent by the target at targetAddr.
+func decodeAll(out *Output) ([]rocev2.Packet, error) {
+	var res []rocev2.Packet
+	for _, d := range out.Datagrams() {
+		var pkt rocev2.Packet
+		if err := pkt.DecodeDatagram(append([]byte(nil), d.Data...), targetAddr, d.Addr); err != nil {
+			return nil, err
+		}
+		res = append(res, pkt)
+	}
+	return res, nil
+}
+
+// TestProcessParallel runs Process on four goroutines at once, each the
+// requester of its own queue pair, writing its own slots and adding to one
+// shared counter, while another goroutine ticks, reads the counters and
+// registers and deregisters a region. Every write lands, every response
+// goes to the queue pair it answers, the FETCH_ADDs are atomic across cores
+// (their original values are 0..n-1, each once) and the counters add up.
+func TestProcessParallel(t *testing.T) {
+	const (
+		workers = 4
+		batches = 100
+		writes  = ServeBatch - 4 // and 4 FETCH_ADDs per batch
+	)
+	tg, err := New(Config{Addr: targetAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGuarded(8 * (1 + workers*writes))
+	r := register(t, tg, g, RemoteWrite|RemoteAtomic)
+	type job struct {
+		p    *peer
+		in   [][]Datagram
+		last []rocev2.PSN // the PSN of each batch's last write
+	}
+	jobs := make([]*job, workers)
+	for s := range jobs {
+		j := &job{p: addPeer(t, tg, s)}
+		for b := range batches {
+			var in []Datagram
+			for i := range ServeBatch {
+				var f []byte
+				if i%16 == 15 {
+					f = j.p.atomic(rocev2.RCFetchAdd, r.VA(), r.RKey(), 1, 0)
+				} else {
+					slot := 1 + s*writes + i - i/16
+					var v [8]byte
+					binary.LittleEndian.PutUint64(v[:], uint64(s)<<32|uint64(b))
+					if i == ServeBatch-2 {
+						j.last = append(j.last, j.p.psn)
+					}
+					f = j.p.write(r.VA()+uint64(8*slot), r.RKey(), v[:], i == ServeBatch-2)
+				}
+				in = append(in, Datagram{Data: f, Addr: j.p.addr})
+			}
+			j.in = append(j.in, in)
+		}
+		jobs[s] = j
+	}
+
+	var stop atomic.Bool
+	var side sync.WaitGroup
+	side.Add(1)
+	go func() {
+		defer side.Done()
+		var out Output
+		spare := newGuarded(64)
+		for !stop.Load() {
+			out.Reset()
+			tg.Tick(t0, &out)
+			_ = tg.Counters()
+			if sr, err := tg.Register(spare.mem, RemoteWrite); err == nil {
+				_ = tg.Deregister(sr)
+			}
+		}
+	}()
+	origs := make([][]uint64, workers)
+	errs := make(chan string, workers)
+	var wg sync.WaitGroup
+	for s, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out Output
+			for b, in := range j.in {
+				out.Reset()
+				tg.Process(t0, in, &out)
+				resp, err := decodeAll(&out)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				acks := 0
+				for _, p := range resp {
+					switch {
+					case p.BTH.DestQP != j.p.qpn:
+						errs <- "a response to another queue pair"
+						return
+					case p.BTH.Opcode == rocev2.RCAtomicAcknowledge:
+						origs[s] = append(origs[s], p.AtomicAckETH.OrigRemoteData)
+					case p.BTH.Opcode == rocev2.RCAcknowledge && p.AETH.Syndrome == rocev2.SyndromeACK && p.BTH.PSN == j.last[b]:
+						acks++
+					default:
+						errs <- "an unexpected response"
+						return
+					}
+				}
+				if acks != 1 {
+					errs <- "no ACK of the batch's last write"
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	side.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+
+	c := tg.Counters()
+	const adds = workers * batches * 4
+	if got := binary.LittleEndian.Uint64(g.mem); got != adds {
+		t.Errorf("shared counter %d, want %d", got, adds)
+	}
+	seen := make([]bool, adds)
+	for _, o := range origs {
+		for _, v := range o {
+			if v >= adds || seen[v] {
+				t.Fatalf("FETCH_ADD returned %d twice or out of range: not atomic", v)
+			}
+			seen[v] = true
+		}
+	}
+	for s := range workers {
+		var want [8]byte
+		binary.LittleEndian.PutUint64(want[:], uint64(s)<<32|uint64(batches-1))
+		for i := range writes {
+			slot := 1 + s*writes + i
+			if got := g.mem[8*slot : 8*slot+8]; !bytes.Equal(got, want[:]) {
+				t.Fatalf("worker %d slot %d holds %x, want %x", s, slot, got, want)
+			}
+		}
+	}
+	g.check(t)
+	total := uint64(workers * batches * ServeBatch)
+	if c.Frames != total || c.WritePackets != workers*batches*writes || c.Atomics != adds ||
+		c.AtomicACKs != adds || c.ACKs != workers*batches || c.NAKSequence+c.NAKInvalid+c.NAKAccess+c.Unknown+c.Duplicates != 0 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+// TestDeregisterStopsParallelWrites deregisters a region while two
+// goroutines write into it through Process: once Deregister returns, its
+// memory never changes again, and the writers' queue pairs get NAK remote
+// access error.
+func TestDeregisterStopsParallelWrites(t *testing.T) {
+	tg, err := New(Config{Addr: targetAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGuarded(4096)
+	r := register(t, tg, g, RemoteWrite)
+	var after atomic.Bool // set once Deregister returned
+	var started, wg sync.WaitGroup
+	var rounds [2]atomic.Int64
+	for s := range 2 {
+		p := addPeer(t, tg, s)
+		started.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out Output
+			for n := 1; ; n++ {
+				var v [8]byte
+				binary.LittleEndian.PutUint64(v[:], uint64(n))
+				in := []Datagram{{Data: p.write(r.VA()+uint64(8*(s+2*(n%200))), r.RKey(), v[:], true), Addr: p.addr}}
+				out.Reset()
+				tg.Process(t0, in, &out)
+				if n == 10 {
+					started.Done()
+				}
+				rounds[s].Add(1)
+				if after.Load() && n > 10 && rounds[s].Load() > 1000 {
+					return
+				}
+			}
+		}()
+	}
+	started.Wait()
+	if err := tg.Deregister(r); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := append([]byte(nil), g.mem...)
+	base := [2]int64{rounds[0].Load(), rounds[1].Load()}
+	after.Store(true)
+	wg.Wait()
+	if !bytes.Equal(g.mem, snapshot) {
+		t.Fatal("region memory changed after Deregister returned")
+	}
+	if rounds[0].Load() == base[0] || rounds[1].Load() == base[1] {
+		t.Fatal("the writers stopped before Deregister was tested")
+	}
+	if c := tg.Counters(); c.NAKAccess != 2 || c.WritePackets < 20 {
+		t.Errorf("counters %+v, want one NAK remote access error per queue pair", c)
+	}
+	g.check(t)
+}
+
+// TestCountersAreWords: Counters.add treats Counters as an array of uint64.
+func TestCountersAreWords(t *testing.T) {
+	var c Counters
+	a := (*[counterWords]uint64)(unsafe.Pointer(&c))
+	for i := range a {
+		a[i] = uint64(i + 1)
+	}
+	v := reflect.ValueOf(c)
+	if v.NumField() != int(counterWords) {
+		t.Fatalf("Counters has %d fields, %d words", v.NumField(), counterWords)
+	}
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() != reflect.Uint64 || f.Uint() != uint64(i+1) {
+			t.Fatalf("field %s is not the uint64 word %d", v.Type().Field(i).Name, i)
+		}
+	}
+	d := c
+	d.add(&c)
+	if d.Frames != 2 || d.Truncated != 2*uint64(counterWords) {
+		t.Errorf("add: %+v", d)
+	}
+}
