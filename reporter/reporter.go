@@ -289,46 +289,52 @@ func (r *Reporter) Close() error {
 func (r *Reporter) readAcks() {
 	defer r.wg.Done()
 	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), 0, func(ms []udpio.Message, _ time.Time) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.closed {
-			return false
-		}
-		resent := false
-		for i := range ms {
-			if unmapped(ms[i].Addr) != r.cfg.Translator {
-				r.c.Foreign++ // only the translator NACKs: a forgery or a stray
-				continue
-			}
-			a, err := dta.ParseAck(ms[i].Buf[:ms[i].N])
-			if err != nil || !a.NACK {
-				if err != nil {
-					r.c.Unknown++
-				}
-				continue
-			}
-			r.c.NACKs++
-			w := &r.window[int(a.Seq)%len(r.window)]
-			switch {
-			case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq:
-				r.c.Unknown++ // never sent, or no longer in the window
-			case w.resends >= r.cfg.MaxResends:
-				r.c.GaveUp++
-			default:
-				w.resends++
-				r.c.Resent++
-				resent = true
-				r.batch = append(r.batch, udpio.Message{Buf: w.b})
-				if len(r.batch) == cap(r.batch) {
-					_ = r.flushLocked()
-				}
-			}
-		}
-		if resent {
-			_ = r.flushLocked()
-		}
-		return true
+		return r.handleAcks(ms)
 	})
+}
+
+// handleAcks takes a batch of acks and resends what they NACK; it reports
+// false once the reporter is closed.
+func (r *Reporter) handleAcks(ms []udpio.Message) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	resent := false
+	for i := range ms {
+		if unmapped(ms[i].Addr) != r.cfg.Translator {
+			r.c.Foreign++ // only the translator NACKs: a forgery or a stray
+			continue
+		}
+		a, err := dta.ParseAck(ms[i].Buf[:ms[i].N])
+		if err != nil || !a.NACK {
+			if err != nil {
+				r.c.Unknown++
+			}
+			continue
+		}
+		r.c.NACKs++
+		w := &r.window[int(a.Seq)%len(r.window)]
+		switch {
+		case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq:
+			r.c.Unknown++ // never sent, or no longer in the window
+		case w.resends >= r.cfg.MaxResends:
+			r.c.GaveUp++
+		default:
+			w.resends++
+			r.c.Resent++
+			resent = true
+			r.batch = append(r.batch, udpio.Message{Buf: w.b})
+			if len(r.batch) == cap(r.batch) {
+				_ = r.flushLocked()
+			}
+		}
+	}
+	if resent {
+		_ = r.flushLocked()
+	}
+	return true
 }
 
 func unmapped(a netip.AddrPort) netip.AddrPort {

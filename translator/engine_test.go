@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -552,5 +553,26 @@ func TestWideNACKCarriesReason(t *testing.T) {
 	want := dta.Ack{Seq: 0xABCDEF01, NACK: true, Wide: true, Reason: dta.ReasonNoInstance}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("NACKs %+v, want %+v", got, want)
+	}
+}
+
+// TestAdvertisedRegionBoundsTheBatcher: an Append geometry too large for
+// its advertised region is refused before the batcher's per-list state is
+// allocated (16 M lists would take hundreds of MB).
+func TestAdvertisedRegionBoundsTheBatcher(t *testing.T) {
+	l := appendlist.Layout{Lists: 1 << 24, Entries: 1, EntrySize: 4, Batch: 1}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var in instance
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := in.configure(dta.Advertisement{VA: 0x1000, Length: 4096, RKey: 1, Primitive: dta.OpAppend, Geometry: geometry(l)}, Config{})
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("a 64 MiB layout in a 4 KiB region accepted")
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("refusing it allocated %d bytes", n)
 	}
 }

@@ -79,3 +79,68 @@ func fuzzRoCEBody(t *testing.T, b []byte) {
 		}
 	}
 }
+
+// FuzzAdvertisement replaces the advertisement one collector instance
+// sends (input byte 0 picks which of four) with the fuzzer's bytes while
+// the engine waits for it. An input that parses as an advertisement keeps
+// the instance's real address, length and rkey, so that what the engine
+// accepts is bounded by the memory it names: whatever the primitive and
+// geometry, the engine must not panic, must finish discovery, must write
+// only inside that memory (the fake target checks every write) and must
+// count every report it is then given.
+func FuzzAdvertisement(f *testing.F) {
+	for i, in := range allInsts(f) {
+		ad := dta.Advertisement{VA: 1, Length: uint32(len(in.mem)), RKey: 2, Primitive: in.prim, Geometry: in.geom}
+		b, _ := ad.AppendTo(nil)
+		f.Add(append([]byte{byte(i)}, b...))
+		f.Add(append([]byte{byte(i)}, b[:len(b)-1]...))
+	}
+	f.Add([]byte{0, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || len(b) > 512 { // an advertisement is tens of bytes; long inputs only slow minimising
+			return
+		}
+		insts := allInsts(t)
+		ft := newFakeTarget(t, insts...)
+		pick := int(b[0]) % len(insts)
+		ft.advertBody = func(q *fakeQP, real []byte) []byte {
+			if q.inst != pick {
+				return real
+			}
+			body := append([]byte(nil), b[1:]...)
+			if ad, err := dta.ParseAdvertisement(body); err == nil {
+				in := insts[pick]
+				ad.VA, ad.Length, ad.RKey = in.va, uint32(len(in.mem)), in.rkey
+				if enc, err := ad.AppendTo(nil); err == nil {
+					body = enc
+				}
+			}
+			return body
+		}
+		h := newHarness(t, Config{RingSize: 64}, ft)
+		h.e.Start(h.now)
+		h.pump()
+		h.advance(time.Second, 100*time.Millisecond)
+		if done, _ := h.e.Connected(); !done {
+			t.Fatal("discovery did not finish")
+		}
+		reports := []dta.Report{kwReport(1, 2, 3), kiReport(1, 2, 3), alReport(1, 2, true), pcReport(1, 2, 3), pcReport(1, 1, 4)}
+		for _, r := range reports {
+			h.report(r)
+			h.pump()
+		}
+		h.e.Flush()
+		h.pump()
+		c := h.e.Counters()
+		var counted uint64
+		for _, n := range c.Reports {
+			counted += n
+		}
+		if counted != uint64(len(reports)) || c.Malformed != 0 {
+			t.Fatalf("%d reports counted of %d: %+v", counted, len(reports), c)
+		}
+		if c.EncodeErrors != 0 || !h.e.Idle() {
+			t.Fatalf("engine after the advertisement: %+v", c)
+		}
+	})
+}

@@ -108,12 +108,13 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		// The region bounds the batcher's memory: checked first.
+		if l.RegionSize() > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
+		}
 		b, err := appendlist.NewBatcher(l)
 		if err != nil {
 			return err
-		}
-		if l.RegionSize() > uint64(ad.Length) {
-			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, l.RegionSize())
 		}
 		in.al, in.batcher = l, b
 		batch := max(l.Batch, 1) * l.SlotSize()

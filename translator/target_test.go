@@ -60,11 +60,12 @@ type fakeTarget struct {
 	qps     map[uint32]*fakeQP
 	nextQPN uint32
 
-	silent       bool          // answer nothing at all
-	rejectReason uint16        // reason for ports past the last instance (default 8)
-	nakAccess    bool          // answer data with a remote access error
-	startPSN     func() uint32 // the PSN it expects first (default random)
-	noAck        bool          // never acknowledge data
+	silent       bool                                // answer nothing at all
+	rejectReason uint16                              // reason for ports past the last instance (default 8)
+	nakAccess    bool                                // answer data with a remote access error
+	startPSN     func() uint32                       // the PSN it expects first (default random)
+	advertBody   func(q *fakeQP, real []byte) []byte // replaces the advertisement sent (nil: the real one)
+	noAck        bool                                // never acknowledge data
 
 	reqs     []cm.ConnectRequest
 	rtus     int
@@ -116,6 +117,9 @@ func (ft *fakeTarget) advert(q *fakeQP) {
 	b, err := ad.AppendTo(nil)
 	if err != nil {
 		ft.t.Fatalf("fake target: advertisement: %v", err)
+	}
+	if ft.advertBody != nil {
+		b = ft.advertBody(q, b)
 	}
 	ft.send(&rocev2.Packet{
 		BTH:     rocev2.BTH{Opcode: rocev2.RCSendOnly, PKey: 0xFFFF, DestQP: q.peerQPN, PSN: q.sendPSN, AckReq: true},

@@ -2,6 +2,7 @@ package target
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -120,6 +121,94 @@ func FuzzProcess(f *testing.F) {
 					t.Fatalf("region without remote write written at %d, and no atomic ran", i)
 				}
 			}
+		}
+	})
+}
+
+// FuzzCM drives the target's connection manager past the REQ: a peer
+// connects (REQ, REP, RTU), then the fuzzer's CM messages follow, each as
+//
+//	kind (1) · flags (1) · local comm ID (4) · remote comm ID (4)
+//
+// kind picks RTU, DREQ, DREP, REJ, REQ or REP; flags bit 0 sends it from
+// another address, bit 1 uses the connection's real comm IDs instead of
+// the given ones, bits 2-7 first advance the clock by that many 50 ms and
+// tick. Whatever comes: every datagram the target sends decodes, messages
+// from another address never end the connection (while the peer itself
+// sent nothing but the handshake, its QP still takes a WRITE), and a new
+// peer can still connect at the end. (The peer acknowledges the greeting
+// first, so that the QP lives while time passes.)
+func FuzzCM(f *testing.F) {
+	f.Add([]byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 4, 2, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{4, 1, 0, 0, 0, 1, 0, 0, 0, 2, 5, 0, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{2, 0xfe, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) > 10*64 {
+			return
+		}
+		c, _ := newCMPeer(t)
+		rep, greet := c.connect(t)
+		c.qp = c.t.qps[rep.LocalQPN]
+		c.send(c.frame(rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, PSN: greet.BTH.PSN}, AETH: rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: 1}}))
+		foreign := &cmPeer{peer: &peer{tb: t, t: c.t, addr: netip.MustParseAddrPort("10.0.0.3:50000"), qpn: 0x321}, commID: c.commID, tid: 5}
+		now := t0
+		peerSpoke := false
+		for ; len(in) >= 10; in = in[10:] {
+			kind, flags := in[0]%6, in[1]
+			local, remote := binary.BigEndian.Uint32(in[2:]), binary.BigEndian.Uint32(in[6:])
+			if flags&2 != 0 {
+				local, remote = c.commID, rep.LocalCommID
+			}
+			from := c
+			if flags&1 != 0 {
+				from = foreign
+			} else {
+				peerSpoke = true
+			}
+			if d := time.Duration(flags>>2) * 50 * time.Millisecond; d > 0 {
+				now = now.Add(d)
+				from.tick(now)
+			}
+			var h cm.MADHeader
+			var m cm.Message
+			switch kind {
+			case 0:
+				h, m = cm.Header(from.tid, cm.AttrRTU), &cm.ReadyToUse{LocalCommID: local, RemoteCommID: remote}
+			case 1:
+				h, m = cm.Header(from.tid, cm.AttrDREQ), &cm.DisconnectRequest{LocalCommID: local, RemoteCommID: remote, RemoteQPN: rep.LocalQPN}
+			case 2:
+				h, m = cm.Header(from.tid, cm.AttrDREP), &cm.DisconnectReply{LocalCommID: local, RemoteCommID: remote}
+			case 3:
+				h, m = cm.Header(from.tid, cm.AttrREJ), &cm.Reject{LocalCommID: local, RemoteCommID: remote, Reason: uint16(flags)}
+			case 4:
+				from.commID = local
+				from.sendAt(now, from.req(40050))
+				continue
+			case 5:
+				h, m = cm.Header(from.tid, cm.AttrREP), &cm.ConnectReply{LocalCommID: local, RemoteCommID: remote, LocalQPN: 7}
+			}
+			from.sendAt(now, from.mad(h, m))
+		}
+		if !peerSpoke {
+			c.qp = c.t.qps[rep.LocalQPN]
+			if c.qp == nil {
+				t.Fatal("messages from another address ended the connection")
+			}
+			c.psn = rocev2.PSN(rep.StartingPSN) // the RTU left it there
+			g := newGuarded(64)
+			r := register(t, c.t, g, RemoteWrite)
+			psn := c.psn
+			wantAck(t, c.sendAt(now, c.write(r.VA(), r.RKey(), []byte{1, 2, 3, 4}, true)), rocev2.SyndromeACK, psn)
+		}
+		late := &cmPeer{peer: &peer{tb: t, t: c.t, addr: netip.MustParseAddrPort("10.0.0.9:50000"), qpn: 0x999, psn: 5}, commID: 0xABC, tid: 9}
+		ms := cmMessages(t, late.sendAt(now, late.req(40050)))
+		if len(ms) != 1 {
+			t.Fatalf("a new peer's REQ answered with %v", ms)
+		}
+		if _, ok := ms[0].(*cm.ConnectReply); !ok {
+			t.Fatalf("a new peer's REQ answered with %v", ms[0])
 		}
 	})
 }

@@ -1,0 +1,118 @@
+package reporter
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/udpio"
+)
+
+// FuzzNACKs hands a reporter that sent some reports a batch of acks built
+// from the input:
+//
+//	flags (1) · reports sent (1) · then per ack: source (1) · length (1) · bytes
+//
+// flags bit 0 selects wide sequence numbers; an ack's source byte, when
+// odd, makes it come from another address than the translator. Whatever
+// the acks say, the reporter resends only reports it sent, each the report
+// whose number a NACK from the translator named, never more than
+// MaxResends times, and counts every ack it cannot use.
+func FuzzNACKs(f *testing.F) {
+	nack := func(seq uint32, wide bool) []byte {
+		return dta.Ack{Seq: seq, NACK: true, Wide: wide}.AppendTo(nil)
+	}
+	n5 := nack(5, false)
+	w5 := nack(5, true)
+	f.Add(append([]byte{0, 10, 0, byte(len(n5))}, n5...))
+	f.Add(append([]byte{1, 10, 0, byte(len(w5))}, w5...))
+	f.Add(append([]byte{1, 10, 1, byte(len(w5))}, w5...))
+	f.Add(append(append([]byte{0, 255, 0, byte(len(n5))}, n5...), append([]byte{0, byte(len(n5))}, n5...)...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 2 || len(in) > 1024 {
+			return
+		}
+		s := newSink(t)
+		wide := in[0]&1 != 0
+		r, err := New(Config{Translator: s.addr(), Sequenced: true, WideSequence: wide, Batch: 1, MaxResends: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		sent := map[uint32][]byte{} // by sequence number, as sent
+		for i := range int(in[1]) + 300*int(in[0]>>7) {
+			if err := r.KeyWrite(uint32(i), []byte{byte(i), 1, 2, 3}, 1); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := s.read()
+			h, err := dta.ParseHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent[h.Seq] = b
+		}
+		var ms []udpio.Message
+		other := netip.MustParseAddrPort("127.0.0.1:9")
+		for in = in[2:]; len(in) >= 2; {
+			src, n := in[0], min(int(in[1]), len(in)-2)
+			m := udpio.Message{Buf: append([]byte(nil), in[2:2+n]...), N: n, Addr: s.addr()}
+			if src&1 != 0 {
+				m.Addr = other
+			}
+			ms = append(ms, m)
+			in = in[2+n:]
+		}
+		r.handleAcks(ms)
+		c := r.Counters()
+		if c.NACKs != c.Resent+c.GaveUp+c.Unknown-malformed(ms, s.addr()) {
+			t.Fatalf("NACKs %d, resent %d, gave up %d, unknown %d (%d malformed)", c.NACKs, c.Resent, c.GaveUp, c.Unknown, malformed(ms, s.addr()))
+		}
+		resends := map[uint32]int{}
+		for range c.Resent {
+			b, _ := s.read()
+			h, err := dta.ParseHeader(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, sent[h.Seq]) {
+				t.Fatalf("resent %x as number %d, which was sent as %x", b, h.Seq, sent[h.Seq])
+			}
+			if resends[h.Seq]++; resends[h.Seq] > 2 {
+				t.Fatalf("number %d resent more than MaxResends times", h.Seq)
+			}
+			named := false
+			for _, m := range ms {
+				a, err := dta.ParseAck(m.Buf[:m.N])
+				named = named || (err == nil && m.Addr == s.addr() && a.NACK && a.Seq == h.Seq && a.Wide == wide)
+			}
+			if !named {
+				t.Fatalf("number %d resent, but no NACK from the translator names it", h.Seq)
+			}
+		}
+		if c.Foreign != foreign(ms, s.addr()) {
+			t.Fatalf("foreign %d, want %d", c.Foreign, foreign(ms, s.addr()))
+		}
+	})
+}
+
+// malformed counts the acks from the translator that do not parse.
+func malformed(ms []udpio.Message, from netip.AddrPort) uint64 {
+	n := uint64(0)
+	for _, m := range ms {
+		if _, err := dta.ParseAck(m.Buf[:m.N]); err != nil && m.Addr == from {
+			n++
+		}
+	}
+	return n
+}
+
+func foreign(ms []udpio.Message, from netip.AddrPort) uint64 {
+	n := uint64(0)
+	for _, m := range ms {
+		if m.Addr != from {
+			n++
+		}
+	}
+	return n
+}
