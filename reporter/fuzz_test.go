@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
@@ -63,8 +64,17 @@ func FuzzNACKs(f *testing.F) {
 			ms = append(ms, m)
 			in = in[2+n:]
 		}
-		r.handleAcks(ms)
+		now := time.Now()
+		r.handleAcks(ms, now)
+		// Idle ticks until every resend's backoff and pace allowed it.
+		for i := 0; i < 10000 && r.pending() > 0; i++ {
+			now = now.Add(10 * time.Millisecond)
+			r.handleAcks(nil, now)
+		}
 		c := r.Counters()
+		if r.pending() != 0 || c.Lost < c.GaveUp {
+			t.Fatalf("%d resends pending, counters %+v", r.pending(), c)
+		}
 		if c.NACKs != c.Resent+c.GaveUp+c.Unknown-malformed(ms, s.addr()) {
 			t.Fatalf("NACKs %d, resent %d, gave up %d, unknown %d (%d malformed)", c.NACKs, c.Resent, c.GaveUp, c.Unknown, malformed(ms, s.addr()))
 		}
@@ -115,4 +125,11 @@ func foreign(ms []udpio.Message, from netip.AddrPort) uint64 {
 		}
 	}
 	return n
+}
+
+// pending returns the number of resends waiting.
+func (r *Reporter) pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.resends)
 }

@@ -2,6 +2,12 @@
 // dta, batches them (sendmmsg through internal/udpio), and, when asked,
 // numbers them (the S flag) and resends the ones a translator NACKs.
 //
+// Flow control: Config.Rate paces the stream (Send blocks), and with
+// HandleNACKs a NACK saying the translator is busy halves the pace, which
+// then grows back by a quarter every 10 ms without one; the NACKed report is
+// resent after a backoff (1 ms, doubling per resend). A report the
+// translator refused for good is counted in Lost and handed to OnLoss.
+//
 // A Reporter is the software stand-in for a switch or host that emits
 // telemetry: one socket to the translator's report port, and optionally one
 // listening for NACKs on the ack port (docs/DTA-WIRE.md section 8.6).
@@ -38,6 +44,26 @@ type sent struct {
 	resends int
 }
 
+// resend is a NACKed report waiting for its backoff to pass.
+type resend struct {
+	seq    uint32
+	due    time.Time
+	reason dta.Reason
+}
+
+// Pacing parameters.
+const (
+	// paceWindow is the period over which the send rate is measured and
+	// the pace raised when no NACK said busy.
+	paceWindow = 10 * time.Millisecond
+	// minPace is the lowest pace backpressure brings a reporter to.
+	minPace = 1000.0
+	// lingerQuiet is how long Close waits after the last NACK, and
+	// lingerMax the most it waits, for NACKs of the reports just sent.
+	lingerQuiet = 20 * time.Millisecond
+	lingerMax   = time.Second
+)
+
 // DefaultBatch is the number of reports sent in one system call.
 const DefaultBatch = 64
 
@@ -63,11 +89,23 @@ type Config struct {
 	HandleNACKs bool
 	// AckPort is the port NACKs arrive on (default 40044, dta.AckPort).
 	AckPort uint16
-	// MaxResends bounds the resends of one report (default 3), so that a
+	// MaxResends bounds the resends of one report (default 8), so that a
 	// translator that keeps refusing it does not make the two ping-pong.
+	// The first waits 1 ms, each next one twice as long.
 	MaxResends int
 	// Batch is the number of reports sent per system call (default 64).
 	Batch int
+	// Rate caps the reports sent per second, resends included (0: no
+	// cap). Send blocks while the cap is reached, sending what it queued
+	// first; a burst of at most Batch (or a millisecond's worth) goes at
+	// once.
+	Rate float64
+	// OnLoss, when not nil, is called for each report the translator
+	// NACKed and that is not resent: its sequence number, its bytes (nil
+	// when the window no longer holds it) and the NACK's reason. It runs on
+	// the reporter's ack goroutine, or in Close, without the reporter's
+	// lock.
+	OnLoss func(seq uint32, report []byte, reason dta.Reason)
 }
 
 // Counters counts what a Reporter did.
@@ -78,7 +116,11 @@ type Counters struct {
 	Unknown uint64 // NACKs for a sequence number not in the window, and malformed acks
 	Foreign uint64 // acks from an address other than the translator's report socket, ignored
 	GaveUp  uint64 // NACKs not answered: the report was resent MaxResends times
+	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
+
+	Backoffs uint64 // busy NACKs that halved the pace
+	Waits    uint64 // times Send blocked for the pace or for a resend to leave the window
 }
 
 // Reporter builds and sends reports. Its methods are safe for concurrent use.
@@ -95,6 +137,26 @@ type Reporter struct {
 	closed  bool
 	wg      sync.WaitGroup
 	scratch dta.Report
+
+	// Pacing (see the package comment). pace is the current cap in
+	// reports per second, 0 for none.
+	pace      float64
+	tokens    float64
+	lastFill  time.Time
+	winStart  time.Time
+	winSent   int
+	peak      float64 // the highest rate measured over a window
+	lastCut   time.Time
+	lastNACK  time.Time
+	resends   []resend // NACKed reports waiting, oldest first
+	losses    []loss   // to hand to OnLoss once the lock is released
+	lossCalls sync.Mutex
+}
+
+type loss struct {
+	seq    uint32
+	b      []byte
+	reason dta.Reason
 }
 
 // New opens a reporter's sockets.
@@ -113,13 +175,19 @@ func New(cfg Config) (*Reporter, error) {
 		cfg.Batch = DefaultBatch
 	}
 	if cfg.MaxResends == 0 {
-		cfg.MaxResends = 3
+		cfg.MaxResends = 8
+	}
+	if cfg.MaxResends < 0 || cfg.MaxResends > 16 {
+		return nil, fmt.Errorf("%w: %d resends, want 1..16", ErrConfig, cfg.MaxResends)
 	}
 	if cfg.Batch < 1 || cfg.Batch > 1024 {
 		return nil, fmt.Errorf("%w: batch of %d, want 1..1024", ErrConfig, cfg.Batch)
 	}
 	if cfg.WideSequence && !cfg.Sequenced {
 		return nil, fmt.Errorf("%w: wide sequence numbers need Sequenced", ErrConfig)
+	}
+	if cfg.Rate < 0 || cfg.Rate != cfg.Rate {
+		return nil, fmt.Errorf("%w: rate %v", ErrConfig, cfg.Rate)
 	}
 	if cfg.HandleNACKs && (!cfg.Sequenced || cfg.Local.Addr().IsUnspecified()) {
 		return nil, fmt.Errorf("%w: NACK handling needs sequenced reports and a specific local address", ErrConfig)
@@ -133,7 +201,10 @@ func New(cfg Config) (*Reporter, error) {
 		uc.Close()
 		return nil, fmt.Errorf("reporter: %w", err)
 	}
-	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Message, 0, cfg.Batch)}
+	now := time.Now()
+	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Message, 0, cfg.Batch),
+		pace: cfg.Rate, lastFill: now, winStart: now}
+	r.tokens = r.burst()
 	if cfg.Sequenced {
 		r.window = make([]sent, 256)
 		if cfg.WideSequence {
@@ -176,8 +247,8 @@ func (r *Reporter) Counters() Counters {
 func (r *Reporter) Send(rep *dta.Report) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return ErrClosed
+	if err := r.waitLocked(); err != nil {
+		return err
 	}
 	r.scratch = *rep
 	h := &r.scratch.Header
@@ -208,10 +279,70 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		r.seq++
 	}
 	r.batch = append(r.batch, udpio.Message{Buf: msg})
+	r.tokens--
+	r.winSent++
 	if len(r.batch) == cap(r.batch) {
 		return r.flushLocked()
 	}
 	return nil
+}
+
+// burst is the most reports the pace lets go at once.
+func (r *Reporter) burst() float64 {
+	return max(float64(r.cfg.Batch), r.pace/1000)
+}
+
+// refill adds the tokens the pace earned since the last call, and at the
+// end of each paceWindow measures the rate and raises a pace that no busy
+// NACK lowered during it.
+func (r *Reporter) refill(now time.Time) {
+	if r.pace > 0 {
+		r.tokens = min(r.tokens+now.Sub(r.lastFill).Seconds()*r.pace, r.burst())
+	}
+	r.lastFill = now
+	if el := now.Sub(r.winStart); el >= paceWindow {
+		rate := float64(r.winSent) / el.Seconds()
+		r.peak = max(r.peak, rate)
+		r.winStart, r.winSent = now, 0
+		if r.pace > 0 && now.Sub(r.lastCut) >= paceWindow {
+			r.pace *= 1.25
+			switch {
+			case r.cfg.Rate > 0:
+				r.pace = min(r.pace, r.cfg.Rate)
+			case r.pace >= 2*r.peak:
+				r.pace = 0 // back to no cap
+			}
+		}
+	}
+}
+
+// waitLocked blocks, with the lock released, until the pace allows one
+// more report and no NACKed report waiting for its resend would leave the
+// window when it is sent. r.mu is held.
+func (r *Reporter) waitLocked() error {
+	for {
+		if r.closed {
+			return ErrClosed
+		}
+		now := time.Now()
+		r.refill(now)
+		var d time.Duration
+		switch {
+		case len(r.resends) > 0 && r.window != nil && r.seq-r.resends[0].seq >= uint32(len(r.window)):
+			d = time.Millisecond // the ack goroutine resends it
+		case r.pace > 0 && r.tokens < 1:
+			d = time.Duration((1 - r.tokens) / r.pace * float64(time.Second))
+		default:
+			return nil
+		}
+		r.c.Waits++
+		if err := r.flushLocked(); err != nil {
+			return err
+		}
+		r.mu.Unlock()
+		time.Sleep(max(d, 20*time.Microsecond))
+		r.mu.Lock()
+	}
 }
 
 // KeyWrite sends a Key-Write report: data under key, n copies.
@@ -266,8 +397,10 @@ func (r *Reporter) flushLocked() error {
 	return first
 }
 
-// Close sends what is queued, stops listening for NACKs and closes the
-// sockets.
+// Close sends what is queued and, with HandleNACKs, keeps answering NACKs
+// until none came for 20 ms and no resend is pending (at most a second);
+// what is still pending then is lost (counted, and handed to OnLoss). It
+// then stops listening and closes the sockets.
 func (r *Reporter) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -275,8 +408,26 @@ func (r *Reporter) Close() error {
 		return nil
 	}
 	err := r.flushLocked()
-	r.closed = true
+	r.lastNACK = time.Now() // the reports just sent may yet be NACKed
 	r.mu.Unlock()
+	if r.ack != nil {
+		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			r.mu.Lock()
+			quiet := len(r.resends) == 0 && time.Since(r.lastNACK) >= lingerQuiet
+			r.mu.Unlock()
+			if quiet {
+				break
+			}
+		}
+	}
+	r.mu.Lock()
+	r.closed = true
+	for _, q := range r.resends {
+		r.lose(q.seq, q.reason)
+	}
+	r.resends = nil
+	r.mu.Unlock()
+	r.deliverLosses()
 	if r.ack != nil {
 		r.ack.UDPConn().Close()
 	}
@@ -285,23 +436,53 @@ func (r *Reporter) Close() error {
 	return err
 }
 
+// lose counts the report with seq as lost and queues it for OnLoss. r.mu
+// is held.
+func (r *Reporter) lose(seq uint32, reason dta.Reason) {
+	r.c.Lost++
+	if r.cfg.OnLoss == nil {
+		return
+	}
+	var b []byte
+	if w := &r.window[int(seq)%len(r.window)]; w.b != nil && w.seq == seq {
+		b = append([]byte(nil), w.b...)
+	}
+	r.losses = append(r.losses, loss{seq: seq, b: b, reason: reason})
+}
+
+// deliverLosses calls OnLoss for the losses queued, without r.mu, one
+// caller at a time.
+func (r *Reporter) deliverLosses() {
+	r.lossCalls.Lock()
+	defer r.lossCalls.Unlock()
+	r.mu.Lock()
+	ls := r.losses
+	r.losses = nil
+	r.mu.Unlock()
+	for _, l := range ls {
+		r.cfg.OnLoss(l.seq, l.b, l.reason)
+	}
+}
+
 // readAcks resends the reports the translator NACKs.
 func (r *Reporter) readAcks() {
 	defer r.wg.Done()
-	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), 0, func(ms []udpio.Message, _ time.Time) bool {
-		return r.handleAcks(ms)
+	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), time.Millisecond, func(ms []udpio.Message, now time.Time) bool {
+		more := r.handleAcks(ms, now)
+		r.deliverLosses()
+		return more
 	})
 }
 
-// handleAcks takes a batch of acks and resends what they NACK; it reports
-// false once the reporter is closed.
-func (r *Reporter) handleAcks(ms []udpio.Message) bool {
+// handleAcks takes a batch of acks (empty on an idle tick), queues the
+// reports they NACK for resending and resends those whose backoff passed,
+// as the pace allows; it reports false once the reporter is closed.
+func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return false
 	}
-	resent := false
 	for i := range ms {
 		if unmapped(ms[i].Addr) != r.cfg.Translator {
 			r.c.Foreign++ // only the translator NACKs: a forgery or a stray
@@ -315,26 +496,82 @@ func (r *Reporter) handleAcks(ms []udpio.Message) bool {
 			continue
 		}
 		r.c.NACKs++
+		r.lastNACK = now
+		r.slowDown(now)
 		w := &r.window[int(a.Seq)%len(r.window)]
 		switch {
 		case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq:
 			r.c.Unknown++ // never sent, or no longer in the window
+			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 {
+				r.lose(a.Seq, a.Reason) // sent, and gone from the window
+			}
 		case w.resends >= r.cfg.MaxResends:
 			r.c.GaveUp++
+			r.lose(a.Seq, a.Reason)
 		default:
 			w.resends++
-			r.c.Resent++
-			resent = true
-			r.batch = append(r.batch, udpio.Message{Buf: w.b})
-			if len(r.batch) == cap(r.batch) {
-				_ = r.flushLocked()
-			}
+			r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (w.resends - 1)), reason: a.Reason})
 		}
 	}
-	if resent {
+	r.resendDue(now)
+	return true
+}
+
+// slowDown halves the pace for a NACK, once per paceWindow: the
+// translator refused a report, so it or its collector cannot keep up. A
+// reporter without a pace starts from the rate it measured. r.mu is held.
+func (r *Reporter) slowDown(now time.Time) {
+	if now.Sub(r.lastCut) < paceWindow {
+		return
+	}
+	r.refill(now)
+	base := r.pace
+	if base == 0 {
+		base = r.peak
+		if el := now.Sub(r.winStart); el > 0 {
+			base = max(base, float64(r.winSent)/el.Seconds())
+		}
+	}
+	r.pace = max(base/2, minPace)
+	if r.cfg.Rate > 0 {
+		r.pace = min(r.pace, r.cfg.Rate)
+	}
+	r.tokens = min(r.tokens, r.burst())
+	r.lastCut = now
+	r.c.Backoffs++
+}
+
+// resendDue sends the NACKed reports whose backoff has passed, as the pace
+// allows, and flushes. A report whose slot a newer one took meanwhile is
+// lost. r.mu is held.
+func (r *Reporter) resendDue(now time.Time) {
+	r.refill(now)
+	keep := r.resends[:0]
+	for _, q := range r.resends {
+		if q.due.After(now) || (r.pace > 0 && r.tokens < 1) {
+			keep = append(keep, q)
+			continue
+		}
+		w := &r.window[int(q.seq)%len(r.window)]
+		if w.b == nil || w.seq != q.seq {
+			r.lose(q.seq, q.reason)
+			continue
+		}
+		r.c.Resent++
+		r.tokens--
+		r.winSent++
+		// The batch aliases the window: it is sent before the lock is
+		// released, before a new report can take the slot.
+		r.batch = append(r.batch, udpio.Message{Buf: w.b})
+		if len(r.batch) == cap(r.batch) {
+			_ = r.flushLocked()
+		}
+	}
+	clear(r.resends[len(keep):])
+	r.resends = keep
+	if len(r.batch) > 0 {
 		_ = r.flushLocked()
 	}
-	return true
 }
 
 func unmapped(a netip.AddrPort) netip.AddrPort {

@@ -1,0 +1,227 @@
+package reporter
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/udpio"
+)
+
+// fakeTranslator reads wide sequenced reports and decides, per report,
+// whether to take it or to NACK it (with reason busy) to the reporter's
+// ack port.
+type fakeTranslator struct {
+	t      *testing.T
+	uc     *net.UDPConn
+	ack    uint16
+	decide func(seq uint32, attempt int) bool // true: take it
+
+	mu       sync.Mutex
+	attempts map[uint32]int
+	taken    map[uint32][]byte
+	dups     int
+	nacks    int
+	done     chan struct{}
+}
+
+func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, attempt int) bool) *fakeTranslator {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = uc.SetReadBuffer(8 << 20)
+	ft := &fakeTranslator{t: t, uc: uc, ack: ackPort, decide: decide,
+		attempts: map[uint32]int{}, taken: map[uint32][]byte{}, done: make(chan struct{})}
+	conn, err := udpio.New(uc, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(ft.done)
+		var acks []udpio.Message
+		_ = conn.ReadLoop(udpio.Buffers(64, 256), 0, func(ms []udpio.Message, _ time.Time) bool {
+			acks = acks[:0]
+			ft.mu.Lock()
+			for _, m := range ms {
+				b := m.Buf[:m.N]
+				h, err := dta.ParseHeader(b)
+				if err != nil || !h.Wide {
+					t.Errorf("fake translator: report %x: %v", b, err)
+					continue
+				}
+				ft.attempts[h.Seq]++
+				if ft.decide(h.Seq, ft.attempts[h.Seq]) {
+					if _, ok := ft.taken[h.Seq]; ok {
+						ft.dups++
+					}
+					ft.taken[h.Seq] = append([]byte(nil), b...)
+					continue
+				}
+				ft.nacks++
+				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil)
+				acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
+			}
+			ft.mu.Unlock()
+			_, _ = conn.WriteAll(acks)
+			return true
+		})
+	}()
+	t.Cleanup(func() { uc.Close(); <-ft.done })
+	return ft
+}
+
+func (ft *fakeTranslator) addr() netip.AddrPort { return ft.uc.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+func (ft *fakeTranslator) stats() (taken, dups, nacks int) {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	return len(ft.taken), ft.dups, ft.nacks
+}
+
+// capacity returns a decide function that takes at most rate reports per
+// second (a token bucket 64 deep) and NACKs the rest.
+func capacity(rate float64) func(uint32, int) bool {
+	tokens, last := 64.0, time.Now()
+	return func(uint32, int) bool {
+		now := time.Now()
+		tokens = min(tokens+now.Sub(last).Seconds()*rate, 64)
+		last = now
+		if tokens < 1 {
+			return false
+		}
+		tokens--
+		return true
+	}
+}
+
+func wideReporter(t *testing.T, ft *fakeTranslator, ackPort uint16, cfg Config) *Reporter {
+	cfg.Translator, cfg.Sequenced, cfg.WideSequence, cfg.HandleNACKs, cfg.AckPort = ft.addr(), true, true, true, ackPort
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestBackpressure streams 20 000 reports at 200 000/s into a translator
+// that takes 20 000/s and NACKs the rest as busy: the reporter slows down
+// and resends until every report is taken once, loses none, and is NACKed
+// less than once per report on average.
+func TestBackpressure(t *testing.T) {
+	const n = 20000
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, capacity(20000))
+	r := wideReporter(t, ft, ackPort, Config{Rate: 200000})
+	start := time.Now()
+	for i := range n {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	taken, dups, nacks := ft.stats()
+	c := r.Counters()
+	t.Logf("%v, reporter %+v, translator took %d, %d duplicates, %d NACKs", el, c, taken, dups, nacks)
+	if taken != n || dups != 0 || c.Lost != 0 {
+		t.Errorf("%d of %d reports taken, %d twice, %d lost", taken, n, dups, c.Lost)
+	}
+	if c.Backoffs == 0 || c.Waits == 0 || nacks >= n {
+		t.Errorf("backoffs %d, waits %d, %d NACKs for %d reports", c.Backoffs, c.Waits, nacks, n)
+	}
+}
+
+// TestPacing: with Rate, Send blocks: 400 reports at 2000/s take at least
+// (400 - burst) / 2000 seconds, and all arrive.
+func TestPacing(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	r := wideReporter(t, ft, ackPort, Config{Rate: 2000, Batch: 8})
+	start := time.Now()
+	for i := range 400 {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	el := time.Since(start)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if min := time.Duration(400-8) * time.Second / 2000; el < min {
+		t.Errorf("400 reports at 2000/s sent in %v, less than %v", el, min)
+	}
+	if taken, _, _ := ft.stats(); taken != 400 || r.Counters().Waits == 0 {
+		t.Errorf("%d taken, counters %+v", taken, r.Counters())
+	}
+}
+
+// TestCloseAnswersLateNACKs: the translator NACKs every report's first
+// attempt; Close, called right after the last Send, still resends them all.
+func TestCloseAnswersLateNACKs(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(_ uint32, attempt int) bool { return attempt > 1 })
+	r := wideReporter(t, ft, ackPort, Config{})
+	for i := range 100 {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if taken, dups, _ := ft.stats(); taken != 100 || dups != 0 || r.Counters().Lost != 0 {
+		t.Errorf("%d of 100 taken, %d twice, counters %+v", taken, dups, r.Counters())
+	}
+}
+
+// TestOnLoss: a translator that refuses everything: each report is resent
+// MaxResends times, then counted lost and handed to OnLoss with its bytes
+// and the NACK's reason.
+func TestOnLoss(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return false })
+	var mu sync.Mutex
+	lost := map[uint32][]byte{}
+	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2, OnLoss: func(seq uint32, b []byte, reason dta.Reason) {
+		mu.Lock()
+		defer mu.Unlock()
+		if reason != dta.ReasonBusy {
+			t.Errorf("reason %v", reason)
+		}
+		lost[seq] = b
+	}})
+	var sent [][]byte
+	for i := range 5 {
+		rep := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Wide: true, Seq: uint32(i)},
+			KeyWrite: dta.KeyWrite{Redundancy: 1, Key: uint32(i), Data: []byte{byte(i), 2, 3, 4}}}
+		b, err := dta.AppendPayload(nil, &rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, b)
+		if err := r.Send(&rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Counters()
+	mu.Lock()
+	defer mu.Unlock()
+	if c.Lost != 5 || c.GaveUp != 5 || c.Resent != 10 || len(lost) != 5 {
+		t.Fatalf("counters %+v, %d handed to OnLoss", c, len(lost))
+	}
+	for i, b := range sent {
+		if !bytes.Equal(lost[uint32(i)], b) {
+			t.Errorf("OnLoss got %x for %d, sent %x", lost[uint32(i)], i, b)
+		}
+	}
+}
