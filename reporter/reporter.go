@@ -147,9 +147,9 @@ type Reporter struct {
 	winSent   int
 	peak      float64 // the highest rate measured over a window
 	lastCut   time.Time
-	lastNACK  time.Time
-	resends   []resend // NACKed reports waiting, oldest first
-	losses    []loss   // to hand to OnLoss once the lock is released
+	lastEvent time.Time // the last NACK taken or resend sent: Close waits for quiet after it
+	resends   []resend  // NACKed reports waiting, oldest first
+	losses    []loss    // to hand to OnLoss once the lock is released
 	lossCalls sync.Mutex
 }
 
@@ -398,7 +398,8 @@ func (r *Reporter) flushLocked() error {
 }
 
 // Close sends what is queued and, with HandleNACKs, keeps answering NACKs
-// until none came for 20 ms and no resend is pending (at most a second);
+// until 20 ms passed without a NACK or a resend and none is pending (at
+// most a second);
 // what is still pending then is lost (counted, and handed to OnLoss). It
 // then stops listening and closes the sockets.
 func (r *Reporter) Close() error {
@@ -408,12 +409,12 @@ func (r *Reporter) Close() error {
 		return nil
 	}
 	err := r.flushLocked()
-	r.lastNACK = time.Now() // the reports just sent may yet be NACKed
+	r.lastEvent = time.Now() // the reports just sent may yet be NACKed
 	r.mu.Unlock()
 	if r.ack != nil {
 		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
 			r.mu.Lock()
-			quiet := len(r.resends) == 0 && time.Since(r.lastNACK) >= lingerQuiet
+			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet
 			r.mu.Unlock()
 			if quiet {
 				break
@@ -496,7 +497,7 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 			continue
 		}
 		r.c.NACKs++
-		r.lastNACK = now
+		r.lastEvent = now
 		r.slowDown(now)
 		w := &r.window[int(a.Seq)%len(r.window)]
 		switch {
@@ -558,6 +559,7 @@ func (r *Reporter) resendDue(now time.Time) {
 			continue
 		}
 		r.c.Resent++
+		r.lastEvent = now // its NACK, if any, is yet to come
 		r.tokens--
 		r.winSent++
 		// The batch aliases the window: it is sent before the lock is

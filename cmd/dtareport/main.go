@@ -1,0 +1,230 @@
+// Command dtareport sends DTA reports to a translator at a chosen rate: a
+// synthetic stream (package internal/stream: report i is a function of the
+// flags and i alone) or the reports of a pcap file, replayed. With -nacks it
+// numbers reports with wide sequence numbers, listens for the translator's
+// NACKs, slows down and resends as package reporter does, and counts what
+// it could not deliver.
+//
+//	dtareport -translator 127.0.0.1:40040 -count 1000000 -rate 200000 -nacks
+//	dtareport -mix keywrite,append -keys 4096 -count 100000
+//	dtareport -pcap reports.pcap -count 0        # the file's valid reports once
+//
+// At the end it prints one JSON object on standard output: the reports
+// sent, the time taken and the reporter's counters. Exit status: 0 when
+// every report went out and none was lost, 3 when some were lost (NACKed
+// and not resent, or refused by the socket), 2 for bad flags, 1 for any
+// other failure.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/reporter"
+)
+
+// Result is what dtareport prints.
+type Result struct {
+	Reports  int               `json:"reports"`
+	Seconds  float64           `json:"seconds"`
+	Rate     float64           `json:"reports_per_second"`
+	Counters reporter.Counters `json:"counters"`
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dtareport", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	to := fs.String("translator", "127.0.0.1:40040", "the translator's report address")
+	local := fs.String("local", "127.0.0.1:0", "the address reports are sent from (a specific one with -nacks)")
+	count := fs.Int("count", 100000, "reports to send (with -pcap, 0 replays the file once)")
+	rate := fs.Float64("rate", 0, "reports per second, 0 for as fast as the translator allows")
+	nacks := fs.Bool("nacks", false, "wide sequence numbers; listen for NACKs, slow down and resend")
+	ackPort := fs.Uint("ack-port", uint(dta.AckPort), "port NACKs arrive on (with -nacks)")
+	mix := fs.String("mix", "keywrite,keyincrement,postcard,append", "primitives, in turn (repeat one to weigh it)")
+	keys := fs.Int("keys", stream.Default.Keys, "distinct keys (postcard flows) per primitive")
+	redundancy := fs.Uint("redundancy", uint(stream.Default.Redundancy), "Key-Write copies and Key-Increment counters")
+	hops := fs.Int("hops", stream.Default.Hops, "postcard path length")
+	lists := fs.Int("lists", stream.Default.Lists, "Append lists")
+	entry := fs.Int("entry-size", stream.Default.EntrySize, "Append entry size in bytes")
+	seed := fs.Uint64("seed", stream.Default.Seed, "seed of the values")
+	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
+	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)
+		return 2
+	}
+	translator, err := netip.ParseAddrPort(*to)
+	if err != nil {
+		return bad("-translator: %v", err)
+	}
+	from, err := netip.ParseAddrPort(*local)
+	if err != nil {
+		return bad("-local: %v", err)
+	}
+	if *count < 0 || (*count == 0 && *pcapFile == "") {
+		return bad("-count %d: want at least 1", *count)
+	}
+	if *rate < 0 || *ackPort == 0 || *ackPort > 65535 || *redundancy > 255 || *pcapPort > 65535 {
+		return bad("-rate, -ack-port, -redundancy or -pcap-port out of range")
+	}
+	var next func(r *dta.Report) bool // fills the next report; false at the end
+	if *pcapFile != "" {
+		reports, err := readPcap(*pcapFile, uint16(*pcapPort))
+		if err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+			return 1
+		}
+		if len(reports) == 0 {
+			return bad("-pcap %s: no report to UDP port %d", *pcapFile, *pcapPort)
+		}
+		n := *count
+		if n == 0 {
+			n = len(reports)
+		}
+		i := 0
+		next = func(r *dta.Report) bool {
+			if i == n {
+				return false
+			}
+			*r = reports[i%len(reports)]
+			i++
+			return true
+		}
+	} else {
+		m, err := stream.ParseMix(*mix)
+		if err != nil {
+			return bad("-mix: %v", err)
+		}
+		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: uint8(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry}
+		if err := s.Validate(); err != nil {
+			return bad("%v", err)
+		}
+		buf := make([]byte, *entry)
+		i := 0
+		next = func(r *dta.Report) bool {
+			if i == *count {
+				return false
+			}
+			s.Report(i, r, buf)
+			i++
+			return true
+		}
+	}
+	rep, err := reporter.New(reporter.Config{
+		Translator: translator, Local: from, Rate: *rate,
+		Sequenced: *nacks, WideSequence: *nacks, HandleNACKs: *nacks, AckPort: uint16(*ackPort),
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+		if errors.Is(err, reporter.ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	var stop atomic.Bool
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; stop.Store(true) }()
+
+	start := time.Now()
+	sent := 0
+	var r dta.Report
+	var sendErr error
+	for !stop.Load() && next(&r) {
+		// A datagram the socket refuses (nothing listening yet) is counted
+		// in Errors and the stream goes on; the first such error is shown.
+		if err := rep.Send(&r); err != nil {
+			var netErr *net.OpError
+			if !errors.As(err, &netErr) {
+				fmt.Fprintln(stderr, "dtareport:", err)
+				rep.Close()
+				return 1
+			}
+			if sendErr == nil {
+				sendErr = err
+				fmt.Fprintln(stderr, "dtareport:", err, "(counted; going on)")
+			}
+		}
+		sent++
+	}
+	if err := rep.Close(); err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+	}
+	el := time.Since(start)
+	res := Result{Reports: sent, Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
+	b, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(b))
+	if res.Counters.Lost > 0 || res.Counters.Errors > 0 {
+		return 3
+	}
+	return 0
+}
+
+// readPcap returns the DTA reports in the UDP datagrams to port of a pcap
+// or pcapng file. A datagram that is not a valid report is skipped (a
+// sender cannot encode it).
+func readPcap(name string, port uint16) ([]dta.Report, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type source interface {
+		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+		LinkType() layers.LinkType
+	}
+	var src source
+	if r, err := pcapgo.NewReader(f); err == nil {
+		src = r
+	} else {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		ng, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			return nil, fmt.Errorf("%s: neither pcap nor pcapng: %w", name, err)
+		}
+		src = ng
+	}
+	var out []dta.Report
+	for {
+		data, _, err := src.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		pkt := gopacket.NewPacket(data, src.LinkType(), gopacket.NoCopy)
+		udp, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		if !ok || uint16(udp.DstPort) != port {
+			continue
+		}
+		r, err := dta.ParseReport(append([]byte(nil), udp.Payload...))
+		if err != nil {
+			continue
+		}
+		out = append(out, r)
+	}
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/udpio"
+)
+
+// sink stands in for the translator: it keeps every datagram, and with
+// nackTo set answers each wide report with a NACK (reason busy) to that
+// port of the sender's address.
+type sink struct {
+	uc     *net.UDPConn
+	mu     sync.Mutex
+	got    [][]byte
+	nackTo uint16
+	done   chan struct{}
+}
+
+func newSink(t *testing.T, nackTo uint16) *sink {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = uc.SetReadBuffer(8 << 20)
+	conn, err := udpio.New(uc, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{uc: uc, nackTo: nackTo, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		var acks []udpio.Message
+		_ = conn.ReadLoop(udpio.Buffers(64, 2048), 0, func(ms []udpio.Message, _ time.Time) bool {
+			acks = acks[:0]
+			s.mu.Lock()
+			for _, m := range ms {
+				b := append([]byte(nil), m.Buf[:m.N]...)
+				s.got = append(s.got, b)
+				if h, err := dta.ParseHeader(b); err == nil && h.Wide && s.nackTo != 0 {
+					acks = append(acks, udpio.Message{Buf: dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil),
+						Addr: netip.AddrPortFrom(m.Addr.Addr(), s.nackTo)})
+				}
+			}
+			s.mu.Unlock()
+			_, _ = conn.WriteAll(acks)
+			return true
+		})
+	}()
+	t.Cleanup(func() { uc.Close(); <-s.done })
+	return s
+}
+
+func (s *sink) addr() string { return s.uc.LocalAddr().String() }
+
+func (s *sink) wait(t *testing.T, n int) [][]byte {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		got := len(s.got)
+		s.mu.Unlock()
+		if got >= n {
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got
+}
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dtareport")
+	if err != nil {
+		panic(err)
+	}
+	bin = dir + "/dtareport"
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// dtareport runs the binary and returns its result and exit status.
+func dtareport(t *testing.T, args ...string) (Result, int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if code == 0 || code == 3 {
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			t.Fatalf("output %q: %v\n%s", stdout.String(), err, stderr.String())
+		}
+	}
+	return res, code, stderr.String()
+}
+
+// TestSynthetic: the binary sends exactly the stream package stream
+// defines, in order, and says so.
+func TestSynthetic(t *testing.T) {
+	s := newSink(t, 0)
+	const n = 20000
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000")
+	if code != 0 || res.Reports != n || res.Counters.Sent != n {
+		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	}
+	got := s.wait(t, n)
+	if len(got) != n {
+		t.Fatalf("the sink got %d of %d reports", len(got), n)
+	}
+	st := stream.Default
+	st.Keys = 1000
+	buf := make([]byte, st.EntrySize)
+	var r dta.Report
+	for i, b := range got {
+		st.Report(i, &r, buf)
+		want, err := dta.AppendPayload(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, want) {
+			t.Fatalf("report %d: %x, want %x", i, b, want)
+		}
+	}
+}
+
+// TestRate: -rate paces the stream.
+func TestRate(t *testing.T) {
+	s := newSink(t, 0)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "2000", "-rate", "10000")
+	if code != 0 || res.Seconds < float64(2000-64)/10000 || res.Counters.Waits == 0 {
+		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	}
+}
+
+// TestPcapReplay: -pcap sends the valid reports of the file, byte for
+// byte, looping over it.
+func TestPcapReplay(t *testing.T) {
+	const file = "../../testdata/reports.pcap"
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pr, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][]byte
+	for {
+		data, _, err := pr.ReadPacketData()
+		if err != nil {
+			break
+		}
+		p := gopacket.NewPacket(data, pr.LinkType(), gopacket.Default)
+		udp, ok := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
+		if !ok || udp.DstPort != layers.UDPPort(dta.ReportPort) {
+			continue
+		}
+		if _, err := dta.ParseReport(udp.Payload); err == nil { // the file has invalid ones too: skipped
+			want = append(want, udp.Payload)
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no report in the test pcap")
+	}
+	s := newSink(t, 0)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-pcap", file, "-count", strconv.Itoa(2*len(want)))
+	if code != 0 || res.Reports != 2*len(want) {
+		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	}
+	got := s.wait(t, 2*len(want))
+	for i, b := range got {
+		if !bytes.Equal(b, want[i%len(want)]) {
+			t.Fatalf("datagram %d: %x, want %x", i, b, want[i%len(want)])
+		}
+	}
+}
+
+// TestLossExitStatus: a translator that NACKs everything: dtareport
+// resends, gives up, reports every report lost and exits 3.
+func TestLossExitStatus(t *testing.T) {
+	ackPort := proctest.FreePort(t, "udp")
+	s := newSink(t, uint16(ackPort))
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-nacks", "-ack-port", strconv.Itoa(ackPort))
+	if code != 3 || res.Counters.Lost != 50 || res.Counters.Resent == 0 {
+		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-translator", "nowhere"},
+		{"-count", "0"},
+		{"-mix", "keywrite,bogus"},
+		{"-hops", "0"},
+		{"-rate", "-1"},
+		{"-nacks", "-local", "0.0.0.0:0"},
+	} {
+		if _, code, logs := dtareport(t, args...); code != 2 || logs == "" {
+			t.Errorf("%v: exit %d, %q", args, code, logs)
+		}
+	}
+}
