@@ -43,12 +43,13 @@ type Ack struct {
 // Reason is why a translator refused a report.
 type Reason uint8
 
-// NACK reasons (wide acknowledgements). A sender may retry after Busy and
-// NoInstance; the others would fail the same way again.
+// NACK reasons (wide acknowledgements). A sender may retry after Busy,
+// NoInstance and Missing; the others would fail the same way again.
 const (
 	ReasonUnspecified Reason = 0
 	ReasonBusy        Reason = 1 // the translator's queue to the collector is full, or its rate limit spent
 	ReasonNoInstance  Reason = 2 // no collector instance serves the primitive yet
+	ReasonMissing     Reason = 3 // never received: a later number came first (lost on the way, or a socket buffer overflowed)
 )
 
 // AckLen is the encoded length of an acknowledgement header; WideAckLen of

@@ -36,6 +36,12 @@ type Counters struct {
 	RateLimited uint64 // reports refused by a rate limit
 	Dropped     uint64 // unsequenced reports refused (ring, rate, no instance)
 	NACKs       uint64 // sequenced reports refused, a NACK sent for each
+	// Duplicates counts wide sequenced reports already applied (a resend
+	// whose original arrived after all), dropped without a NACK.
+	Duplicates uint64
+	// Missing counts wide sequence numbers a source skipped: each is NACKed
+	// with reason Missing.
+	Missing uint64
 
 	Writes      uint64 // RDMA WRITE messages (a multi-packet WRITE counts once)
 	FetchAdds   uint64 // FETCH_ADD operations
@@ -104,6 +110,9 @@ type Engine struct {
 	rx      rocev2.Packet
 	rep     dta.Report
 	c       Counters
+
+	seqs    map[netip.AddrPort]*seqState // wide sequence numbers by source (seqtrack.go)
+	seqTick uint64                       // counts admit calls, to age seqs
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -352,13 +361,34 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // ready instance, retransmit ring full, rate limit) is dropped: a sequenced
 // one gets a NACK to src's address at the ack port, an unsequenced one is
 // counted. It does not allocate.
+//
+// A report with a wide sequence number is applied at most once: one whose
+// number src's reports already had applied is counted in Duplicates and
+// dropped, and numbers src skipped are NACKed with reason Missing
+// (docs/DTA-WIRE.md, "Exactly once").
 func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
+	wide := r.Header.Sequenced && r.Header.Wide
+	if wide && !e.admit(src, r) {
+		return
+	}
+	if e.translate1(r, src) && wide {
+		e.applied(src, r.Header.Seq)
+	}
+}
+
+// translate1 translates r, NACKing or counting it when it cannot be taken
+// now, and reports whether it was taken (applied, or refused for good by
+// the geometry, which a resend would not change).
+func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	switch err := e.apply(r, -1); {
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
 		e.drop(r, src, dta.ReasonBusy)
+	default:
+		return true
 	}
+	return false
 }
 
 // apply translates r, counting it, and says why it was not applied. A
@@ -408,18 +438,24 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
+	e.nack(src, r.Header.Seq, r.Header.Wide, why)
+	e.c.NACKs++
+}
+
+// nack queues a NACK of number seq to src's address at the ack port, wide
+// with the reason when wide.
+func (e *Engine) nack(src netip.AddrPort, seq uint32, wide bool, why dta.Reason) {
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued NACKs keep the old array alive.
 		e.nacks = make([]byte, 0, 4096)
 	}
 	n := len(e.nacks)
-	a := dta.Ack{Seq: r.Header.Seq, NACK: true, Wide: r.Header.Wide}
-	if a.Wide {
+	a := dta.Ack{Seq: seq, NACK: true, Wide: wide}
+	if wide {
 		a.Reason = why
 	}
 	e.nacks = a.AppendTo(e.nacks)
 	e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
-	e.c.NACKs++
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

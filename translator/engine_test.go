@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/netip"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -574,5 +575,70 @@ func TestAdvertisedRegionBoundsTheBatcher(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Errorf("refusing it allocated %d bytes", n)
+	}
+}
+
+// TestExactlyOnce: wide sequenced reports from one source. A number that
+// skips ahead NACKs the skipped ones (reason Missing); a number already
+// applied is dropped as a duplicate; a report NACKed as busy is not
+// applied, so its resend is. Each report's FETCH_ADD lands once.
+func TestExactlyOnce(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 8}, ft)
+	h.connect()
+	send := func(seq uint32) {
+		r := kiReport(7, 1, 1)
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+	}
+	nacks := func() (got []dta.Ack) {
+		for _, d := range h.nacks {
+			a, err := dta.ParseAck(d.Buf)
+			if err != nil || d.Addr != netip.AddrPortFrom(testReporter.Addr(), dta.AckPort) {
+				t.Fatalf("NACK %x to %v: %v", d.Buf, d.Addr, err)
+			}
+			got = append(got, a)
+		}
+		h.nacks = nil
+		return got
+	}
+	send(100)
+	send(101)
+	send(104)
+	want := []dta.Ack{{Seq: 102, NACK: true, Wide: true, Reason: dta.ReasonMissing}, {Seq: 103, NACK: true, Wide: true, Reason: dta.ReasonMissing}}
+	if got := nacks(); !slices.Equal(got, want) {
+		t.Fatalf("NACKs %+v, want %+v", got, want)
+	}
+	send(102)
+	send(104) // duplicates
+	send(101)
+	send(103)
+	if got := nacks(); len(got) != 0 {
+		t.Fatalf("NACKs %+v after the resends", got)
+	}
+	// Busy: with the target silent, the ring of 8 fills; the next report
+	// is NACKed busy and not recorded, so its resend is applied.
+	ft.noAck = true
+	for seq := uint32(105); seq < 113; seq++ {
+		send(seq)
+	}
+	send(113)
+	if got := nacks(); len(got) != 1 || got[0].Seq != 113 || got[0].Reason != dta.ReasonBusy {
+		t.Fatalf("NACKs %+v, want 113 busy", got)
+	}
+	ft.noAck = false
+	h.advance(200*time.Millisecond, 10*time.Millisecond) // retransmitted, acknowledged
+	send(113)
+	c := h.e.Counters()
+	if c.Missing != 2 || c.Duplicates != 2 || c.NACKs != 1 || c.FetchAdds != 14 {
+		t.Fatalf("counters %+v", c)
+	}
+	st, err := keyincr.NewStore(testKI, ft.insts[0].mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.Query(7, 1); err != nil || v != 14 {
+		t.Errorf("key 7 counts %d (%v), want 14: one per number", v, err)
 	}
 }

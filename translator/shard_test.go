@@ -23,8 +23,16 @@ import (
 // entries are neither lost nor doubled and keep each reporter's order in
 // their list, counters sum exactly, and a flow's postcards meet in one
 // cache whichever shard read them. It also checks that both shards read
-// reports and that reports were handed to their owner.
+// reports and that reports were handed to their owner. In the wide run the
+// reporters number their reports (32 bits) and take NACKs: the shard that
+// reads a reporter's flow keeps its numbers whichever shard translates, so
+// no number is taken for missing or doubled.
 func TestShardOrder(t *testing.T) {
+	t.Run("unsequenced", func(t *testing.T) { shardOrder(t, false) })
+	t.Run("wide", func(t *testing.T) { shardOrder(t, true) })
+}
+
+func shardOrder(t *testing.T, wide bool) {
 	kwl, _ := keywrite.NewLayout(1<<14, 8)
 	kil, _ := keyincr.NewLayout(1 << 12)
 	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
@@ -33,10 +41,15 @@ func TestShardOrder(t *testing.T) {
 	kw, ki, pc, ar := c.KW, c.KI, c.PC, c.AR
 	ctx := context.Background()
 
+	ackPort := uint16(0)
+	if wide {
+		ackPort = freeUDPPort(t)
+	}
 	tr, err := New(Config{
 		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),
 		Collectors: []netip.AddrPort{c.Addr()},
 		Shards:     2,
+		AckPort:    ackPort,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +65,14 @@ func TestShardOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	var sent [reporters]uint64
 	for r := range uint32(reporters) {
-		rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+		cfg := reporter.Config{Translator: tr.ReportAddr()}
+		if wide {
+			// One address per reporter: each listens for its NACKs on
+			// the one ack port.
+			cfg.Local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + r)}), 0)
+			cfg.Sequenced, cfg.WideSequence, cfg.HandleNACKs, cfg.AckPort = true, true, true, ackPort
+		}
+		rep, err := reporter.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,6 +136,9 @@ func TestShardOrder(t *testing.T) {
 		t.Errorf("reports per shard %v: one shard read nothing", perShard)
 	}
 	t.Logf("reports per shard %v, %d packets, %d retransmitted", perShard, tc.Packets, tc.Retransmits)
+	if tc.Duplicates != 0 || tc.Missing != 0 || tc.NACKs != 0 {
+		t.Errorf("%d duplicates, %d missing, %d NACKs: numbers misread across shards", tc.Duplicates, tc.Missing, tc.NACKs)
+	}
 
 	found := 0
 	for r := range uint32(reporters) {

@@ -393,39 +393,58 @@ func (sh *shard) sendLocked() {
 func (t *Translator) readReports(sh *shard) {
 	defer t.wg.Done()
 	reps := make([]dta.Report, batchSize)
-	owners := make([]int, batchSize)
+	owners := make([]int, batchSize) // the shard translating each report; -1: none
+	taken := make([]bool, batchSize)
 	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Message, now time.Time) bool {
 		foreign := false
 		sh.mu.Lock()
 		sh.e.setNow(now)
 		for i := range ms {
-			owners[i] = sh.idx
+			owners[i] = -1
 			if ms[i].Truncated { // longer than any report: cut, it could decode wrong
 				sh.e.c.Malformed++
 				continue
 			}
-			if err := reps[i].Decode(ms[i].Buf[:ms[i].N]); err != nil {
+			r := &reps[i]
+			if err := r.Decode(ms[i].Buf[:ms[i].N]); err != nil {
 				sh.e.c.Malformed++
 				continue
 			}
-			if o := t.owner(&reps[i]); o >= 0 && o != sh.idx {
+			// The shard reading a source's flow sees all its numbers, in
+			// order: it keeps their state, whichever shard translates.
+			wide := r.Header.Sequenced && r.Header.Wide
+			if wide && !sh.e.admit(ms[i].Addr, r) {
+				continue
+			}
+			if o := t.owner(r); o >= 0 && o != sh.idx {
 				owners[i], foreign = o, true
 				continue
 			}
-			sh.e.Translate(&reps[i], ms[i].Addr)
+			owners[i] = sh.idx
+			if sh.e.translate1(r, ms[i].Addr) && wide {
+				sh.e.applied(ms[i].Addr, r.Header.Seq)
+			}
 		}
 		sh.sendLocked()
 		sh.mu.Unlock()
 		if foreign {
-			t.handOver(sh, reps[:len(ms)], ms, owners, now)
+			t.handOver(sh, reps[:len(ms)], ms, owners, taken, now)
+			// Before the next batch, which may hold a resend of one.
+			sh.mu.Lock()
+			for i := range ms {
+				if r := &reps[i]; owners[i] >= 0 && owners[i] != sh.idx && taken[i] && r.Header.Sequenced && r.Header.Wide {
+					sh.e.applied(ms[i].Addr, r.Header.Seq)
+				}
+			}
+			sh.mu.Unlock()
 		}
 		return true
 	})
 }
 
 // handOver translates the reports of reps (decoded from ms) that other
-// shards than from own.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message, owners []int, now time.Time) {
+// shards than from own, recording in taken whether each was.
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message, owners []int, taken []bool, now time.Time) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -440,7 +459,7 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message
 				sh.e.setNow(now)
 				locked = true
 			}
-			sh.e.Translate(&reps[i], ms[i].Addr)
+			taken[i] = sh.e.translate1(&reps[i], ms[i].Addr)
 		}
 		if locked {
 			sh.sendLocked()
