@@ -42,6 +42,7 @@ type sent struct {
 	seq     uint32
 	b       []byte
 	resends int
+	lost    bool // counted lost: later NACKs for it are ignored
 }
 
 // resend is a NACKed report waiting for its backoff to pass.
@@ -113,12 +114,13 @@ type Counters struct {
 	Sent    uint64 // reports sent (resends included)
 	Resent  uint64 // reports resent after a NACK
 	NACKs   uint64 // NACKs received
-	Unknown uint64 // NACKs for a sequence number not in the window, and malformed acks
+	Unknown uint64 // NACKs for a sequence number not in the window or already lost, and malformed acks
 	Foreign uint64 // acks from an address other than the translator's report socket, ignored
 	GaveUp  uint64 // NACKs not answered: the report was resent MaxResends times
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 
+	Probes   uint64 // copies of the last report Close sent (wide, with NACKs), to reveal lost last reports
 	Backoffs uint64 // busy NACKs that halved the pace
 	Waits    uint64 // times Send blocked for the pace or for a resend to leave the window
 }
@@ -275,7 +277,7 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	msg := b[n:len(b):len(b)]
 	if r.cfg.Sequenced {
 		w := &r.window[int(h.Seq)%len(r.window)]
-		w.seq, w.b, w.resends = h.Seq, append(w.b[:0], msg...), 0
+		w.seq, w.b, w.resends, w.lost = h.Seq, append(w.b[:0], msg...), 0, false
 		r.seq++
 	}
 	r.batch = append(r.batch, udpio.Message{Buf: msg})
@@ -397,7 +399,9 @@ func (r *Reporter) flushLocked() error {
 	return first
 }
 
-// Close sends what is queued and, with HandleNACKs, keeps answering NACKs
+// Close sends what is queued; with HandleNACKs and WideSequence it sends
+// the last report twice more (see probeTail); with HandleNACKs it keeps
+// answering NACKs
 // until 20 ms passed without a NACK or a resend and none is pending (at
 // most a second);
 // what is still pending then is lost (counted, and handed to OnLoss). It
@@ -411,6 +415,9 @@ func (r *Reporter) Close() error {
 	err := r.flushLocked()
 	r.lastEvent = time.Now() // the reports just sent may yet be NACKed
 	r.mu.Unlock()
+	if r.ack != nil && r.cfg.WideSequence {
+		r.probeTail()
+	}
 	if r.ack != nil {
 		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
 			r.mu.Lock()
@@ -437,15 +444,43 @@ func (r *Reporter) Close() error {
 	return err
 }
 
+// probeTail sends the last report again, twice, 5 ms apart: a translator
+// that applied it drops the copies as duplicates, and one that lost the
+// last reports learns from the copy's number which ones it never got, and
+// NACKs them (reason Missing). No later report would have shown it.
+func (r *Reporter) probeTail() {
+	for range 2 {
+		r.mu.Lock()
+		if r.seq > 0 {
+			if w := &r.window[int(r.seq-1)%len(r.window)]; w.b != nil && w.seq == r.seq-1 && !w.lost {
+				r.batch = append(r.batch, udpio.Message{Buf: w.b})
+				r.c.Probes++
+				_ = r.flushLocked()
+			}
+		}
+		r.lastEvent = time.Now()
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
+	w := &r.window[int(seq)%len(r.window)]
+	held := w.b != nil && w.seq == seq
+	if held {
+		if w.lost {
+			return
+		}
+		w.lost = true
+	}
 	r.c.Lost++
 	if r.cfg.OnLoss == nil {
 		return
 	}
 	var b []byte
-	if w := &r.window[int(seq)%len(r.window)]; w.b != nil && w.seq == seq {
+	if held {
 		b = append([]byte(nil), w.b...)
 	}
 	r.losses = append(r.losses, loss{seq: seq, b: b, reason: reason})
@@ -501,8 +536,8 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 		r.slowDown(now)
 		w := &r.window[int(a.Seq)%len(r.window)]
 		switch {
-		case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq:
-			r.c.Unknown++ // never sent, or no longer in the window
+		case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq || w.lost:
+			r.c.Unknown++ // never sent, no longer in the window, or already lost
 			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 {
 				r.lose(a.Seq, a.Reason) // sent, and gone from the window
 			}
