@@ -2,11 +2,13 @@
 // dta, batches them (sendmmsg through internal/udpio), and, when asked,
 // numbers them (the S flag) and resends the ones a translator NACKs.
 //
-// Flow control: Config.Rate paces the stream (Send blocks), and with
-// HandleNACKs a NACK saying the translator is busy halves the pace, which
-// then grows back by a quarter every 10 ms without one; the NACKed report is
-// resent after a backoff (1 ms, doubling per resend). A report the
-// translator refused for good is counted in Lost and handed to OnLoss.
+// Flow control (docs/DTA-WIRE.md, "Reporter flow control"): Config.Rate
+// paces the stream (Send blocks). With HandleNACKs the pace starts low and
+// doubles until a NACK, a NACK halves it, and quiet raises it by a quarter;
+// with wide numbers Send also keeps within a credit of the translator's
+// cumulative acks. A NACKed report is resent from a copy after a backoff
+// (1 ms, doubling per resend). A report the translator refused for good is
+// counted in Lost and handed to OnLoss.
 //
 // A Reporter is the software stand-in for a switch or host that emits
 // telemetry: one socket to the translator's report port, and optionally one
@@ -39,10 +41,23 @@ const WideWindow = 4096
 
 // sent is a sequenced report kept for resending.
 type sent struct {
-	seq     uint32
-	b       []byte
-	resends int
-	lost    bool // counted lost: later NACKs for it are ignored
+	seq  uint32
+	b    []byte
+	lost bool // counted lost: later NACKs for it are ignored
+}
+
+// heldReport is a NACKed report's copy.
+type heldReport struct {
+	b        []byte
+	resends  int
+	lastSent time.Time
+	lost     bool // counted lost: kept (without b) so later NACKs are not
+}
+
+// resent is a resend's number and time, for expiring held copies.
+type resent struct {
+	seq uint32
+	at  time.Time
 }
 
 // resend is a NACKed report waiting for its backoff to pass.
@@ -55,8 +70,23 @@ type resend struct {
 // Pacing parameters.
 const (
 	// paceWindow is the period over which the send rate is measured and
-	// the pace raised when no NACK said busy.
-	paceWindow = 10 * time.Millisecond
+	// the pace raised when no NACK came: a few round trips on a LAN, and
+	// a few socket buffers' worth of reports at a million per second.
+	paceWindow = 2 * time.Millisecond
+	// credit is how many reports beyond the last acknowledged one a
+	// reporter keeps in flight, so that a NACK for any of them comes while
+	// the window still holds it.
+	credit = WideWindow * 3 / 4
+	// heldFor is how long a NACKed report's copy is kept after its last
+	// resend: a NACK of the resend comes in far less.
+	heldFor = time.Second
+	// ackStall is how long Send waits for an ack before it stops counting
+	// on them (counting the reports in flight Unconfirmed).
+	ackStall = time.Second
+	// startPace is where a reporter that takes NACKs starts (slow start):
+	// the pace doubles each quiet window until the first NACK, then grows
+	// by a quarter.
+	startPace = 50000.0
 	// minPace is the lowest pace backpressure brings a reporter to.
 	minPace = 1000.0
 	// lingerQuiet is how long Close waits after the last NACK, and
@@ -120,9 +150,13 @@ type Counters struct {
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 
-	Probes   uint64 // copies of the last report Close sent (wide, with NACKs), to reveal lost last reports
-	Backoffs uint64 // busy NACKs that halved the pace
-	Waits    uint64 // times Send blocked for the pace or for a resend to leave the window
+	Probes uint64 // copies of the last report Close sent (wide, with NACKs), to reveal lost last reports
+	Acks   uint64 // cumulative acks taken (wide)
+	// Unconfirmed counts reports never acknowledged when Send stopped
+	// waiting for the translator's acks (none for a second).
+	Unconfirmed uint64
+	Backoffs    uint64 // busy NACKs that halved the pace
+	Waits       uint64 // times Send blocked for the pace or for a resend to leave the window
 }
 
 // Reporter builds and sends reports. Its methods are safe for concurrent use.
@@ -149,8 +183,21 @@ type Reporter struct {
 	winSent   int
 	peak      float64 // the highest rate measured over a window
 	lastCut   time.Time
+	congested bool // a NACK came: the pace grows by a quarter, not double
+
+	// Credit: a translator that acknowledges wide numbers cumulatively
+	// (ackMode) has taken every number before acked; Send keeps at most
+	// credit reports beyond it.
+	ackMode   bool
+	acked     uint32
+	lastAckAt time.Time
+	// A NACKed report is copied out of the window into held until it is
+	// given up or heldFor passed since its last resend with no new NACK:
+	// newer reports may take its window slot meanwhile.
+	held      map[uint32]*heldReport
+	expiry    []resent  // held numbers by resend time, oldest first
 	lastEvent time.Time // the last NACK taken or resend sent: Close waits for quiet after it
-	resends   []resend  // NACKed reports waiting, oldest first
+	resends   []resend  // NACKed reports waiting for their backoff
 	losses    []loss    // to hand to OnLoss once the lock is released
 	lossCalls sync.Mutex
 }
@@ -206,6 +253,13 @@ func New(cfg Config) (*Reporter, error) {
 	now := time.Now()
 	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Message, 0, cfg.Batch),
 		pace: cfg.Rate, lastFill: now, winStart: now}
+	if cfg.HandleNACKs && (r.pace == 0 || r.pace > startPace) {
+		r.pace = startPace
+	}
+	// A translator that takes wide numbers acknowledges them: credit
+	// applies from the first report (and lapses after ackStall without
+	// an ack, for one that does not).
+	r.ackMode, r.lastAckAt = cfg.HandleNACKs && cfg.WideSequence, now
 	r.tokens = r.burst()
 	if cfg.Sequenced {
 		r.window = make([]sent, 256)
@@ -219,6 +273,7 @@ func New(cfg Config) (*Reporter, error) {
 			uc.Close()
 			return nil, fmt.Errorf("reporter: ack socket: %w", err)
 		}
+		_ = auc.SetReadBuffer(4 << 20) // a burst of NACKs must not overflow it
 		if r.ack, err = udpio.New(auc, cfg.Batch); err != nil {
 			uc.Close()
 			auc.Close()
@@ -277,16 +332,23 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	msg := b[n:len(b):len(b)]
 	if r.cfg.Sequenced {
 		w := &r.window[int(h.Seq)%len(r.window)]
-		w.seq, w.b, w.resends, w.lost = h.Seq, append(w.b[:0], msg...), 0, false
+		w.seq, w.b, w.lost = h.Seq, append(w.b[:0], msg...), false
 		r.seq++
 	}
 	r.batch = append(r.batch, udpio.Message{Buf: msg})
-	r.tokens--
-	r.winSent++
+	r.spend()
 	if len(r.batch) == cap(r.batch) {
 		return r.flushLocked()
 	}
 	return nil
+}
+
+// spend counts one report sent, taking a token when paced.
+func (r *Reporter) spend() {
+	if r.pace > 0 {
+		r.tokens--
+	}
+	r.winSent++
 }
 
 // burst is the most reports the pace lets go at once.
@@ -307,7 +369,11 @@ func (r *Reporter) refill(now time.Time) {
 		r.peak = max(r.peak, rate)
 		r.winStart, r.winSent = now, 0
 		if r.pace > 0 && now.Sub(r.lastCut) >= paceWindow {
-			r.pace *= 1.25
+			if r.congested {
+				r.pace *= 1.25
+			} else {
+				r.pace *= 2
+			}
 			switch {
 			case r.cfg.Rate > 0:
 				r.pace = min(r.pace, r.cfg.Rate)
@@ -330,8 +396,13 @@ func (r *Reporter) waitLocked() error {
 		r.refill(now)
 		var d time.Duration
 		switch {
-		case len(r.resends) > 0 && r.window != nil && r.seq-r.resends[0].seq >= uint32(len(r.window)):
-			d = time.Millisecond // the ack goroutine resends it
+		case r.ackMode && r.seq-r.acked >= credit:
+			if now.Sub(r.lastAckAt) > ackStall {
+				r.c.Unconfirmed += uint64(r.seq - r.acked)
+				r.acked, r.ackMode = r.seq, false
+				continue
+			}
+			d = 200 * time.Microsecond // the translator has not caught up
 		case r.pace > 0 && r.tokens < 1:
 			d = time.Duration((1 - r.tokens) / r.pace * float64(time.Second))
 		default:
@@ -421,7 +492,7 @@ func (r *Reporter) Close() error {
 	if r.ack != nil {
 		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
 			r.mu.Lock()
-			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet
+			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet && (!r.ackMode || r.acked == r.seq)
 			r.mu.Unlock()
 			if quiet {
 				break
@@ -467,23 +538,32 @@ func (r *Reporter) probeTail() {
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
-	w := &r.window[int(seq)%len(r.window)]
-	held := w.b != nil && w.seq == seq
-	if held {
-		if w.lost {
-			return
+	h := r.held[seq]
+	if h == nil {
+		h = &heldReport{}
+		if r.held == nil {
+			r.held = make(map[uint32]*heldReport)
 		}
-		w.lost = true
+		r.held[seq] = h
 	}
-	r.c.Lost++
-	if r.cfg.OnLoss == nil {
+	if h.lost {
 		return
 	}
-	var b []byte
-	if held {
-		b = append([]byte(nil), w.b...)
+	b := h.b
+	if w := &r.window[int(seq)%len(r.window)]; w.b != nil && w.seq == seq {
+		w.lost = true
+		if b == nil {
+			b = w.b
+		}
 	}
-	r.losses = append(r.losses, loss{seq: seq, b: b, reason: reason})
+	// The marker stays heldFor, so that a late NACK of seq is not a
+	// second loss.
+	h.b, h.lost, h.lastSent = nil, true, time.Now()
+	r.expiry = append(r.expiry, resent{seq: seq, at: h.lastSent})
+	r.c.Lost++
+	if r.cfg.OnLoss != nil {
+		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
+	}
 }
 
 // deliverLosses calls OnLoss for the losses queued, without r.mu, one
@@ -525,31 +605,58 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 			continue
 		}
 		a, err := dta.ParseAck(ms[i].Buf[:ms[i].N])
-		if err != nil || !a.NACK {
-			if err != nil {
-				r.c.Unknown++
+		if err != nil {
+			r.c.Unknown++
+			continue
+		}
+		if !a.NACK {
+			if a.Wide && r.cfg.WideSequence {
+				r.c.Acks++
+				// Numbers before r.seq only: a forged or stale ack
+				// cannot give credit for reports not sent.
+				if next := a.Seq + 1; int32(next-r.acked) > 0 && int32(r.seq-next) >= 0 {
+					r.acked = next
+				}
+				r.ackMode, r.lastAckAt = true, now
 			}
 			continue
 		}
 		r.c.NACKs++
 		r.lastEvent = now
 		r.slowDown(now)
-		w := &r.window[int(a.Seq)%len(r.window)]
+		h := r.held[a.Seq]
+		if h == nil && a.Wide == r.cfg.WideSequence {
+			if w := &r.window[int(a.Seq)%len(r.window)]; w.b != nil && w.seq == a.Seq && !w.lost {
+				h = &heldReport{b: append([]byte(nil), w.b...)}
+				if r.held == nil {
+					r.held = make(map[uint32]*heldReport)
+				}
+				r.held[a.Seq] = h
+			}
+		}
 		switch {
-		case a.Wide != r.cfg.WideSequence || w.b == nil || w.seq != a.Seq || w.lost:
+		case h == nil || h.lost:
 			r.c.Unknown++ // never sent, no longer in the window, or already lost
 			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 {
 				r.lose(a.Seq, a.Reason) // sent, and gone from the window
 			}
-		case w.resends >= r.cfg.MaxResends:
+		case h.resends >= r.cfg.MaxResends:
 			r.c.GaveUp++
 			r.lose(a.Seq, a.Reason)
 		default:
-			w.resends++
-			r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (w.resends - 1)), reason: a.Reason})
+			h.resends++
+			r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (h.resends - 1)), reason: a.Reason})
 		}
 	}
 	r.resendDue(now)
+	// A held copy whose last resend drew no NACK for heldFor was taken.
+	for len(r.expiry) > 0 && now.Sub(r.expiry[0].at) > heldFor {
+		e := r.expiry[0]
+		r.expiry = r.expiry[1:]
+		if h := r.held[e.seq]; h != nil && h.lastSent.Equal(e.at) {
+			delete(r.held, e.seq)
+		}
+	}
 	return true
 }
 
@@ -572,8 +679,8 @@ func (r *Reporter) slowDown(now time.Time) {
 	if r.cfg.Rate > 0 {
 		r.pace = min(r.pace, r.cfg.Rate)
 	}
-	r.tokens = min(r.tokens, r.burst())
-	r.lastCut = now
+	r.tokens = max(0, min(r.tokens, r.burst()))
+	r.lastCut, r.congested = now, true
 	r.c.Backoffs++
 }
 
@@ -588,18 +695,16 @@ func (r *Reporter) resendDue(now time.Time) {
 			keep = append(keep, q)
 			continue
 		}
-		w := &r.window[int(q.seq)%len(r.window)]
-		if w.b == nil || w.seq != q.seq {
-			r.lose(q.seq, q.reason)
-			continue
+		h := r.held[q.seq]
+		if h == nil || h.lost {
+			continue // lost meanwhile
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
-		r.tokens--
-		r.winSent++
-		// The batch aliases the window: it is sent before the lock is
-		// released, before a new report can take the slot.
-		r.batch = append(r.batch, udpio.Message{Buf: w.b})
+		h.lastSent = now
+		r.expiry = append(r.expiry, resent{seq: q.seq, at: now})
+		r.spend()
+		r.batch = append(r.batch, udpio.Message{Buf: h.b})
 		if len(r.batch) == cap(r.batch) {
 			_ = r.flushLocked()
 		}

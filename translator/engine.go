@@ -42,6 +42,8 @@ type Counters struct {
 	// Missing counts wide sequence numbers a source skipped: each is NACKed
 	// with reason Missing.
 	Missing uint64
+	// Acks counts cumulative acks sent to sources of wide sequenced reports.
+	Acks uint64
 
 	Writes      uint64 // RDMA WRITE messages (a multi-packet WRITE counts once)
 	FetchAdds   uint64 // FETCH_ADD operations
@@ -113,6 +115,7 @@ type Engine struct {
 
 	seqs    map[netip.AddrPort]*seqState // wide sequence numbers by source (seqtrack.go)
 	seqTick uint64                       // counts admit calls, to age seqs
+	ackDue  []netip.AddrPort             // sources owed a cumulative ack
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -259,6 +262,7 @@ func (e *Engine) Tick(now time.Time) {
 // returns the datagrams to send. They stay valid until ResetOutput.
 func (e *Engine) Output() []Datagram {
 	e.endRound()
+	e.sendAcks()
 	return e.out
 }
 

@@ -19,13 +19,14 @@ const (
 	maxSources = 4096
 	// maxMissingNACKs bounds the NACKs one gap sends: a larger gap is more
 	// than the sender still holds.
-	maxMissingNACKs = 256
+	maxMissingNACKs = seqWindow
 )
 
 type seqState struct {
 	next    uint32 // one past the newest number seen
 	applied [seqWindow / 64]uint64
 	lastUse uint64 // the engine's report count when last used
+	ackDue  bool   // next moved since the last cumulative ack
 }
 
 func (s *seqState) bit(seq uint32) (word *uint64, mask uint64) {
@@ -47,6 +48,10 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) bool {
 	}
 	e.seqTick++
 	s.lastUse = e.seqTick
+	if !s.ackDue {
+		s.ackDue = true
+		e.ackDue = append(e.ackDue, src)
+	}
 	d := int32(seq - s.next)
 	switch {
 	case d >= 0:
@@ -76,6 +81,30 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) bool {
 		return true
 	}
 	return true // older than any resend: nothing to compare with
+}
+
+// sendAcks queues a cumulative ack (wide, NACK clear) to each source that
+// sent reports since its last one: the number before the next it expects.
+// Every number up to it was applied, NACKed, or is a duplicate, so the
+// sender may reuse their resend slots: its window of unacknowledged reports
+// is its credit (docs/DTA-WIRE.md, "Exactly once").
+func (e *Engine) sendAcks() {
+	for _, src := range e.ackDue {
+		s := e.seqs[src]
+		if s == nil || !s.ackDue {
+			continue
+		}
+		s.ackDue = false
+		if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
+			e.nacks = make([]byte, 0, 4096) // the queued acks keep the old array alive
+		}
+		n := len(e.nacks)
+		e.nacks = dta.Ack{Seq: s.next - 1, Wide: true}.AppendTo(e.nacks)
+		e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
+		e.c.Acks++
+	}
+	clear(e.ackDue)
+	e.ackDue = e.ackDue[:0]
 }
 
 // applied records that the wide report numbered seq from src was taken.

@@ -17,14 +17,17 @@
 // It also prints the send phase's rate: reports the translator received and
 // had acknowledged, per second (over a million on a 2-core Linux machine,
 // where internal/udpio sends runs of equal datagrams with UDP segmentation
-// offload). The reporters pace themselves on the translator's and the
-// target's counters so that no socket queue overflows; a report lost all
-// the same is counted in the table and fails its query.
+// offload). The demo has no flow control of its own: the reporters number
+// their reports (wide sequence numbers), the translator acknowledges them,
+// NACKs what it cannot take or never got, and applies each once, and the
+// reporters slow down and resend (package reporter, docs/DTA-WIRE.md
+// "Exactly once" and "Reporter flow control"). A report lost all the same
+// is counted in the table and fails its query.
 //
 // It needs only Go and a loopback interface. On Linux each reporter binds its
 // own 127.x.y.z address, so that each can listen for the translator's NACKs on
-// the DTA ack port; elsewhere the reporters share 127.0.0.1 and do without
-// NACKs (flow control keeps the translator from refusing reports anyway).
+// the DTA ack port; elsewhere the reporters share 127.0.0.1, do without
+// NACKs, and send at a fixed pace.
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -keys 262144      # load factor 1: watch Key-Write degrade as predicted
@@ -44,7 +47,7 @@ func main() {
 	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "Key-Write keys; Key-Increment keys and postcard flows are a quarter of it")
 	flag.IntVar(&cfg.Slots, "slots", cfg.Slots, "Key-Write slots (a power of two); Key-Increment counters and postcard chunks are a quarter of it")
 	flag.IntVar(&cfg.Reports, "reports", cfg.Reports, "reports to send, split evenly across the primitives")
-	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "cap on the reports sent per second, 0 for as fast as flow control allows")
+	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "cap on the reports sent per second, 0 for as fast as the translator takes them")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the keys and values")
 	flag.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line")
 	flag.BoolVar(&cfg.Bench, "bench", cfg.Bench, "throughput run: Key-Write and Append reports only")

@@ -93,7 +93,7 @@ func TestCorruptionFails(t *testing.T) {
 		{"key-write region zeroed", func(in *instances) { clear(in.kw.Region()) }, "Key-Write", "Key-Write: latest data"},
 		{"one append entry changed", func(in *instances) {
 			in.ap.Bytes()[0] ^= 0x80 // data of list 0's first entry; its marker intact
-		}, "Append", "Append: entries read back in order"},
+		}, "Append", "Append: entries read back once each"},
 		{"key-increment counter raised", func(in *instances) {
 			r := in.ki.Region()
 			for i := range r { // every counter high: no estimate exact, none within ε
@@ -122,8 +122,9 @@ func TestCorruptionFails(t *testing.T) {
 	}
 }
 
-// TestLostReportsCount: reports that never reach the translator are
-// counted in the table's lost column and fail their queries.
+// TestLostReportsCount: reports that never reach the translator (here
+// kept from the socket, as a reporter that gave up on them) are counted in
+// the table's lost column and fail their queries.
 func TestLostReportsCount(t *testing.T) {
 	var out bytes.Buffer
 	cfg := smallConfig(t)
@@ -145,9 +146,9 @@ func TestLostReportsCount(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Key-Write: latest data",
-		fmt.Sprintf("(%d reports never reached the translator", dropped),
-		"Append: entries read back in order",
-		"(1 reports never reached the translator",
+		fmt.Sprintf("(%d reports never delivered", dropped),
+		"Append: entries read back once each",
+		"(1 reports never delivered",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)
@@ -198,7 +199,7 @@ func TestProgressLine(t *testing.T) {
 
 // BenchmarkEndToEnd streams Key-Write and Append reports through
 // reporters, the translator and the collector on loopback as fast as the
-// flow control allows, b.N reports in all, and reports the rate at which
+// translator takes them, b.N reports in all, and reports the rate at which
 // the translator received them and had their RDMA operations acknowledged.
 // Use -benchtime=2000000x: the pipeline's start-up is not amortised over a
 // few reports. Before the pipeline, in the same run, it measures the
@@ -222,29 +223,4 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(rate, "reports/s")
 	b.ReportMetric(ceiling.Rate(), "ceiling-datagrams/s")
 	b.ReportMetric(rate/ceiling.Rate(), "of-ceiling")
-}
-
-// TestFlowControl: a report decoded before its sender counted it sent does
-// not stall the sender, and a backlog that never drains is written off as
-// lost after the stall time instead of blocking for ever.
-func TestFlowControl(t *testing.T) {
-	var fc flowControl
-	fc.sent.Store(64)
-	fc.received.Store(128)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	start := time.Now()
-	if err := fc.wait(ctx, 0, 64, start); err != nil || time.Since(start) > stall/2 {
-		t.Fatalf("wait with a negative backlog: %v after %v", err, time.Since(start))
-	}
-	fc.sent.Store(128 + 5*reportWindow)
-	if err := fc.wait(ctx, 0, 64, start); err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d < stall {
-		t.Errorf("wait returned after %v, before the stall time %v", d, stall)
-	}
-	if got := fc.lostReports.Load(); got != 5*reportWindow {
-		t.Errorf("lost %d reports, want %d", got, 5*reportWindow)
-	}
 }

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +43,9 @@ const (
 	// Key-Write and 1.11 for exact Key-Increment counts, so 4 binomial σ
 	// is at least 3.6 real ones.
 	sigmas = 4
+	// fallbackRate paces each stream where the reporters cannot take NACKs
+	// (one loopback address): nothing else would slow them down.
+	fallbackRate = 100000
 	// delta is the failure probability the count-min error bound is stated
 	// for: a Key-Increment estimate may exceed the truth by more than
 	// ε·(stream total) with probability at most delta, ε = keyincr.Epsilon.
@@ -66,7 +68,7 @@ type config struct {
 	// checks fail.
 	beforeQuery func(*instances)
 	// drop, when set, names reports the streams count as sent but do not
-	// send: tests stand in for UDP loss with it.
+	// send: tests stand in with it for reports a reporter gives up on.
 	drop    func(op dta.Opcode, i int) bool
 	verbose bool
 	// stats, when set, receives the send phase's numbers (benchmarks).
@@ -97,6 +99,7 @@ type instances struct {
 type plan struct {
 	cfg                   config
 	n                     [5]int // reports per primitive, by dta.Opcode
+	dropped               [5]int // reports cfg.drop kept from the sockets
 	kwKeys, kiKeys, flows []uint32
 	kwSlots, kiSlots      uint64
 	chunks                uint32
@@ -188,14 +191,17 @@ func (p *plan) pcValue(flow, round, hop int) uint32 {
 
 // Append: report i appends be32(i/8 + 1) to list i mod 8.
 
-func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter, fc *flowControl) error {
+// send sends op's stream. The reporter paces it and slows it down when the
+// translator NACKs (package reporter's flow control): the demo has no flow
+// control of its own.
+func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter) error {
 	n := p.n[op]
 	var buf [4]byte
-	start := time.Now()
 	for i := range n {
 		var err error
 		switch {
 		case p.cfg.drop != nil && p.cfg.drop(op, i):
+			p.dropped[op]++
 			if op == dta.OpKeyIncrement {
 				p.kiTruth[i%len(p.kiKeys)] += p.kiAdd(i)
 			}
@@ -218,19 +224,13 @@ func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter, 
 		if err != nil {
 			return err
 		}
-		if (i+1)%reporter.DefaultBatch == 0 || i == n-1 {
-			if (i+1)%reporter.DefaultBatch != 0 {
-				if err := rep.Flush(); err != nil {
-					return err
-				}
-			}
-			fc.sent.Add(int64((i % reporter.DefaultBatch) + 1))
-			if err := fc.wait(ctx, p.cfg.Rate/float64(p.streams()), i+1, start); err != nil {
+		if (i+1)%reporter.DefaultBatch == 0 {
+			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
+	return rep.Flush()
 }
 
 func (p *plan) streams() int {
@@ -244,92 +244,6 @@ func (p *plan) streams() int {
 }
 
 func (p *plan) total() int { return p.n[1] + p.n[2] + p.n[3] + p.n[4] }
-
-// flowControl keeps the pipeline's queues short enough for loopback UDP to
-// drop nothing: reports sent but not yet decoded by the translator sit in
-// its socket's receive queue, and RoCEv2 packets sent but not yet applied by
-// the target in the target's. Both queues are bounded by the socket buffers
-// (the kernel caps them at net.core.rmem_max, 4 MiB here, which holds a few
-// thousand small datagrams). Reporters wait while either backlog is above
-// its window.
-type flowControl struct {
-	sent      atomic.Int64 // reports handed to the sockets
-	received  atomic.Int64 // reports the translator decoded
-	roceQueue atomic.Int64 // RoCEv2 data packets sent, not yet applied (or acknowledged)
-	// lostReports is the report backlog written off as lost (see wait).
-	lostReports atomic.Int64
-}
-
-const (
-	reportWindow = 1024
-	roceWindow   = 1024
-	// stall is how long a reporter waits while neither backlog moves
-	// before it writes the report backlog off as lost: loopback UDP may
-	// drop reports, and the table counts what never arrived. RoCEv2
-	// packets are never written off: the translator resends them until
-	// they are applied, or counts them in Lost when it gives up.
-	stall = time.Second
-)
-
-// The backlogs are differences of counters read at different times: a
-// report may be decoded before its sender counts it sent, so they may be
-// negative.
-func (fc *flowControl) reportBacklog() int64 {
-	return fc.sent.Load() - fc.received.Load() - fc.lostReports.Load()
-}
-
-func (fc *flowControl) packetBacklog() int64 { return fc.roceQueue.Load() }
-
-func (fc *flowControl) wait(ctx context.Context, rate float64, sent int, start time.Time) error {
-	var since time.Time
-	var lastRecv, lastQueue int64
-	for fc.reportBacklog() > reportWindow || fc.packetBacklog() > roceWindow {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		r, q := fc.received.Load(), fc.roceQueue.Load()
-		if since.IsZero() || r != lastRecv || q != lastQueue {
-			since, lastRecv, lastQueue = time.Now(), r, q
-		} else if time.Since(since) > stall {
-			if b := fc.reportBacklog(); b > reportWindow {
-				fc.lostReports.Add(b)
-			}
-			since = time.Time{}
-			continue
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
-	if rate > 0 {
-		if d := time.Duration(float64(sent)/rate*float64(time.Second)) - time.Since(start); d > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(d):
-			}
-		}
-	}
-	return nil
-}
-
-// poll updates fc from the translator's and the target's counters until
-// stop is closed.
-func (fc *flowControl) poll(tr *translator.Translator, c *collector.Collector, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		tc, cc := tr.Counters(), c.Counters()
-		fc.received.Store(int64(decoded(tc)))
-		// The translator keeps a packet in its retransmit ring until the
-		// ACK arrives, after the target applied it: with every FETCH_ADD
-		// answered by its own ATOMIC ACK, that second queue is the longer.
-		q := int64(tc.Packets) - int64(tc.Lost) - int64(cc.WritePackets+cc.Atomics)
-		fc.roceQueue.Store(max(q, int64(tc.FetchAdds)-int64(tc.AtomicACKs)))
-		time.Sleep(50 * time.Microsecond)
-	}
-}
 
 func decoded(tc translator.Counters) uint64 {
 	return tc.Reports[1] + tc.Reports[2] + tc.Reports[3] + tc.Reports[4]
@@ -384,8 +298,8 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		ReportAddr: netip.AddrPortFrom(lo, 0),
 		Collectors: []netip.AddrPort{c.Addr()},
 		Shards:     shards,
-		// A ring far above the flow control's window: the translator never
-		// has to refuse a report for want of room.
+		// A deep ring: the translator refuses a report (a NACK, which
+		// slows its reporter down) only when the target falls far behind.
 		RingSize: 1 << 14,
 		// The default 10 ms resends everything unacknowledged whenever a
 		// busy 2-core machine deschedules a goroutine that long; resends
@@ -426,11 +340,14 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		lists, p.entries, tr.ReportAddr(), p.streams(), nacks)
 
 	// Send phase.
-	var fc flowControl
-	stopPoll := make(chan struct{})
-	var pollDone sync.WaitGroup
-	pollDone.Add(1)
-	go func() { defer pollDone.Done(); fc.poll(tr, c, stopPoll) }()
+	sentSoFar := func() (n uint64) {
+		for _, r := range reps {
+			if r != nil {
+				n += r.Counters().Sent
+			}
+		}
+		return n
+	}
 	start := time.Now()
 	errs := make(chan error, len(reps))
 	var senders sync.WaitGroup
@@ -441,7 +358,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		senders.Add(1)
 		go func() {
 			defer senders.Done()
-			if err := p.send(ctx, dta.Opcode(op), r, &fc); err != nil {
+			if err := p.send(ctx, dta.Opcode(op), r); err != nil {
 				errs <- fmt.Errorf("quickstart: sending %v reports: %w", dta.Opcode(op), err)
 			}
 		}()
@@ -457,11 +374,9 @@ sending:
 		case <-sendersDone:
 			break sending
 		case <-tick.C:
-			prog.show(uint64(fc.sent.Load()), uint64(fc.received.Load()), false)
+			prog.show(sentSoFar(), decoded(tr.Counters()), false)
 		}
 	}
-	close(stopPoll)
-	pollDone.Wait()
 	select {
 	case err := <-errs:
 		return err
@@ -470,7 +385,8 @@ sending:
 
 	// Wait until the translator decoded every datagram the reporters sent
 	// (resends included) and every NACK it sent was received, or nothing
-	// has moved for a second: then what is missing was lost.
+	// has moved for a second. Closing the reporters then answers the last
+	// NACKs and probes for lost last reports.
 	last, lastMove := uint64(0), time.Now()
 	for {
 		tc := tr.Counters()
@@ -483,7 +399,7 @@ sending:
 			}
 		}
 		got := decoded(tc)
-		if got == sent && tc.NACKs == nackd {
+		if got == sent && tc.NACKs+tc.Missing == nackd {
 			break
 		}
 		if got != last {
@@ -495,7 +411,7 @@ sending:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			prog.show(uint64(fc.sent.Load()), got, false)
+			prog.show(sent, got, false)
 		default:
 			time.Sleep(time.Millisecond)
 		}
@@ -517,7 +433,11 @@ sending:
 	elapsed := time.Since(start)
 	tc := tr.Counters()
 	cc := c.Counters() // also orders this goroutine after the target's writes
-	prog.show(uint64(fc.sent.Load()), decoded(tc), true)
+	var sentAll uint64
+	for _, rc := range repc {
+		sentAll += rc.Sent
+	}
+	prog.show(sentAll, decoded(tc), true)
 
 	if cfg.beforeQuery != nil {
 		cfg.beforeQuery(&in)
@@ -536,6 +456,11 @@ sending:
 	}
 	if cfg.verbose {
 		fmt.Fprintf(w, "%+v\n%+v\n", tc, cc)
+		for op, rc := range repc {
+			if op > 0 {
+				fmt.Fprintf(w, "reporter %v: %+v\n", dta.Opcode(op), rc)
+			}
+		}
 	}
 	fmt.Fprintf(w, "\ntranslator: %d RDMA WRITEs, %d FETCH_ADDs, %d packets, %d retransmitted, %d NACKs to reporters\n",
 		tc.Writes, tc.FetchAdds, tc.Packets, tc.Retransmits, tc.NACKs)
@@ -557,6 +482,18 @@ sending:
 	if tc.EncodeErrors != 0 || tc.Rejected != 0 || tc.Malformed != 0 || tc.Lost != 0 {
 		failures = append(failures, fmt.Sprintf("translator: %d encode errors, %d reports rejected, %d malformed, %d packets abandoned", tc.EncodeErrors, tc.Rejected, tc.Malformed, tc.Lost))
 	}
+	// Exactly once: every report the translator took (counted, less the
+	// ones it NACKed and the duplicates it dropped) is one the reporters
+	// did not count lost.
+	var delivered uint64
+	for op, rc := range repc {
+		if op > 0 {
+			delivered += p.delivered(dta.Opcode(op), rc)
+		}
+	}
+	if taken := decoded(tc) - tc.NACKs - tc.Duplicates; taken != delivered {
+		failures = append(failures, fmt.Sprintf("the translator took %d reports, the reporters delivered %d", taken, delivered))
+	}
 	if cc.WritePackets != tc.Writes || cc.Atomics != tc.FetchAdds {
 		failures = append(failures, fmt.Sprintf("the target applied %d WRITE packets and %d atomics, the translator sent %d and %d",
 			cc.WritePackets, cc.Atomics, tc.Writes, tc.FetchAdds))
@@ -573,8 +510,11 @@ sending:
 // that each can listen for NACKs on the DTA ack port of its own address; the
 // addresses are random so that runs side by side do not collide. Where only
 // 127.0.0.1 exists (not Linux), the reporters share it and NACKs are off.
-// The translator sends its NACKs to dta.AckPort, its default.
+// The translator sends its NACKs to dta.AckPort, its default. Reports carry
+// wide sequence numbers: the translator applies each once and NACKs what
+// it missed or could not take, and the reporters slow down and resend.
 func newReporters(p *plan, to netip.AddrPort) (reps [5]*reporter.Reporter, nacks string, err error) {
+	rate := p.cfg.Rate / float64(p.streams()) // each stream's share of -rate
 	closeAll := func() {
 		for i, r := range reps {
 			if r != nil {
@@ -594,10 +534,12 @@ func newReporters(p *plan, to netip.AddrPort) (reps [5]*reporter.Reporter, nacks
 			a := base
 			a[3] = byte(op)
 			reps[op], err = reporter.New(reporter.Config{
-				Translator:  to,
-				Local:       netip.AddrPortFrom(netip.AddrFrom4(a), 0),
-				Sequenced:   true,
-				HandleNACKs: true,
+				Translator:   to,
+				Local:        netip.AddrPortFrom(netip.AddrFrom4(a), 0),
+				Sequenced:    true,
+				WideSequence: true,
+				HandleNACKs:  true,
+				Rate:         rate,
 			})
 			if err != nil {
 				ok = false
@@ -616,7 +558,12 @@ func newReporters(p *plan, to netip.AddrPort) (reps [5]*reporter.Reporter, nacks
 		if op == 0 || p.n[op] == 0 {
 			continue
 		}
-		if reps[op], err = reporter.New(reporter.Config{Translator: to, Sequenced: true}); err != nil {
+		// Without NACKs nothing slows a reporter down: a pace keeps loopback
+		// UDP from dropping.
+		if rate == 0 {
+			rate = fallbackRate
+		}
+		if reps[op], err = reporter.New(reporter.Config{Translator: to, Sequenced: true, WideSequence: true, Rate: rate}); err != nil {
 			closeAll()
 			return reps, "", err
 		}
