@@ -303,3 +303,30 @@ func TestCredit(t *testing.T) {
 		t.Fatalf("without acks: 5000 reports in %v, counters %+v", el, c)
 	}
 }
+
+// TestSupersededKeyWrite: a NACKed Key-Write report whose key was written
+// again since is not resent: its older data would land over the newer.
+func TestSupersededKeyWrite(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 0 || attempt > 1 })
+	r := wideReporter(t, ft, ackPort, Config{})
+	if err := r.KeyWrite(7, []byte{0, 0, 0, 1}, 1); err != nil { // number 0: NACKed
+		t.Fatal(err)
+	}
+	if err := r.KeyWrite(7, []byte{0, 0, 0, 2}, 1); err != nil { // number 1, in the same batch
+		t.Fatal(err)
+	}
+	if err := r.KeyWrite(8, []byte{0, 0, 0, 3}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Counters()
+	ft.mu.Lock()
+	_, resent := ft.taken[0]
+	ft.mu.Unlock()
+	if c.Superseded != 1 || c.Resent != 0 || c.Lost != 0 || resent {
+		t.Errorf("counters %+v; number 0 taken after its NACK: %v", c, resent)
+	}
+}

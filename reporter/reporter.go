@@ -52,7 +52,19 @@ type heldReport struct {
 	resends  int
 	lastSent time.Time
 	lost     bool // counted lost: kept (without b) so later NACKs are not
+	kw       bool // a Key-Write report, of key
+	key      uint32
 }
+
+// kwSlot remembers the newest Key-Write report sent with a key (a direct-
+// mapped table: a key whose slot another took is not remembered).
+type kwSlot struct {
+	key, seq uint32
+	valid    bool
+}
+
+// kwIndex returns the table slot of key.
+func kwIndex(key uint32) uint32 { return (key * 0x9E3779B1) >> (32 - 14) }
 
 // resent is a resend's number and time, for expiring held copies.
 type resent struct {
@@ -156,7 +168,11 @@ type Counters struct {
 	// waiting for the translator's acks (none for a second).
 	Unconfirmed uint64
 	Backoffs    uint64 // busy NACKs that halved the pace
-	Waits       uint64 // times Send blocked for the pace or for a resend to leave the window
+	Waits       uint64 // times Send blocked for the pace or for credit
+	// Superseded counts NACKed Key-Write reports not resent because a
+	// newer report of the same key was sent since: a resend would put the
+	// older data back over it.
+	Superseded uint64
 }
 
 // Reporter builds and sends reports. Its methods are safe for concurrent use.
@@ -191,6 +207,7 @@ type Reporter struct {
 	ackMode   bool
 	acked     uint32
 	lastAckAt time.Time
+	ackMoved  chan struct{} // signalled when acked moves: a Send waiting for credit wakes
 	// A NACKed report is copied out of the window into held until it is
 	// given up or heldFor passed since its last resend with no new NACK:
 	// newer reports may take its window slot meanwhile.
@@ -200,6 +217,7 @@ type Reporter struct {
 	resends   []resend  // NACKed reports waiting for their backoff
 	losses    []loss    // to hand to OnLoss once the lock is released
 	lossCalls sync.Mutex
+	kwLast    []kwSlot // sequenced: the newest Key-Write per key (1<<14 slots)
 }
 
 type loss struct {
@@ -260,6 +278,10 @@ func New(cfg Config) (*Reporter, error) {
 	// applies from the first report (and lapses after ackStall without
 	// an ack, for one that does not).
 	r.ackMode, r.lastAckAt = cfg.HandleNACKs && cfg.WideSequence, now
+	r.ackMoved = make(chan struct{}, 1)
+	if cfg.Sequenced {
+		r.kwLast = make([]kwSlot, 1<<14)
+	}
 	r.tokens = r.burst()
 	if cfg.Sequenced {
 		r.window = make([]sent, 256)
@@ -330,6 +352,10 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	}
 	r.slab = b
 	msg := b[n:len(b):len(b)]
+	if r.kwLast != nil && r.scratch.Header.Opcode == dta.OpKeyWrite {
+		k := r.scratch.KeyWrite.Key
+		r.kwLast[kwIndex(k)] = kwSlot{key: k, seq: h.Seq, valid: true}
+	}
 	if r.cfg.Sequenced {
 		w := &r.window[int(h.Seq)%len(r.window)]
 		w.seq, w.b, w.lost = h.Seq, append(w.b[:0], msg...), false
@@ -402,7 +428,19 @@ func (r *Reporter) waitLocked() error {
 				r.acked, r.ackMode = r.seq, false
 				continue
 			}
-			d = 200 * time.Microsecond // the translator has not caught up
+			// The translator has not caught up: wait for its next ack
+			// (a sleep would last a whole timer tick, a millisecond).
+			r.c.Waits++
+			if err := r.flushLocked(); err != nil {
+				return err
+			}
+			r.mu.Unlock()
+			select {
+			case <-r.ackMoved:
+			case <-time.After(10 * time.Millisecond):
+			}
+			r.mu.Lock()
+			continue
 		case r.pace > 0 && r.tokens < 1:
 			d = time.Duration((1 - r.tokens) / r.pace * float64(time.Second))
 		default:
@@ -616,6 +654,10 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 				// cannot give credit for reports not sent.
 				if next := a.Seq + 1; int32(next-r.acked) > 0 && int32(r.seq-next) >= 0 {
 					r.acked = next
+					select {
+					case r.ackMoved <- struct{}{}:
+					default:
+					}
 				}
 				r.ackMode, r.lastAckAt = true, now
 			}
@@ -628,6 +670,9 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 		if h == nil && a.Wide == r.cfg.WideSequence {
 			if w := &r.window[int(a.Seq)%len(r.window)]; w.b != nil && w.seq == a.Seq && !w.lost {
 				h = &heldReport{b: append([]byte(nil), w.b...)}
+				if rep, err := dta.ParseReport(h.b); err == nil && rep.Header.Opcode == dta.OpKeyWrite {
+					h.kw, h.key = true, rep.KeyWrite.Key
+				}
 				if r.held == nil {
 					r.held = make(map[uint32]*heldReport)
 				}
@@ -698,6 +743,13 @@ func (r *Reporter) resendDue(now time.Time) {
 		h := r.held[q.seq]
 		if h == nil || h.lost {
 			continue // lost meanwhile
+		}
+		if h.kw {
+			if e := r.kwLast[kwIndex(h.key)]; e.valid && e.key == h.key && e.seq != q.seq {
+				r.c.Superseded++
+				delete(r.held, q.seq)
+				continue
+			}
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come

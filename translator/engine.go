@@ -376,7 +376,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 		return
 	}
 	if e.translate1(r, src) && wide {
-		e.applied(src, r.Header.Seq)
+		e.applied(src, r.Header.Seq, true)
 	}
 }
 

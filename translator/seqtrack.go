@@ -107,11 +107,16 @@ func (e *Engine) sendAcks() {
 	e.ackDue = e.ackDue[:0]
 }
 
-// applied records that the wide report numbered seq from src was taken.
-func (e *Engine) applied(src netip.AddrPort, seq uint32) {
+// applied records that the wide report numbered seq from src was taken
+// (or, taken false, that it was not after all).
+func (e *Engine) applied(src netip.AddrPort, seq uint32, taken bool) {
 	if s := e.seqs[src]; s != nil && int32(seq-s.next) < 0 && int32(seq-s.next) > -seqWindow {
 		w, m := s.bit(seq)
-		*w |= m
+		if taken {
+			*w |= m
+		} else {
+			*w &^= m
+		}
 	}
 }
 

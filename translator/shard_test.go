@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -224,3 +227,64 @@ func shardOrder(t *testing.T, wide bool) {
 }
 
 func reportsOf(c Counters) uint64 { return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4] }
+
+// TestShardedDuplicateInOneBatch: a wide report and its copy (a resend, a
+// closing reporter's probe) read in one batch are applied once, whether
+// the reading shard or another one translates them. Both pairs go in one
+// system call, so one read takes them.
+func TestShardedDuplicateInOneBatch(t *testing.T) {
+	kwl, _ := keywrite.NewLayout(1<<10, 4)
+	kil, _ := keyincr.NewLayout(1 << 10)
+	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 10, Copies: 2})
+	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: 2, Entries: 64, EntrySize: 4, Batch: 1})
+	tr, err := New(Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{c.Addr()}, Shards: 2, AckPort: freeUDPPort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(tr.ReportAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	conn, err := udpio.New(uc, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []udpio.Message
+	for list := range uint32(2) { // one list per shard: one of them is the reader's
+		r := dta.Report{Header: dta.Header{Opcode: dta.OpAppend, Sequenced: true, Wide: true, Seq: list},
+			Append: dta.Append{ListID: list, Data: []byte{0, 0, 0, byte(list + 1)}}}
+		b, err := dta.AppendPayload(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, udpio.Message{Buf: b}, udpio.Message{Buf: b})
+	}
+	if _, err := conn.WriteBatch(ms); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for reportsOf(tr.Counters()) < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := tr.Close(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if tc := tr.Counters(); tc.Duplicates != 2 || tc.Writes != 2 {
+		t.Fatalf("translator %+v: want 2 duplicates, 2 writes", tc)
+	}
+	c.Counters()
+	for list := range uint32(2) {
+		rd, _ := c.AR.Reader(list)
+		buf := make([]byte, 4*64)
+		n, err := rd.Read(buf)
+		if err != nil || n != 1 || buf[3] != byte(list+1) {
+			t.Errorf("list %d: %d entries %x, %v; want the one entry once", list, n, buf[:4*max(n, 1)], err)
+		}
+	}
+}

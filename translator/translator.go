@@ -418,22 +418,29 @@ func (t *Translator) readReports(sh *shard) {
 			}
 			if o := t.owner(r); o >= 0 && o != sh.idx {
 				owners[i], foreign = o, true
+				if wide {
+					// Taken until the owner says otherwise: a copy later
+					// in this batch (a resend, a closing reporter's probe)
+					// is a duplicate.
+					sh.e.applied(ms[i].Addr, r.Header.Seq, true)
+				}
 				continue
 			}
 			owners[i] = sh.idx
 			if sh.e.translate1(r, ms[i].Addr) && wide {
-				sh.e.applied(ms[i].Addr, r.Header.Seq)
+				sh.e.applied(ms[i].Addr, r.Header.Seq, true)
 			}
 		}
 		sh.sendLocked()
 		sh.mu.Unlock()
 		if foreign {
 			t.handOver(sh, reps[:len(ms)], ms, owners, taken, now)
-			// Before the next batch, which may hold a resend of one.
+			// Before the next batch, which may hold a resend of one the
+			// owner NACKed.
 			sh.mu.Lock()
 			for i := range ms {
-				if r := &reps[i]; owners[i] >= 0 && owners[i] != sh.idx && taken[i] && r.Header.Sequenced && r.Header.Wide {
-					sh.e.applied(ms[i].Addr, r.Header.Seq)
+				if r := &reps[i]; owners[i] >= 0 && owners[i] != sh.idx && !taken[i] && r.Header.Sequenced && r.Header.Wide {
+					sh.e.applied(ms[i].Addr, r.Header.Seq, false)
 				}
 			}
 			sh.mu.Unlock()

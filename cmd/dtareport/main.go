@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	hops := fs.Int("hops", stream.Default.Hops, "postcard path length")
 	lists := fs.Int("lists", stream.Default.Lists, "Append lists")
 	entry := fs.Int("entry-size", stream.Default.EntrySize, "Append entry size in bytes")
+	universe := fs.Int("universe", stream.Default.Universe, "postcard values are 1..universe")
 	seed := fs.Uint64("seed", stream.Default.Seed, "seed of the values")
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
@@ -116,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return bad("-mix: %v", err)
 		}
-		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: uint8(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry}
+		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: uint8(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}
 		if err := s.Validate(); err != nil {
 			return bad("%v", err)
 		}

@@ -10,7 +10,7 @@
 //
 //	{"report": "127.0.0.1:40040", "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
-//	 "ring_size": 1024, "rate_limit": 0, "http": "127.0.0.1:8041"}
+//	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "http": "127.0.0.1:8041"}
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: cached postcards
 // and partial Append batches are flushed and every packet is acknowledged
@@ -52,6 +52,7 @@ type Config struct {
 	CMPort     uint16   `json:"cm_port"`
 	RingSize   int      `json:"ring_size"`
 	RateLimit  float64  `json:"rate_limit"`
+	Shards     int      `json:"shards"`
 	HTTP       string   `json:"http"`
 }
 
@@ -186,10 +187,10 @@ func (cfg Config) translator() (translator.Config, error) {
 		}
 		tc.Collectors = append(tc.Collectors, a)
 	}
-	if cfg.RingSize < 0 || cfg.RateLimit < 0 {
-		return tc, fmt.Errorf("ring_size %d and rate_limit %g must not be negative", cfg.RingSize, cfg.RateLimit)
+	if cfg.RingSize < 0 || cfg.RateLimit < 0 || cfg.Shards < 0 {
+		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
-	tc.CMPort, tc.RingSize, tc.RateLimit = cfg.CMPort, cfg.RingSize, cfg.RateLimit
+	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
 	return tc, nil
 }
 

@@ -485,10 +485,13 @@ sending:
 	// Exactly once: every report the translator took (counted, less the
 	// ones it NACKed and the duplicates it dropped) is one the reporters
 	// did not count lost.
+	// A NACKed Key-Write superseded by a newer one of its key is not
+	// resent: delivered, in that the key holds the newer data, but never
+	// taken.
 	var delivered uint64
 	for op, rc := range repc {
 		if op > 0 {
-			delivered += p.delivered(dta.Opcode(op), rc)
+			delivered += p.delivered(dta.Opcode(op), rc) - rc.Superseded
 		}
 	}
 	if taken := decoded(tc) - tc.NACKs - tc.Duplicates; taken != delivered {

@@ -18,7 +18,7 @@ import (
 //     bytes, Redundancy copies.
 //   - Key-Increment: key j mod Keys, adding 1, Redundancy counters.
 //   - Postcarding: flow (j / Hops) mod Keys, hop j mod Hops + 1 of Hops,
-//     value value(flow, hop) mod 2^20 + 1 (never 0).
+//     value value(flow, hop) mod Universe + 1 (never 0).
 //   - Append: list j mod Lists, data j / Lists + 1 as EntrySize big-endian
 //     bytes (the low 4 bytes; the rest 0).
 type Synthetic struct {
@@ -29,12 +29,13 @@ type Synthetic struct {
 	Hops       int   // postcard path length, 1..255
 	Lists      int   // Append lists
 	EntrySize  int   // Append entry size, at least 4
+	Universe   int   // postcard values are 1..Universe
 }
 
 // Default is a stream of all four primitives on 32 768 keys, 2 copies,
-// 5 hops, 8 lists of 4-byte entries.
+// 5 hops of values 1..4096, 8 lists of 4-byte entries.
 var Default = Synthetic{Seed: 1, Mix: []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpPostcard, dta.OpAppend},
-	Keys: 1 << 15, Redundancy: 2, Hops: 5, Lists: 8, EntrySize: 4}
+	Keys: 1 << 15, Redundancy: 2, Hops: 5, Lists: 8, EntrySize: 4, Universe: 4096}
 
 // ParseMix reads a comma-separated list of primitives: keywrite,
 // keyincrement, postcard, append (a name repeated weighs it more).
@@ -72,6 +73,8 @@ func (s *Synthetic) Validate() error {
 		return fmt.Errorf("stream: %d lists", s.Lists)
 	case s.EntrySize < 4 || s.EntrySize > 1024:
 		return fmt.Errorf("stream: entry size %d, want 4..1024", s.EntrySize)
+	case s.Universe < 1 || s.Universe > 1<<24:
+		return fmt.Errorf("stream: postcard universe %d, want 1..2^24", s.Universe)
 	}
 	return nil
 }
@@ -91,13 +94,18 @@ func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 		r.KeyIncrement = dta.KeyIncrement{Redundancy: s.Redundancy, Key: uint32(j % s.Keys), Counter: 1}
 	case dta.OpPostcard:
 		flow, hop := (j/s.Hops)%s.Keys, j%s.Hops
-		r.Postcard = dta.Postcard{Key: uint32(flow), Hop: uint8(hop + 1), Value: s.Value(flow, hop)%(1<<20) + 1, PathLength: uint8(s.Hops)}
+		r.Postcard = dta.Postcard{Key: uint32(flow), Hop: uint8(hop + 1), Value: s.PostcardValue(flow, hop), PathLength: uint8(s.Hops)}
 	case dta.OpAppend:
 		d := buf[:s.EntrySize]
 		clear(d)
 		binary.BigEndian.PutUint32(d[s.EntrySize-4:], uint32(j/s.Lists+1))
 		r.Append = dta.Append{ListID: uint32(j % s.Lists), Data: d}
 	}
+}
+
+// PostcardValue is the value hop (0-based) of flow reports.
+func (s *Synthetic) PostcardValue(flow, hop int) uint32 {
+	return s.Value(flow, hop)%uint32(s.Universe) + 1
 }
 
 // Value is the pseudo-random value of (a, b): splitmix64 of the seed and

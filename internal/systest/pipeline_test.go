@@ -1,0 +1,387 @@
+package systest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/stream"
+)
+
+// pipeline is the three daemons' addresses and the stream sent.
+type pipeline struct {
+	coll, tr         *proctest.Proc
+	collHTTP, trHTTP string
+	report, roce     string
+	reporterIP       string
+	st               stream.Synthetic
+	n                int // reports sent
+	kwSlots, kiSlots uint64
+	chunks, entries  int
+	dtareport        string
+}
+
+func binaries(t testing.TB) (coll, tr, rep string) {
+	return proctest.Build(t, "github.com/dtakit/dtakit/cmd/dtacollector", "dtacollector"),
+		proctest.Build(t, "github.com/dtakit/dtakit/cmd/dtatranslator", "dtatranslator"),
+		proctest.Build(t, "github.com/dtakit/dtakit/cmd/dtareport", "dtareport")
+}
+
+// start starts the collector (four instances sized for keys keys and n
+// reports) and the translator, and waits until the translator is connected.
+func start(t testing.TB, n, keys int) *pipeline {
+	collBin, trBin, repBin := binaries(t)
+	p := &pipeline{
+		collHTTP: fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp")),
+		trHTTP:   fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp")),
+		report:   fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp")),
+		roce:     fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp")),
+		// The reporter takes NACKs on the DTA ack port of an address of its
+		// own, random so that runs side by side do not collide.
+		reporterIP: fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 1+rand.IntN(250)),
+		st:         stream.Default,
+		n:          n,
+		kwSlots:    1 << 18, kiSlots: 1 << 16, chunks: 1 << 16,
+		dtareport: repBin,
+	}
+	p.st.Keys = keys
+	perList := n/len(p.st.Mix)/p.st.Lists + 1
+	p.entries = 1
+	for p.entries < perList+64 {
+		p.entries *= 2
+	}
+	values := make([]string, p.st.Universe)
+	for i := range values {
+		values[i] = strconv.Itoa(i + 1)
+	}
+	cmPort := 43000 + os.Getpid()%1000
+	cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "instances": [
+		{"primitive": "keywrite", "slots": %d, "data_size": 4, "redundancy": 2},
+		{"primitive": "keyincrement", "slots": %d, "redundancy": 2},
+		{"primitive": "postcard", "hops": %d, "chunks": %d, "copies": 2, "values": [%s]},
+		{"primitive": "append", "lists": %d, "entries": %d, "entry_size": %d, "batch": 16, "markers": true}]}`,
+		p.roce, p.collHTTP, cmPort, p.kwSlots, p.kiSlots, p.st.Hops, p.chunks, strings.Join(values, ","),
+		p.st.Lists, p.entries, p.st.EntrySize)
+	file := filepath.Join(t.TempDir(), "collector.json")
+	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.coll = proctest.Start(t, collBin, "-config", file)
+	proctest.WaitFor(t, "the collector to serve", 10*time.Second, func() bool { return get(p.collHTTP+"/healthz", nil) == nil }, p.coll)
+	// A shard per core; the default ring, so that the translator refuses
+	// reports now and then and the NACK path runs too.
+	trFile := filepath.Join(t.TempDir(), "translator.json")
+	if err := os.WriteFile(trFile, []byte(`{"ring_size": 1024, "shards": 2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.tr = proctest.Start(t, trBin, "-config", trFile, "-report", p.report, "-collectors", p.roce, "-cm-port", strconv.Itoa(cmPort), "-http", p.trHTTP, "-drain", "10s")
+	proctest.WaitFor(t, "the translator to connect its four instances", 10*time.Second, func() bool {
+		var st struct {
+			Instances []struct {
+				Ready bool `json:"ready"`
+			} `json:"instances"`
+		}
+		if get(p.trHTTP+"/v1/translator", &st) != nil || len(st.Instances) != 4 {
+			return false
+		}
+		for _, in := range st.Instances {
+			if !in.Ready {
+				return false
+			}
+		}
+		return true
+	}, p.coll, p.tr)
+	return p
+}
+
+func get(url string, v any) error {
+	resp, err := http.Get("http://" + url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	if v == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func post(url string, body, v any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.Post("http://"+url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// reportResult is dtareport's output.
+type reportResult struct {
+	Reports  int     `json:"reports"`
+	Rate     float64 `json:"reports_per_second"`
+	Counters struct {
+		Sent, Resent, NACKs, Lost, Unconfirmed, Errors, Acks, Waits, Backoffs uint64
+	} `json:"counters"`
+}
+
+// send runs dtareport to the end and returns what it printed.
+func (p *pipeline) send(t testing.TB) reportResult {
+	cmd := exec.Command(p.dtareport, "-translator", p.report, "-local", p.reporterIP+":0", "-nacks",
+		"-count", strconv.Itoa(p.n), "-keys", strconv.Itoa(p.st.Keys), "-seed", strconv.FormatUint(p.st.Seed, 10))
+	var out, logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &logs
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	var res reportResult
+	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
+		t.Fatalf("dtareport: %v, output %q\n%s", err, out.String(), logs.String())
+	}
+	if err != nil {
+		t.Errorf("dtareport: %v: %+v\n%s", err, res, logs.String())
+	}
+	return res
+}
+
+// stop ends the translator with SIGTERM, which flushes its cached
+// postcards and partial Append batches and waits until every RDMA
+// operation is acknowledged; it must exit 0.
+func (p *pipeline) stop(t testing.TB) {
+	if err := p.tr.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.tr.Cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("translator: %v\n%s", err, p.tr.Logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("translator did not stop\n%s", p.tr.Logs())
+	}
+}
+
+// check queries every key through the collector's HTTP API and compares
+// with what the stream sent.
+func (p *pipeline) check(t testing.TB) {
+	st, K := &p.st, p.st.Keys
+	perOp := make(map[dta.Opcode]int)
+	for i := range p.n {
+		perOp[st.Mix[i%len(st.Mix)]]++
+	}
+	keys := make([]uint32, K)
+	for k := range keys {
+		keys[k] = uint32(k)
+	}
+	type result struct {
+		Results []struct {
+			Key    uint32   `json:"key"`
+			Status string   `json:"status"`
+			Data   string   `json:"data"`
+			Count  uint64   `json:"count"`
+			Path   []uint32 `json:"path"`
+		} `json:"results"`
+	}
+	// Key-Write: key k's last report is j = the largest j < nKW with
+	// j mod K = k; its data is Value(k, j / K). At load K/slots a query
+	// fails with probability about (K/slots)^2: allow 1 %.
+	var kw result
+	if err := post(p.collHTTP+"/v1/instances/0/keywrite", map[string]any{"keys": keys}, &kw); err != nil {
+		t.Fatal(err)
+	}
+	nKW, bad := perOp[dta.OpKeyWrite], 0
+	for _, r := range kw.Results {
+		k := int(r.Key)
+		last := (nKW-1-k)/K*K + k
+		var want [4]byte
+		binary.BigEndian.PutUint32(want[:], st.Value(k, last/K))
+		if r.Status != "found" || r.Data != hex.EncodeToString(want[:]) {
+			bad++
+		}
+	}
+	if bad > K/100 {
+		t.Errorf("Key-Write: %d of %d keys wrong", bad, K)
+	}
+	// Key-Increment: each report adds 1; count-min never under-counts, so
+	// a count below the truth is a lost report and one above it beyond
+	// collisions a report applied twice. At load 2K/slots allow 1 % of
+	// keys over.
+	var ki result
+	if err := post(p.collHTTP+"/v1/instances/1/keyincrement", map[string]any{"keys": keys}, &ki); err != nil {
+		t.Fatal(err)
+	}
+	nKI, over := perOp[dta.OpKeyIncrement], 0
+	for _, r := range ki.Results {
+		k := int(r.Key)
+		want := uint64(nKI / K)
+		if k < nKI%K {
+			want++
+		}
+		if r.Count < want {
+			t.Fatalf("Key-Increment: key %d counts %d, sent %d: reports lost", k, r.Count, want)
+		}
+		if r.Count > want {
+			over++
+		}
+	}
+	if over > K/100 {
+		t.Errorf("Key-Increment: %d of %d keys over-counted", over, K)
+	}
+	// Postcarding: every flow's path is the same in every round.
+	var pc result
+	flows := keys[:min(K, perOp[dta.OpPostcard]/st.Hops)]
+	if err := post(p.collHTTP+"/v1/instances/2/postcard", map[string]any{"keys": flows}, &pc); err != nil {
+		t.Fatal(err)
+	}
+	bad = 0
+	for _, r := range pc.Results {
+		ok := r.Status == "found" && len(r.Path) == st.Hops
+		for h := 0; ok && h < st.Hops; h++ {
+			ok = r.Path[h] == st.PostcardValue(int(r.Key), h)
+		}
+		if !ok {
+			bad++
+		}
+	}
+	if bad > len(flows)/100 {
+		t.Errorf("Postcarding: %d of %d paths wrong", bad, len(flows))
+	}
+	// Append: list l got values 1..cnt, each exactly once.
+	nAL := perOp[dta.OpAppend]
+	for l := range st.Lists {
+		cnt := nAL / st.Lists
+		if l < nAL%st.Lists {
+			cnt++
+		}
+		seen := make([]int, cnt+1)
+		got := 0
+		for {
+			var rd struct {
+				Entries []string `json:"entries"`
+				Lost    uint64   `json:"lost"`
+			}
+			if err := get(fmt.Sprintf("%s/v1/instances/3/append?list=%d&max=65536", p.collHTTP, l), &rd); err != nil {
+				t.Fatal(err)
+			}
+			if rd.Lost != 0 {
+				t.Fatalf("Append list %d: %d entries lapped", l, rd.Lost)
+			}
+			if len(rd.Entries) == 0 {
+				break
+			}
+			for _, e := range rd.Entries {
+				b, _ := hex.DecodeString(e)
+				v := int(binary.BigEndian.Uint32(b[len(b)-4:]))
+				if v < 1 || v > cnt {
+					t.Fatalf("Append list %d: entry %d, sent 1..%d", l, v, cnt)
+				}
+				seen[v]++
+				got++
+			}
+		}
+		for v := 1; v <= cnt; v++ {
+			if seen[v] != 1 {
+				t.Fatalf("Append list %d: entry %d read %d times, want once (%d entries read, %d sent)", l, v, seen[v], got, cnt)
+			}
+		}
+	}
+}
+
+// TestThreeProcesses streams a million reports of the four primitives
+// from dtareport through dtatranslator into dtacollector, each its own
+// process, at the highest rate the reporter's flow control reaches, and
+// checks every key through the collector's HTTP API: nothing lost, nothing
+// applied twice.
+func TestThreeProcesses(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	p := start(t, n, 4096)
+	res := p.send(t)
+	t.Logf("dtareport: %d reports at %.0f/s, %+v", res.Reports, res.Rate, res.Counters)
+	if res.Reports != n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 || res.Counters.Errors != 0 {
+		t.Fatalf("dtareport: %+v", res)
+	}
+	p.stop(t)
+	p.check(t)
+}
+
+// TestThreeProcessesBusyCores is TestThreeProcesses with every core kept
+// busy by a bounded spinning process at the same time: the daemons get
+// the CPU in slices, their queues fill, and still nothing is lost or
+// applied twice.
+func TestThreeProcessesBusyCores(t *testing.T) {
+	n := 300_000
+	if testing.Short() {
+		n = 100_000
+	}
+	p := start(t, n, 4096)
+	for range runtime.NumCPU() {
+		// Its own process group, so that the cleanup ends the shell that
+		// timeout runs too.
+		spin := exec.Command("timeout", "120", "sh", "-c", "while :; do :; done")
+		spin.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := spin.Start(); err != nil {
+			t.Fatalf("cannot start a busy loop: %v", err)
+		}
+		t.Cleanup(func() {
+			syscall.Kill(-spin.Process.Pid, syscall.SIGKILL)
+			spin.Wait()
+		})
+	}
+	res := p.send(t)
+	t.Logf("dtareport with busy cores: %d reports at %.0f/s, %+v", res.Reports, res.Rate, res.Counters)
+	if res.Reports != n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 || res.Counters.Errors != 0 {
+		t.Fatalf("dtareport: %+v", res)
+	}
+	p.stop(t)
+	p.check(t)
+}
+
+// BenchmarkThreeProcesses measures the three daemons as separate
+// processes: reports/s dtareport delivered (b.N reports, at least 100 000;
+// every one acknowledged, none lost), checked through the HTTP API after.
+// Use -benchtime=1000000x.
+func BenchmarkThreeProcesses(b *testing.B) {
+	n := max(b.N, 100_000)
+	p := start(b, n, 4096)
+	b.ResetTimer()
+	res := p.send(b)
+	b.StopTimer()
+	if res.Reports != n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 {
+		b.Fatalf("dtareport: %+v", res)
+	}
+	p.stop(b)
+	p.check(b)
+	b.ReportMetric(res.Rate, "reports/s")
+}
