@@ -26,12 +26,16 @@ func Counters(ch chan<- prometheus.Metric, prefix, help string, v any) {
 }
 
 // Snake turns a Go field name into a metric name part: WritePackets ->
-// write_packets, BadICRC -> bad_icrc.
+// write_packets, BadICRC -> bad_icrc, SeqNAKs -> seq_naks (an acronym's
+// plural s stays with it).
 func Snake(s string) string {
 	var b strings.Builder
 	r := []rune(s)
+	plural := func(i int) bool { // r[i] is the s of an acronym's plural
+		return r[i] == 's' && i > 1 && unicode.IsUpper(r[i-1]) && unicode.IsUpper(r[i-2]) && (i+1 == len(r) || unicode.IsUpper(r[i+1]))
+	}
 	for i, c := range r {
-		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
+		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1]) && !plural(i+1)) {
 			b.WriteByte('_')
 		}
 		b.WriteRune(unicode.ToLower(c))
