@@ -54,8 +54,10 @@ type Config struct {
 	// RingSize is the retransmit ring of each QP, in packets: a power of two
 	// (default 1024). It bounds the packets in flight.
 	RingSize int
-	// AckTimeout is how long a QP waits for progress before it resends its
-	// unacknowledged packets (default 10 ms).
+	// AckTimeout is the least a QP waits for progress before it resends
+	// its unacknowledged packets, and the wait before it has timed a round
+	// trip (default 10 ms). The wait follows the measured round trip above
+	// it and doubles at each timeout, up to 4 times (docs/DTA-WIRE.md).
 	AckTimeout time.Duration
 	// MaxRetries is the number of timeouts in a row without progress after
 	// which a QP is reconnected (default 8).

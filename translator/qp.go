@@ -57,6 +57,13 @@ type qp struct {
 	sinceAckReq  int   // packets since the last one with AckReq
 	lastProgress int64 // last ACK that moved una, or the first send into an empty ring
 	retries      int   // timeouts in a row without progress
+	// Round-trip time (RFC 6298, in nanoseconds): one packet at a time is
+	// timed, never a retransmitted one (Karn); srtt 0 means no sample yet.
+	srtt, rttvar int64
+	backoff      uint // the timeout's doublings, kept until a new sample (Karn)
+	rttPSN       rocev2.PSN
+	rttAt        int64
+	timing       bool
 	nakPSN       rocev2.PSN
 	nakAt        int64
 	nakValid     bool
@@ -143,6 +150,9 @@ func (e *Engine) queued(q *qp, b []byte, ackReq bool) {
 	if q.una == q.next {
 		q.lastProgress = e.now
 	}
+	if !q.timing {
+		q.rttPSN, q.rttAt, q.timing = q.next, e.now, true
+	}
 	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
 	if !q.touched {
 		q.touched = true
@@ -198,9 +208,42 @@ func (e *Engine) ackThrough(q *qp, psn rocev2.PSN) {
 		e.c.BadACKs++ // acknowledges a packet never sent
 		return
 	}
+	if q.timing && psn.Diff(q.rttPSN) >= 0 {
+		q.sampleRTT(e.now - q.rttAt)
+		q.timing, q.backoff = false, 0
+	}
 	q.una = psn.Next()
 	q.lastProgress = e.now
 	q.retries = 0
+}
+
+// sampleRTT folds one round-trip time into srtt and rttvar (RFC 6298).
+func (q *qp) sampleRTT(r int64) {
+	r = max(r, 1)
+	if q.srtt == 0 {
+		q.srtt, q.rttvar = r, r/2
+		return
+	}
+	d := q.srtt - r
+	if d < 0 {
+		d = -d
+	}
+	q.rttvar += (d - q.rttvar) / 4
+	q.srtt += (r - q.srtt) / 8
+}
+
+// rto is how long q waits for progress before it resends: srtt + 4 rttvar,
+// at least cfg.AckTimeout (the floor, as TCP's minimum RTO, and the value
+// before any sample), doubled for each timeout up to 4 times (so that a
+// peer that is gone is still given up within about 4·MaxRetries timeouts)
+// and kept doubled until a packet sent once is timed (Karn's algorithm: a
+// round trip longer than the floor is learnt, not resent forever).
+func (e *Engine) rto(q *qp) int64 {
+	rto := int64(e.cfg.AckTimeout)
+	if q.srtt > 0 {
+		rto = max(rto, q.srtt+4*q.rttvar)
+	}
+	return rto << q.backoff
 }
 
 // resend queues again every unacknowledged packet from psn on (go-back-N),
@@ -211,6 +254,7 @@ func (e *Engine) resend(q *qp, from rocev2.PSN) {
 	}
 	last := q.next.Add(minusOne)
 	e.setAckReq(q, last)
+	q.timing = false // Karn: a retransmitted packet's ACK times nothing
 	for p := from; p != q.next; p = p.Next() {
 		e.out = append(e.out, Datagram{Addr: q.remote, Buf: q.packet(p)})
 		e.c.Retransmits++
@@ -256,10 +300,11 @@ func (e *Engine) handleAck(q *qp, psn rocev2.PSN, s rocev2.Syndrome) {
 
 // tickQP resends on timeout and gives up on a QP that makes no progress.
 func (e *Engine) tickQP(q *qp) {
-	if q.una == q.next || e.now-q.lastProgress < int64(e.cfg.AckTimeout) {
+	if q.una == q.next || e.now-q.lastProgress < e.rto(q) {
 		return
 	}
 	q.retries++
+	q.backoff = min(q.backoff+1, 2)
 	e.c.Timeouts++
 	if q.retries > e.cfg.MaxRetries {
 		e.reconnect(q.inst)

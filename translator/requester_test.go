@@ -318,7 +318,12 @@ func TestNoProgressReconnects(t *testing.T) {
 	ft.noAck = true
 	h.kwReports(nil, 0, 4)
 	h.pump()
+	// The timeout doubles, up to 4 times: 10, 20, 40, 40 ms.
 	h.advance(45*time.Millisecond, time.Millisecond)
+	if c := h.e.Counters(); c.Timeouts != 2 || c.Retransmits != 8 {
+		t.Errorf("after 45 ms: counters %+v, want 2 timeouts (at 10 and 30 ms)", c)
+	}
+	h.advance(75*time.Millisecond, time.Millisecond)
 	c := h.e.Counters()
 	if c.Timeouts != 4 || c.Reconnects != 1 || c.Lost != 4 || c.Retransmits != 12 {
 		t.Errorf("counters %+v", c)
@@ -383,5 +388,47 @@ func TestFlushCountsWhatDoesNotFit(t *testing.T) {
 	h.pump()
 	if c := h.e.Counters(); c.Writes != 4 || c.FlushLost != 1 {
 		t.Errorf("counters %+v: want 2 flows written, 1 lost", c)
+	}
+}
+
+// TestRoundTripLearnt: the target answers 30 ms late, three times the
+// default timeout. The first packets are resent (the timeout doubles), then
+// the round trip is measured on a packet sent once and the timeout follows
+// it: 20 rounds of 5 reports cost a few retransmissions, not a go-back-N
+// every round.
+func TestRoundTripLearnt(t *testing.T) {
+	h, in, st := kwSetup(t, Config{})
+	type held struct {
+		b  []byte
+		at time.Time
+	}
+	var late []held
+	h.toE = func(bs [][]byte) [][]byte {
+		for _, b := range bs {
+			late = append(late, held{b, h.now.Add(30 * time.Millisecond)})
+		}
+		var due [][]byte
+		keep := late[:0]
+		for _, x := range late {
+			if !x.at.After(h.now) {
+				due = append(due, x.b)
+			} else {
+				keep = append(keep, x)
+			}
+		}
+		late = keep
+		return due
+	}
+	for r := range 20 {
+		h.kwReports(st, uint32(5*r), 5)
+		h.pump()
+		h.advance(100*time.Millisecond, time.Millisecond)
+	}
+	c := h.e.Counters()
+	if !h.e.Idle() || !bytes.Equal(in.mem, st.Region()) {
+		t.Fatalf("not all written: %+v", c)
+	}
+	if c.Retransmits > 20 || c.Timeouts > 4 {
+		t.Errorf("%d retransmissions, %d timeouts for %d packets: the round trip was not learnt", c.Retransmits, c.Timeouts, c.Packets)
 	}
 }
