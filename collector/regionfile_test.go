@@ -77,7 +77,7 @@ func TestRegionFileSurvivesKill9(t *testing.T) {
 		}
 	}()
 
-	tr, err := translator.New(translator.Config{Collectors: []netip.AddrPort{addr}})
+	tr, err := translator.New(translator.Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,7 +219,7 @@ func TestVerbsBackendNeedsDevice(t *testing.T) {
 	if devs, err := verbs.Devices(); err == nil {
 		t.Skipf("this machine has RDMA devices (%v): collector's device tests cover the verbs backend", devs)
 	}
-	_, err := New(Config{Verbs: true, Collectors: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4791")}})
+	_, err := New(Config{Verbs: true, ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4791")}})
 	if !errors.Is(err, verbs.ErrNoDevice) && !errors.Is(err, verbs.ErrNotSupported) {
 		t.Fatalf("New with Verbs and no device: %v, want an error wrapping verbs.ErrNoDevice", err)
 	}
