@@ -449,15 +449,21 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 // nack queues a NACK of number seq to src's address at the ack port, wide
 // with the reason when wide.
 func (e *Engine) nack(src netip.AddrPort, seq uint32, wide bool, why dta.Reason) {
-	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
-		// The queued NACKs keep the old array alive.
-		e.nacks = make([]byte, 0, 4096)
-	}
-	n := len(e.nacks)
 	a := dta.Ack{Seq: seq, NACK: true, Wide: wide}
 	if wide {
 		a.Reason = why
 	}
+	e.toReporter(src, a)
+}
+
+// toReporter queues a, a NACK or a cumulative ack, to src's address at the
+// ack port.
+func (e *Engine) toReporter(src netip.AddrPort, a dta.Ack) {
+	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
+		// The queued acks keep the old array alive.
+		e.nacks = make([]byte, 0, 4096)
+	}
+	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
 	e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
 }

@@ -95,12 +95,7 @@ func (e *Engine) sendAcks() {
 			continue
 		}
 		s.ackDue = false
-		if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
-			e.nacks = make([]byte, 0, 4096) // the queued acks keep the old array alive
-		}
-		n := len(e.nacks)
-		e.nacks = dta.Ack{Seq: s.next - 1, Wide: true}.AppendTo(e.nacks)
-		e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
+		e.toReporter(src, dta.Ack{Seq: s.next - 1, Wide: true})
 		e.c.Acks++
 	}
 	clear(e.ackDue)

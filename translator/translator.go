@@ -412,24 +412,21 @@ func (t *Translator) readReports(sh *shard) {
 			}
 			// The shard reading a source's flow sees all its numbers, in
 			// order: it keeps their state, whichever shard translates.
-			wide := r.Header.Sequenced && r.Header.Wide
-			if wide && !sh.e.admit(ms[i].Addr, r) {
-				continue
-			}
 			if o := t.owner(r); o >= 0 && o != sh.idx {
-				owners[i], foreign = o, true
-				if wide {
+				if r.Header.Sequenced && r.Header.Wide {
+					if !sh.e.admit(ms[i].Addr, r) {
+						continue
+					}
 					// Taken until the owner says otherwise: a copy later
 					// in this batch (a resend, a closing reporter's probe)
 					// is a duplicate.
 					sh.e.applied(ms[i].Addr, r.Header.Seq, true)
 				}
+				owners[i], foreign = o, true
 				continue
 			}
 			owners[i] = sh.idx
-			if sh.e.translate1(r, ms[i].Addr) && wide {
-				sh.e.applied(ms[i].Addr, r.Header.Seq, true)
-			}
+			sh.e.Translate(r, ms[i].Addr)
 		}
 		sh.sendLocked()
 		sh.mu.Unlock()

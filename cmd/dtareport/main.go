@@ -30,11 +30,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
-
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/internal/stream"
 	"github.com/dtakit/dtakit/reporter"
 )
@@ -183,49 +180,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // readPcap returns the DTA reports in the UDP datagrams to port of a pcap
-// or pcapng file. A datagram that is not a valid report is skipped (a
-// sender cannot encode it).
+// or pcapng file (intbridge.Replay reads it). A datagram that is not a
+// valid report is skipped (a sender cannot encode it).
 func readPcap(name string, port uint16) ([]dta.Report, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	type source interface {
-		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-		LinkType() layers.LinkType
-	}
-	var src source
-	if r, err := pcapgo.NewReader(f); err == nil {
-		src = r
-	} else {
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
-		ng, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			return nil, fmt.Errorf("%s: neither pcap nor pcapng: %w", name, err)
-		}
-		src = ng
-	}
 	var out []dta.Report
-	for {
-		data, _, err := src.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			return out, nil
+	_, err = intbridge.Replay(f, port, func(payload []byte, _ time.Time) error {
+		if r, err := dta.ParseReport(append([]byte(nil), payload...)); err == nil {
+			out = append(out, r)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		pkt := gopacket.NewPacket(data, src.LinkType(), gopacket.NoCopy)
-		udp, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
-		if !ok || uint16(udp.DstPort) != port {
-			continue
-		}
-		r, err := dta.ParseReport(append([]byte(nil), udp.Payload...))
-		if err != nil {
-			continue
-		}
-		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/stream"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -112,7 +113,7 @@ func (p *plan) query(in *instances, tc translator.Counters, _ target.Counters, r
 			alpha := float64(later) / float64(p.kwSlots)
 			_, wrong := keywrite.WrongProbBounds(redundancy, 32, alpha)
 			e.add(1 - keywrite.EmptyProb(redundancy, 32, alpha) - wrong)
-			binary.BigEndian.PutUint32(want[:], value(p.cfg.Seed, j, round))
+			binary.BigEndian.PutUint32(want[:], stream.Value(p.cfg.Seed, j, round))
 			if res[j].Status == keywrite.Found && bytes.Equal(res[j].Data, want[:]) {
 				good++
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/stream"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -162,31 +163,21 @@ func distinctKeys(rng *rand.Rand, n int) []uint32 {
 	return keys
 }
 
-// value is the deterministic pseudo-random value a stream sends for (a, b):
-// splitmix64 of the seed and both.
-func value(seed uint64, a, b int) uint32 {
-	x := seed ^ uint64(a)<<32 ^ uint64(b)
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return uint32(x ^ x>>31)
-}
-
 // The streams. Report i of each primitive is a function of i alone, so the
 // queries can recompute what was sent last under every key.
 //
 // Key-Write: key i mod K, round i/K; the data changes every round, so a
 // query that returns an older round's data counts as a failure. The data is
-// value(seed, key index, round).
+// stream.Value(seed, key index, round).
 //
 // Key-Increment: key i mod K/4, adding 1..8.
-func (p *plan) kiAdd(i int) uint64 { return 1 + uint64(value(p.cfg.Seed^1, i, 0)%8) }
+func (p *plan) kiAdd(i int) uint64 { return 1 + uint64(stream.Value(p.cfg.Seed^1, i, 0)%8) }
 
 // Postcarding: report i is hop i mod 5 + 1 of flow write w = i/5, flow w mod
 // F, round w/F; each flow's five postcards are sent back to back, so the
 // translator's cache completes the flow and writes it.
 func (p *plan) pcValue(flow, round, hop int) uint32 {
-	return 1 + value(p.cfg.Seed^2, flow*hops+hop, round)%universe
+	return 1 + stream.Value(p.cfg.Seed^2, flow*hops+hop, round)%universe
 }
 
 // Append: report i appends be32(i/8 + 1) to list i mod 8.
@@ -207,7 +198,7 @@ func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter) 
 			}
 		case op == dta.OpKeyWrite:
 			K := len(p.kwKeys)
-			binary.BigEndian.PutUint32(buf[:], value(p.cfg.Seed, i%K, i/K))
+			binary.BigEndian.PutUint32(buf[:], stream.Value(p.cfg.Seed, i%K, i/K))
 			err = rep.KeyWrite(p.kwKeys[i%K], buf[:], redundancy)
 		case op == dta.OpKeyIncrement:
 			k, add := i%len(p.kiKeys), p.kiAdd(i)

@@ -108,10 +108,13 @@ func (s *Synthetic) PostcardValue(flow, hop int) uint32 {
 	return s.Value(flow, hop)%uint32(s.Universe) + 1
 }
 
-// Value is the pseudo-random value of (a, b): splitmix64 of the seed and
-// both.
-func (s *Synthetic) Value(a, b int) uint32 {
-	x := s.Seed ^ uint64(a)<<32 ^ uint64(b)
+// Value is the pseudo-random value of (a, b) in s (see Value).
+func (s *Synthetic) Value(a, b int) uint32 { return Value(s.Seed, a, b) }
+
+// Value is the pseudo-random value of (a, b) under seed: splitmix64 of the
+// seed and both.
+func Value(seed uint64, a, b int) uint32 {
+	x := seed ^ uint64(a)<<32 ^ uint64(b)
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 	x = (x ^ x>>27) * 0x94d049bb133111eb

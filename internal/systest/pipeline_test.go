@@ -326,10 +326,16 @@ func TestThreeProcesses(t *testing.T) {
 	if testing.Short() {
 		n = 200_000
 	}
-	p := start(t, n, 4096)
+	start(t, n, 4096).deliver(t, "dtareport")
+}
+
+// deliver sends the stream, which must all be delivered (none lost,
+// unconfirmed or refused by a socket), stops the translator and checks
+// every key.
+func (p *pipeline) deliver(t *testing.T, what string) {
 	res := p.send(t)
-	t.Logf("dtareport: %d reports at %.0f/s, %+v", res.Reports, res.Rate, res.Counters)
-	if res.Reports != n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 || res.Counters.Errors != 0 {
+	t.Logf("%s: %d reports at %.0f/s, %+v", what, res.Reports, res.Rate, res.Counters)
+	if res.Reports != p.n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 || res.Counters.Errors != 0 {
 		t.Fatalf("dtareport: %+v", res)
 	}
 	p.stop(t)
@@ -359,13 +365,7 @@ func TestThreeProcessesBusyCores(t *testing.T) {
 			spin.Wait()
 		})
 	}
-	res := p.send(t)
-	t.Logf("dtareport with busy cores: %d reports at %.0f/s, %+v", res.Reports, res.Rate, res.Counters)
-	if res.Reports != n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 || res.Counters.Errors != 0 {
-		t.Fatalf("dtareport: %+v", res)
-	}
-	p.stop(t)
-	p.check(t)
+	p.deliver(t, "dtareport with busy cores")
 }
 
 // BenchmarkThreeProcesses measures the three daemons as separate
