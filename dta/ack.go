@@ -18,7 +18,7 @@ import "encoding/binary"
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                        seq (32 bits)                          |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|N|  reserved   |    reason     |         reserved (16)         |
+//	|N|  reserved   |    reason     |           span (16)           |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
 // The two forms are told apart by their length.
@@ -33,23 +33,31 @@ type Ack struct {
 	Wide bool
 	// Reason (byte 5, Wide only) says why a NACKed report was dropped.
 	Reason Reason
-	// Reserved is byte 1 (byte 4 when Wide) bits 6..0, and Reserved2 bytes
-	// 6-7 of the wide form, kept as received so a decoded ack re-encodes to
-	// its bytes. Senders leave them 0.
-	Reserved  uint8
-	Reserved2 uint16
+	// Span (bytes 6-7, Wide only) is, in a cumulative ack (NACK clear),
+	// how many numbers ending at Seq the translator has seen the source's
+	// sequence for (capped at 65535): numbers before Seq-Span+1 it never
+	// saw, because it started after them. 0 says nothing.
+	Span uint16
+	// Reserved is byte 1 (byte 4 when Wide) bits 6..0, kept as received so
+	// a decoded ack re-encodes to its bytes. Senders leave it 0.
+	Reserved uint8
 }
 
 // Reason is why a translator refused a report.
 type Reason uint8
 
 // NACK reasons (wide acknowledgements). A sender may retry after Busy,
-// NoInstance and Missing; the others would fail the same way again.
+// NoInstance and Missing; not after Unconfirmed (a retry could apply the
+// report twice); the others would fail the same way again.
 const (
 	ReasonUnspecified Reason = 0
 	ReasonBusy        Reason = 1 // the translator's queue to the collector is full, or its rate limit spent
 	ReasonNoInstance  Reason = 2 // no collector instance serves the primitive yet
 	ReasonMissing     Reason = 3 // never received: a later number came first (lost on the way, or a socket buffer overflowed)
+	// ReasonUnconfirmed: taken, but the collector's acknowledgement of its
+	// operations never came (the connection failed): it may or may not
+	// have been applied, so it is not resent.
+	ReasonUnconfirmed Reason = 4
 )
 
 // AckLen is the encoded length of an acknowledgement header; WideAckLen of
@@ -82,18 +90,18 @@ func (a Ack) AppendTo(b []byte) []byte {
 	}
 	if a.Wide {
 		b = binary.BigEndian.AppendUint32(b, a.Seq)
-		return binary.BigEndian.AppendUint16(append(b, flags, byte(a.Reason)), a.Reserved2)
+		return binary.BigEndian.AppendUint16(append(b, flags, byte(a.Reason)), a.Span)
 	}
 	return append(b, byte(a.Seq), flags)
 }
 
 // Validate reports what is wrong with a, or nil: Reserved wider than 7
-// bits, or a narrow ack with a Seq above 255, a Reason or Reserved2.
+// bits, or a narrow ack with a Seq above 255, a Reason or a Span.
 func (a Ack) Validate() error {
 	if a.Reserved&^ackReservedMask != 0 {
 		return errAckReserved
 	}
-	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Reserved2 != 0) {
+	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Span != 0) {
 		return errAckNarrow
 	}
 	return nil
@@ -105,7 +113,7 @@ func ParseAck(b []byte) (Ack, error) {
 	switch {
 	case len(b) == WideAckLen:
 		return Ack{Seq: binary.BigEndian.Uint32(b), NACK: b[4]&flagNACK != 0, Wide: true, Reserved: b[4] & ackReservedMask,
-			Reason: Reason(b[5]), Reserved2: binary.BigEndian.Uint16(b[6:])}, nil
+			Reason: Reason(b[5]), Span: binary.BigEndian.Uint16(b[6:])}, nil
 	case len(b) < AckLen:
 		return Ack{}, errAckShort
 	case len(b) > AckLen:

@@ -27,6 +27,13 @@ type fakeTranslator struct {
 	next uint32
 	// noAcks stops the cumulative acks it sends after each batch.
 	noAcks bool
+	// reason is the NACKs' reason (0: busy).
+	reason dta.Reason
+	// down drops every report unseen, as a dead translator; fresh makes
+	// the next report seen the first, as a restarted one; first is it,
+	// and the acks carry the span from it.
+	down, fresh bool
+	first       uint32
 
 	mu       sync.Mutex
 	attempts map[uint32]int
@@ -61,6 +68,12 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 					t.Errorf("fake translator: report %x: %v", b, err)
 					continue
 				}
+				if ft.down {
+					continue
+				}
+				if ft.fresh {
+					ft.next, ft.first, ft.fresh = h.Seq, h.Seq, false
+				}
 				ft.attempts[h.Seq]++
 				if ft.lose != nil && ft.lose(h.Seq, ft.attempts[h.Seq]) {
 					continue
@@ -83,11 +96,15 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 					continue
 				}
 				ft.nacks++
-				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil)
+				why := ft.reason
+				if why == 0 {
+					why = dta.ReasonBusy
+				}
+				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: why}.AppendTo(nil)
 				acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 			}
 			if len(ms) > 0 && !ft.noAcks {
-				ack := dta.Ack{Seq: ft.next - 1, Wide: true}.AppendTo(nil)
+				ack := dta.Ack{Seq: ft.next - 1, Wide: true, Span: uint16(ft.next - ft.first)}.AppendTo(nil)
 				acks = append(acks, udpio.Message{Buf: ack, Addr: netip.AddrPortFrom(ms[0].Addr.Addr(), ft.ack)})
 			}
 			ft.mu.Unlock()
@@ -276,7 +293,7 @@ func TestTailProbe(t *testing.T) {
 
 // TestCredit: Send keeps within 3072 reports of the translator's last
 // cumulative ack; when acks stop, it waits a second, then counts the
-// reports in flight Unconfirmed and goes on.
+// reports in flight Unconfirmed and goes on, a credit per second.
 func TestCredit(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
@@ -299,7 +316,10 @@ func TestCredit(t *testing.T) {
 	start := time.Now()
 	send(5000)
 	c := r.Counters()
-	if el := time.Since(start); el < time.Second || c.Unconfirmed < 3072-1024 || c.Unconfirmed > 3072+DefaultBatch {
+	// The 5000 and those in flight before, less the last credit's worth,
+	// were unconfirmed, a credit (3072) per second at most.
+	el := time.Since(start)
+	if el < time.Second || c.Unconfirmed < 5000-3072 || c.Unconfirmed > 5000+3072 || c.Unconfirmed > 3072*uint64(el/time.Second) {
 		t.Fatalf("without acks: 5000 reports in %v, counters %+v", el, c)
 	}
 }
@@ -328,5 +348,107 @@ func TestSupersededKeyWrite(t *testing.T) {
 	ft.mu.Unlock()
 	if c.Superseded != 1 || c.Resent != 0 || c.Lost != 0 || resent {
 		t.Errorf("counters %+v; number 0 taken after its NACK: %v", c, resent)
+	}
+}
+
+// TestUnconfirmedNACK: a report NACKed with reason Unconfirmed (its
+// collector connection failed before acknowledging it) is not resent: it
+// may have been applied. It is counted and handed to OnLoss.
+func TestUnconfirmedNACK(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, _ int) bool { return seq != 5 })
+	ft.reason = dta.ReasonUnconfirmed
+	var mu sync.Mutex
+	var losses []uint32
+	r := wideReporter(t, ft, ackPort, Config{OnLoss: func(seq uint32, b []byte, why dta.Reason) {
+		mu.Lock()
+		defer mu.Unlock()
+		if why != dta.ReasonUnconfirmed || len(b) == 0 {
+			t.Errorf("OnLoss(%d, %x, %v): want its bytes and reason Unconfirmed", seq, b, why)
+		}
+		losses = append(losses, seq)
+	}})
+	for i := range 20 {
+		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Counters()
+	ft.mu.Lock()
+	tries := ft.attempts[5]
+	ft.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if tries != 1 || c.Unconfirmed != 1 || c.Lost != 0 || c.Resent != 0 || len(losses) != 1 || losses[0] != 5 {
+		t.Fatalf("report 5 sent %d times, losses %v, counters %+v; want sent once, unconfirmed once", tries, losses, c)
+	}
+}
+
+// TestRestartedTranslatorSpan: a translator that died and restarted acks
+// from the first number it saw; the reports before it, which the dead one
+// never acknowledged, are counted Unconfirmed (with OnLoss), not taken as
+// acknowledged.
+func TestRestartedTranslatorSpan(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	var mu sync.Mutex
+	lost := map[uint32]bool{}
+	r := wideReporter(t, ft, ackPort, Config{OnLoss: func(seq uint32, _ []byte, why dta.Reason) {
+		mu.Lock()
+		defer mu.Unlock()
+		if why != dta.ReasonUnconfirmed {
+			t.Errorf("OnLoss(%d) reason %v", seq, why)
+		}
+		lost[seq] = true
+	}})
+	defer r.Close()
+	send := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(0, 100)
+	waitFor(t, "the first 100 acknowledged", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.acked == 100
+	})
+	ft.mu.Lock()
+	ft.down = true
+	ft.mu.Unlock()
+	send(100, 150) // into the void
+	time.Sleep(20 * time.Millisecond)
+	ft.mu.Lock()
+	ft.down, ft.fresh = false, true
+	ft.mu.Unlock()
+	send(150, 200)
+	waitFor(t, "the reports before the restart counted", func() bool { return r.Counters().Unconfirmed == 50 })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := uint32(100); i < 150; i++ {
+		if !lost[i] {
+			t.Fatalf("report %d, sent while the translator was down, not handed to OnLoss (%d were)", i, len(lost))
+		}
+	}
+	if c := r.Counters(); c.Lost != 0 || c.Unconfirmed != 50 {
+		t.Fatalf("counters %+v, want 50 unconfirmed and none lost", c)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }

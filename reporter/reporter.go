@@ -144,8 +144,9 @@ type Config struct {
 	// once.
 	Rate float64
 	// OnLoss, when not nil, is called for each report the translator
-	// NACKed and that is not resent: its sequence number, its bytes (nil
-	// when the window no longer holds it) and the NACK's reason. It runs on
+	// NACKed and that is not resent, and each one counted Unconfirmed: its
+	// sequence number, its bytes (nil when the window no longer holds it)
+	// and the NACK's reason (Unconfirmed for those). It runs on
 	// the reporter's ack goroutine, or in Close, without the reporter's
 	// lock.
 	OnLoss func(seq uint32, report []byte, reason dta.Reason)
@@ -164,8 +165,10 @@ type Counters struct {
 
 	Probes uint64 // copies of the last report Close sent (wide, with NACKs), to reveal lost last reports
 	Acks   uint64 // cumulative acks taken (wide)
-	// Unconfirmed counts reports never acknowledged when Send stopped
-	// waiting for the translator's acks (none for a second).
+	// Unconfirmed counts reports that may or may not have been applied:
+	// in flight when the translator's acks stopped for a second, skipped
+	// by a restarted translator's first ack (its span), or NACKed with
+	// reason Unconfirmed. They are not resent and go to OnLoss.
 	Unconfirmed uint64
 	Backoffs    uint64 // busy NACKs that halved the pace
 	Waits       uint64 // times Send blocked for the pace or for credit
@@ -424,8 +427,13 @@ func (r *Reporter) waitLocked() error {
 		switch {
 		case r.ackMode && r.seq-r.acked >= credit:
 			if now.Sub(r.lastAckAt) > ackStall {
-				r.c.Unconfirmed += uint64(r.seq - r.acked)
-				r.acked, r.ackMode = r.seq, false
+				// The translator is gone or stuck: the reports in flight
+				// may or may not have been applied. Credit starts again
+				// from here, so that a dead translator slows Send down.
+				for ; r.acked != r.seq; r.acked++ {
+					r.unconfirm(r.acked)
+				}
+				r.lastAckAt = now
 				continue
 			}
 			// The translator has not caught up: wait for its next ack
@@ -513,8 +521,9 @@ func (r *Reporter) flushLocked() error {
 // answering NACKs
 // until 20 ms passed without a NACK or a resend and none is pending (at
 // most a second);
-// what is still pending then is lost (counted, and handed to OnLoss). It
-// then stops listening and closes the sockets.
+// what is still pending then is lost, and what was never acknowledged
+// unconfirmed (counted, and handed to OnLoss). It then stops listening and
+// closes the sockets.
 func (r *Reporter) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -543,6 +552,11 @@ func (r *Reporter) Close() error {
 		r.lose(q.seq, q.reason)
 	}
 	r.resends = nil
+	// Never acknowledged, in credit mode: the translator may or may not
+	// have applied them.
+	for ; r.ackMode && r.acked != r.seq; r.acked++ {
+		r.unconfirm(r.acked)
+	}
 	r.mu.Unlock()
 	r.deliverLosses()
 	if r.ack != nil {
@@ -604,6 +618,24 @@ func (r *Reporter) lose(seq uint32, reason dta.Reason) {
 	}
 }
 
+// unconfirm counts the report with seq as unconfirmed (it may or may not
+// have been applied) and queues it for OnLoss with reason Unconfirmed,
+// unless it was lost or unconfirmed before. r.mu is held.
+func (r *Reporter) unconfirm(seq uint32) {
+	w := &r.window[int(seq)%len(r.window)]
+	if w.b == nil || w.seq != seq || w.lost {
+		return
+	}
+	if h := r.held[seq]; h != nil && h.lost {
+		return
+	}
+	w.lost = true
+	r.c.Unconfirmed++
+	if r.cfg.OnLoss != nil {
+		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), w.b...), reason: dta.ReasonUnconfirmed})
+	}
+}
+
 // deliverLosses calls OnLoss for the losses queued, without r.mu, one
 // caller at a time.
 func (r *Reporter) deliverLosses() {
@@ -653,6 +685,13 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 				// Numbers before r.seq only: a forged or stale ack
 				// cannot give credit for reports not sent.
 				if next := a.Seq + 1; int32(next-r.acked) > 0 && int32(r.seq-next) >= 0 {
+					// Numbers before the span never reached this
+					// translator (it started after them): unconfirmed.
+					if a.Span != 0 {
+						for from := next - uint32(a.Span); int32(from-r.acked) > 0; r.acked++ {
+							r.unconfirm(r.acked)
+						}
+					}
 					r.acked = next
 					select {
 					case r.ackMoved <- struct{}{}:
@@ -665,6 +704,12 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 		}
 		r.c.NACKs++
 		r.lastEvent = now
+		if a.Reason == dta.ReasonUnconfirmed && a.Wide && r.cfg.WideSequence {
+			// Taken, but its collector's acknowledgement never came: a
+			// resend could apply it twice.
+			r.unconfirm(a.Seq)
+			continue
+		}
 		r.slowDown(now)
 		h := r.held[a.Seq]
 		if h == nil && a.Wide == r.cfg.WideSequence {

@@ -41,10 +41,11 @@ func (e *Engine) probe(col *collector) {
 func (e *Engine) connect(in *instance) {
 	var ring []byte
 	var lens []uint16
+	var fin []finish
 	var slotSize int
 	if old := in.qp; old != nil {
-		ring, lens, slotSize = old.ring, old.lens, old.slotSize
 		e.closeQP(old)
+		ring, lens, slotSize, fin = old.ring, old.lens, old.slotSize, old.fin
 	}
 	e.nextQPN = (e.nextQPN + 1) & rocev2.PSNMask
 	if e.nextQPN < 2 {
@@ -57,7 +58,7 @@ func (e *Engine) connect(in *instance) {
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm, tid: e.tid,
 		respPSN: start,
-		mask:    uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize,
+		mask:    uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize, fin: fin,
 	}
 	in.qp = q
 	e.qps[q.qpn] = q
@@ -150,6 +151,7 @@ func (e *Engine) tickCM(q *qp) {
 // closeQP forgets q.
 func (e *Engine) closeQP(q *qp) {
 	q.state = qpClosed
+	e.unconfirm(q)
 	if e.qps[q.qpn] == q {
 		delete(e.qps, q.qpn)
 	}

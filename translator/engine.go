@@ -61,6 +61,9 @@ type Counters struct {
 	BadACKs     uint64 // ACKs for packets never sent
 	Reconnects  uint64
 	Lost        uint64 // unacknowledged packets abandoned by a reconnection
+	// Unconfirmed counts wide reports taken whose operations the collector
+	// never acknowledged (their QP failed): NACKed with reason Unconfirmed.
+	Unconfirmed uint64
 	BadICRC     uint64 // RoCEv2 datagrams with a wrong ICRC, dropped
 	BadRoCE     uint64 // RoCEv2 datagrams that do not decode, or for no QP
 	CMMessages  uint64 // CM messages received
@@ -116,6 +119,7 @@ type Engine struct {
 	seqs    map[netip.AddrPort]*seqState // wide sequence numbers by source (seqtrack.go)
 	seqTick uint64                       // counts admit calls, to age seqs
 	ackDue  []netip.AddrPort             // sources owed a cumulative ack
+	lastQP  *qp                          // the QP of the last packet queued
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -371,12 +375,24 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // dropped, and numbers src skipped are NACKed with reason Missing
 // (docs/DTA-WIRE.md, "Exactly once").
 func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
-	wide := r.Header.Sequenced && r.Header.Wide
-	if wide && !e.admit(src, r) {
+	if !r.Header.Sequenced || !r.Header.Wide {
+		e.translate1(r, src)
 		return
 	}
-	if e.translate1(r, src) && wide {
-		e.applied(src, r.Header.Seq, true)
+	s := e.admit(src, r)
+	if s == nil {
+		return
+	}
+	e.lastQP = nil
+	if !e.translate1(r, src) {
+		return
+	}
+	e.applied(src, r.Header.Seq, true)
+	// A Key-Write or Key-Increment is acknowledged to its source once the
+	// collector acknowledged its operations; an Append entry or a postcard
+	// once held (docs/DTA-WIRE.md, "Exactly once").
+	if q := e.lastQP; q != nil && (r.Header.Opcode == dta.OpKeyWrite || r.Header.Opcode == dta.OpKeyIncrement) {
+		e.pend(q, s, r.Header.Seq)
 	}
 }
 

@@ -652,3 +652,76 @@ func TestExactlyOnce(t *testing.T) {
 		t.Errorf("key 7 counts %d (%v), want 14: one per number", v, err)
 	}
 }
+
+// TestAckMeansApplied: a wide Key-Increment is acknowledged to its source
+// only once the collector acknowledged its FETCH_ADDs, with the span of
+// numbers the engine saw; when the QP fails with them unacknowledged they
+// are NACKed Unconfirmed, not acknowledged and not NACKed for a resend.
+func TestAckMeansApplied(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 64, MaxRetries: 2}, ft)
+	h.connect()
+	send := func(seq uint32) {
+		r := kiReport(7, 1, 1)
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+	}
+	settled := map[uint32]bool{}
+	acks := func() (cum []dta.Ack, nacks []dta.Ack) {
+		for _, d := range h.nacks {
+			a, err := dta.ParseAck(d.Buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.NACK {
+				nacks = append(nacks, a)
+				settled[a.Seq] = true
+			} else {
+				cum = append(cum, a)
+				for n := a.Seq + 1 - uint32(a.Span); n != a.Seq+1; n++ {
+					if (n == 504 || n == 505) && !settled[n] {
+						t.Fatalf("ack %+v covers %d before the collector acknowledged it or it was NACKed", a, n)
+					}
+				}
+			}
+		}
+		h.nacks = nil
+		return cum, nacks
+	}
+	ft.noAck = true
+	for seq := uint32(500); seq < 504; seq++ {
+		send(seq)
+	}
+	if cum, nacks := acks(); len(cum) != 0 || len(nacks) != 0 {
+		t.Fatalf("before the collector acknowledged anything: acks %+v, NACKs %+v; want none", cum, nacks)
+	}
+	ft.noAck = false
+	h.advance(50*time.Millisecond, 5*time.Millisecond) // retransmitted, acknowledged
+	cum, _ := acks()
+	if want := (dta.Ack{Seq: 503, Wide: true, Span: 4}); len(cum) == 0 || cum[len(cum)-1] != want {
+		t.Fatalf("acks %+v once the collector acknowledged; want the last %+v", cum, want)
+	}
+	// The collector goes silent: 504 and 505 stay pending, and the QP is
+	// given up after MaxRetries timeouts.
+	ft.silent = true
+	send(504)
+	send(505)
+	h.advance(2*time.Second, 5*time.Millisecond)
+	_, nacks := acks()
+	want := []dta.Ack{{Seq: 504, NACK: true, Wide: true, Reason: dta.ReasonUnconfirmed}, {Seq: 505, NACK: true, Wide: true, Reason: dta.ReasonUnconfirmed}}
+	if !slices.Equal(nacks, want) {
+		t.Fatalf("NACKs %+v, want %+v", nacks, want)
+	}
+	if c := h.e.Counters(); c.Unconfirmed != 2 || c.Reconnects == 0 {
+		t.Fatalf("counters %+v: want 2 unconfirmed after a reconnection", c)
+	}
+	// NACKed, they no longer hold the ack back.
+	ft.silent = false
+	h.advance(3*time.Second, 5*time.Millisecond)
+	send(506)
+	h.advance(50*time.Millisecond, 5*time.Millisecond)
+	if cum, _ := acks(); len(cum) == 0 || cum[len(cum)-1].Seq != 506 {
+		t.Fatalf("acks %+v after reconnecting, want up to 506", cum)
+	}
+}

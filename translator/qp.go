@@ -75,6 +75,11 @@ type qp struct {
 
 	icrc [4]*icrcEntry // fast-path ICRC cache, by length
 
+	// Wide reports whose last packet is in the ring, oldest first, settled
+	// when the collector acknowledges it (seqtrack.go).
+	fin           []finish
+	finHead, finN int
+
 	// Token bucket, in packets.
 	tokens     float64
 	lastRefill int64
@@ -154,6 +159,7 @@ func (e *Engine) queued(q *qp, b []byte, ackReq bool) {
 		q.rttPSN, q.rttAt, q.timing = q.next, e.now, true
 	}
 	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
+	e.lastQP = q
 	if !q.touched {
 		q.touched = true
 		e.touched = append(e.touched, q)
@@ -215,6 +221,7 @@ func (e *Engine) ackThrough(q *qp, psn rocev2.PSN) {
 	q.una = psn.Next()
 	q.lastProgress = e.now
 	q.retries = 0
+	e.settle(q)
 }
 
 // sampleRTT folds one round-trip time into srtt and rttvar (RFC 6298).

@@ -1,9 +1,11 @@
 package translator
 
 import (
+	"math/bits"
 	"net/netip"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/rocev2"
 )
 
 // Wide sequence numbers let the translator apply each report once and say
@@ -23,10 +25,16 @@ const (
 )
 
 type seqState struct {
+	src     netip.AddrPort
+	first   uint32 // the first number seen: the ack's span starts there
 	next    uint32 // one past the newest number seen
+	ackFrom uint32 // one past the number the last cumulative ack named
 	applied [seqWindow / 64]uint64
+	// pending marks reports taken whose operations the collector has not
+	// acknowledged yet: the cumulative ack stops before the oldest.
+	pending [seqWindow / 64]uint64
 	lastUse uint64 // the engine's report count when last used
-	ackDue  bool   // next moved since the last cumulative ack
+	ackDue  bool   // an ack may have moved since the last one sent
 }
 
 func (s *seqState) bit(seq uint32) (word *uint64, mask uint64) {
@@ -34,17 +42,118 @@ func (s *seqState) bit(seq uint32) (word *uint64, mask uint64) {
 	return &s.applied[i/64], 1 << (i % 64)
 }
 
+// inWindow reports whether seq is one of the seqWindow numbers before next.
+func (s *seqState) inWindow(seq uint32) bool {
+	d := int32(seq - s.next)
+	return d < 0 && d > -seqWindow
+}
+
+// setPending marks seq pending or not.
+func (s *seqState) setPending(seq uint32, on bool) {
+	i := seq % seqWindow
+	if on {
+		s.pending[i/64] |= 1 << (i % 64)
+	} else {
+		s.pending[i/64] &^= 1 << (i % 64)
+	}
+}
+
+// firstPending returns the oldest pending number from ackFrom on, or next.
+func (s *seqState) firstPending() uint32 {
+	from := s.ackFrom
+	if d := int32(s.next - from); d > seqWindow || d < 0 {
+		from = s.next - seqWindow + 1
+	}
+	for n := from; n != s.next; {
+		i := n % seqWindow
+		w := s.pending[i/64] >> (i % 64)
+		if w != 0 {
+			if p := n + uint32(bits.TrailingZeros64(w)); int32(p-s.next) < 0 {
+				return p
+			}
+			break // a stale mark of a number older than the window
+		}
+		n += 64 - i%64
+		if int32(n-s.next) > 0 {
+			break
+		}
+	}
+	return s.next
+}
+
+// finish is a wide report waiting for its last packet's acknowledgement.
+type finish struct {
+	psn rocev2.PSN
+	seq uint32
+	s   *seqState
+}
+
+// pend records that s's report numbered seq is applied when q's last
+// packet queued is acknowledged.
+func (e *Engine) pend(q *qp, s *seqState, seq uint32) {
+	if q.fin == nil {
+		q.fin = make([]finish, len(q.lens))
+	}
+	if q.finN == len(q.fin) { // each entry holds a packet in flight: cannot happen
+		e.c.EncodeErrors++
+		return
+	}
+	q.fin[(q.finHead+q.finN)%len(q.fin)] = finish{psn: q.next.Add(minusOne), seq: seq, s: s}
+	q.finN++
+	s.setPending(seq, true)
+}
+
+// settle clears the reports whose packets q's responder acknowledged.
+func (e *Engine) settle(q *qp) {
+	for q.finN > 0 {
+		f := &q.fin[q.finHead]
+		if f.psn.Diff(q.una) >= 0 {
+			return
+		}
+		e.release(f.s, f.seq)
+		*f = finish{}
+		q.finHead = (q.finHead + 1) % len(q.fin)
+		q.finN--
+	}
+}
+
+// unconfirm NACKs, with reason Unconfirmed, the reports whose packets q
+// never had acknowledged: q failed, and they may or may not have been
+// applied.
+func (e *Engine) unconfirm(q *qp) {
+	for ; q.finN > 0; q.finN-- {
+		f := &q.fin[q.finHead]
+		e.release(f.s, f.seq)
+		e.nack(f.s.src, f.seq, true, dta.ReasonUnconfirmed)
+		e.c.Unconfirmed++
+		*f = finish{}
+		q.finHead = (q.finHead + 1) % len(q.fin)
+	}
+}
+
+// release clears the pending mark of s's report seq and owes s an ack.
+func (e *Engine) release(s *seqState, seq uint32) {
+	if e.seqs[s.src] != s || !s.inWindow(seq) {
+		return // forgotten, or the window moved on
+	}
+	s.setPending(seq, false)
+	if !s.ackDue {
+		s.ackDue = true
+		e.ackDue = append(e.ackDue, s.src)
+	}
+}
+
 // admit decides about r, a wide report from src, before it is translated:
-// false for a duplicate of one applied (counted with the reports, and in
-// Duplicates; dropped without a NACK). A number past the next expected one
-// NACKs the numbers skipped, with reason Missing. e.seqs tracks the source
-// from its first report on.
-func (e *Engine) admit(src netip.AddrPort, r *dta.Report) bool {
+// src's state, or nil for a duplicate of one applied (counted with the
+// reports, and in Duplicates; dropped without a NACK). A number past the
+// next expected one NACKs the numbers skipped, with reason Missing. e.seqs
+// tracks the source from its first report on.
+func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 	seq := r.Header.Seq
 	s := e.seqs[src]
 	if s == nil {
 		s = e.newSource(src)
-		s.next = seq
+		s.first, s.next, s.ackFrom = seq, seq, seq
 	}
 	e.seqTick++
 	s.lastUse = e.seqTick
@@ -64,9 +173,10 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) bool {
 		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
 			w, m := s.bit(n)
 			*w &^= m
+			s.setPending(n, false)
 		}
 		s.next = seq + 1
-		return true
+		return s
 	case d > -seqWindow:
 		w, m := s.bit(seq)
 		if *w&m != 0 {
@@ -76,18 +186,20 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) bool {
 			} else {
 				e.c.Malformed++
 			}
-			return false
+			return nil
 		}
-		return true
+		return s
 	}
-	return true // older than any resend: nothing to compare with
+	return s // older than any resend: nothing to compare with
 }
 
 // sendAcks queues a cumulative ack (wide, NACK clear) to each source that
-// sent reports since its last one: the number before the next it expects.
-// Every number up to it was applied, NACKed, or is a duplicate, so the
-// sender may reuse their resend slots: its window of unacknowledged reports
-// is its credit (docs/DTA-WIRE.md, "Exactly once").
+// sent reports, or had reports applied, since its last one: the number
+// before its oldest report still pending, or before the next it expects.
+// Every number up to it was applied, held, NACKed, or is a duplicate, so
+// the sender may reuse their resend slots: its window of unacknowledged
+// reports is its credit. The span says from which number on this engine
+// saw the source (docs/DTA-WIRE.md, "Exactly once").
 func (e *Engine) sendAcks() {
 	for _, src := range e.ackDue {
 		s := e.seqs[src]
@@ -95,7 +207,12 @@ func (e *Engine) sendAcks() {
 			continue
 		}
 		s.ackDue = false
-		e.toReporter(src, dta.Ack{Seq: s.next - 1, Wide: true})
+		to := s.firstPending()
+		if to == s.first {
+			continue // nothing this engine saw is settled yet
+		}
+		s.ackFrom = to
+		e.toReporter(src, dta.Ack{Seq: to - 1, Wide: true, Span: uint16(min(to-s.first, 0xffff))})
 		e.c.Acks++
 	}
 	clear(e.ackDue)
@@ -105,7 +222,7 @@ func (e *Engine) sendAcks() {
 // applied records that the wide report numbered seq from src was taken
 // (or, taken false, that it was not after all).
 func (e *Engine) applied(src netip.AddrPort, seq uint32, taken bool) {
-	if s := e.seqs[src]; s != nil && int32(seq-s.next) < 0 && int32(seq-s.next) > -seqWindow {
+	if s := e.seqs[src]; s != nil && s.inWindow(seq) {
 		w, m := s.bit(seq)
 		if taken {
 			*w |= m
@@ -131,7 +248,7 @@ func (e *Engine) newSource(src netip.AddrPort) *seqState {
 		}
 		delete(e.seqs, oldest)
 	}
-	s := new(seqState)
+	s := &seqState{src: src}
 	e.seqs[src] = s
 	return s
 }

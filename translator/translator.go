@@ -414,7 +414,7 @@ func (t *Translator) readReports(sh *shard) {
 			// order: it keeps their state, whichever shard translates.
 			if o := t.owner(r); o >= 0 && o != sh.idx {
 				if r.Header.Sequenced && r.Header.Wide {
-					if !sh.e.admit(ms[i].Addr, r) {
+					if sh.e.admit(ms[i].Addr, r) == nil {
 						continue
 					}
 					// Taken until the owner says otherwise: a copy later
