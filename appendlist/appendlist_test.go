@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -448,5 +449,77 @@ func TestMarkerLayoutInMemory(t *testing.T) {
 		if b != 0 {
 			t.Fatal("list 0 written")
 		}
+	}
+}
+
+// TestHeadsRestartWriter: a new batcher that takes the heads the region
+// reports continues each list where the old one stopped, so a reader that
+// kept reading sees the new entries after the old, none lost or twice:
+// with unread entries in memory, with everything read (slots cleared, the
+// reader's tail counts), after the ring wrapped, and with the old batcher's
+// partial batch lost.
+func TestHeadsRestartWriter(t *testing.T) {
+	l := Layout{Lists: 3, Entries: 16, EntrySize: 8, Batch: 4, Markers: true}
+	g := newRig(t, l)
+	g.appendN(t, 0, 0, 8, false)  // two batches, unread
+	g.appendN(t, 1, 0, 40, false) // ten batches: wrapped twice
+	g.appendN(t, 2, 0, 6, false)  // one batch and two pending, lost
+	rd := make([]*Reader, 3)
+	for i := range rd {
+		var err error
+		if rd[i], err = g.r.Reader(uint32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := []uint32{0, 24, 0} // list 1: the reader finds the last 16
+	rd[1].tail = 24
+	next[1] = readAll(t, rd[1], l.EntrySize, 24)
+	heads, err := g.r.Heads(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{8, 40, 4}; !slices.Equal(heads, want) {
+		t.Fatalf("heads %v, want %v", heads, want)
+	}
+	// A new writer (the old one's pending entries of list 2 are gone).
+	b, err := NewBatcher(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(0, entry(l.EntrySize, 8), false, nil); err != nil { // pending before SetHead: re-marked
+		t.Fatal(err)
+	}
+	for i, h := range heads {
+		if err := b.SetHead(uint32(i), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.b = b
+	g.appendN(t, 0, 9, 7, false)
+	g.appendN(t, 1, 40, 8, false)
+	g.appendN(t, 2, 4, 4, false) // the two lost (4, 5) are sent again
+	if n := readAll(t, rd[0], l.EntrySize, 0); n != 16 {
+		t.Errorf("list 0 read up to %d, want 16", n)
+	}
+	if n := readAll(t, rd[1], l.EntrySize, next[1]); n != 48 {
+		t.Errorf("list 1 read up to %d, want 48", n)
+	}
+	if n := readAll(t, rd[2], l.EntrySize, 0); n != 8 {
+		t.Errorf("list 2 read up to %d, want 8", n)
+	}
+	// Everything read: the slots are clear, the readers' tails hold the heads.
+	if heads, err = g.r.Heads(heads[:0]); err != nil || !slices.Equal(heads, []uint64{16, 48, 8}) {
+		t.Fatalf("heads %v (%v) with every entry read, want [16 48 8]", heads, err)
+	}
+	// One Read that takes entries moves its list's head with it.
+	g.appendN(t, 0, 16, 8, false)
+	if n, err := rd[0].Read(make([]byte, 64*l.EntrySize)); n != 8 || err != nil {
+		t.Fatalf("read %d (%v), want 8", n, err)
+	}
+	if heads, err = g.r.Heads(heads[:0]); err != nil || heads[0] != 24 {
+		t.Fatalf("heads %v (%v) after one read of 8 more, want list 0 at 24", heads, err)
+	}
+	if _, err := (&Region{l: Layout{Lists: 1, Entries: 1, EntrySize: 4}}).Heads(nil); !errors.Is(err, ErrLayout) {
+		t.Errorf("heads without markers: %v, want ErrLayout", err)
 	}
 }

@@ -100,6 +100,23 @@ func (b *Batcher) Pending(list uint32) int {
 	return int(b.count[list])
 }
 
+// SetHead moves list's head to position pos: its pending entries, and the
+// entries after them, are written from pos on (a translator taking over
+// the heads a collector advertises).
+func (b *Batcher) SetHead(list uint32, pos uint64) error {
+	if list >= uint32(b.l.Lists) {
+		return fmt.Errorf("set head: %w: list %d of %d", ErrList, list, b.l.Lists)
+	}
+	b.heads[list] = pos
+	if b.l.Markers {
+		for n := range b.count[list] {
+			s := b.buf[(int(list)*b.l.Batch+int(n))*b.slot:][:b.slot]
+			binary.LittleEndian.PutUint32(s[b.l.EntrySize:], marker(pos+uint64(n), b.logE))
+		}
+	}
+	return nil
+}
+
 // Head returns list's head: the absolute position (not reduced modulo E)
 // its next write starts at.
 func (b *Batcher) Head(list uint32) uint64 {

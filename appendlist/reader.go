@@ -18,6 +18,8 @@ type Region struct {
 	// notes holds each list's wake-up channel, made by Reader: a list
 	// without a reader needs none, as readers read memory before waiting.
 	notes []atomic.Pointer[chan struct{}]
+	// tails holds the position each list's reader reached (Heads).
+	tails []atomic.Uint64
 }
 
 // NewRegion returns the region of l over mem, which must hold at least
@@ -31,7 +33,8 @@ func NewRegion(l Layout, mem []byte) (*Region, error) {
 	if uint64(len(mem)) < n {
 		return nil, fmt.Errorf("new region: %w: %d bytes, layout needs %d", ErrRegion, len(mem), n)
 	}
-	return &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n], notes: make([]atomic.Pointer[chan struct{}], l.Lists)}, nil
+	return &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n],
+		notes: make([]atomic.Pointer[chan struct{}], l.Lists), tails: make([]atomic.Uint64, l.Lists)}, nil
 }
 
 // Layout returns the region's layout.
@@ -79,6 +82,29 @@ func (r *Region) notify(list uint32) {
 	}
 }
 
+// Heads appends to dst, for each list, the position after its newest
+// entry: after the latest entry in memory (its marker gives its position)
+// or where the list's reader got to, whichever is later. A writer that
+// starts there adds after everything a reader has had or will find. It
+// needs Markers: without them, memory does not say where an entry is.
+func (r *Region) Heads(dst []uint64) ([]uint64, error) {
+	if !r.l.Markers {
+		return dst, fmt.Errorf("heads: %w: a layout without markers does not record positions", ErrLayout)
+	}
+	ss, e := r.l.SlotSize(), r.l.EntrySize
+	for list := range r.l.Lists {
+		head := r.tails[list].Load()
+		mem := r.mem[r.l.ListOffset(uint32(list)):][:r.l.ListSize()]
+		for slot := range r.l.Entries {
+			if m := binary.LittleEndian.Uint32(mem[slot*ss+e:]); m != 0 {
+				head = max(head, uint64(m-1)<<r.logE+uint64(slot)+1)
+			}
+		}
+		dst = append(dst, head)
+	}
+	return dst, nil
+}
+
 // Reader returns a reader of list starting at position 0. Use one reader
 // per list.
 func (r *Region) Reader(list uint32) (*Reader, error) {
@@ -116,6 +142,7 @@ func (rd *Reader) Tail() uint64 { return rd.tail }
 // read before the loss are returned first, the error by the next call.
 // Without Markers lapping cannot be seen. It does not allocate.
 func (rd *Reader) Read(dst []byte) (int, error) {
+	defer func() { rd.r.tails[rd.list].Store(rd.tail) }()
 	if rd.r.l.Markers {
 		return rd.readMarked(dst)
 	}

@@ -300,6 +300,13 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 	if c.cfg.ReferenceAdvertisement {
 		adv.Primitive, adv.Geometry = 0, nil
 	}
+	// A connecting translator learns where each Append list goes on, so
+	// that one restarted does not write over what readers have not read,
+	// or behind where they are (the software target only).
+	if in.list != nil && adv.Primitive == dta.OpAppend && c.vb == nil {
+		l := in.list.Layout()
+		adv.HeadsFollow = l.Markers && l.Lists <= dta.MaxHeadLists
+	}
 	if in.Advertisement, err = adv.AppendTo(nil); err != nil {
 		return fail(err)
 	}
@@ -309,6 +316,9 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 		lc := target.ListenConfig{Greeting: in.Advertisement}
 		if prim == dta.OpAppend {
 			lc.OnRecv = in.onRecv
+		}
+		if adv.HeadsFollow {
+			lc.FollowUp = in.heads
 		}
 		err = c.t.Listen(uint16(port), lc)
 	}
@@ -353,6 +363,20 @@ func (in *instance) onRecv(_ *target.QP, cp target.Completion) {
 	if in.list != nil && cp.Write && cp.HasImm {
 		_ = in.list.Notify(cp.Imm) // an ID out of range names no list: nothing to wake
 	}
+}
+
+// heads returns the SENDs of an Append instance's list heads, as they are
+// in memory now (a translator connects: dta.ListHeads).
+func (in *instance) heads() [][]byte {
+	hs, err := in.list.Heads(nil)
+	if err != nil {
+		return nil
+	}
+	var out [][]byte
+	for i := 0; i < len(hs); i += dta.MaxHeadsPerSend {
+		out = append(out, dta.AppendListHeads(nil, uint32(i), hs[i:min(i+dta.MaxHeadsPerSend, len(hs))]))
+	}
+	return out
 }
 
 // Instances returns the instances in the order they were added.

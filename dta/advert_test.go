@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -45,7 +46,8 @@ func TestAdvertisementBad(t *testing.T) {
 		"15 bytes":         good[:15],
 		"17 bytes":         good[:17],
 		"bad magic":        mod(func(b []byte) []byte { b[16] = 'X'; return b }),
-		"version 2":        mod(func(b []byte) []byte { b[20] = 2; return b }),
+		"version 3":        mod(func(b []byte) []byte { b[20] = 3; return b }),
+		"v2 not Append":    mod(func(b []byte) []byte { b[20], b[21] = 2, byte(OpKeyWrite); return b }),
 		"primitive 0":      mod(func(b []byte) []byte { b[21] = 0; return b }),
 		"primitive 5":      mod(func(b []byte) []byte { b[21] = 5; return b }),
 		"geometry short":   good[:len(good)-1],
@@ -59,6 +61,7 @@ func TestAdvertisementBad(t *testing.T) {
 	for name, a := range map[string]Advertisement{
 		"unknown primitive": {Primitive: 9},
 		"oversized":         {Primitive: OpKeyWrite, Geometry: make([]byte, MaxGeometryLen+1)},
+		"heads, Key-Write":  {Primitive: OpKeyWrite, HeadsFollow: true},
 	} {
 		if b, err := a.AppendTo([]byte{0xEE}); !errors.Is(err, ErrAdvertisement) || !bytes.Equal(b, []byte{0xEE}) {
 			t.Errorf("%s: AppendTo = %x, %v; want the input back and ErrAdvertisement", name, b, err)
@@ -93,6 +96,55 @@ func FuzzParseAdvertisement(f *testing.F) {
 			t.Fatalf("re-encoding %+v: %v", a, err)
 		}
 		if !bytes.Equal(out, b) {
+			t.Fatalf("decode->encode changed\n%x\ninto\n%x", b, out)
+		}
+	})
+}
+
+// TestListHeads: a version 2 advertisement says heads follow; the heads
+// messages round-trip, and malformed ones are refused.
+func TestListHeads(t *testing.T) {
+	b, err := (&Advertisement{VA: 1, Length: 64, RKey: 2, Primitive: OpAppend, Geometry: []byte{1}, HeadsFollow: true}).AppendTo(nil)
+	if err != nil || b[20] != 2 {
+		t.Fatalf("version 2 advertisement %x, %v", b, err)
+	}
+	if a, err := ParseAdvertisement(b); err != nil || !a.HeadsFollow {
+		t.Fatalf("parsed %+v, %v; want HeadsFollow", a, err)
+	}
+	heads := make([]uint64, MaxHeadsPerSend)
+	for i := range heads {
+		heads[i] = uint64(i) << 33
+	}
+	m := AppendListHeads(nil, 7, heads)
+	if len(m) > 1024 {
+		t.Fatalf("%d heads take %d bytes, more than the 1024-byte MTU", len(heads), len(m))
+	}
+	got, err := ParseListHeads(m, nil)
+	if err != nil || got.First != 7 || !slices.Equal(got.Heads, heads) {
+		t.Fatalf("parsed first %d, %d heads, %v", got.First, len(got.Heads), err)
+	}
+	for name, b := range map[string][]byte{
+		"empty":       nil,
+		"no head":     m[:8],
+		"bad magic":   append([]byte("DTAX"), m[4:]...),
+		"odd length":  m[:20],
+		"too many":    AppendListHeads(nil, 0, make([]uint64, MaxHeadsPerSend+1)),
+		"advertising": b,
+	} {
+		if _, err := ParseListHeads(b, nil); !errors.Is(err, ErrAdvertisement) {
+			t.Errorf("%s: error %v, want ErrAdvertisement", name, err)
+		}
+	}
+}
+
+func FuzzParseListHeads(f *testing.F) {
+	f.Add(AppendListHeads(nil, 3, []uint64{1, 1 << 40}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseListHeads(b, nil)
+		if err != nil {
+			return
+		}
+		if out := AppendListHeads(nil, h.First, h.Heads); !bytes.Equal(out, b) {
 			t.Fatalf("decode->encode changed\n%x\ninto\n%x", b, out)
 		}
 	})

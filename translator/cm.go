@@ -309,15 +309,27 @@ func (e *Engine) handleSend(q *qp) {
 		return // a later SEND means nothing to the translator
 	}
 	in := q.inst
-	ad, err := dta.ParseAdvertisement(e.rx.Payload)
-	if err == nil {
-		err = in.configure(ad, e.cfg)
+	var err error
+	if q.headsDue {
+		err = e.takeHeads(q)
+	} else {
+		var ad dta.Advertisement
+		ad, err = dta.ParseAdvertisement(e.rx.Payload)
+		if err == nil {
+			err = in.configure(ad, e.cfg)
+		}
+		if err == nil && ad.HeadsFollow {
+			q.headsDue, q.headsNext = true, 0
+		}
 	}
 	if err != nil {
 		in.err = fmt.Errorf("%w: %v, CM port %d: %w", ErrAdvertisement, q.remote, in.port, err)
 		e.sendDREQ(q)
 		e.closeQP(q)
 		return
+	}
+	if q.headsDue {
+		return // more heads to come
 	}
 	in.err = nil
 	// Ring slots as large as the instance's largest packet, so that a ring
@@ -332,6 +344,28 @@ func (e *Engine) handleSend(q *qp) {
 	q.lastProgress = e.now
 	q.state = qpReady
 	e.assign(in.col)
+}
+
+// takeHeads sets the Append heads of q's instance from a ListHeads SEND,
+// which must start at the next list still without its head.
+func (e *Engine) takeHeads(q *qp) error {
+	in := q.inst
+	m, err := dta.ParseListHeads(e.rx.Payload, e.sc.heads[:0])
+	if err != nil {
+		return err
+	}
+	e.sc.heads = m.Heads[:0]
+	if m.First != q.headsNext || int(m.First)+len(m.Heads) > in.al.Lists {
+		return fmt.Errorf("list heads for lists %d..%d, want from %d of %d", m.First, int(m.First)+len(m.Heads)-1, q.headsNext, in.al.Lists)
+	}
+	for i, h := range m.Heads {
+		if err := in.batcher.SetHead(m.First+uint32(i), h); err != nil {
+			return err
+		}
+	}
+	q.headsNext += uint32(len(m.Heads))
+	q.headsDue = int(q.headsNext) < in.al.Lists
+	return nil
 }
 
 // sendAck queues an ACK or NAK for the collector's SENDs.

@@ -725,3 +725,66 @@ func TestAckMeansApplied(t *testing.T) {
 		t.Fatalf("acks %+v after reconnecting, want up to 506", cum)
 	}
 }
+
+// TestAdvertisedHeads: an Append advertisement with HeadsFollow is followed
+// by the list heads; the instance is ready once every list's head came, and
+// each list is written from its head. Heads that skip a list, or name more
+// lists than the layout has, fail the instance as a bad advertisement.
+func TestAdvertisedHeads(t *testing.T) {
+	l := appendlist.Layout{Lists: 3, Entries: 64, EntrySize: 4, Batch: 1, Markers: true}
+	adv := func(q *fakeQP, real []byte) []byte {
+		a, err := dta.ParseAdvertisement(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.HeadsFollow = true
+		b, err := a.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, tc := range map[string]struct {
+		msgs [][]byte
+		ok   bool
+	}{
+		"two SENDs":    {[][]byte{dta.AppendListHeads(nil, 0, []uint64{5, 64 + 7}), dta.AppendListHeads(nil, 2, []uint64{200})}, true},
+		"skips one":    {[][]byte{dta.AppendListHeads(nil, 0, []uint64{5}), dta.AppendListHeads(nil, 2, []uint64{200})}, false},
+		"one too many": {[][]byte{dta.AppendListHeads(nil, 0, []uint64{5, 7, 9, 11})}, false},
+		"not heads":    {[][]byte{[]byte("DTAK and more bytes")}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := alInst(t, l)
+			ft := newFakeTarget(t, in)
+			ft.advertBody = adv
+			ft.followUp = func(*fakeQP) [][]byte { return tc.msgs }
+			h := newHarness(t, Config{}, ft)
+			h.e.Start(h.now)
+			h.pump()
+			done, err := h.e.Connected()
+			if !tc.ok {
+				ins := h.e.Instances()
+				if !done || len(ins) != 1 || ins[0].Ready || !errors.Is(ins[0].Err, ErrAdvertisement) {
+					t.Fatalf("connected %v, %v, instances %+v; want the instance failed with an advertisement error", done, err, ins)
+				}
+				return
+			}
+			if !done || err != nil {
+				t.Fatalf("connected %v, %v", done, err)
+			}
+			for list := range uint32(3) {
+				h.report(dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: list, Data: []byte{0, 0, 0, byte(list + 1)}}})
+			}
+			h.pump()
+			// List 0 at position 5, list 1 at 7 (lap 1: marker 2), list 2 at
+			// 200 mod 64 = 8 (lap 3: marker 4).
+			for list, want := range []struct{ slot, marker uint32 }{{5, 1}, {7, 2}, {8, 4}} {
+				o := l.ListOffset(uint32(list)) + uint64(want.slot)*8
+				got := in.mem[o : o+8]
+				if got[3] != byte(list+1) || binary.LittleEndian.Uint32(got[4:]) != want.marker {
+					t.Errorf("list %d: slot %d holds %x, want its entry with marker %d", list, want.slot, got, want.marker)
+				}
+			}
+		})
+	}
+}

@@ -96,6 +96,10 @@ func FuzzAdvertisement(f *testing.F) {
 		f.Add(append([]byte{byte(i)}, b[:len(b)-1]...))
 	}
 	f.Add([]byte{0, 0xff, 0xff})
+	// b[0] >= 128: the Append instance says heads follow, and b[1:] is the
+	// SEND that follows.
+	f.Add(append([]byte{128}, dta.AppendListHeads(nil, 0, make([]uint64, testAL.Lists))...))
+	f.Add(append([]byte{128}, dta.AppendListHeads(nil, 1, []uint64{3})...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 || len(b) > 512 { // an advertisement is tens of bytes; long inputs only slow minimising
 			return
@@ -103,7 +107,23 @@ func FuzzAdvertisement(f *testing.F) {
 		insts := allInsts(t)
 		ft := newFakeTarget(t, insts...)
 		pick := int(b[0]) % len(insts)
+		heads := b[0] >= 128
+		if heads {
+			ft.followUp = func(q *fakeQP) [][]byte {
+				if insts[q.inst].prim != dta.OpAppend {
+					return nil
+				}
+				return [][]byte{b[1:]}
+			}
+		}
 		ft.advertBody = func(q *fakeQP, real []byte) []byte {
+			if heads {
+				if ad, err := dta.ParseAdvertisement(real); err == nil && ad.Primitive == dta.OpAppend {
+					ad.HeadsFollow = true
+					real, _ = ad.AppendTo(nil)
+				}
+				return real
+			}
 			if q.inst != pick {
 				return real
 			}

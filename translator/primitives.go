@@ -152,6 +152,7 @@ type scratch struct {
 	chunks []postcard.Chunk
 	pcw    []postcard.Write
 	alw    []appendlist.Write
+	heads  []uint64
 }
 
 func (s *scratch) init() {

@@ -43,9 +43,12 @@ type qp struct {
 	cmPkt        []byte // the REQ datagram, kept for resends
 	rtuPkt       []byte // the RTU datagram, resent on a repeated REP
 
-	// Responder state for the SENDs the collector makes (the advertisement).
-	respPSN rocev2.PSN // expected
-	msn     uint32
+	// Responder state for the SENDs the collector makes (the advertisement,
+	// then the Append heads when it says they follow).
+	respPSN   rocev2.PSN // expected
+	msn       uint32
+	headsDue  bool   // waiting for ListHeads SENDs
+	headsNext uint32 // the first list still without its head
 
 	// Requester state. Packets [una, next) are unacknowledged and kept in
 	// the ring at slot psn & mask.

@@ -65,6 +65,7 @@ type fakeTarget struct {
 	nakAccess    bool                                // answer data with a remote access error
 	startPSN     func() uint32                       // the PSN it expects first (default random)
 	advertBody   func(q *fakeQP, real []byte) []byte // replaces the advertisement sent (nil: the real one)
+	followUp     func(q *fakeQP) [][]byte            // SENT after the advertisement, with the next PSNs
 	noAck        bool                                // never acknowledge data
 
 	reqs     []cm.ConnectRequest
@@ -125,6 +126,14 @@ func (ft *fakeTarget) advert(q *fakeQP) {
 		BTH:     rocev2.BTH{Opcode: rocev2.RCSendOnly, PKey: 0xFFFF, DestQP: q.peerQPN, PSN: q.sendPSN, AckReq: true},
 		Payload: b,
 	})
+	if ft.followUp != nil {
+		for i, m := range ft.followUp(q) {
+			ft.send(&rocev2.Packet{
+				BTH:     rocev2.BTH{Opcode: rocev2.RCSendOnly, PKey: 0xFFFF, DestQP: q.peerQPN, PSN: q.sendPSN.Add(uint32(i + 1)), AckReq: true},
+				Payload: m,
+			})
+		}
+	}
 }
 
 // receive takes one datagram from the translator.

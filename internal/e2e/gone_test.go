@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
@@ -190,10 +191,10 @@ func TestNotListening(t *testing.T) {
 // every RetryInterval (CMTries REQs each time), while every report for it is
 // refused and NACKed to its reporter, which resends it up to MaxResends
 // times. When the new collector is up, the next retry connects and
-// reports land again; the translator kept each instance's translation
-// state (the geometry is the same), so its Append heads go on where they
-// were, not at 0 where the new collector's readers start. Nothing panics,
-// and once everything is closed no goroutine is left.
+// reports land again. The new collector advertises its Append heads, at 0
+// in its new memory, and the translator takes them, so a reader of the new
+// region reads the entries written after. Nothing panics, and once
+// everything is closed no goroutine is left.
 func TestCollectorGone(t *testing.T) {
 	leak := goroutines(t)
 	g := newGeometry(t)
@@ -299,8 +300,8 @@ func TestCollectorGone(t *testing.T) {
 			t.Errorf("key %d after the collector came back: %+v", 1000+k2, res)
 		}
 	}
-	// Append: the translator's heads went on; a reader of the new region
-	// starts at 0 and sees nothing, though entries were written.
+	// Append: the translator took the new collector's heads; a reader of
+	// the new region, starting at 0, reads the entries.
 	base := reports(tr.Counters())
 	for l := range uint32(4) {
 		_ = rep.Append(l, []byte{9, 9, 9, byte(l) + 1}, false)
@@ -326,8 +327,10 @@ func TestCollectorGone(t *testing.T) {
 	buf := make([]byte, 4096)
 	for l := range uint32(4) {
 		rd, _ := s2.ap.Reader(l)
-		if got, err := rd.Read(buf); got != 0 || err != nil {
-			t.Errorf("list %d: a new reader read %d entries (%v); the translator's head was past 0", l, got, err)
+		// The entries the translator held or had resent come first.
+		got, err := rd.Read(buf)
+		if got == 0 || err != nil || binary.BigEndian.Uint32(buf[(got-1)*4:]) != 0x09090900+l+1 {
+			t.Errorf("list %d: a new reader read %d entries (%v), the last %x; want the one appended last, 090909%02x", l, got, err, buf[max(got-1, 0)*4:][:4], l+1)
 		}
 	}
 	if written == 0 {

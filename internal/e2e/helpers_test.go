@@ -115,6 +115,22 @@ type model struct {
 	g       geometry
 }
 
+// takeHeads gives the model a new batcher (a new translator's) whose heads
+// are what the model's region says, as the collector advertises them.
+func (m *model) takeHeads(tb testing.TB) {
+	tb.Helper()
+	heads, err := m.ap.Heads(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.batcher, _ = appendlist.NewBatcher(m.g.al)
+	for l, h := range heads {
+		if err := m.batcher.SetHead(uint32(l), h); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 func newModel(tb testing.TB, g geometry) *model {
 	tb.Helper()
 	m := &model{g: g}

@@ -49,9 +49,9 @@ func live(s *served) uint64 {
 // against the same collector: the collector drops the old connections on
 // the DREQs and accepts the new ones; every report of both translators is
 // in memory, byte for byte. The new translator's Append batchers start at
-// head 0 (a translator's Append heads are its own state): its entries
-// overwrite the list from its start, and a reader whose tail is past them
-// sees none of them.
+// the heads the collector advertises (the position a reader reached, or
+// after the newest entry in memory), so a reader that read everything the
+// old one wrote goes on with the new one's entries.
 func TestTranslatorRestartClean(t *testing.T) {
 	g := newGeometry(t)
 	s := serve(t, g, anyLoopback)
@@ -96,8 +96,9 @@ func TestTranslatorRestartClean(t *testing.T) {
 	}
 	rep2 := newReporter(t, tr2)
 	defer rep2.Close()
-	// The new translator's state: an empty postcard cache, Append heads at 0.
-	m.batcher, _ = appendlist.NewBatcher(g.al)
+	// The new translator's state: an empty postcard cache, Append heads
+	// where the readers are.
+	m.takeHeads(t)
 	m.cache, _ = postcard.NewCache(g.pc, translator.DefaultPostcardCache)
 	half := n / 2
 	streamPaced(t, rep2, tr2, s, m, n, n+half)
@@ -108,8 +109,8 @@ func TestTranslatorRestartClean(t *testing.T) {
 	m.equal(t, s)
 	for l, rd := range readers {
 		got, err := rd.Read(buf)
-		if got != 0 || err != nil || rd.Tail() != uint64(n)/4 {
-			t.Errorf("list %d: the old reader read %d entries (%v), tail %d: the new translator's entries went to positions 0..%d", l, got, err, rd.Tail(), half/4-1)
+		if got != int(half)/4 || err != nil || rd.Tail() != uint64(n+half)/4 {
+			t.Errorf("list %d: the old reader read %d entries (%v), tail %d; want the new translator's %d, tail %d", l, got, err, rd.Tail(), half/4, (n+half)/4)
 		}
 	}
 }
@@ -198,8 +199,9 @@ func crash(t *testing.T, samePort bool) {
 	}
 	rep2 := newReporter(t, tr2)
 	defer rep2.Close()
-	// What the crashed translator held back is gone with it.
-	m.batcher, _ = appendlist.NewBatcher(g.al)
+	// What the crashed translator held back is gone with it; the new one
+	// writes after the entries in memory.
+	m.takeHeads(t)
 	m.cache, _ = postcard.NewCache(g.pc, translator.DefaultPostcardCache)
 	streamPaced(t, rep2, tr2, s, m, n+1+inFlight, 2*n+inFlight)
 	if err := tr2.Close(5 * time.Second); err != nil {

@@ -19,6 +19,12 @@ type ListenConfig struct {
 	// and resent until acknowledged. A DTA collector sends its
 	// advertisement this way.
 	Greeting []byte
+	// FollowUp, when not nil, is called when a connection is established
+	// (inside Process, like OnConnect) and each message it returns, at
+	// most the path MTU, is SENT after the greeting, in order: what the
+	// peer must learn from the memory's state at that moment (a DTA
+	// collector's Append heads). They are not bound by MaxPendingSends.
+	FollowUp func() [][]byte
 	// OnRecv, when not nil, is called for each receive completion of the
 	// listener's connections: a SEND into a posted receive buffer, or an RDMA
 	// WRITE with Immediate. It runs inside Process with the queue pair

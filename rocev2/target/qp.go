@@ -572,6 +572,18 @@ func (qp *QP) establish(now time.Time, out *Output) {
 	}
 	if l != nil && l.cfg.Greeting != nil {
 		_ = qp.postSend(l.cfg.Greeting) // fits: the listener checked its length against the smallest MTU
+	}
+	if l != nil && l.cfg.FollowUp != nil {
+		for _, m := range l.cfg.FollowUp() {
+			if len(m) > qp.mtu {
+				qp.c.SendFailures++ // cannot be sent; the peer will time out waiting
+				continue
+			}
+			qp.sends = append(qp.sends, pendingSend{psn: qp.sendPSN, data: m})
+			qp.sendPSN = qp.sendPSN.Next()
+		}
+	}
+	if len(qp.sends) > 0 {
 		qp.transmit(now, out)
 	}
 }
