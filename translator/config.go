@@ -19,6 +19,7 @@ const (
 	DefaultPostcardCache = 4096
 	DefaultMaxInstances  = 64
 	DefaultRetryInterval = time.Second
+	DefaultAppendLinger  = 2 * time.Millisecond
 	// MaxDiscoveryBackoff caps the wait between probes of a collector that
 	// does not answer.
 	MaxDiscoveryBackoff = 30 * time.Second
@@ -81,6 +82,10 @@ type Config struct {
 	// collector Choice[CRC8(be32(k))]. Nil means entry i names collector
 	// i mod len(Collectors).
 	Choice *dta.CollectorChoice
+	// AppendLinger is the longest an Append entry waits in a partial
+	// batch before the batch is written (on a tick, so up to a tick more;
+	// default 2 ms): a sender's ack for it waits for the write.
+	AppendLinger time.Duration
 	// PostcardCache is the number of entries of each postcard cache, a power
 	// of two (default 4096).
 	PostcardCache int
@@ -115,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RingSize == 0 {
 		c.RingSize = DefaultRingSize
+	}
+	if c.AppendLinger == 0 {
+		c.AppendLinger = DefaultAppendLinger
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = DefaultAckTimeout
@@ -157,7 +165,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: %d collectors, want 1..256", ErrConfig, len(c.Collectors))
 	case c.RingSize < 2 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<16:
 		return fmt.Errorf("%w: ring of %d packets, want a power of two in 2..65536", ErrConfig, c.RingSize)
-	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0:
+	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0 || c.AppendLinger < 0:
 		return fmt.Errorf("%w: negative timeout or count", ErrConfig)
 	case c.RateLimit < 0 || c.RateBurst < 0:
 		return fmt.Errorf("%w: negative rate limit", ErrConfig)

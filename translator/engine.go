@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
@@ -68,6 +69,7 @@ type Counters struct {
 	BadRoCE     uint64 // RoCEv2 datagrams that do not decode, or for no QP
 	CMMessages  uint64 // CM messages received
 	FlushLost   uint64 // postcard chunks or append batches Flush could not send
+	Lingered    uint64 // partial append batches written after AppendLinger
 	// DiscoveryRetries counts probes of a collector that did not answer,
 	// made again after a backoff.
 	DiscoveryRetries uint64
@@ -119,7 +121,14 @@ type Engine struct {
 	seqs    map[netip.AddrPort]*seqState // wide sequence numbers by source (seqtrack.go)
 	seqTick uint64                       // counts admit calls, to age seqs
 	ackDue  []netip.AddrPort             // sources owed a cumulative ack
-	lastQP  *qp                          // the QP of the last packet queued
+	// cur is the wide report being translated (s nil: none); tracked says
+	// its operations were queued to be settled (seqtrack.go).
+	cur     token
+	tracked bool
+	// inbox holds reports other shards' engines settled for this one's
+	// sources; spare is its other buffer.
+	inMu         sync.Mutex
+	inbox, spare []settled
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -249,6 +258,9 @@ func (e *Engine) Tick(now time.Time) {
 	}
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
+			if len(in.alWait) > 0 {
+				e.flushLingering(in)
+			}
 			if in.qp == nil && in.retryAt != 0 && e.now >= in.retryAt {
 				in.retryAt = 0
 				e.connect(in)
@@ -265,6 +277,7 @@ func (e *Engine) Tick(now time.Time) {
 // Output finishes the round (the AckReq of each QP's last packet) and
 // returns the datagrams to send. They stay valid until ResetOutput.
 func (e *Engine) Output() []Datagram {
+	e.takeInbox()
 	e.endRound()
 	e.sendAcks()
 	return e.out
@@ -383,17 +396,23 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	if s == nil {
 		return
 	}
-	e.lastQP = nil
-	if !e.translate1(r, src) {
-		return
+	taken, tracked := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
+	e.applied(src, r.Header.Seq, taken)
+	if taken && tracked {
+		s.setPending(r.Header.Seq, true)
 	}
-	e.applied(src, r.Header.Seq, true)
-	// A Key-Write or Key-Increment is acknowledged to its source once the
-	// collector acknowledged its operations; an Append entry or a postcard
-	// once held (docs/DTA-WIRE.md, "Exactly once").
-	if q := e.lastQP; q != nil && (r.Header.Opcode == dta.OpKeyWrite || r.Header.Opcode == dta.OpKeyIncrement) {
-		e.pend(q, s, r.Header.Seq)
-	}
+}
+
+// translateFor translates t's report r and reports whether it was taken
+// and whether its operations will settle it when acknowledged (a Key-Write,
+// a Key-Increment, an Append entry when its batch is written; not a
+// postcard, settled once cached: docs/DTA-WIRE.md, "Exactly once").
+func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken, tracked bool) {
+	e.cur, e.tracked = t, false
+	taken = e.translate1(r, src)
+	tracked = e.tracked
+	e.cur, e.tracked = token{}, false
+	return taken, tracked
 }
 
 // translate1 translates r, NACKing or counting it when it cannot be taken

@@ -788,3 +788,45 @@ func TestAdvertisedHeads(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendLinger: wide Append entries in a partial batch hold their
+// source's cumulative ack back until AppendLinger passes; then the batch is
+// written, and acknowledged, and so are they.
+func TestAppendLinger(t *testing.T) {
+	l := appendlist.Layout{Lists: 2, Entries: 64, EntrySize: 8, Batch: 8}
+	in := alInst(t, l)
+	ft := newFakeTarget(t, in)
+	h := newHarness(t, Config{AppendLinger: 5 * time.Millisecond}, ft)
+	h.connect()
+	last := func() (uint32, bool) {
+		top, got := uint32(0), false
+		for _, d := range h.nacks {
+			if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK && (!got || a.Seq > top) {
+				top, got = a.Seq, true
+			}
+		}
+		return top, got
+	}
+	for seq := uint32(10); seq < 13; seq++ {
+		r := alReport(seq%2, uint64(seq), false)
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+	}
+	h.advance(3*time.Millisecond, time.Millisecond)
+	if top, got := last(); got {
+		t.Fatalf("ack %d before the batches were written", top)
+	}
+	h.advance(5*time.Millisecond, time.Millisecond)
+	if top, got := last(); !got || top != 12 {
+		t.Fatalf("ack %d (%v) after AppendLinger, want 12", top, got)
+	}
+	if c := h.e.Counters(); c.Lingered != 2 || c.Writes != 2 {
+		t.Fatalf("counters %+v: want the two partial batches written", c)
+	}
+	for i, v := range []uint64{10, 12} {
+		if got := binary.BigEndian.Uint64(in.mem[l.ListOffset(0)+uint64(i)*8:]); got != v {
+			t.Errorf("list 0 entry %d = %d, want %d", i, got, v)
+		}
+	}
+}

@@ -34,6 +34,22 @@ type instance struct {
 	al       appendlist.Layout
 	batcher  *appendlist.Batcher
 	alMaxPkt int // packets one append can produce
+	// alToks holds the wide reports of each list's pending entries, B per
+	// list (nil until one comes, and for layouts over maxTrackedEntries):
+	// settled when their batch's write is acknowledged.
+	alToks []token
+	// alWait lists, oldest first, when lists got their first pending
+	// entry: Tick flushes a batch waiting longer than AppendLinger.
+	alWait []lingering
+}
+
+// maxTrackedEntries bounds L·B of an Append layout whose entries are
+// settled when written; a larger one's are settled once batched.
+const maxTrackedEntries = 1 << 18
+
+type lingering struct {
+	list uint32
+	at   int64
 }
 
 // ready reports whether in can take reports.
@@ -116,7 +132,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		in.al, in.batcher = l, b
+		in.al, in.batcher, in.alToks, in.alWait = l, b, nil, nil
 		batch := max(l.Batch, 1) * l.SlotSize()
 		// A batch crossing the ring's end is two writes.
 		in.alMaxPkt = (batch+MTU-1)/MTU + 1
@@ -201,6 +217,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.write(in, w.Offset, w.Payload, false, 0)
 		}
 		e.shareTail = false
+		e.track(in)
 	case dta.OpKeyIncrement:
 		ki := &r.KeyIncrement
 		if !e.hasRoom(in, int(ki.Redundancy)) {
@@ -216,6 +233,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.fetchAdd(in, op.Offset, op.Add)
 		}
 		e.shareTail = false
+		e.track(in)
 	case dta.OpPostcard:
 		copies := in.pc.Layout().Copies
 		if !e.hasRoom(in, 2*copies) {
@@ -237,16 +255,95 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		if !e.hasRoom(in, in.alMaxPkt) {
 			return busy
 		}
-		ws, err := in.batcher.Append(r.Append.ListID, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
+		list := r.Append.ListID
+		k := in.batcher.Pending(list)
+
+		ws, err := in.batcher.Append(list, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
 		if err != nil {
 			e.c.Rejected++
 			return rejected
 		}
+		if e.cur.s != nil && in.rq == nil && in.al.Lists*max(in.al.Batch, 1) <= maxTrackedEntries {
+			if in.alToks == nil {
+				in.alToks = make([]token, in.al.Lists*max(in.al.Batch, 1))
+			}
+			in.alToks[int(list)*max(in.al.Batch, 1)+k] = e.cur
+			e.tracked = true
+		}
+		if len(ws) == 0 {
+			if k == 0 {
+				in.alWait = append(in.alWait, lingering{list: list, at: e.now})
+			}
+			break
+		}
 		for _, w := range ws {
 			e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
 		}
+		e.pendBatch(in, list, k+1)
 	}
 	return applied
+}
+
+// track queues the report being translated, whose operations were just
+// queued on in's QP, to be settled when they are acknowledged.
+func (e *Engine) track(in *instance) {
+	if e.cur.s != nil && in.rq == nil {
+		e.pend(in.qp, e.cur)
+		e.tracked = true
+	}
+}
+
+// pendBatch queues the wide reports of the n entries of list just written
+// (the batch's write was the last queued on in's QP) to be settled.
+func (e *Engine) pendBatch(in *instance, list uint32, n int) {
+	if in.alToks == nil {
+		return
+	}
+	toks := in.alToks[int(list)*max(in.al.Batch, 1):][:n]
+	for i := range toks {
+		if toks[i].s != nil {
+			e.pend(in.qp, toks[i])
+			toks[i] = token{}
+		}
+	}
+}
+
+// flushList writes list's pending entries, whatever the rate limit; false
+// when the QP has no room or the instance is not ready.
+func (e *Engine) flushList(in *instance, list uint32) bool {
+	n := in.batcher.Pending(list)
+	if n == 0 {
+		return true
+	}
+	if !in.ready() || !e.canFlush(in, in.alMaxPkt) {
+		return false
+	}
+	ws, err := in.batcher.Flush(list, e.sc.alw[:0])
+	if err != nil {
+		return false
+	}
+	for _, w := range ws {
+		e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
+	}
+	e.pendBatch(in, list, n)
+	return true
+}
+
+// flushLingering writes the Append batches that have waited AppendLinger
+// since their first entry, so that their entries are settled soon.
+func (e *Engine) flushLingering(in *instance) {
+	i := 0
+	for ; i < len(in.alWait) && e.now-in.alWait[i].at >= int64(e.cfg.AppendLinger); i++ {
+		if !e.flushList(in, in.alWait[i].list) {
+			break // no room now: the next tick
+		}
+		e.c.Lingered++
+	}
+	if i > 0 {
+		n := copy(in.alWait, in.alWait[i:])
+		clear(in.alWait[n:])
+		in.alWait = in.alWait[:n]
+	}
 }
 
 // write posts one RDMA WRITE of data at offset off of in's region: WRITE
@@ -328,22 +425,12 @@ func (e *Engine) Flush() {
 			}
 			if in.batcher != nil {
 				for l := range in.al.Lists {
-					if in.batcher.Pending(uint32(l)) == 0 {
-						continue
-					}
-					if !ready || !e.canFlush(in, in.alMaxPkt) {
+					if !e.flushList(in, uint32(l)) {
 						e.c.FlushLost++
-						continue
-					}
-					ws, err := in.batcher.Flush(uint32(l), nil)
-					if err != nil {
-						e.c.FlushLost++
-						continue
-					}
-					for _, w := range ws {
-						e.write(in, w.Offset, w.Data, w.Imm, w.ImmData)
 					}
 				}
+				clear(in.alWait)
+				in.alWait = in.alWait[:0]
 			}
 		}
 	}

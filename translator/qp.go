@@ -78,10 +78,10 @@ type qp struct {
 
 	icrc [4]*icrcEntry // fast-path ICRC cache, by length
 
-	// Wide reports whose last packet is in the ring, oldest first, settled
-	// when the collector acknowledges it (seqtrack.go).
-	fin           []finish
-	finHead, finN int
+	// Wide reports whose last packet is in the ring, oldest first from
+	// finHead, settled when the collector acknowledges it (seqtrack.go).
+	fin     []finish
+	finHead int
 
 	// Token bucket, in packets.
 	tokens     float64
@@ -162,7 +162,6 @@ func (e *Engine) queued(q *qp, b []byte, ackReq bool) {
 		q.rttPSN, q.rttAt, q.timing = q.next, e.now, true
 	}
 	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
-	e.lastQP = q
 	if !q.touched {
 		q.touched = true
 		e.touched = append(e.touched, q)

@@ -81,54 +81,88 @@ func (s *seqState) firstPending() uint32 {
 	return s.next
 }
 
-// finish is a wide report waiting for its last packet's acknowledgement.
-type finish struct {
-	psn rocev2.PSN
-	seq uint32
+// token names a wide report whose source engine by keeps in s: the engine
+// that translates it may be another shard's.
+type token struct {
 	s   *seqState
+	by  *Engine
+	seq uint32
 }
 
-// pend records that s's report numbered seq is applied when q's last
-// packet queued is acknowledged.
-func (e *Engine) pend(q *qp, s *seqState, seq uint32) {
-	if q.fin == nil {
-		q.fin = make([]finish, len(q.lens))
-	}
-	if q.finN == len(q.fin) { // each entry holds a packet in flight: cannot happen
-		e.c.EncodeErrors++
-		return
-	}
-	q.fin[(q.finHead+q.finN)%len(q.fin)] = finish{psn: q.next.Add(minusOne), seq: seq, s: s}
-	q.finN++
-	s.setPending(seq, true)
+// finish is a report waiting for the acknowledgement of the packet at psn.
+type finish struct {
+	token
+	psn rocev2.PSN
 }
 
-// settle clears the reports whose packets q's responder acknowledged.
+// pend records that t's report is applied when q's last packet queued is
+// acknowledged.
+func (e *Engine) pend(q *qp, t token) {
+	if q.finHead > 0 && q.finHead == len(q.fin) {
+		q.fin, q.finHead = q.fin[:0], 0
+	}
+	q.fin = append(q.fin, finish{token: t, psn: q.next.Add(minusOne)})
+}
+
+// settle settles the reports whose packets q's responder acknowledged.
 func (e *Engine) settle(q *qp) {
-	for q.finN > 0 {
+	for ; q.finHead < len(q.fin); q.finHead++ {
 		f := &q.fin[q.finHead]
 		if f.psn.Diff(q.una) >= 0 {
-			return
+			break
 		}
-		e.release(f.s, f.seq)
+		e.done(f.token, false)
 		*f = finish{}
-		q.finHead = (q.finHead + 1) % len(q.fin)
-		q.finN--
+	}
+	if q.finHead == len(q.fin) {
+		q.fin, q.finHead = q.fin[:0], 0
 	}
 }
 
-// unconfirm NACKs, with reason Unconfirmed, the reports whose packets q
-// never had acknowledged: q failed, and they may or may not have been
-// applied.
+// unconfirm settles the reports whose packets q never had acknowledged as
+// unconfirmed: q failed, and they may or may not have been applied.
 func (e *Engine) unconfirm(q *qp) {
-	for ; q.finN > 0; q.finN-- {
-		f := &q.fin[q.finHead]
-		e.release(f.s, f.seq)
-		e.nack(f.s.src, f.seq, true, dta.ReasonUnconfirmed)
-		e.c.Unconfirmed++
-		*f = finish{}
-		q.finHead = (q.finHead + 1) % len(q.fin)
+	for ; q.finHead < len(q.fin); q.finHead++ {
+		e.done(q.fin[q.finHead].token, true)
+		q.fin[q.finHead] = finish{}
 	}
+	q.fin, q.finHead = q.fin[:0], 0
+}
+
+// done settles t's report: applied, or unconfirmed (NACKed with that
+// reason). Another engine's report goes to its inbox, which it takes in at
+// its next Output.
+func (e *Engine) done(t token, unconfirmed bool) {
+	if t.by != e {
+		t.by.inMu.Lock()
+		t.by.inbox = append(t.by.inbox, settled{token: t, unconfirmed: unconfirmed})
+		t.by.inMu.Unlock()
+		return
+	}
+	e.release(t.s, t.seq)
+	if unconfirmed {
+		e.nack(t.s.src, t.seq, true, dta.ReasonUnconfirmed)
+		e.c.Unconfirmed++
+	}
+}
+
+// settled is a report another engine settled for this one.
+type settled struct {
+	token
+	unconfirmed bool
+}
+
+// takeInbox settles the reports other engines settled for this one.
+func (e *Engine) takeInbox() {
+	e.inMu.Lock()
+	in := e.inbox
+	e.inbox = e.spare[:0]
+	e.inMu.Unlock()
+	for i := range in {
+		e.done(in[i].token, in[i].unconfirmed)
+		in[i] = settled{}
+	}
+	e.spare = in[:0]
 }
 
 // release clears the pending mark of s's report seq and owes s an ack.

@@ -233,19 +233,7 @@ func reportsOf(c Counters) uint64 { return c.Reports[1] + c.Reports[2] + c.Repor
 // the reading shard or another one translates them. Both pairs go in one
 // system call, so one read takes them.
 func TestShardedDuplicateInOneBatch(t *testing.T) {
-	kwl, _ := keywrite.NewLayout(1<<10, 4)
-	kil, _ := keyincr.NewLayout(1 << 10)
-	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 10, Copies: 2})
-	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: 2, Entries: 64, EntrySize: 4, Batch: 1})
-	tr, err := New(Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{c.Addr()}, Shards: 2, AckPort: freeUDPPort(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := tr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, tr := startTwoShards(t, 1, Config{AckPort: freeUDPPort(t)})
 	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(tr.ReportAddr()))
 	if err != nil {
 		t.Fatal(err)
@@ -287,4 +275,92 @@ func TestShardedDuplicateInOneBatch(t *testing.T) {
 			t.Errorf("list %d: %d entries %x, %v; want the one entry once", list, n, buf[:4*max(n, 1)], err)
 		}
 	}
+}
+
+// TestShardedAppendAckAfterWrite: with two shards, a wide Append report is
+// acknowledged to its sender only once its batch is written and the
+// collector acknowledged the write, whichever shard owns its list: entries
+// in partial batches hold the cumulative ack back (AppendLinger is an hour
+// here), full batches release it.
+func TestShardedAppendAckAfterWrite(t *testing.T) {
+	ackPort := freeUDPPort(t)
+	acks, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(ackPort)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acks.Close()
+	_, tr := startTwoShards(t, 4, Config{AckPort: ackPort, AppendLinger: time.Hour})
+	defer tr.Close(time.Second)
+	uc, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, net.UDPAddrFromAddrPort(tr.ReportAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	seq := uint32(0)
+	send := func(r dta.Report) {
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		seq++
+		b, err := dta.AppendPayload(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := uc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// highest returns the highest cumulative ack within d.
+	highest := func(d time.Duration, want uint32) (uint32, bool) {
+		top, got := uint32(0), false
+		buf := make([]byte, 64)
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			acks.SetReadDeadline(end)
+			n, err := acks.Read(buf)
+			if err != nil {
+				break
+			}
+			if a, err := dta.ParseAck(buf[:n]); err == nil && !a.NACK && (!got || a.Seq > top) {
+				top, got = a.Seq, true
+				if top == want {
+					break
+				}
+			}
+		}
+		return top, got
+	}
+	send(kwReport(1, 2, 7)) // 0: written at once
+	send(dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: 0, Data: []byte{0, 0, 0, 1}}})
+	send(dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: 1, Data: []byte{0, 0, 0, 1}}})
+	if top, got := highest(300*time.Millisecond, 0xffffffff); !got || top != 0 {
+		t.Fatalf("highest ack %d (%v) with two entries in partial batches, want 0", top, got)
+	}
+	for i := range 6 { // three more per list: both batches full
+		send(dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: uint32(i % 2), Data: []byte{0, 0, 1, byte(i)}}})
+	}
+	if top, _ := highest(2*time.Second, 8); top != 8 {
+		t.Fatalf("highest ack %d once both batches were written, want 8", top)
+	}
+	if tc := tr.Counters(); tc.Writes != 4 || tc.Lingered != 0 {
+		t.Fatalf("translator %+v: want 4 writes (the Key-Write's 2 copies, 2 batches), none lingered", tc)
+	}
+}
+
+// startTwoShards starts a collector of small instances (Append batches of
+// batch entries, 2 lists) and a translator with cfg and two shards.
+func startTwoShards(t *testing.T, batch int, cfg Config) (*testCollector, *Translator) {
+	t.Helper()
+	kwl, _ := keywrite.NewLayout(1<<10, 4)
+	kil, _ := keyincr.NewLayout(1 << 10)
+	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 10, Copies: 2})
+	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: 2, Entries: 64, EntrySize: 4, Batch: batch})
+	cfg.ReportAddr, cfg.Collectors, cfg.Shards = netip.MustParseAddrPort("127.0.0.1:0"), []netip.AddrPort{c.Addr()}, 2
+	tr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, tr
 }

@@ -394,7 +394,9 @@ func (t *Translator) readReports(sh *shard) {
 	defer t.wg.Done()
 	reps := make([]dta.Report, batchSize)
 	owners := make([]int, batchSize) // the shard translating each report; -1: none
+	toks := make([]token, batchSize) // wide reports another shard translates
 	taken := make([]bool, batchSize)
+	tracked := make([]bool, batchSize)
 	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Message, now time.Time) bool {
 		foreign := false
 		sh.mu.Lock()
@@ -413,14 +415,19 @@ func (t *Translator) readReports(sh *shard) {
 			// The shard reading a source's flow sees all its numbers, in
 			// order: it keeps their state, whichever shard translates.
 			if o := t.owner(r); o >= 0 && o != sh.idx {
+				toks[i] = token{}
 				if r.Header.Sequenced && r.Header.Wide {
-					if sh.e.admit(ms[i].Addr, r) == nil {
+					st := sh.e.admit(ms[i].Addr, r)
+					if st == nil {
 						continue
 					}
-					// Taken until the owner says otherwise: a copy later
-					// in this batch (a resend, a closing reporter's probe)
-					// is a duplicate.
+					// Taken, and pending, until the owner says otherwise:
+					// a copy later in this batch (a resend, a closing
+					// reporter's probe) is a duplicate, and no ack passes
+					// it before its entry is written.
 					sh.e.applied(ms[i].Addr, r.Header.Seq, true)
+					st.setPending(r.Header.Seq, true)
+					toks[i] = token{s: st, by: sh.e, seq: r.Header.Seq}
 				}
 				owners[i], foreign = o, true
 				continue
@@ -431,14 +438,21 @@ func (t *Translator) readReports(sh *shard) {
 		sh.sendLocked()
 		sh.mu.Unlock()
 		if foreign {
-			t.handOver(sh, reps[:len(ms)], ms, owners, taken, now)
+			t.handOver(sh, reps[:len(ms)], ms, owners, toks, taken, tracked, now)
 			// Before the next batch, which may hold a resend of one the
 			// owner NACKed.
 			sh.mu.Lock()
 			for i := range ms {
-				if r := &reps[i]; owners[i] >= 0 && owners[i] != sh.idx && !taken[i] && r.Header.Sequenced && r.Header.Wide {
-					sh.e.applied(ms[i].Addr, r.Header.Seq, false)
+				if owners[i] < 0 || owners[i] == sh.idx || toks[i].s == nil {
+					continue
 				}
+				if !taken[i] {
+					sh.e.applied(ms[i].Addr, toks[i].seq, false)
+				}
+				if !taken[i] || !tracked[i] {
+					sh.e.release(toks[i].s, toks[i].seq)
+				}
+				toks[i] = token{}
 			}
 			sh.mu.Unlock()
 		}
@@ -447,8 +461,9 @@ func (t *Translator) readReports(sh *shard) {
 }
 
 // handOver translates the reports of reps (decoded from ms) that other
-// shards than from own, recording in taken whether each was.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message, owners []int, taken []bool, now time.Time) {
+// shards than from own, recording in taken whether each was and in tracked
+// whether its owner settles toks[i] when its entry is written.
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message, owners []int, toks []token, taken, tracked []bool, now time.Time) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -463,7 +478,7 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message
 				sh.e.setNow(now)
 				locked = true
 			}
-			taken[i] = sh.e.translate1(&reps[i], ms[i].Addr)
+			taken[i], tracked[i] = sh.e.translateFor(&reps[i], ms[i].Addr, toks[i])
 		}
 		if locked {
 			sh.sendLocked()

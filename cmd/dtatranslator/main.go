@@ -10,7 +10,8 @@
 //
 //	{"report": "127.0.0.1:40040", "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
-//	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "http": "127.0.0.1:8041"}
+//	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
+//	 "http": "127.0.0.1:8041"}
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: cached postcards
 // and partial Append batches are flushed and every packet is acknowledged
@@ -53,7 +54,10 @@ type Config struct {
 	RingSize   int      `json:"ring_size"`
 	RateLimit  float64  `json:"rate_limit"`
 	Shards     int      `json:"shards"`
-	HTTP       string   `json:"http"`
+	// AppendLinger is the longest a partial Append batch waits, as a Go
+	// duration ("2ms").
+	AppendLinger string `json:"append_linger"`
+	HTTP         string `json:"http"`
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -191,6 +195,13 @@ func (cfg Config) translator() (translator.Config, error) {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
 	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	if cfg.AppendLinger != "" {
+		d, err := time.ParseDuration(cfg.AppendLinger)
+		if err != nil || d <= 0 {
+			return tc, fmt.Errorf("append_linger %q: want a positive duration such as \"2ms\"", cfg.AppendLinger)
+		}
+		tc.AppendLinger = d
+	}
 	return tc, nil
 }
 

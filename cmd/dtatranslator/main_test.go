@@ -168,8 +168,13 @@ func TestDaemons(t *testing.T) {
 // Bad configuration exits 2 and says what is wrong.
 func TestBadConfig(t *testing.T) {
 	bin := proctest.Build(t, ".", "dtatranslator")
+	linger := filepath.Join(t.TempDir(), "linger.json")
+	if err := os.WriteFile(linger, []byte(`{"collectors": ["127.0.0.1:4791"], "append_linger": "soon"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{},
+		{"-config", linger},
 		{"-collectors", "not-an-address"},
 		{"-collectors", "127.0.0.1:4791", "-cm-port", "70000"},
 		{"-config", "/nonexistent.json"},

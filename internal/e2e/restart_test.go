@@ -149,7 +149,8 @@ func crash(t *testing.T, samePort bool) {
 	m := newModel(t, g)
 	n := restartSteps()
 
-	tr := startTranslator(t, translator.Config{Collectors: []netip.AddrPort{r.Addr()}})
+	// AppendLinger an hour: the partial batches stay held until the crash.
+	tr := startTranslator(t, translator.Config{Collectors: []netip.AddrPort{r.Addr()}, AppendLinger: time.Hour})
 	rep := newReporter(t, tr)
 	streamPaced(t, rep, tr, s, m, 0, n+1) // n+1: a postcard flow and Append entries held back
 	before := s.c.Counters()
