@@ -10,13 +10,18 @@
 //	dtareport -pcap reports.pcap -count 0        # the file's valid reports once
 //
 // At the end it prints one JSON object on standard output: the reports
-// sent, the time taken and the reporter's counters. Exit status: 0 when
-// every report went out and none was lost, 3 when some were lost (NACKed
-// and not resent, or refused by the socket), 2 for bad flags, 1 for any
-// other failure.
+// sent, the time taken and the reporter's counters. With -losses FILE it
+// writes each report lost or unconfirmed to FILE as a JSON line, {"seq": N,
+// "reason": R}: N is the report's index in the stream (the first sent is
+// 0), R the NACK's reason (4, unconfirmed: it may or may not have been
+// applied). Exit status: 0 when every report went out and was delivered, 3
+// when some were lost or unconfirmed (NACKed and not resent, refused by
+// the socket, or never acknowledged), 2 for bad flags, 1 for any other
+// failure.
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +31,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -65,6 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", stream.Default.Seed, "seed of the values")
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
+	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line (with -nacks)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -129,10 +136,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return true
 		}
 	}
-	rep, err := reporter.New(reporter.Config{
+	if *lossFile != "" && !*nacks {
+		return bad("-losses needs -nacks: only then are losses known")
+	}
+	var losses *lossLog
+	if *lossFile != "" {
+		if losses, err = newLossLog(*lossFile); err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+			return 1
+		}
+	}
+	rcfg := reporter.Config{
 		Translator: translator, Local: from, Rate: *rate,
 		Sequenced: *nacks, WideSequence: *nacks, HandleNACKs: *nacks, AckPort: uint16(*ackPort),
-	})
+	}
+	if losses != nil {
+		rcfg.OnLoss = losses.add
+	}
+	rep, err := reporter.New(rcfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "dtareport:", err)
 		if errors.Is(err, reporter.ErrConfig) {
@@ -169,11 +190,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := rep.Close(); err != nil {
 		fmt.Fprintln(stderr, "dtareport:", err)
 	}
+	if losses != nil {
+		if err := losses.close(); err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+			return 1
+		}
+	}
 	el := time.Since(start)
 	res := Result{Reports: sent, Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
 	b, _ := json.Marshal(res)
 	fmt.Fprintln(stdout, string(b))
-	if res.Counters.Lost > 0 || res.Counters.Errors > 0 {
+	if res.Counters.Lost > 0 || res.Counters.Unconfirmed > 0 || res.Counters.Errors > 0 {
 		return 3
 	}
 	return 0
@@ -199,4 +226,43 @@ func readPcap(name string, port uint16) ([]dta.Report, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// lossLog writes the reports OnLoss hands over as JSON lines.
+type lossLog struct {
+	mu  sync.Mutex
+	f   *os.File
+	w   *bufio.Writer
+	err error
+}
+
+func newLossLog(name string) (*lossLog, error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &lossLog{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func (l *lossLog) add(seq uint32, _ []byte, reason dta.Reason) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := fmt.Fprintf(l.w, "{\"seq\": %d, \"reason\": %d}\n", seq, reason); err != nil && l.err == nil {
+		l.err = err
+	}
+}
+
+func (l *lossLog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.w.Flush(); err != nil && l.err == nil {
+		l.err = err
+	}
+	if err := l.f.Close(); err != nil && l.err == nil {
+		l.err = err
+	}
+	if l.err != nil {
+		return fmt.Errorf("-losses: %w", l.err)
+	}
+	return nil
 }

@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,9 +213,26 @@ func TestPcapReplay(t *testing.T) {
 func TestLossExitStatus(t *testing.T) {
 	ackPort := proctest.FreePort(t, "udp")
 	s := newSink(t, uint16(ackPort))
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-nacks", "-ack-port", strconv.Itoa(ackPort))
+	losses := filepath.Join(t.TempDir(), "losses.jsonl")
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-nacks", "-ack-port", strconv.Itoa(ackPort), "-losses", losses)
 	if code != 3 || res.Counters.Lost != 50 || res.Counters.Resent == 0 {
 		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	}
+	// -losses names each one, by its index in the stream, with the reason.
+	b, err := os.ReadFile(losses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint32]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l struct{ Seq, Reason uint32 }
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Reason != uint32(dta.ReasonBusy) || l.Seq >= 50 || seen[l.Seq] {
+			t.Fatalf("loss line %q: %v", line, err)
+		}
+		seen[l.Seq] = true
+	}
+	if len(seen) != 50 {
+		t.Fatalf("%d reports in -losses, want all 50", len(seen))
 	}
 }
 
@@ -225,6 +244,7 @@ func TestBadFlags(t *testing.T) {
 		{"-hops", "0"},
 		{"-rate", "-1"},
 		{"-nacks", "-local", "0.0.0.0:0"},
+		{"-losses", "/tmp/x.jsonl"}, // without -nacks
 	} {
 		if _, code, logs := dtareport(t, args...); code != 2 || logs == "" {
 			t.Errorf("%v: exit %d, %q", args, code, logs)
