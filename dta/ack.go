@@ -18,7 +18,7 @@ import "encoding/binary"
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                        seq (32 bits)                          |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|N|  reserved   |    reason     |           span (16)           |
+//	|N|R| reserved  |    reason     |           span (16)           |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
 // The two forms are told apart by their length.
@@ -33,13 +33,17 @@ type Ack struct {
 	Wide bool
 	// Reason (byte 5, Wide only) says why a NACKed report was dropped.
 	Reason Reason
+	// Resend (byte 4 bit 6, Wide only, NACK clear) acknowledges Seq alone,
+	// not cumulatively: a resent report applied (or found applied) after
+	// a cumulative ack had passed its number.
+	Resend bool
 	// Span (bytes 6-7, Wide only) is, in a cumulative ack (NACK clear),
 	// how many numbers ending at Seq the translator has seen the source's
 	// sequence for (capped at 65535): numbers before Seq-Span+1 it never
 	// saw, because it started after them. 0 says nothing.
 	Span uint16
-	// Reserved is byte 1 (byte 4 when Wide) bits 6..0, kept as received so
-	// a decoded ack re-encodes to its bytes. Senders leave it 0.
+	// Reserved is byte 1 bits 6..0 (byte 4 bits 5..0 when Wide), kept as
+	// received so a decoded ack re-encodes to its bytes. Senders leave it 0.
 	Reserved uint8
 }
 
@@ -69,6 +73,7 @@ const (
 
 const (
 	flagNACK        = 0x80
+	flagResend      = 0x40 // wide only
 	ackReservedMask = 0x7f
 )
 
@@ -81,14 +86,18 @@ func (a Ack) Len() int {
 }
 
 // AppendTo appends the encoded header to b and returns the extended slice
-// (Reserved masked to 7 bits; without Wide, Seq's low 8 bits and no
-// reason). It does not allocate when b has room.
+// (Reserved masked to 7 bits, 6 when Wide; without Wide, Seq's low 8
+// bits, no reason, span or Resend). It does not allocate when b has room.
 func (a Ack) AppendTo(b []byte) []byte {
 	flags := a.Reserved & ackReservedMask
 	if a.NACK {
 		flags |= flagNACK
 	}
 	if a.Wide {
+		flags &^= flagResend
+		if a.Resend {
+			flags |= flagResend
+		}
 		b = binary.BigEndian.AppendUint32(b, a.Seq)
 		return binary.BigEndian.AppendUint16(append(b, flags, byte(a.Reason)), a.Span)
 	}
@@ -96,12 +105,13 @@ func (a Ack) AppendTo(b []byte) []byte {
 }
 
 // Validate reports what is wrong with a, or nil: Reserved wider than 7
-// bits, or a narrow ack with a Seq above 255, a Reason or a Span.
+// bits (6 when Wide), or a narrow ack with a Seq above 255, a Reason, a
+// Span or Resend.
 func (a Ack) Validate() error {
-	if a.Reserved&^ackReservedMask != 0 {
+	if a.Reserved&^ackReservedMask != 0 || a.Wide && a.Reserved&flagResend != 0 {
 		return errAckReserved
 	}
-	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Span != 0) {
+	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Span != 0 || a.Resend) {
 		return errAckNarrow
 	}
 	return nil
@@ -112,8 +122,9 @@ func (a Ack) Validate() error {
 func ParseAck(b []byte) (Ack, error) {
 	switch {
 	case len(b) == WideAckLen:
-		return Ack{Seq: binary.BigEndian.Uint32(b), NACK: b[4]&flagNACK != 0, Wide: true, Reserved: b[4] & ackReservedMask,
-			Reason: Reason(b[5]), Span: binary.BigEndian.Uint16(b[6:])}, nil
+		return Ack{Seq: binary.BigEndian.Uint32(b), NACK: b[4]&flagNACK != 0, Wide: true, Resend: b[4]&flagResend != 0,
+			Reserved: b[4] & ackReservedMask &^ flagResend,
+			Reason:   Reason(b[5]), Span: binary.BigEndian.Uint16(b[6:])}, nil
 	case len(b) < AckLen:
 		return Ack{}, errAckShort
 	case len(b) > AckLen:

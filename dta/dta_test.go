@@ -74,6 +74,9 @@ func TestEncodingVectors(t *testing.T) {
 		{Ack{Seq: 0}, "00 00"},
 		{Ack{Seq: 0x42, NACK: true}, "42 80"},
 		{Ack{Seq: 0xff, Reserved: 0x7f}, "ff 7f"},
+		{Ack{Seq: 0x01020304, Wide: true, Span: 0x0506}, "01 02 03 04 00 00 05 06"},
+		{Ack{Seq: 9, Wide: true, Resend: true}, "00 00 00 09 40 00 00 00"},
+		{Ack{Seq: 9, Wide: true, NACK: true, Reason: ReasonUnconfirmed, Reserved: 0x3f}, "00 00 00 09 bf 04 00 00"},
 	}
 	for _, tt := range ackTests {
 		want := unhex(t, tt.hex)
@@ -335,6 +338,8 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	checkErr(t, Ack{Reserved: 0x80}.Validate(), ErrInvalidField, "ack")
+	checkErr(t, Ack{Resend: true}.Validate(), ErrInvalidField, "ack")
+	checkErr(t, Ack{Wide: true, Reserved: 0x40}.Validate(), ErrInvalidField, "ack")
 }
 
 func TestOpcodeString(t *testing.T) {

@@ -34,6 +34,7 @@ type fakeTranslator struct {
 	// and the acks carry the span from it.
 	down, fresh bool
 	first       uint32
+	ackedTo     uint32 // one past the last cumulative ack
 
 	mu       sync.Mutex
 	attempts map[uint32]int
@@ -86,13 +87,23 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 					ft.next++
 				}
 				// As the translator: a number taken is a duplicate,
-				// dropped without a NACK (Close's tail probes are).
+				// dropped without a NACK (Close's tail probes are); one
+				// taken, or found taken, after the cumulative ack passed
+				// it is acknowledged on its own.
+				resendAck := func() {
+					if int32(h.Seq-ft.ackedTo) < 0 {
+						a := dta.Ack{Seq: h.Seq, Wide: true, Resend: true}.AppendTo(nil)
+						acks = append(acks, udpio.Message{Buf: a, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
+					}
+				}
 				if _, ok := ft.taken[h.Seq]; ok {
 					ft.dups++
+					resendAck()
 					continue
 				}
 				if ft.decide(h.Seq, ft.attempts[h.Seq]) {
 					ft.taken[h.Seq] = append([]byte(nil), b...)
+					resendAck()
 					continue
 				}
 				ft.nacks++
@@ -104,6 +115,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 			}
 			if len(ms) > 0 && !ft.noAcks {
+				ft.ackedTo = ft.next
 				ack := dta.Ack{Seq: ft.next - 1, Wide: true, Span: uint16(ft.next - ft.first)}.AppendTo(nil)
 				acks = append(acks, udpio.Message{Buf: ack, Addr: netip.AddrPortFrom(ms[0].Addr.Addr(), ft.ack)})
 			}
@@ -450,5 +462,72 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// TestCreditProbe: waiting for credit while acks do not move, Send sends a
+// copy of the last report every 20 ms, so that a translator that never got
+// the last reports learns their numbers (and NACKs them as missing) instead
+// of the reporter counting them unconfirmed a second later.
+func TestCreditProbe(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	ft.noAcks = true
+	// The last report before the credit runs out is lost the first time.
+	ft.lose = func(seq uint32, attempt int) bool { return seq == credit-1 && attempt == 1 }
+	r := wideReporter(t, ft, ackPort, Config{})
+	defer r.Close()
+	for i := range credit {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.KeyWrite(0, []byte{1, 2, 3, 4}, 1) }() // waits for credit
+	waitFor(t, "probes", func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		_, got := ft.taken[credit-1]
+		return got && ft.dups >= 3
+	})
+	ft.mu.Lock()
+	ft.noAcks = false // the next ack gives credit back
+	ft.mu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Counters(); c.Probes < 4 || c.Unconfirmed != 0 {
+		t.Fatalf("counters %+v: want probes and nothing unconfirmed", c)
+	}
+}
+
+// TestLostResendRetimed: a resend lost on the way draws neither an ack nor
+// a NACK, and the cumulative ack had passed its number when it was
+// NACKed: after 200 ms it is sent again, and that one is acknowledged on
+// its own. Nothing is lost silently.
+func TestLostResendRetimed(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 1 })
+	ft.lose = func(seq uint32, attempt int) bool { return seq == 5 && attempt == 2 }
+	r := wideReporter(t, ft, ackPort, Config{})
+	for i := range 20 {
+		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resend sent again and acknowledged", func() bool { return r.Counters().ResendAcks == 1 })
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Counters()
+	ft.mu.Lock()
+	tries := ft.attempts[5]
+	_, taken := ft.taken[5]
+	ft.mu.Unlock()
+	if !taken || tries != 3 || c.Retimed != 1 || c.Lost != 0 || c.Unconfirmed != 0 {
+		t.Fatalf("report 5 taken %v after %d tries, counters %+v", taken, tries, c)
 	}
 }

@@ -51,8 +51,9 @@ type heldReport struct {
 	b        []byte
 	resends  int
 	lastSent time.Time
-	lost     bool // counted lost: kept (without b) so later NACKs are not
-	kw       bool // a Key-Write report, of key
+	reason   dta.Reason // of its last NACK
+	lost     bool       // counted lost: kept (without b) so later NACKs are not
+	kw       bool       // a Key-Write report, of key
 	key      uint32
 }
 
@@ -89,12 +90,20 @@ const (
 	// reporter keeps in flight, so that a NACK for any of them comes while
 	// the window still holds it.
 	credit = WideWindow * 3 / 4
-	// heldFor is how long a NACKed report's copy is kept after its last
-	// resend: a NACK of the resend comes in far less.
+	// heldFor is how long a lost report's marker is kept, so that a late
+	// NACK of it is not a second loss.
 	heldFor = time.Second
-	// ackStall is how long Send waits for an ack before it stops counting
-	// on them (counting the reports in flight Unconfirmed).
+	// resendWait is how long a resend waits for its ack or NACK before it
+	// is sent again (the translator acknowledges a resend once its
+	// collector did).
+	resendWait = 200 * time.Millisecond
+	// ackStall is how long Send waits for an ack (the translator sends
+	// one at least every 50 ms while reports are pending) before it stops
+	// counting on them (counting the reports in flight Unconfirmed).
 	ackStall = time.Second
+	// probeAfter is how long Send waits for credit before it sends a copy
+	// of the last report (probeTail), and again each probeAfter.
+	probeAfter = 20 * time.Millisecond
 	// startPace is where a reporter that takes NACKs starts (slow start):
 	// the pace doubles each quiet window until the first NACK, then grows
 	// by a quarter.
@@ -163,7 +172,7 @@ type Counters struct {
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 
-	Probes uint64 // copies of the last report Close sent (wide, with NACKs), to reveal lost last reports
+	Probes uint64 // copies of the last report sent (by Close, or while acks stop moving; wide, with NACKs), to reveal lost last reports
 	Acks   uint64 // cumulative acks taken (wide)
 	// Unconfirmed counts reports that may or may not have been applied:
 	// in flight when the translator's acks stopped for a second, skipped
@@ -172,6 +181,10 @@ type Counters struct {
 	Unconfirmed uint64
 	Backoffs    uint64 // busy NACKs that halved the pace
 	Waits       uint64 // times Send blocked for the pace or for credit
+	// ResendAcks counts resends the translator acknowledged on their own;
+	// Retimed, resends sent again because neither an ack nor a NACK came
+	// within 200 ms.
+	ResendAcks, Retimed uint64
 	// Superseded counts NACKed Key-Write reports not resent because a
 	// newer report of the same key was sent since: a resend would put the
 	// older data back over it.
@@ -209,13 +222,15 @@ type Reporter struct {
 	// credit reports beyond it.
 	ackMode   bool
 	acked     uint32
-	lastAckAt time.Time
+	lastAckAt time.Time     // the last ack, advancing or not (the translator is there)
+	movedAt   time.Time     // when acked last moved, or a probe was sent
 	ackMoved  chan struct{} // signalled when acked moves: a Send waiting for credit wakes
-	// A NACKed report is copied out of the window into held until it is
-	// given up or heldFor passed since its last resend with no new NACK:
-	// newer reports may take its window slot meanwhile.
+	// A NACKed report is copied out of the window into held until its
+	// resend is acknowledged on its own (Resend) or it is lost: newer
+	// reports may take its window slot meanwhile.
 	held      map[uint32]*heldReport
-	expiry    []resent  // held numbers by resend time, oldest first
+	waiting   []resent  // resent numbers by resend time, oldest first: acked, NACKed or resent again after resendWait
+	expiry    []resent  // lost numbers by when, oldest first: their markers go after heldFor
 	lastEvent time.Time // the last NACK taken or resend sent: Close waits for quiet after it
 	resends   []resend  // NACKed reports waiting for their backoff
 	losses    []loss    // to hand to OnLoss once the lock is released
@@ -280,7 +295,7 @@ func New(cfg Config) (*Reporter, error) {
 	// A translator that takes wide numbers acknowledges them: credit
 	// applies from the first report (and lapses after ackStall without
 	// an ack, for one that does not).
-	r.ackMode, r.lastAckAt = cfg.HandleNACKs && cfg.WideSequence, now
+	r.ackMode, r.lastAckAt, r.movedAt = cfg.HandleNACKs && cfg.WideSequence, now, now
 	r.ackMoved = make(chan struct{}, 1)
 	if cfg.Sequenced {
 		r.kwLast = make([]kwSlot, 1<<14)
@@ -438,6 +453,13 @@ func (r *Reporter) waitLocked() error {
 			}
 			// The translator has not caught up: wait for its next ack
 			// (a sleep would last a whole timer tick, a millisecond).
+			// Acks that stop moving while the translator still talks may
+			// mean the last reports never reached it: a copy of the last
+			// one shows it their numbers.
+			if now.Sub(r.movedAt) > probeAfter {
+				r.probeLocked()
+				r.movedAt = now
+			}
 			r.c.Waits++
 			if err := r.flushLocked(); err != nil {
 				return err
@@ -539,7 +561,7 @@ func (r *Reporter) Close() error {
 	if r.ack != nil {
 		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
 			r.mu.Lock()
-			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet && (!r.ackMode || r.acked == r.seq)
+			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet && (!r.ackMode || r.acked == r.seq && r.resentSettled())
 			r.mu.Unlock()
 			if quiet {
 				break
@@ -556,6 +578,13 @@ func (r *Reporter) Close() error {
 	// have applied them.
 	for ; r.ackMode && r.acked != r.seq; r.acked++ {
 		r.unconfirm(r.acked)
+	}
+	if r.ackMode {
+		for seq, h := range r.held {
+			if !h.lost {
+				r.unconfirm(seq)
+			}
+		}
 	}
 	r.mu.Unlock()
 	r.deliverLosses()
@@ -574,17 +603,28 @@ func (r *Reporter) Close() error {
 func (r *Reporter) probeTail() {
 	for range 2 {
 		r.mu.Lock()
-		if r.seq > 0 {
-			if w := &r.window[int(r.seq-1)%len(r.window)]; w.b != nil && w.seq == r.seq-1 && !w.lost {
-				r.batch = append(r.batch, udpio.Message{Buf: w.b})
-				r.c.Probes++
-				_ = r.flushLocked()
-			}
+		if r.probeLocked() {
+			_ = r.flushLocked()
 		}
 		r.lastEvent = time.Now()
 		r.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// probeLocked queues a copy of the last report sent, if the window still
+// holds it, and reports whether it did. r.mu is held.
+func (r *Reporter) probeLocked() bool {
+	if r.seq == 0 {
+		return false
+	}
+	w := &r.window[int(r.seq-1)%len(r.window)]
+	if w.b == nil || w.seq != r.seq-1 || w.lost {
+		return false
+	}
+	r.batch = append(r.batch, udpio.Message{Buf: w.b})
+	r.c.Probes++
+	return true
 }
 
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
@@ -622,17 +662,27 @@ func (r *Reporter) lose(seq uint32, reason dta.Reason) {
 // have been applied) and queues it for OnLoss with reason Unconfirmed,
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
+	h := r.held[seq]
+	if h != nil && h.lost {
+		return
+	}
 	w := &r.window[int(seq)%len(r.window)]
-	if w.b == nil || w.seq != seq || w.lost {
+	inWindow := w.b != nil && w.seq == seq && !w.lost
+	if h == nil && !inWindow {
 		return
 	}
-	if h := r.held[seq]; h != nil && h.lost {
-		return
+	b := w.b
+	if h != nil {
+		b = h.b
+		h.b, h.lost, h.lastSent = nil, true, time.Now()
+		r.expiry = append(r.expiry, resent{seq: seq, at: h.lastSent})
 	}
-	w.lost = true
+	if inWindow {
+		w.lost = true
+	}
 	r.c.Unconfirmed++
 	if r.cfg.OnLoss != nil {
-		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), w.b...), reason: dta.ReasonUnconfirmed})
+		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: dta.ReasonUnconfirmed})
 	}
 }
 
@@ -680,6 +730,15 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 			continue
 		}
 		if !a.NACK {
+			if a.Wide && r.cfg.WideSequence && a.Resend {
+				// A resend applied: its copy is done.
+				if h := r.held[a.Seq]; h != nil && !h.lost {
+					delete(r.held, a.Seq)
+					r.c.ResendAcks++
+				}
+				r.lastAckAt = now
+				continue
+			}
 			if a.Wide && r.cfg.WideSequence {
 				r.c.Acks++
 				// Numbers before r.seq only: a forged or stale ack
@@ -692,7 +751,7 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 							r.unconfirm(r.acked)
 						}
 					}
-					r.acked = next
+					r.acked, r.movedAt = next, now
 					select {
 					case r.ackMoved <- struct{}{}:
 					default:
@@ -735,11 +794,12 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 			r.lose(a.Seq, a.Reason)
 		default:
 			h.resends++
+			h.reason = a.Reason
 			r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (h.resends - 1)), reason: a.Reason})
 		}
 	}
+	r.checkResent(now)
 	r.resendDue(now)
-	// A held copy whose last resend drew no NACK for heldFor was taken.
 	for len(r.expiry) > 0 && now.Sub(r.expiry[0].at) > heldFor {
 		e := r.expiry[0]
 		r.expiry = r.expiry[1:]
@@ -748,6 +808,46 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// resentSettled reports whether every resend is acknowledged (or lost).
+// r.mu is held.
+func (r *Reporter) resentSettled() bool {
+	for _, h := range r.held {
+		if !h.lost {
+			return false
+		}
+	}
+	return true
+}
+
+// checkResent sends again the resends that waited resendWait without an
+// ack or a NACK (the resend, or its answer, was lost on the way), up to
+// MaxResends times in all. r.mu is held.
+func (r *Reporter) checkResent(now time.Time) {
+	for len(r.waiting) > 0 && now.Sub(r.waiting[0].at) > resendWait {
+		e := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		h := r.held[e.seq]
+		if h == nil || h.lost || !h.lastSent.Equal(e.at) {
+			continue // acknowledged, lost, or resent since
+		}
+		switch {
+		case r.seq-e.seq >= WideWindow:
+			// The translator no longer tells a copy of it from a new
+			// report, and the last copy may have arrived: sent again, it
+			// could be applied twice. (A NACKed copy was not applied, so
+			// a resend after a NACK is safe however old.)
+			r.unconfirm(e.seq)
+		case h.resends >= r.cfg.MaxResends:
+			r.c.GaveUp++
+			r.lose(e.seq, h.reason)
+		default:
+			h.resends++
+			r.c.Retimed++
+			r.resends = append(r.resends, resend{seq: e.seq, due: now, reason: h.reason})
+		}
+	}
 }
 
 // slowDown halves the pace for a NACK, once per paceWindow: the
@@ -799,7 +899,7 @@ func (r *Reporter) resendDue(now time.Time) {
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
 		h.lastSent = now
-		r.expiry = append(r.expiry, resent{seq: q.seq, at: now})
+		r.waiting = append(r.waiting, resent{seq: q.seq, at: now})
 		r.spend()
 		r.batch = append(r.batch, udpio.Message{Buf: h.b})
 		if len(r.batch) == cap(r.batch) {

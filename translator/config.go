@@ -14,6 +14,7 @@ const (
 	DefaultRingSize      = 1024
 	DefaultAckTimeout    = 10 * time.Millisecond
 	DefaultMaxRetries    = 8
+	DefaultDeadAfter     = time.Second
 	DefaultCMTimeout     = 100 * time.Millisecond
 	DefaultCMTries       = 5
 	DefaultPostcardCache = 4096
@@ -63,6 +64,11 @@ type Config struct {
 	// MaxRetries is the number of timeouts in a row without progress after
 	// which a QP is reconnected (default 8).
 	MaxRetries int
+	// DeadAfter is the least time without progress before a QP is given
+	// up, however many timeouts (default 1 s): a collector starved of CPU
+	// for a moment is not taken for dead, since giving up leaves its
+	// reports unconfirmed.
+	DeadAfter time.Duration
 	// CMTimeout and CMTries: a REQ is resent after CMTimeout, CMTries times in
 	// all, before the collector counts as not listening (100 ms, 5).
 	CMTimeout time.Duration
@@ -127,6 +133,9 @@ func (c Config) withDefaults() Config {
 	if c.AckTimeout == 0 {
 		c.AckTimeout = DefaultAckTimeout
 	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = DefaultDeadAfter
+	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = DefaultMaxRetries
 	}
@@ -165,7 +174,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: %d collectors, want 1..256", ErrConfig, len(c.Collectors))
 	case c.RingSize < 2 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<16:
 		return fmt.Errorf("%w: ring of %d packets, want a power of two in 2..65536", ErrConfig, c.RingSize)
-	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0 || c.AppendLinger < 0:
+	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0 || c.AppendLinger < 0 || c.DeadAfter < 0:
 		return fmt.Errorf("%w: negative timeout or count", ErrConfig)
 	case c.RateLimit < 0 || c.RateBurst < 0:
 		return fmt.Errorf("%w: negative rate limit", ErrConfig)

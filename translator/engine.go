@@ -62,6 +62,9 @@ type Counters struct {
 	BadACKs     uint64 // ACKs for packets never sent
 	Reconnects  uint64
 	Lost        uint64 // unacknowledged packets abandoned by a reconnection
+	// ResendAcks counts acks of one report (Resend): applied after the
+	// cumulative ack passed its number.
+	ResendAcks uint64
 	// Unconfirmed counts wide reports taken whose operations the collector
 	// never acknowledged (their QP failed): NACKed with reason Unconfirmed.
 	Unconfirmed uint64
@@ -129,6 +132,7 @@ type Engine struct {
 	// sources; spare is its other buffer.
 	inMu         sync.Mutex
 	inbox, spare []settled
+	keptAlive    int64 // when keepAlive last ran
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -255,6 +259,10 @@ func (e *Engine) Tick(now time.Time) {
 		case qpReady:
 			e.tickQP(q)
 		}
+	}
+	if e.now-e.keptAlive >= int64(ackKeepalive) {
+		e.keptAlive = e.now
+		e.keepAlive()
 	}
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
@@ -398,8 +406,13 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	}
 	taken, tracked := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
 	e.applied(src, r.Header.Seq, taken)
-	if taken && tracked {
+	switch {
+	case taken && tracked:
 		s.setPending(r.Header.Seq, true)
+	case taken:
+		e.ackResend(s, r.Header.Seq) // settled already (a postcard)
+	default:
+		s.nack(r.Header.Seq) // NACKed: its sender resends it
 	}
 }
 

@@ -830,3 +830,84 @@ func TestAppendLinger(t *testing.T) {
 		}
 	}
 }
+
+// TestAckKeepalive: while a source has reports pending, its cumulative ack
+// is sent again every 50 ms, moved or not, so that a sender waiting for
+// credit knows the translator is there.
+func TestAckKeepalive(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	send := func(seq uint32) {
+		r := kiReport(7, 1, 1)
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+	}
+	send(40)
+	ft.silent = true // 41 stays pending
+	send(41)
+	h.nacks = nil
+	h.advance(160*time.Millisecond, 5*time.Millisecond)
+	n := 0
+	for _, d := range h.nacks {
+		if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK {
+			if a.Seq != 40 {
+				t.Fatalf("ack %+v while 41 is pending", a)
+			}
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d acks in 160 ms with a report pending, want one each 50 ms", n)
+	}
+}
+
+// TestResendAck: a resend applied after the cumulative ack passed its
+// number (it was NACKed) is acknowledged on its own once the collector
+// acknowledged it, and so is a copy of it that comes again; a resend the
+// cumulative ack has not passed yet is left to the cumulative ack.
+func TestResendAck(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 4}, ft)
+	h.connect()
+	send := func(seq uint32) {
+		r := kiReport(7, 1, 1)
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+	}
+	collect := func() (resends []uint32, cum uint32) {
+		for _, d := range h.nacks {
+			if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK {
+				if a.Resend {
+					resends = append(resends, a.Seq)
+				} else {
+					cum = max(cum, a.Seq)
+				}
+			}
+		}
+		h.nacks = nil
+		return resends, cum
+	}
+	ft.noAck = true
+	for seq := uint32(0); seq < 5; seq++ { // a ring of 4: 4 is NACKed busy
+		send(seq)
+	}
+	ft.noAck = false
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	if rs, cum := collect(); len(rs) != 0 || cum != 4 {
+		t.Fatalf("resend acks %v, cumulative ack %d; want none, 4 (4 NACKed)", rs, cum)
+	}
+	send(4) // the resend
+	if rs, _ := collect(); !slices.Equal(rs, []uint32{4}) {
+		t.Fatalf("resend acks %v, want [4]", rs)
+	}
+	send(4) // again: a duplicate, found applied
+	if rs, _ := collect(); !slices.Equal(rs, []uint32{4}) {
+		t.Fatalf("resend acks %v for the copy, want [4]", rs)
+	}
+	if c := h.e.Counters(); c.ResendAcks != 2 || c.Duplicates != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+}

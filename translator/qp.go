@@ -60,6 +60,7 @@ type qp struct {
 	sinceAckReq  int   // packets since the last one with AckReq
 	lastProgress int64 // last ACK that moved una, or the first send into an empty ring
 	retries      int   // timeouts in a row without progress
+	stuckSince   int64 // the first of those timeouts
 	// Round-trip time (RFC 6298, in nanoseconds): one packet at a time is
 	// timed, never a retransmitted one (Karn); srtt 0 means no sample yet.
 	srtt, rttvar int64
@@ -312,10 +313,13 @@ func (e *Engine) tickQP(q *qp) {
 	if q.una == q.next || e.now-q.lastProgress < e.rto(q) {
 		return
 	}
+	if q.retries == 0 {
+		q.stuckSince = e.now
+	}
 	q.retries++
 	q.backoff = min(q.backoff+1, 2)
 	e.c.Timeouts++
-	if q.retries > e.cfg.MaxRetries {
+	if q.retries > e.cfg.MaxRetries && e.now-q.stuckSince >= int64(e.cfg.DeadAfter) {
 		e.reconnect(q.inst)
 		return
 	}

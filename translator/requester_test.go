@@ -313,7 +313,7 @@ func TestRemoteAccessNAKReconnects(t *testing.T) {
 }
 
 func TestNoProgressReconnects(t *testing.T) {
-	h, _, _ := kwSetup(t, Config{MaxRetries: 3})
+	h, _, _ := kwSetup(t, Config{MaxRetries: 3, DeadAfter: time.Millisecond})
 	ft := h.fts[0]
 	ft.noAck = true
 	h.kwReports(nil, 0, 4)

@@ -3,6 +3,7 @@ package translator
 import (
 	"math/bits"
 	"net/netip"
+	"time"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/rocev2"
@@ -33,6 +34,9 @@ type seqState struct {
 	// pending marks reports taken whose operations the collector has not
 	// acknowledged yet: the cumulative ack stops before the oldest.
 	pending [seqWindow / 64]uint64
+	// nacked marks numbers NACKed for a resend: their sender holds a copy,
+	// which it resends until that is acknowledged on its own (Resend).
+	nacked  [seqWindow / 64]uint64
 	lastUse uint64 // the engine's report count when last used
 	ackDue  bool   // an ack may have moved since the last one sent
 }
@@ -49,13 +53,25 @@ func (s *seqState) inWindow(seq uint32) bool {
 }
 
 // setPending marks seq pending or not.
-func (s *seqState) setPending(seq uint32, on bool) {
+func (s *seqState) setPending(seq uint32, on bool) { mark(&s.pending, seq, on) }
+
+// nack marks seq NACKed for a resend.
+func (s *seqState) nack(seq uint32) { mark(&s.nacked, seq, true) }
+
+// mark sets or clears seq's bit in bits.
+func mark(bits *[seqWindow / 64]uint64, seq uint32, on bool) {
 	i := seq % seqWindow
 	if on {
-		s.pending[i/64] |= 1 << (i % 64)
+		bits[i/64] |= 1 << (i % 64)
 	} else {
-		s.pending[i/64] &^= 1 << (i % 64)
+		bits[i/64] &^= 1 << (i % 64)
 	}
+}
+
+// marked reports seq's bit in bits.
+func marked(bits *[seqWindow / 64]uint64, seq uint32) bool {
+	i := seq % seqWindow
+	return bits[i/64]&(1<<(i%64)) != 0
 }
 
 // firstPending returns the oldest pending number from ackFrom on, or next.
@@ -139,7 +155,7 @@ func (e *Engine) done(t token, unconfirmed bool) {
 		t.by.inMu.Unlock()
 		return
 	}
-	e.release(t.s, t.seq)
+	e.release(t.s, t.seq, !unconfirmed)
 	if unconfirmed {
 		e.nack(t.s.src, t.seq, true, dta.ReasonUnconfirmed)
 		e.c.Unconfirmed++
@@ -166,7 +182,9 @@ func (e *Engine) takeInbox() {
 }
 
 // release clears the pending mark of s's report seq and owes s an ack.
-func (e *Engine) release(s *seqState, seq uint32) {
+// applied says the report was applied: one whose number a cumulative ack
+// already passed (a resend) is acknowledged on its own.
+func (e *Engine) release(s *seqState, seq uint32, applied bool) {
 	if e.seqs[s.src] != s || !s.inWindow(seq) {
 		return // forgotten, or the window moved on
 	}
@@ -174,6 +192,18 @@ func (e *Engine) release(s *seqState, seq uint32) {
 	if !s.ackDue {
 		s.ackDue = true
 		e.ackDue = append(e.ackDue, s.src)
+	}
+	if applied {
+		e.ackResend(s, seq)
+	}
+}
+
+// ackResend acknowledges report seq of s on its own (Resend) when it was
+// NACKed for a resend before: its sender holds a resent copy until then.
+func (e *Engine) ackResend(s *seqState, seq uint32) {
+	if marked(&s.nacked, seq) {
+		e.toReporter(s.src, dta.Ack{Seq: seq, Wide: true, Resend: true})
+		e.c.ResendAcks++
 	}
 }
 
@@ -199,15 +229,17 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 	switch {
 	case d >= 0:
 		gap := uint32(d)
-		for i := uint32(0); i < min(gap, maxMissingNACKs); i++ {
-			e.nack(src, seq-gap+i, true, dta.ReasonMissing)
-			e.c.Missing++
-		}
 		// The numbers now entering the window were not applied.
 		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
 			w, m := s.bit(n)
 			*w &^= m
 			s.setPending(n, false)
+			mark(&s.nacked, n, false)
+		}
+		for i := uint32(0); i < min(gap, maxMissingNACKs); i++ {
+			e.nack(src, seq-gap+i, true, dta.ReasonMissing)
+			s.nack(seq - gap + i)
+			e.c.Missing++
 		}
 		s.next = seq + 1
 		return s
@@ -215,6 +247,9 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		w, m := s.bit(seq)
 		if *w&m != 0 {
 			e.c.Duplicates++
+			if !marked(&s.pending, seq) {
+				e.ackResend(s, seq) // applied before: its sender may wait
+			}
 			if op := r.Header.Opcode; op.IsValid() {
 				e.c.Reports[op]++
 			} else {
@@ -251,6 +286,21 @@ func (e *Engine) sendAcks() {
 	}
 	clear(e.ackDue)
 	e.ackDue = e.ackDue[:0]
+}
+
+// ackKeepalive is how often a source with reports not yet acknowledged
+// gets its cumulative ack again, moved or not: its sender, waiting for
+// credit, learns that the translator is there (reporter's ackStall).
+const ackKeepalive = 50 * time.Millisecond
+
+// keepAlive owes an ack to every source with numbers not yet acknowledged.
+func (e *Engine) keepAlive() {
+	for src, s := range e.seqs {
+		if s.ackFrom != s.next && !s.ackDue {
+			s.ackDue = true
+			e.ackDue = append(e.ackDue, src)
+		}
+	}
 }
 
 // applied records that the wide report numbered seq from src was taken

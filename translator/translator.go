@@ -448,9 +448,10 @@ func (t *Translator) readReports(sh *shard) {
 				}
 				if !taken[i] {
 					sh.e.applied(ms[i].Addr, toks[i].seq, false)
+					toks[i].s.nack(toks[i].seq)
 				}
 				if !taken[i] || !tracked[i] {
-					sh.e.release(toks[i].s, toks[i].seq)
+					sh.e.release(toks[i].s, toks[i].seq, taken[i])
 				}
 				toks[i] = token{}
 			}

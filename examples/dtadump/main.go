@@ -270,7 +270,7 @@ func ackFields(l gopacket.Layer) object {
 	a := l.(*dta.AckLayer).Ack
 	o := object{{"seq", a.Seq}, {"nack", a.NACK}, {"reserved", a.Reserved}}
 	if a.Wide {
-		o = append(o, field{"wide", true}, field{"reason", a.Reason}, field{"span", a.Span})
+		o = append(o, field{"wide", true}, field{"resend", a.Resend}, field{"reason", a.Reason}, field{"span", a.Span})
 	}
 	return o
 }

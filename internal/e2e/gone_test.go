@@ -204,7 +204,7 @@ func TestCollectorGone(t *testing.T) {
 	const retry = 150 * time.Millisecond
 	tr := startTranslator(t, translator.Config{
 		Collectors: []netip.AddrPort{addr}, AckPort: ackPort,
-		CMTries: 3, CMTimeout: 20 * time.Millisecond, RetryInterval: retry,
+		CMTries: 3, CMTimeout: 20 * time.Millisecond, RetryInterval: retry, DeadAfter: time.Millisecond,
 	})
 	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, MaxResends: 3})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -21,12 +22,23 @@ func Buffers(n, size int) []Message {
 // WriteAll sends ms in order, skipping each datagram the kernel refuses (an
 // unreachable peer's ICMP error, a full socket buffer), and returns how many
 // it skipped and the first error. A sender whose peer retransmits or
-// resends does not stop a batch for one refused datagram. It does not
-// allocate.
+// resends does not stop a batch for one refused datagram. An ICMP port
+// unreachable is reported on the next send, for an earlier datagram: the
+// refused one is tried once more before it counts. It does not allocate.
 func (c *Conn) WriteAll(ms []Message) (refused int, first error) {
+	retried := false
 	for len(ms) > 0 {
 		n, err := c.WriteBatch(ms)
+		if n > 0 {
+			retried = false
+		}
 		if err != nil {
+			if !retried && errors.Is(err, syscall.ECONNREFUSED) {
+				retried = true
+				ms = ms[min(n, len(ms)):]
+				continue
+			}
+			retried = false
 			refused++
 			if first == nil {
 				first = err
