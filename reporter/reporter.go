@@ -51,6 +51,7 @@ type heldReport struct {
 	b        []byte
 	resends  int
 	lastSent time.Time
+	waitAt   time.Time  // its last resend, while no answer came (zero after a NACK)
 	reason   dta.Reason // of its last NACK
 	lost     bool       // counted lost: kept (without b) so later NACKs are not
 	kw       bool       // a Key-Write report, of key
@@ -763,6 +764,9 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 		}
 		r.c.NACKs++
 		r.lastEvent = now
+		if h := r.held[a.Seq]; h != nil {
+			h.waitAt = time.Time{} // answered
+		}
 		if a.Reason == dta.ReasonUnconfirmed && a.Wide && r.cfg.WideSequence {
 			// Taken, but its collector's acknowledgement never came: a
 			// resend could apply it twice.
@@ -829,8 +833,8 @@ func (r *Reporter) checkResent(now time.Time) {
 		e := r.waiting[0]
 		r.waiting = r.waiting[1:]
 		h := r.held[e.seq]
-		if h == nil || h.lost || !h.lastSent.Equal(e.at) {
-			continue // acknowledged, lost, or resent since
+		if h == nil || h.lost || !h.waitAt.Equal(e.at) {
+			continue // acknowledged, NACKed, lost, or resent since
 		}
 		switch {
 		case r.seq-e.seq >= WideWindow:
@@ -898,7 +902,7 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
-		h.lastSent = now
+		h.lastSent, h.waitAt = now, now
 		r.waiting = append(r.waiting, resent{seq: q.seq, at: now})
 		r.spend()
 		r.batch = append(r.batch, udpio.Message{Buf: h.b})

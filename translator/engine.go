@@ -406,13 +406,16 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	}
 	taken, tracked := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
 	e.applied(src, r.Header.Seq, taken)
+	seq := r.Header.Seq
 	switch {
 	case taken && tracked:
-		s.setPending(r.Header.Seq, true)
+		if s.inWindow(seq) { // older: nothing to mark, acknowledged when settled
+			s.setPending(seq, true)
+		}
 	case taken:
-		e.ackResend(s, r.Header.Seq) // settled already (a postcard)
-	default:
-		s.nack(r.Header.Seq) // NACKed: its sender resends it
+		e.ackResend(s, seq) // settled already (a postcard)
+	case s.inWindow(seq):
+		s.nack(seq) // NACKed: its sender resends it
 	}
 }
 

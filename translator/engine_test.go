@@ -910,4 +910,14 @@ func TestResendAck(t *testing.T) {
 	if c := h.e.Counters(); c.ResendAcks != 2 || c.Duplicates != 1 {
 		t.Fatalf("counters %+v", c)
 	}
+	// A resend that comes after the window moved on is applied unchecked,
+	// and acknowledged on its own too: its sender cannot tell otherwise.
+	for seq := uint32(5); seq < 5+seqWindow+10; seq++ {
+		send(seq)
+	}
+	h.nacks = nil
+	send(3)
+	if rs, _ := collect(); !slices.Equal(rs, []uint32{3}) {
+		t.Fatalf("resend acks %v for a resend older than the window, want [3]", rs)
+	}
 }

@@ -185,8 +185,16 @@ func (e *Engine) takeInbox() {
 // applied says the report was applied: one whose number a cumulative ack
 // already passed (a resend) is acknowledged on its own.
 func (e *Engine) release(s *seqState, seq uint32, applied bool) {
-	if e.seqs[s.src] != s || !s.inWindow(seq) {
-		return // forgotten, or the window moved on
+	if e.seqs[s.src] != s {
+		return // forgotten
+	}
+	if !s.inWindow(seq) {
+		// A resend that came after the window moved on: no mark to
+		// clear, and its sender waits for this.
+		if applied {
+			e.ackResend(s, seq)
+		}
+		return
 	}
 	s.setPending(seq, false)
 	if !s.ackDue {
@@ -199,9 +207,10 @@ func (e *Engine) release(s *seqState, seq uint32, applied bool) {
 }
 
 // ackResend acknowledges report seq of s on its own (Resend) when it was
-// NACKed for a resend before: its sender holds a resent copy until then.
+// NACKed for a resend before, or is older than the window (a late
+// resend): its sender holds a resent copy until then.
 func (e *Engine) ackResend(s *seqState, seq uint32) {
-	if marked(&s.nacked, seq) {
+	if !s.inWindow(seq) || marked(&s.nacked, seq) {
 		e.toReporter(s.src, dta.Ack{Seq: seq, Wide: true, Resend: true})
 		e.c.ResendAcks++
 	}
@@ -236,12 +245,15 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 			s.setPending(n, false)
 			mark(&s.nacked, n, false)
 		}
+		s.next = seq + 1
 		for i := uint32(0); i < min(gap, maxMissingNACKs); i++ {
-			e.nack(src, seq-gap+i, true, dta.ReasonMissing)
-			s.nack(seq - gap + i)
+			n := seq - gap + i
+			e.nack(src, n, true, dta.ReasonMissing)
+			if s.inWindow(n) {
+				s.nack(n)
+			}
 			e.c.Missing++
 		}
-		s.next = seq + 1
 		return s
 	case d > -seqWindow:
 		w, m := s.bit(seq)

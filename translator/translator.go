@@ -426,7 +426,9 @@ func (t *Translator) readReports(sh *shard) {
 					// reporter's probe) is a duplicate, and no ack passes
 					// it before its entry is written.
 					sh.e.applied(ms[i].Addr, r.Header.Seq, true)
-					st.setPending(r.Header.Seq, true)
+					if st.inWindow(r.Header.Seq) {
+						st.setPending(r.Header.Seq, true)
+					}
 					toks[i] = token{s: st, by: sh.e, seq: r.Header.Seq}
 				}
 				owners[i], foreign = o, true
@@ -448,7 +450,9 @@ func (t *Translator) readReports(sh *shard) {
 				}
 				if !taken[i] {
 					sh.e.applied(ms[i].Addr, toks[i].seq, false)
-					toks[i].s.nack(toks[i].seq)
+					if toks[i].s.inWindow(toks[i].seq) {
+						toks[i].s.nack(toks[i].seq)
+					}
 				}
 				if !taken[i] || !tracked[i] {
 					sh.e.release(toks[i].s, toks[i].seq, taken[i])
