@@ -369,7 +369,9 @@ func TestSupersededKeyWrite(t *testing.T) {
 func TestUnconfirmedNACK(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(seq uint32, _ int) bool { return seq != 5 })
+	ft.mu.Lock()
 	ft.reason = dta.ReasonUnconfirmed
+	ft.mu.Unlock()
 	var mu sync.Mutex
 	var losses []uint32
 	r := wideReporter(t, ft, ackPort, Config{OnLoss: func(seq uint32, b []byte, why dta.Reason) {
@@ -472,9 +474,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestCreditProbe(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	ft.mu.Lock()
 	ft.noAcks = true
+	ft.mu.Unlock()
 	// The last report before the credit runs out is lost the first time.
+	ft.mu.Lock()
 	ft.lose = func(seq uint32, attempt int) bool { return seq == credit-1 && attempt == 1 }
+	ft.mu.Unlock()
 	r := wideReporter(t, ft, ackPort, Config{})
 	defer r.Close()
 	for i := range credit {
@@ -508,7 +514,9 @@ func TestCreditProbe(t *testing.T) {
 func TestLostResendRetimed(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 1 })
+	ft.mu.Lock()
 	ft.lose = func(seq uint32, attempt int) bool { return seq == 5 && attempt == 2 }
+	ft.mu.Unlock()
 	r := wideReporter(t, ft, ackPort, Config{})
 	for i := range 20 {
 		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
