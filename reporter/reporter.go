@@ -649,11 +649,20 @@ func (r *Reporter) lose(seq uint32, reason dta.Reason) {
 			b = w.b
 		}
 	}
-	// The marker stays heldFor, so that a late NACK of seq is not a
-	// second loss.
+	r.markLost(seq, h)
+	r.c.Lost++
+	r.queueLoss(seq, b, reason)
+}
+
+// markLost turns h, seq's held copy, into a marker that stays heldFor, so
+// that a late NACK of seq is not a second loss. r.mu is held.
+func (r *Reporter) markLost(seq uint32, h *heldReport) {
 	h.b, h.lost, h.lastSent = nil, true, time.Now()
 	r.expiry = append(r.expiry, resent{seq: seq, at: h.lastSent})
-	r.c.Lost++
+}
+
+// queueLoss queues seq, whose bytes are b, for OnLoss. r.mu is held.
+func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
 	if r.cfg.OnLoss != nil {
 		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
 	}
@@ -675,16 +684,13 @@ func (r *Reporter) unconfirm(seq uint32) {
 	b := w.b
 	if h != nil {
 		b = h.b
-		h.b, h.lost, h.lastSent = nil, true, time.Now()
-		r.expiry = append(r.expiry, resent{seq: seq, at: h.lastSent})
+		r.markLost(seq, h)
 	}
 	if inWindow {
 		w.lost = true
 	}
 	r.c.Unconfirmed++
-	if r.cfg.OnLoss != nil {
-		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: dta.ReasonUnconfirmed})
-	}
+	r.queueLoss(seq, b, dta.ReasonUnconfirmed)
 }
 
 // deliverLosses calls OnLoss for the losses queued, without r.mu, one

@@ -588,12 +588,7 @@ func TestExactlyOnce(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{RingSize: 8}, ft)
 	h.connect()
-	send := func(seq uint32) {
-		r := kiReport(7, 1, 1)
-		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
-		h.report(r)
-		h.pump()
-	}
+	send := h.wideKI
 	var acked uint32 // the last cumulative ack
 	nacks := func() (got []dta.Ack) {
 		for _, d := range h.nacks {
@@ -661,12 +656,7 @@ func TestAckMeansApplied(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{RingSize: 64, MaxRetries: 2}, ft)
 	h.connect()
-	send := func(seq uint32) {
-		r := kiReport(7, 1, 1)
-		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
-		h.report(r)
-		h.pump()
-	}
+	send := h.wideKI
 	settled := map[uint32]bool{}
 	acks := func() (cum []dta.Ack, nacks []dta.Ack) {
 		for _, d := range h.nacks {
@@ -838,12 +828,7 @@ func TestAckKeepalive(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{}, ft)
 	h.connect()
-	send := func(seq uint32) {
-		r := kiReport(7, 1, 1)
-		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
-		h.report(r)
-		h.pump()
-	}
+	send := h.wideKI
 	send(40)
 	ft.silent = true // 41 stays pending
 	send(41)
@@ -863,20 +848,14 @@ func TestAckKeepalive(t *testing.T) {
 	}
 }
 
-// TestResendAck: a resend applied after the cumulative ack passed its
-// number (it was NACKed) is acknowledged on its own once the collector
-// acknowledged it, and so is a copy of it that comes again; a resend the
-// cumulative ack has not passed yet is left to the cumulative ack.
+// TestResendAck: a report NACKed for a resend is acknowledged on its own
+// once its resend is applied and the collector acknowledged it, and so is
+// a copy of it that comes again, and a resend older than the window.
 func TestResendAck(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{RingSize: 4}, ft)
 	h.connect()
-	send := func(seq uint32) {
-		r := kiReport(7, 1, 1)
-		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
-		h.report(r)
-		h.pump()
-	}
+	send := h.wideKI
 	collect := func() (resends []uint32, cum uint32) {
 		for _, d := range h.nacks {
 			if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK {

@@ -132,8 +132,9 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		l.Batch = max(l.Batch, 1) // 0 means 1
 		in.al, in.batcher, in.alToks, in.alWait = l, b, nil, nil
-		batch := max(l.Batch, 1) * l.SlotSize()
+		batch := l.Batch * l.SlotSize()
 		// A batch crossing the ring's end is two writes.
 		in.alMaxPkt = (batch+MTU-1)/MTU + 1
 	default:
@@ -154,7 +155,7 @@ func (in *instance) maxPacket() int {
 	case dta.OpPostcard:
 		return write + in.pc.Layout().ChunkSize()
 	case dta.OpAppend:
-		return write + min(max(in.al.Batch, 1)*in.al.SlotSize(), MTU)
+		return write + min(in.al.Batch*in.al.SlotSize(), MTU)
 	}
 	return maxPacketLen
 }
@@ -263,11 +264,11 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.c.Rejected++
 			return rejected
 		}
-		if e.cur.s != nil && in.rq == nil && in.al.Lists*max(in.al.Batch, 1) <= maxTrackedEntries {
+		if e.cur.s != nil && in.rq == nil && in.al.Lists*in.al.Batch <= maxTrackedEntries {
 			if in.alToks == nil {
-				in.alToks = make([]token, in.al.Lists*max(in.al.Batch, 1))
+				in.alToks = make([]token, in.al.Lists*in.al.Batch)
 			}
-			in.alToks[int(list)*max(in.al.Batch, 1)+k] = e.cur
+			in.alToks[int(list)*in.al.Batch+k] = e.cur
 			e.tracked = true
 		}
 		if len(ws) == 0 {
@@ -299,7 +300,7 @@ func (e *Engine) pendBatch(in *instance, list uint32, n int) {
 	if in.alToks == nil {
 		return
 	}
-	toks := in.alToks[int(list)*max(in.al.Batch, 1):][:n]
+	toks := in.alToks[int(list)*in.al.Batch:][:n]
 	for i := range toks {
 		if toks[i].s != nil {
 			e.pend(in.qp, toks[i])

@@ -41,11 +41,6 @@ type seqState struct {
 	ackDue  bool   // an ack may have moved since the last one sent
 }
 
-func (s *seqState) bit(seq uint32) (word *uint64, mask uint64) {
-	i := seq % seqWindow
-	return &s.applied[i/64], 1 << (i % 64)
-}
-
 // inWindow reports whether seq is one of the seqWindow numbers before next.
 func (s *seqState) inWindow(seq uint32) bool {
 	d := int32(seq - s.next)
@@ -240,9 +235,8 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		gap := uint32(d)
 		// The numbers now entering the window were not applied.
 		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
-			w, m := s.bit(n)
-			*w &^= m
-			s.setPending(n, false)
+			mark(&s.applied, n, false)
+			mark(&s.pending, n, false)
 			mark(&s.nacked, n, false)
 		}
 		s.next = seq + 1
@@ -256,8 +250,7 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		}
 		return s
 	case d > -seqWindow:
-		w, m := s.bit(seq)
-		if *w&m != 0 {
+		if marked(&s.applied, seq) {
 			e.c.Duplicates++
 			if !marked(&s.pending, seq) {
 				e.ackResend(s, seq) // applied before: its sender may wait
@@ -319,12 +312,7 @@ func (e *Engine) keepAlive() {
 // (or, taken false, that it was not after all).
 func (e *Engine) applied(src netip.AddrPort, seq uint32, taken bool) {
 	if s := e.seqs[src]; s != nil && s.inWindow(seq) {
-		w, m := s.bit(seq)
-		if taken {
-			*w |= m
-		} else {
-			*w &^= m
-		}
+		mark(&s.applied, seq, taken)
 	}
 }
 

@@ -434,6 +434,15 @@ func (h *harness) report(r dta.Report) {
 	h.e.HandleReport(b, testReporter)
 }
 
+// wideKI sends a Key-Increment of key 7 numbered seq (wide) and pumps.
+func (h *harness) wideKI(seq uint32) {
+	h.t.Helper()
+	r := kiReport(7, 1, 1)
+	r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+	h.report(r)
+	h.pump()
+}
+
 var testReporter = netip.MustParseAddrPort("127.0.0.9:41000")
 
 func (ft *fakeTarget) firstPSN() rocev2.PSN {

@@ -122,7 +122,7 @@ func (in *instance) maxWrite() int {
 	case dta.OpPostcard:
 		return in.pc.Layout().ChunkSize()
 	case dta.OpAppend:
-		return max(in.al.Batch, 1) * in.al.SlotSize()
+		return in.al.Batch * in.al.SlotSize()
 	}
 	return 8
 }

@@ -24,18 +24,6 @@ import (
 	"github.com/dtakit/dtakit/reporter"
 )
 
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 // TestDaemons starts dtatranslator before its collector, as an operator
 // might: it keeps trying, connects when dtacollector comes up, translates
 // a stream of Key-Write and Key-Increment reports from another process's
@@ -55,7 +43,7 @@ func TestDaemons(t *testing.T) {
 	os.WriteFile(tcfg, []byte(fmt.Sprintf(`{"collectors": [%q], "cm_port": %d, "ring_size": 8192}`, roce, cmPort)), 0o600)
 	tr := proctest.Start(t, tbin, "-config", tcfg, "-report", report, "-http", thttp)
 	var st Status
-	proctest.WaitFor(t, "translator up", 10*time.Second, func() bool { return getJSON("http://"+thttp+"/v1/translator", &st) == nil }, tr)
+	proctest.WaitFor(t, "translator up", 10*time.Second, func() bool { return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil }, tr)
 	for _, in := range st.Instances {
 		if in.Ready {
 			t.Fatalf("ready before the collector started: %+v", st.Instances)
@@ -73,7 +61,7 @@ func TestDaemons(t *testing.T) {
 		{"primitive": "keyincrement", "slots": 65536}]}`, roce, chttp, cmPort)), 0o600)
 	col := proctest.Start(t, cbin, "-config", ccfg)
 	ready := func() bool {
-		if getJSON("http://"+thttp+"/v1/translator", &st) != nil {
+		if proctest.GetJSON("http://"+thttp+"/v1/translator", &st) != nil {
 			return false
 		}
 		n := 0
@@ -105,7 +93,7 @@ func TestDaemons(t *testing.T) {
 	}
 	rep.Close()
 	proctest.WaitFor(t, "reports translated", 10*time.Second, func() bool {
-		return getJSON("http://"+thttp+"/v1/translator", &st) == nil && st.Counters.Reports[dta.OpKeyWrite]+st.Counters.Reports[dta.OpKeyIncrement] == 2*keys
+		return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil && st.Counters.Reports[dta.OpKeyWrite]+st.Counters.Reports[dta.OpKeyIncrement] == 2*keys
 	}, tr)
 	resp, err := http.Get("http://" + thttp + "/metrics")
 	if err != nil {

@@ -134,20 +134,8 @@ func (p *pipeline) waitConnected(t testing.TB) {
 	}, p.coll, p.tr)
 }
 
-func get(url string, v any) error {
-	resp, err := http.Get("http://" + url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	if v == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
+// get GETs http://url into v.
+func get(url string, v any) error { return proctest.GetJSON("http://"+url, v) }
 
 func post(url string, body, v any) error {
 	b, err := json.Marshal(body)

@@ -3,6 +3,7 @@ package udpio
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"runtime"
 	"syscall"
 	"testing"
@@ -14,14 +15,7 @@ import (
 // first ICMP error); WriteAll tries each refused one once more, skips it
 // if refused again, reports how many it skipped, and the batch still ends.
 func TestWriteAllSkipsRefused(t *testing.T) {
-	dead := listen(t, "udp4", "127.0.0.1:0")
-	addr := dead.LocalAddr().(*net.UDPAddr).AddrPort()
-	dead.Close()
-	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uc.Close()
+	uc, _ := dialClosed(t)
 	c := newConn(t, uc, 8)
 	ms := make([]Message, 5)
 	for i := range ms {
@@ -79,14 +73,7 @@ func TestReadLoop(t *testing.T) {
 // once the peer listens again, WriteAll tries that datagram once more, so
 // none of the batch is lost to the old error.
 func TestWriteAllRetriesEarlierRefusal(t *testing.T) {
-	peer := listen(t, "udp4", "127.0.0.1:0")
-	addr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
-	peer.Close()
-	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uc.Close()
+	uc, addr := dialClosed(t)
 	if _, err := uc.Write([]byte{0xff}); err != nil { // its ICMP error stays queued
 		t.Fatal(err)
 	}
@@ -109,4 +96,19 @@ func TestWriteAllRetriesEarlierRefusal(t *testing.T) {
 			t.Fatalf("datagram %d: %x, %v", want, buf[:n], err)
 		}
 	}
+}
+
+// dialClosed returns a socket connected to a loopback port nothing listens
+// on any more, and that port.
+func dialClosed(t *testing.T) (*net.UDPConn, netip.AddrPort) {
+	t.Helper()
+	gone := listen(t, "udp4", "127.0.0.1:0")
+	addr := gone.LocalAddr().(*net.UDPAddr).AddrPort()
+	gone.Close()
+	uc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	return uc, addr
 }
