@@ -900,3 +900,27 @@ func TestResendAck(t *testing.T) {
 		t.Fatalf("resend acks %v for a resend older than the window, want [3]", rs)
 	}
 }
+
+// TestPendingQueueBounded: a QP whose pending queue is never empty (a
+// report always outstanding while older ones settle) keeps the queue
+// within a small multiple of the reports outstanding.
+func TestPendingQueueBounded(t *testing.T) {
+	e, err := NewEngine(Config{Local: testLocal, Collectors: []netip.AddrPort{testTarget}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &seqState{} // not tracked by e: settling it changes nothing else
+	q := &qp{}
+	for i := range 20000 {
+		q.next = rocev2.PSN(i + 1) // packet i queued
+		e.pend(q, token{s: src, by: e, seq: uint32(i)})
+		q.una = rocev2.PSN(i) // packets before i acknowledged
+		e.settle(q)
+		if n := len(q.fin) - q.finHead; n != 1 {
+			t.Fatalf("after %d: %d pending, want 1", i, n)
+		}
+	}
+	if cap(q.fin) > 16 {
+		t.Fatalf("pending queue of capacity %d after 20000 reports, one at a time outstanding", cap(q.fin))
+	}
+}

@@ -109,8 +109,12 @@ type finish struct {
 // pend records that t's report is applied when q's last packet queued is
 // acknowledged.
 func (e *Engine) pend(q *qp, t token) {
-	if q.finHead > 0 && q.finHead == len(q.fin) {
-		q.fin, q.finHead = q.fin[:0], 0
+	// Settled entries are dropped from the front once they are half the
+	// queue, so that a queue never empty does not grow without end.
+	if q.finHead > 0 && q.finHead >= len(q.fin)/2 {
+		n := copy(q.fin, q.fin[q.finHead:])
+		clear(q.fin[n:])
+		q.fin, q.finHead = q.fin[:n], 0
 	}
 	q.fin = append(q.fin, finish{token: t, psn: q.next.Add(minusOne)})
 }
