@@ -53,6 +53,9 @@ func shardOrder(t *testing.T, wide bool) {
 		Collectors: []netip.AddrPort{c.Addr()},
 		Shards:     2,
 		AckPort:    ackPort,
+		// Deep enough that a slow run (the race detector's) refuses
+		// nothing: the order checks assume no NACK and no resend.
+		RingSize: 8192,
 	})
 	if err != nil {
 		t.Fatal(err)
