@@ -190,6 +190,10 @@ type Counters struct {
 	// newer report of the same key was sent since: a resend would put the
 	// older data back over it.
 	Superseded uint64
+	// Moot counts resends dropped before they went out: a copy of the
+	// report was acknowledged meanwhile (the translator applied it), or
+	// it was counted lost or unconfirmed by another path.
+	Moot uint64
 }
 
 // Reporter builds and sends reports. Its methods are safe for concurrent use.
@@ -897,7 +901,8 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		h := r.held[q.seq]
 		if h == nil || h.lost {
-			continue // lost meanwhile
+			r.c.Moot++ // acknowledged or lost meanwhile
+			continue
 		}
 		if h.kw {
 			if e := r.kwLast[kwIndex(h.key)]; e.valid && e.key == h.key && e.seq != q.seq {
