@@ -7,8 +7,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,11 +21,34 @@ import (
 
 // Build compiles the main package pkg (a path as go build takes it) into
 // the test's temporary directory and returns the binary.
+//
+// go test caches a passing result until the test's own inputs change; it
+// does not know that the test runs pkg. Build stats every Go file of the
+// module, which go test records, so that a change to any reruns the test.
 func Build(t testing.TB, pkg, name string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
 	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	if root := filepath.Dir(strings.TrimSpace(string(mod))); root != "." {
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+			case d.IsDir() && path != root && strings.HasPrefix(d.Name(), "."):
+				return filepath.SkipDir // .git
+			case strings.HasSuffix(path, ".go"):
+				_, err = os.Stat(path)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("stat the module's sources: %v", err)
+		}
 	}
 	return bin
 }
