@@ -31,6 +31,11 @@ func TestWithCollector(t *testing.T) {
 	tr, err := translator.New(translator.Config{
 		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),
 		Collectors: []netip.AddrPort{c.Addr()},
+		// The reporter is paced on what the translator received, not on
+		// acknowledgements: a collector starved by a busy machine (go
+		// test ./... runs packages side by side) filled the default ring,
+		// and these unsequenced reports were dropped.
+		RingSize: 8192,
 	})
 	if err != nil {
 		t.Fatal(err)
