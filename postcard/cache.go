@@ -39,6 +39,7 @@ func (c *Codec) Writes(ch *Chunk, dst []Write) []Write {
 type entry struct {
 	key     uint32
 	used    bool
+	dirty   bool // hops arrived since the chunk was last written
 	pathLen uint8
 	have    uint16 // bit i: hop i+1 arrived
 	values  [MaxHops]uint32
@@ -46,7 +47,9 @@ type entry struct {
 
 // Cache is the translator's postcard cache, with the switch's constraints: a
 // fixed number of entries, each holding one flow, chosen by
-// CRC32(le32(key)) & (entries-1). It is not safe for concurrent use.
+// CRC32(le32(key)) & (entries-1). Beyond the switch, Emit writes a flow
+// that waited too long for its other hops. It is not safe for concurrent
+// use.
 type Cache struct {
 	c       *Codec
 	mask    uint32
@@ -64,10 +67,11 @@ func NewCache(c *Codec, n int) (*Cache, error) {
 
 // Insert adds p to its flow's entry and appends to out the chunks it makes
 // ready: the chunk of a different flow p evicted from the entry (written
-// with what it has, the missing hops blank), and p's own flow once B
-// postcards, or PathLength of them, have arrived. Value 0 (the blank) is
-// rejected. A hop that arrives twice
-// keeps its last value. It does not allocate when out has room for 2 chunks.
+// with what it has, the missing hops blank; not again if Emit wrote it and
+// no hop came since), and p's own flow once B postcards, or PathLength of
+// them, have arrived. Value 0 (the blank) is rejected. A hop that arrives
+// twice keeps its last value. It does not allocate when out has room for 2
+// chunks.
 func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
 	l := &ca.c.l
 	if p.Hop == 0 || int(p.Hop) > l.Hops {
@@ -79,13 +83,17 @@ func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
 	if p.Value == 0 {
 		return out, fmt.Errorf("insert: %w: value 0 is the blank", ErrValue)
 	}
-	e := &ca.entries[ca.idx.eval(p.Key)&ca.mask]
+	e := &ca.entries[ca.Slot(p.Key)]
 	if e.used && e.key != p.Key {
-		out = ca.emit(e, out)
+		if e.dirty {
+			out = ca.emit(e, out)
+		}
+		e.used = false
 	}
 	if !e.used {
 		*e = entry{key: p.Key, used: true}
 	}
+	e.dirty = true
 	e.have |= 1 << (p.Hop - 1)
 	e.values[p.Hop-1] = p.Value
 	if p.PathLength > e.pathLen {
@@ -101,13 +109,34 @@ func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
 	return out, nil
 }
 
-// Flush appends the chunks of every flow still cached and empties the cache
-// (for shutdown and tests).
+// Emit appends the chunk of the flow in entry slot (see Slot) if it has
+// hops not yet written, the missing hops blank, and keeps the flow: a hop
+// that comes later joins the same values, and the chunk is written again
+// whole. It does not allocate when out has room for 1 chunk.
+func (ca *Cache) Emit(slot int, out []Chunk) []Chunk {
+	e := &ca.entries[slot]
+	if !e.used || !e.dirty {
+		return out
+	}
+	out = ca.encode(e, out)
+	e.dirty = false
+	return out
+}
+
+// Slot returns the index of the entry that holds key's flow, in
+// [0, entries): a caller's state per entry (the translator's acks) is
+// indexed by it.
+func (ca *Cache) Slot(key uint32) int { return int(ca.idx.eval(key) & ca.mask) }
+
+// Flush appends the chunks of every flow still cached with hops not yet
+// written and empties the cache (for shutdown and tests).
 func (ca *Cache) Flush(out []Chunk) []Chunk {
 	for i := range ca.entries {
-		if ca.entries[i].used {
-			out = ca.emit(&ca.entries[i], out)
+		e := &ca.entries[i]
+		if e.used && e.dirty {
+			out = ca.emit(e, out)
 		}
+		e.used = false
 	}
 	return out
 }
@@ -123,15 +152,21 @@ func (ca *Cache) Len() int {
 	return n
 }
 
-// emit appends e's chunk to out and frees e. Hops that did not arrive are
-// blank: their values are 0, since Insert zeroes an entry it takes over and
-// rejects value 0.
+// emit appends e's chunk to out and frees e.
 func (ca *Cache) emit(e *entry, out []Chunk) []Chunk {
+	out = ca.encode(e, out)
+	e.used, e.dirty = false, false
+	return out
+}
+
+// encode appends e's chunk to out. Hops that did not arrive are blank:
+// their values are 0, since Insert zeroes an entry it takes over and
+// rejects value 0.
+func (ca *Cache) encode(e *entry, out []Chunk) []Chunk {
 	out = append(out, Chunk{})
 	ch := &out[len(out)-1]
 	ch.Key = e.key
 	ch.Len = ca.c.csize
 	ca.c.EncodeChunk(ch.Data[:], e.key, e.values[:ca.c.l.Hops])
-	e.used = false
 	return out
 }

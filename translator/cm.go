@@ -315,17 +315,17 @@ func (e *Engine) handleSend(q *qp) {
 	} else {
 		var ad dta.Advertisement
 		ad, err = dta.ParseAdvertisement(e.rx.Payload)
-		toks := in.alToks
+		alToks, pcToks := in.alToks, in.pcToks
 		if err == nil {
 			err = in.configure(ad, e.cfg)
 		}
+		// A new layout: the pending entries and cached postcards are
+		// gone, unwritten.
 		if in.alToks == nil {
-			// A new layout: the pending entries are gone, unwritten.
-			for _, t := range toks {
-				if t.s != nil {
-					e.done(t, true)
-				}
-			}
+			e.unconfirmTokens(alToks)
+		}
+		if in.pcToks == nil {
+			e.unconfirmTokens(pcToks)
 		}
 		if err == nil && ad.HeadsFollow {
 			q.headsDue, q.headsNext = true, 0

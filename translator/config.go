@@ -10,17 +10,18 @@ import (
 
 // Defaults of Config's zero fields (docs/DTA-WIRE.md section 8.6).
 const (
-	DefaultCMPort        = 40050
-	DefaultRingSize      = 1024
-	DefaultAckTimeout    = 10 * time.Millisecond
-	DefaultMaxRetries    = 8
-	DefaultDeadAfter     = time.Second
-	DefaultCMTimeout     = 100 * time.Millisecond
-	DefaultCMTries       = 5
-	DefaultPostcardCache = 4096
-	DefaultMaxInstances  = 64
-	DefaultRetryInterval = time.Second
-	DefaultAppendLinger  = 2 * time.Millisecond
+	DefaultCMPort         = 40050
+	DefaultRingSize       = 1024
+	DefaultAckTimeout     = 10 * time.Millisecond
+	DefaultMaxRetries     = 8
+	DefaultDeadAfter      = time.Second
+	DefaultCMTimeout      = 100 * time.Millisecond
+	DefaultCMTries        = 5
+	DefaultPostcardCache  = 4096
+	DefaultMaxInstances   = 64
+	DefaultRetryInterval  = time.Second
+	DefaultAppendLinger   = 2 * time.Millisecond
+	DefaultPostcardLinger = 2 * time.Millisecond
 	// MaxDiscoveryBackoff caps the wait between probes of a collector that
 	// does not answer.
 	MaxDiscoveryBackoff = 30 * time.Second
@@ -92,6 +93,12 @@ type Config struct {
 	// batch before the batch is written (on a tick, so up to a tick more;
 	// default 2 ms): a sender's ack for it waits for the write.
 	AppendLinger time.Duration
+	// PostcardLinger is how long a postcard flow waits in the cache for
+	// its other hops before its chunk is written with what it has (looked
+	// for every half linger, so up to 1.5 times as long; default 2 ms). The flow stays cached: a hop that comes later
+	// joins it and the chunk is written again whole. A sender's ack for a
+	// postcard waits for the write.
+	PostcardLinger time.Duration
 	// PostcardCache is the number of entries of each postcard cache, a power
 	// of two (default 4096).
 	PostcardCache int
@@ -129,6 +136,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AppendLinger == 0 {
 		c.AppendLinger = DefaultAppendLinger
+	}
+	if c.PostcardLinger == 0 {
+		c.PostcardLinger = DefaultPostcardLinger
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = DefaultAckTimeout
@@ -174,7 +184,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: %d collectors, want 1..256", ErrConfig, len(c.Collectors))
 	case c.RingSize < 2 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<16:
 		return fmt.Errorf("%w: ring of %d packets, want a power of two in 2..65536", ErrConfig, c.RingSize)
-	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0 || c.AppendLinger < 0 || c.DeadAfter < 0:
+	case c.AckTimeout < 0 || c.CMTimeout < 0 || c.CMTries < 0 || c.MaxRetries < 0 || c.RetryInterval < 0 || c.AppendLinger < 0 || c.PostcardLinger < 0 || c.DeadAfter < 0:
 		return fmt.Errorf("%w: negative timeout or count", ErrConfig)
 	case c.RateLimit < 0 || c.RateBurst < 0:
 		return fmt.Errorf("%w: negative rate limit", ErrConfig)

@@ -72,7 +72,7 @@ type Counters struct {
 	BadRoCE     uint64 // RoCEv2 datagrams that do not decode, or for no QP
 	CMMessages  uint64 // CM messages received
 	FlushLost   uint64 // postcard chunks or append batches Flush could not send
-	Lingered    uint64 // partial append batches written after AppendLinger
+	Lingered    uint64 // partial append batches and postcard flows written after their linger
 	// DiscoveryRetries counts probes of a collector that did not answer,
 	// made again after a backoff.
 	DiscoveryRetries uint64
@@ -269,6 +269,9 @@ func (e *Engine) Tick(now time.Time) {
 			if len(in.alWait) > 0 {
 				e.flushLingering(in)
 			}
+			if in.cache != nil {
+				e.emitLingering(in)
+			}
 			if in.qp == nil && in.retryAt != 0 && e.now >= in.retryAt {
 				in.retryAt = 0
 				e.connect(in)
@@ -413,7 +416,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 			s.setPending(seq, true)
 		}
 	case taken:
-		e.ackResend(s, seq) // settled already (a postcard)
+		e.ackResend(s, seq) // settled already (the verbs backend, a layout too large to track)
 	case s.inWindow(seq):
 		s.nack(seq) // NACKed: its sender resends it
 	}
@@ -421,8 +424,8 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 
 // translateFor translates t's report r and reports whether it was taken
 // and whether its operations will settle it when acknowledged (a Key-Write,
-// a Key-Increment, an Append entry when its batch is written; not a
-// postcard, settled once cached: docs/DTA-WIRE.md, "Exactly once").
+// a Key-Increment, an Append entry when its batch is written, a postcard
+// when its chunk is: docs/DTA-WIRE.md, "Exactly once").
 func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken, tracked bool) {
 	e.cur, e.tracked = t, false
 	taken = e.translate1(r, src)

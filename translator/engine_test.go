@@ -788,15 +788,6 @@ func TestAppendLinger(t *testing.T) {
 	ft := newFakeTarget(t, in)
 	h := newHarness(t, Config{AppendLinger: 5 * time.Millisecond}, ft)
 	h.connect()
-	last := func() (uint32, bool) {
-		top, got := uint32(0), false
-		for _, d := range h.nacks {
-			if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK && (!got || a.Seq > top) {
-				top, got = a.Seq, true
-			}
-		}
-		return top, got
-	}
 	for seq := uint32(10); seq < 13; seq++ {
 		r := alReport(seq%2, uint64(seq), false)
 		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
@@ -804,11 +795,11 @@ func TestAppendLinger(t *testing.T) {
 		h.pump()
 	}
 	h.advance(3*time.Millisecond, time.Millisecond)
-	if top, got := last(); got {
+	if top, got := h.topAck(); got {
 		t.Fatalf("ack %d before the batches were written", top)
 	}
 	h.advance(5*time.Millisecond, time.Millisecond)
-	if top, got := last(); !got || top != 12 {
+	if top, got := h.topAck(); !got || top != 12 {
 		t.Fatalf("ack %d (%v) after AppendLinger, want 12", top, got)
 	}
 	if c := h.e.Counters(); c.Lingered != 2 || c.Writes != 2 {
@@ -923,4 +914,88 @@ func TestPendingQueueBounded(t *testing.T) {
 	if cap(q.fin) > 16 {
 		t.Fatalf("pending queue of capacity %d after 20000 reports, one at a time outstanding", cap(q.fin))
 	}
+}
+
+// TestPostcardLinger: a wide postcard holds its source's cumulative ack
+// back until its chunk is written and acknowledged: when its flow
+// completes, when the flow has waited PostcardLinger (then the late hop
+// rewrites the chunk whole), or when the flow has had a postcard per hop
+// without completing (a hop came twice).
+func TestPostcardLinger(t *testing.T) {
+	pc := pcInst(t)
+	ft := newFakeTarget(t, pc)
+	h := newHarness(t, Config{PostcardLinger: 5 * time.Millisecond}, ft)
+	h.connect()
+	pcc, _ := postcard.NewCodec(testPC)
+	ref, _ := postcard.NewCache(pcc, DefaultPostcardCache) // without linger
+	refMem := make([]byte, testPC.RegionSize())
+	send := func(seq uint32, key uint32, hop uint8, v uint32, pathLen uint8) {
+		r := pcReport(key, hop, v)
+		r.Postcard.PathLength = pathLen
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+		chunks, err := ref.Insert(r.Postcard, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range chunks {
+			for _, w := range pcc.Writes(&chunks[i], nil) {
+				copy(refMem[w.Offset:], w.Data)
+			}
+		}
+	}
+	send(10, 42, 1, 7, 3)
+	send(11, 42, 2, 8, 3)
+	h.advance(3*time.Millisecond, time.Millisecond)
+	if a, got := h.topAck(); got {
+		t.Fatalf("ack %d before the flow was written", a)
+	}
+	h.advance(5*time.Millisecond, time.Millisecond)
+	if a, got := h.topAck(); !got || a != 11 {
+		t.Fatalf("ack %d (%v) after PostcardLinger, want 11", a, got)
+	}
+	if c := h.e.Counters(); c.Lingered != 1 || c.Writes != 2 {
+		t.Fatalf("counters %+v: want the flow's two copies written once", c)
+	}
+	send(12, 42, 3, 9, 3) // late: completes the flow, written whole
+	h.advance(time.Millisecond, time.Millisecond)
+	if a, _ := h.topAck(); a != 12 {
+		t.Fatalf("ack %d after the late hop, want 12", a)
+	}
+	for n := range uint32(5) { // hop 1 five times: as many postcards as hops
+		send(13+n, 50, 1, 20+n, 0)
+	}
+	h.advance(time.Millisecond, time.Millisecond)
+	if a, _ := h.topAck(); a != 12 {
+		t.Fatalf("ack %d with flow 50 cached, want 12", a)
+	}
+	send(18, 50, 1, 30, 0)
+	h.advance(time.Millisecond, time.Millisecond)
+	if a, _ := h.topAck(); a != 17 {
+		t.Fatalf("ack %d after a sixth postcard of a 5-hop flow, want 17", a)
+	}
+	h.advance(6*time.Millisecond, time.Millisecond)
+	if a, _ := h.topAck(); a != 18 {
+		t.Fatalf("ack %d after PostcardLinger, want 18", a)
+	}
+	for _, ch := range ref.Flush(nil) {
+		for _, w := range pcc.Writes(&ch, nil) {
+			copy(refMem[w.Offset:], w.Data)
+		}
+	}
+	if !bytes.Equal(pc.mem, refMem) {
+		t.Error("region differs from a translator's without linger")
+	}
+}
+
+// topAck returns the highest cumulative ack sent so far, if any.
+func (h *harness) topAck() (uint32, bool) {
+	top, got := uint32(0), false
+	for _, d := range h.nacks {
+		if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK && (!got || a.Seq > top) {
+			top, got = a.Seq, true
+		}
+	}
+	return top, got
 }

@@ -41,6 +41,18 @@ type instance struct {
 	// alWait lists, oldest first, when lists got their first pending
 	// entry: Tick flushes a batch waiting longer than AppendLinger.
 	alWait []lingering
+	// pcToks holds the wide postcards of each cache entry's hops not yet
+	// written, Hops per entry and pcN[slot] of them (nil until one comes,
+	// and for caches over maxTrackedEntries): settled when their chunk's
+	// writes are acknowledged.
+	pcToks []token
+	pcN    []uint8
+	// pcAt holds, per cache entry, when its flow's first hop not yet
+	// written came (0: none waiting); every PostcardLinger/2, Tick writes
+	// the flows waiting longer than PostcardLinger. pcScan is when it last
+	// looked.
+	pcAt   []int64
+	pcScan int64
 }
 
 // maxTrackedEntries bounds L·B of an Append layout whose entries are
@@ -118,7 +130,8 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		in.pc, in.cache = c, cache
+		in.pc, in.cache, in.pcToks, in.pcN = c, cache, nil, nil
+		in.pcAt = make([]int64, cfg.PostcardCache)
 	case dta.OpAppend:
 		l, err := appendlist.ParseLayout(ad.Geometry)
 		if err != nil {
@@ -236,22 +249,10 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		e.shareTail = false
 		e.track(in)
 	case dta.OpPostcard:
-		copies := in.pc.Layout().Copies
-		if !e.hasRoom(in, 2*copies) {
+		if !e.hasRoom(in, 2*in.pc.Layout().Copies) {
 			return busy
 		}
-		chunks, err := in.cache.Insert(r.Postcard, e.sc.chunks[:0])
-		if err != nil {
-			e.c.Rejected++
-			return rejected
-		}
-		for i := range chunks {
-			e.shareTail, e.tailOK = true, false
-			for _, w := range in.pc.Writes(&chunks[i], e.sc.pcw[:0]) {
-				e.write(in, w.Offset, w.Data, false, 0)
-			}
-			e.shareTail = false
-		}
+		return e.translatePostcard(in, r.Postcard)
 	case dta.OpAppend:
 		if !e.hasRoom(in, in.alMaxPkt) {
 			return busy
@@ -283,6 +284,95 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		e.pendBatch(in, list, k+1)
 	}
 	return applied
+}
+
+// translatePostcard adds p to in's cache and writes the chunks that makes
+// ready; the wide report being translated is settled once a chunk with
+// its hop is written and acknowledged (docs/DTA-WIRE.md, "Exactly once").
+// in's QP has room for two chunks.
+func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
+	hops := in.pc.Layout().Hops
+	track := e.cur.s != nil && in.rq == nil && len(in.pcAt)*hops <= maxTrackedEntries
+	if track && in.pcToks == nil {
+		in.pcToks = make([]token, len(in.pcAt)*hops)
+		in.pcN = make([]uint8, len(in.pcAt))
+	}
+	slot := in.cache.Slot(p.Key)
+	chunks := e.sc.chunks[:0]
+	if track && int(in.pcN[slot]) == hops {
+		// Its flow had more postcards than hops (a hop came twice): the
+		// chunk is written now, to settle them.
+		e.writeChunks(in, slot, in.cache.Emit(slot, chunks))
+	}
+	chunks, err := in.cache.Insert(p, chunks)
+	if err != nil {
+		e.c.Rejected++
+		return rejected
+	}
+	// An evicted flow's chunk comes first and settles the entry's
+	// postcards until now; p's own flow's chunk, if complete, comes last.
+	own := false
+	for i := range chunks {
+		if chunks[i].Key == p.Key {
+			own = true
+			if track {
+				e.keepPostcard(in, slot)
+			}
+		}
+		e.writeChunks(in, slot, chunks[i:i+1])
+	}
+	if !own {
+		if track {
+			e.keepPostcard(in, slot)
+		}
+		if in.pcAt[slot] == 0 { // the flow starts waiting
+			in.pcAt[slot] = max(e.now, 1)
+		}
+	}
+	return applied
+}
+
+// keepPostcard adds the report being translated to the postcards of in's
+// cache entry slot, to be settled when its chunk is written.
+func (e *Engine) keepPostcard(in *instance, slot int) {
+	hops := in.pc.Layout().Hops
+	in.pcToks[slot*hops+int(in.pcN[slot])] = e.cur
+	in.pcN[slot]++
+	e.tracked = true
+}
+
+// writeChunks writes chunks, which come from in's cache entry slot, and
+// queues the entry's wide postcards to be settled when the last write is
+// acknowledged.
+func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
+	for i := range chunks {
+		e.shareTail, e.tailOK = true, false
+		for _, w := range in.pc.Writes(&chunks[i], e.sc.pcw[:0]) {
+			e.write(in, w.Offset, w.Data, false, 0)
+		}
+		e.shareTail = false
+		in.pcAt[slot] = 0
+		if in.pcToks != nil {
+			e.pendPostcards(in, slot, false)
+		}
+	}
+}
+
+// pendPostcards queues the wide postcards of in's cache entry slot to be
+// settled when in's QP's last write is acknowledged, or settles them as
+// unconfirmed when lost says their chunk was not written.
+func (e *Engine) pendPostcards(in *instance, slot int, lost bool) {
+	hops := in.pc.Layout().Hops
+	toks := in.pcToks[slot*hops:][:in.pcN[slot]]
+	for i := range toks {
+		if lost {
+			e.done(toks[i], true)
+		} else {
+			e.pend(in.qp, toks[i])
+		}
+		toks[i] = token{}
+	}
+	in.pcN[slot] = 0
 }
 
 // track queues the report being translated, whose operations were just
@@ -328,6 +418,29 @@ func (e *Engine) flushList(in *instance, list uint32) bool {
 	}
 	e.pendBatch(in, list, n)
 	return true
+}
+
+// emitLingering writes the postcard flows that have waited PostcardLinger
+// since their first hop not yet written, so that their postcards are
+// settled soon; a flow that gets a hop later is written again whole. It
+// looks every PostcardLinger/2, over every entry.
+func (e *Engine) emitLingering(in *instance) {
+	linger := int64(e.cfg.PostcardLinger)
+	if e.now-in.pcScan < linger/2 {
+		return
+	}
+	in.pcScan = e.now
+	for slot, at := range in.pcAt {
+		if at == 0 || e.now-at < linger {
+			continue
+		}
+		if !in.ready() || !e.canFlush(in, in.pc.Layout().Copies) {
+			return // no room now: the next look
+		}
+		e.writeChunks(in, slot, in.cache.Emit(slot, e.sc.chunks[:0]))
+		in.pcAt[slot] = 0
+		e.c.Lingered++
+	}
 }
 
 // flushLingering writes the Append batches that have waited AppendLinger
@@ -417,12 +530,14 @@ func (e *Engine) Flush() {
 					n := in.pc.Layout().Copies
 					if !ready || !e.canFlush(in, n) {
 						e.c.FlushLost++
+						if in.pcToks != nil {
+							e.pendPostcards(in, in.cache.Slot(chunks[i].Key), true)
+						}
 						continue
 					}
-					for _, w := range in.pc.Writes(&chunks[i], nil) {
-						e.write(in, w.Offset, w.Data, false, 0)
-					}
+					e.writeChunks(in, in.cache.Slot(chunks[i].Key), chunks[i:i+1])
 				}
+				clear(in.pcAt)
 			}
 			if in.batcher != nil {
 				for l := range in.al.Lists {

@@ -161,6 +161,16 @@ func (e *Engine) done(t token, unconfirmed bool) {
 	}
 }
 
+// unconfirmTokens settles the reports of toks as unconfirmed; empty
+// tokens are skipped.
+func (e *Engine) unconfirmTokens(toks []token) {
+	for _, t := range toks {
+		if t.s != nil {
+			e.done(t, true)
+		}
+	}
+}
+
 // settled is a report another engine settled for this one.
 type settled struct {
 	token

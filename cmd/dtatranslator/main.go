@@ -11,6 +11,7 @@
 //	{"report": "127.0.0.1:40040", "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
 //	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
+//	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: cached postcards
@@ -54,10 +55,15 @@ type Config struct {
 	RingSize   int      `json:"ring_size"`
 	RateLimit  float64  `json:"rate_limit"`
 	Shards     int      `json:"shards"`
-	// AppendLinger is the longest a partial Append batch waits, as a Go
-	// duration ("2ms").
-	AppendLinger string `json:"append_linger"`
-	HTTP         string `json:"http"`
+	// AppendLinger is the longest a partial Append batch waits, and
+	// PostcardLinger the longest a postcard flow waits for its other hops,
+	// before being written, as Go durations ("2ms").
+	AppendLinger   string `json:"append_linger"`
+	PostcardLinger string `json:"postcard_linger"`
+	// DeadAfter is how long a collector's QP may make no progress before
+	// it is given up and its pending reports NACKed unconfirmed ("1s").
+	DeadAfter string `json:"dead_after"`
+	HTTP      string `json:"http"`
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -195,12 +201,22 @@ func (cfg Config) translator() (translator.Config, error) {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
 	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
-	if cfg.AppendLinger != "" {
-		d, err := time.ParseDuration(cfg.AppendLinger)
-		if err != nil || d <= 0 {
-			return tc, fmt.Errorf("append_linger %q: want a positive duration such as \"2ms\"", cfg.AppendLinger)
+	for _, d := range []struct {
+		name, v string
+		to      *time.Duration
+	}{
+		{"append_linger", cfg.AppendLinger, &tc.AppendLinger},
+		{"postcard_linger", cfg.PostcardLinger, &tc.PostcardLinger},
+		{"dead_after", cfg.DeadAfter, &tc.DeadAfter},
+	} {
+		if d.v == "" {
+			continue
 		}
-		tc.AppendLinger = d
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return tc, fmt.Errorf("%s %q: want a positive duration such as \"2ms\"", d.name, d.v)
+		}
+		*d.to = v
 	}
 	return tc, nil
 }

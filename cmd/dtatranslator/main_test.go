@@ -160,9 +160,19 @@ func TestBadConfig(t *testing.T) {
 	if err := os.WriteFile(linger, []byte(`{"collectors": ["127.0.0.1:4791"], "append_linger": "soon"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	pcLinger := filepath.Join(t.TempDir(), "pclinger.json")
+	if err := os.WriteFile(pcLinger, []byte(`{"collectors": ["127.0.0.1:4791"], "postcard_linger": "0s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(t.TempDir(), "dead.json")
+	if err := os.WriteFile(dead, []byte(`{"collectors": ["127.0.0.1:4791"], "dead_after": "-1s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{},
 		{"-config", linger},
+		{"-config", pcLinger},
+		{"-config", dead},
 		{"-collectors", "not-an-address"},
 		{"-collectors", "127.0.0.1:4791", "-cm-port", "70000"},
 		{"-config", "/nonexistent.json"},

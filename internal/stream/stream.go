@@ -93,8 +93,8 @@ func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 	case dta.OpKeyIncrement:
 		r.KeyIncrement = dta.KeyIncrement{Redundancy: s.Redundancy, Key: uint32(j % s.Keys), Counter: 1}
 	case dta.OpPostcard:
-		flow, hop := (j/s.Hops)%s.Keys, j%s.Hops
-		r.Postcard = dta.Postcard{Key: uint32(flow), Hop: uint8(hop + 1), Value: s.PostcardValue(flow, hop), PathLength: uint8(s.Hops)}
+		flow, hop, round := (j/s.Hops)%s.Keys, j%s.Hops, j/(s.Hops*s.Keys)
+		r.Postcard = dta.Postcard{Key: uint32(flow), Hop: uint8(hop + 1), Value: s.PostcardValue(flow, hop, round), PathLength: uint8(s.Hops)}
 	case dta.OpAppend:
 		d := buf[:s.EntrySize]
 		clear(d)
@@ -103,9 +103,11 @@ func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 	}
 }
 
-// PostcardValue is the value hop (0-based) of flow reports.
-func (s *Synthetic) PostcardValue(flow, hop int) uint32 {
-	return s.Value(flow, hop)%uint32(s.Universe) + 1
+// PostcardValue is the value hop (0-based) of flow reports in its round
+// (the flow's round-th path): each round takes a new path, so that a
+// round lost shows.
+func (s *Synthetic) PostcardValue(flow, hop, round int) uint32 {
+	return s.Value(flow, round*s.Hops+hop)%uint32(s.Universe) + 1
 }
 
 // Value is the pseudo-random value of (a, b) in s (see Value).
