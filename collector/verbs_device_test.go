@@ -308,13 +308,15 @@ func runTranslator(t *testing.T, cfg translator.Config) {
 	if err := waitReady(tr, 4, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	// Wide numbers: each report is acknowledged once applied (with the
+	// verbs backend, once the NIC completed its work requests).
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Sequenced: true, WideSequence: true, HandleNACKs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sent := 0
-	// Paced well below what either end can take: unsequenced reports that
-	// meet a full queue are dropped (counted), which this test forbids.
+	// Paced well below what either end can take: a report that meets a
+	// full queue is NACKed, which this test forbids.
 	pace := func() {
 		if sent++; sent%16 == 0 {
 			if err := rep.Flush(); err != nil {
@@ -345,7 +347,13 @@ func runTranslator(t *testing.T, cfg translator.Config) {
 	}
 	must(t, rep.Flush())
 	must(t, rep.Close())
-	want := uint64(ioKeys + ioCounts + ioFlows*ioHops + ioLists*ioPerList)
+	rc := rep.Counters()
+	if rc.Lost+rc.Unconfirmed != 0 || rc.Acks == 0 {
+		t.Errorf("reporter counters %+v: want every report acknowledged", rc)
+	}
+	// The translator also counts Close's copies of the last report, which
+	// it drops as duplicates, and resends.
+	want := uint64(ioKeys+ioCounts+ioFlows*ioHops+ioLists*ioPerList) + rc.Probes + rc.Resent
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c := tr.Counters()

@@ -272,6 +272,9 @@ func (e *Engine) Tick(now time.Time) {
 			if in.cache != nil {
 				e.emitLingering(in)
 			}
+			if in.rq != nil {
+				e.settleVerbs(in.rq)
+			}
 			if in.qp == nil && in.retryAt != 0 && e.now >= in.retryAt {
 				in.retryAt = 0
 				e.connect(in)
@@ -416,7 +419,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 			s.setPending(seq, true)
 		}
 	case taken:
-		e.ackResend(s, seq) // settled already (the verbs backend, a layout too large to track)
+		e.ackResend(s, seq) // settled already (a layout too large to track)
 	case s.inWindow(seq):
 		s.nack(seq) // NACKed: its sender resends it
 	}

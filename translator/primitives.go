@@ -265,7 +265,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.c.Rejected++
 			return rejected
 		}
-		if e.cur.s != nil && in.rq == nil && in.al.Lists*in.al.Batch <= maxTrackedEntries {
+		if e.cur.s != nil && in.al.Lists*in.al.Batch <= maxTrackedEntries {
 			if in.alToks == nil {
 				in.alToks = make([]token, in.al.Lists*in.al.Batch)
 			}
@@ -292,7 +292,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 // in's QP has room for two chunks.
 func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	hops := in.pc.Layout().Hops
-	track := e.cur.s != nil && in.rq == nil && len(in.pcAt)*hops <= maxTrackedEntries
+	track := e.cur.s != nil && len(in.pcAt)*hops <= maxTrackedEntries
 	if track && in.pcToks == nil {
 		in.pcToks = make([]token, len(in.pcAt)*hops)
 		in.pcN = make([]uint8, len(in.pcAt))
@@ -368,7 +368,7 @@ func (e *Engine) pendPostcards(in *instance, slot int, lost bool) {
 		if lost {
 			e.done(toks[i], true)
 		} else {
-			e.pend(in.qp, toks[i])
+			e.pendOn(in, toks[i])
 		}
 		toks[i] = token{}
 	}
@@ -378,10 +378,20 @@ func (e *Engine) pendPostcards(in *instance, slot int, lost bool) {
 // track queues the report being translated, whose operations were just
 // queued on in's QP, to be settled when they are acknowledged.
 func (e *Engine) track(in *instance) {
-	if e.cur.s != nil && in.rq == nil {
-		e.pend(in.qp, e.cur)
+	if e.cur.s != nil {
+		e.pendOn(in, e.cur)
 		e.tracked = true
 	}
+}
+
+// pendOn records that t's report is applied once the last operation
+// queued on in's QP is acknowledged (software) or completed (verbs).
+func (e *Engine) pendOn(in *instance, t token) {
+	if in.rq != nil {
+		in.rq.pend(t)
+		return
+	}
+	e.pend(in.qp, t)
 }
 
 // pendBatch queues the wide reports of the n entries of list just written
@@ -393,7 +403,7 @@ func (e *Engine) pendBatch(in *instance, list uint32, n int) {
 	toks := in.alToks[int(list)*in.al.Batch:][:n]
 	for i := range toks {
 		if toks[i].s != nil {
-			e.pend(in.qp, toks[i])
+			e.pendOn(in, toks[i])
 			toks[i] = token{}
 		}
 	}

@@ -37,7 +37,63 @@ type verbsQP struct {
 	posted uint64 // work requests posted, their IDs 0, 1, ...
 	done   uint64 // work requests completed (every one is signalled)
 	err    error  // the first error completion: the QP is in error, the instance unusable
+	errID  uint64 // with err, the first work request not known to have succeeded
 	wcs    [32]verbs.WC
+	// fin holds the wide reports waiting for their last work request's
+	// completion, in posting order from finHead on.
+	fin     []verbsFin
+	finHead int
+}
+
+// verbsFin is a report applied once work request id completes.
+type verbsFin struct {
+	token
+	id uint64
+}
+
+// fail puts q in error: the work requests from id on may not have been
+// applied.
+func (q *verbsQP) fail(err error, id uint64) {
+	if q.err == nil {
+		q.err, q.errID = err, id
+	}
+}
+
+// pend records that t's report is applied once q's last work request
+// posted completes.
+func (q *verbsQP) pend(t token) {
+	if q.finHead > 0 && q.finHead >= len(q.fin)/2 {
+		n := copy(q.fin, q.fin[q.finHead:])
+		clear(q.fin[n:])
+		q.fin, q.finHead = q.fin[:n], 0
+	}
+	q.fin = append(q.fin, verbsFin{token: t, id: q.posted - 1})
+}
+
+// popSettled removes and returns q's oldest pending report if it is
+// settled: applied when its work requests all completed before any error,
+// not applied (unconfirmed) when q failed first. RC completes in order.
+func (q *verbsQP) popSettled() (t token, applied, ok bool) {
+	if q.finHead == len(q.fin) {
+		q.fin, q.finHead = q.fin[:0], 0
+		return token{}, false, false
+	}
+	f := q.fin[q.finHead]
+	applied = f.id < q.done && (q.err == nil || f.id < q.errID)
+	if !applied && q.err == nil {
+		return token{}, false, false // not completed yet
+	}
+	q.fin[q.finHead] = verbsFin{}
+	q.finHead++
+	return f.token, applied, true
+}
+
+// settleVerbs reaps q's completions and settles the reports they finish.
+func (e *Engine) settleVerbs(q *verbsQP) {
+	q.reap()
+	for t, applied, ok := q.popSettled(); ok; t, applied, ok = q.popSettled() {
+		e.done(t, !applied)
+	}
 }
 
 // reap polls the completions.
@@ -45,16 +101,14 @@ func (q *verbsQP) reap() {
 	for {
 		n, err := q.cq.Poll(q.wcs[:])
 		if err != nil {
-			if q.err == nil {
-				q.err = err
-			}
+			q.fail(err, q.done)
 			return
 		}
 		for _, wc := range q.wcs[:n] {
-			q.done++
-			if err := wc.Err(); err != nil && q.err == nil {
-				q.err = err
+			if err := wc.Err(); err != nil {
+				q.fail(err, q.done)
 			}
+			q.done++
 		}
 		if n < len(q.wcs) {
 			return
@@ -79,6 +133,9 @@ func (q *verbsQP) post(wr *verbs.SendWR) error {
 	wr.ID = q.posted
 	wr.Flags |= verbs.SendSignaled
 	if err := q.id.QP().PostSend(wr); err != nil {
+		// Whether the report's earlier work requests were posted is not
+		// tracked: what has not completed is unconfirmed.
+		q.fail(err, q.done)
 		return err
 	}
 	q.posted++
@@ -282,6 +339,11 @@ func (v *verbsBackend) close(e *Engine) error {
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
 			if in.rq != nil {
+				// What completed is applied; what did not, after Close's
+				// wait, is unconfirmed.
+				e.settleVerbs(in.rq)
+				in.rq.fail(ErrClosed, in.rq.done)
+				e.settleVerbs(in.rq)
 				errs = append(errs, in.rq.close())
 				in.rq = nil
 				in.err = ErrClosed
