@@ -416,7 +416,7 @@ func (p *pipeline) deliver(t *testing.T, what string) {
 // the CPU in slices, their queues fill, and still nothing is lost or
 // applied twice.
 func TestThreeProcessesBusyCores(t *testing.T) {
-	n := 300_000
+	n := 1_000_000
 	if testing.Short() {
 		n = 100_000
 	}
