@@ -83,6 +83,7 @@ func Start(t testing.TB, bin string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Cmd: exec.Command(bin, args...)}
 	p.Cmd.Stderr = &p.logs
+	DieWithTest(p.Cmd)
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

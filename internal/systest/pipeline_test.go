@@ -188,6 +188,7 @@ func (p *pipeline) sendAsync(t testing.TB, losses string) func() (reportResult, 
 	cmd := exec.Command(p.dtareport, args...)
 	var out, logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &logs
+	proctest.DieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +434,7 @@ func busyCores(t *testing.T) {
 		// timeout runs too.
 		spin := exec.Command("timeout", "120", "sh", "-c", "while :; do :; done")
 		spin.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		proctest.DieWithTest(spin)
 		if err := spin.Start(); err != nil {
 			t.Fatalf("cannot start a busy loop: %v", err)
 		}
