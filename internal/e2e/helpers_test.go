@@ -268,6 +268,14 @@ func startTranslator(tb testing.TB, cfg translator.Config) *translator.Translato
 	if !cfg.ReportAddr.IsValid() {
 		cfg.ReportAddr = anyLoopback
 	}
+	if cfg.PostcardLinger == 0 {
+		// The model's cache writes a flow when it completes, is evicted or
+		// is flushed. A slow run could see an incomplete flow written
+		// after its linger, before another flow's chunk that the model
+		// writes first at a shared chunk index (and the crash tests hold
+		// one back on purpose).
+		cfg.PostcardLinger = time.Hour
+	}
 	tr, err := translator.New(cfg)
 	if err != nil {
 		tb.Fatal(err)

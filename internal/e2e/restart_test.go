@@ -149,7 +149,9 @@ func crash(t *testing.T, samePort bool) {
 	m := newModel(t, g)
 	n := restartSteps()
 
-	// AppendLinger an hour: the partial batches stay held until the crash.
+	// AppendLinger an hour (PostcardLinger too, as everywhere here): the
+	// partial batches and the incomplete postcard flow stay held until the
+	// crash, however slow the run.
 	tr := startTranslator(t, translator.Config{Collectors: []netip.AddrPort{r.Addr()}, AppendLinger: time.Hour})
 	rep := newReporter(t, tr)
 	streamPaced(t, rep, tr, s, m, 0, n+1) // n+1: a postcard flow and Append entries held back
