@@ -999,3 +999,37 @@ func (h *harness) topAck() (uint32, bool) {
 	}
 	return top, got
 }
+
+// TestCopyBeforeFirstIsUnconfirmed: a wide report numbered before the
+// first this engine saw from its source is a copy of one a translator
+// before it (on the same address) may have applied: it is NACKed
+// unconfirmed, not applied.
+func TestCopyBeforeFirstIsUnconfirmed(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	h.wideKI(100)
+	h.wideKI(101)
+	h.nacks = nil
+	h.wideKI(90)
+	h.advance(50*time.Millisecond, 5*time.Millisecond)
+	var nacks []dta.Ack
+	for _, d := range h.nacks {
+		if a, err := dta.ParseAck(d.Buf); err == nil && a.NACK {
+			nacks = append(nacks, a)
+		}
+	}
+	if want := []dta.Ack{{Seq: 90, NACK: true, Wide: true, Reason: dta.ReasonUnconfirmed}}; !slices.Equal(nacks, want) {
+		t.Fatalf("NACKs %+v, want %+v", nacks, want)
+	}
+	st, err := keyincr.NewStore(testKI, ft.insts[0].mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.Query(7, 1); err != nil || v != 2 {
+		t.Errorf("key 7 counts %d (%v), want 2: the copy not applied", v, err)
+	}
+	if c := h.e.Counters(); c.Unconfirmed != 1 || c.Duplicates != 0 {
+		t.Errorf("counters %+v: want 1 unconfirmed", c)
+	}
+}

@@ -264,19 +264,28 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		}
 		return s
 	case d > -seqWindow:
-		if marked(&s.applied, seq) {
+		switch {
+		case marked(&s.applied, seq):
 			e.c.Duplicates++
 			if !marked(&s.pending, seq) {
 				e.ackResend(s, seq) // applied before: its sender may wait
 			}
-			if op := r.Header.Opcode; op.IsValid() {
-				e.c.Reports[op]++
-			} else {
-				e.c.Malformed++
-			}
-			return nil
+		case int32(seq-s.first) < 0:
+			// Before the first number this engine saw from src: a copy
+			// (a resend or a probe) of a report that a translator before
+			// this one, on this address, may have applied. Applied again
+			// it could count twice: unconfirmed.
+			e.nack(src, seq, true, dta.ReasonUnconfirmed)
+			e.c.Unconfirmed++
+		default:
+			return s
 		}
-		return s
+		if op := r.Header.Opcode; op.IsValid() {
+			e.c.Reports[op]++
+		} else {
+			e.c.Malformed++
+		}
+		return nil
 	}
 	return s // older than any resend: nothing to compare with
 }
