@@ -25,8 +25,9 @@ type fakeTranslator struct {
 	// one skips (reason Missing), as dtakit's does.
 	lose func(seq uint32, attempt int) bool
 	next uint32
-	// noAcks stops the cumulative acks it sends after each batch.
-	noAcks bool
+	// noAcks stops the cumulative acks it sends after each batch;
+	// holdAcks keeps sending them (and keepalives) without moving them.
+	noAcks, holdAcks bool
 	// reason is the NACKs' reason (0: busy).
 	reason dta.Reason
 	// down drops every report unseen, as a dead translator; fresh makes
@@ -35,6 +36,11 @@ type fakeTranslator struct {
 	down, fresh bool
 	first       uint32
 	ackedTo     uint32 // one past the last cumulative ack
+	// owed holds the numbers NACKed for a resend and not taken since:
+	// while there are some, the cumulative ack is sent again every 50
+	// ms to peer, as the translator does.
+	owed map[uint32]bool
+	peer netip.AddrPort
 
 	mu       sync.Mutex
 	attempts map[uint32]int
@@ -51,7 +57,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 	}
 	_ = uc.SetReadBuffer(8 << 20)
 	ft := &fakeTranslator{t: t, uc: uc, ack: ackPort, decide: decide,
-		attempts: map[uint32]int{}, taken: map[uint32][]byte{}, done: make(chan struct{})}
+		attempts: map[uint32]int{}, taken: map[uint32][]byte{}, owed: map[uint32]bool{}, done: make(chan struct{})}
 	conn, err := udpio.New(uc, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +65,15 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 	go func() {
 		defer close(ft.done)
 		var acks []udpio.Message
-		_ = conn.ReadLoop(udpio.Buffers(64, 256), 0, func(ms []udpio.Message, _ time.Time) bool {
+		_ = conn.ReadLoop(udpio.Buffers(64, 256), 50*time.Millisecond, func(ms []udpio.Message, _ time.Time) bool {
 			acks = acks[:0]
 			ft.mu.Lock()
+			if len(ms) == 0 && (len(ft.owed) > 0 || ft.next != ft.ackedTo) && !ft.down && !ft.noAcks {
+				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first)}.AppendTo(nil)
+				acks = append(acks, udpio.Message{Buf: ack, Addr: ft.peer})
+			}
 			for _, m := range ms {
+				ft.peer = netip.AddrPortFrom(m.Addr.Addr(), ft.ack)
 				b := m.Buf[:m.N]
 				h, err := dta.ParseHeader(b)
 				if err != nil || !h.Wide {
@@ -80,6 +91,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 					continue
 				}
 				for ; int32(h.Seq-ft.next) > 0; ft.next++ {
+					ft.owed[ft.next] = true
 					nack := dta.Ack{Seq: ft.next, NACK: true, Wide: true, Reason: dta.ReasonMissing}.AppendTo(nil)
 					acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 				}
@@ -103,10 +115,14 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				}
 				if ft.decide(h.Seq, ft.attempts[h.Seq]) {
 					ft.taken[h.Seq] = append([]byte(nil), b...)
+					delete(ft.owed, h.Seq)
 					resendAck()
 					continue
 				}
 				ft.nacks++
+				if ft.reason != dta.ReasonUnconfirmed {
+					ft.owed[h.Seq] = true
+				}
 				why := ft.reason
 				if why == 0 {
 					why = dta.ReasonBusy
@@ -114,9 +130,11 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: why}.AppendTo(nil)
 				acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 			}
-			if len(ms) > 0 && !ft.noAcks {
-				ft.ackedTo = ft.next
-				ack := dta.Ack{Seq: ft.next - 1, Wide: true, Span: uint16(ft.next - ft.first)}.AppendTo(nil)
+			if len(ms) > 0 && !ft.noAcks && !ft.down {
+				if !ft.holdAcks {
+					ft.ackedTo = ft.next
+				}
+				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first)}.AppendTo(nil)
 				acks = append(acks, udpio.Message{Buf: ack, Addr: netip.AddrPortFrom(ms[0].Addr.Addr(), ft.ack)})
 			}
 			ft.mu.Unlock()
@@ -475,7 +493,7 @@ func TestCreditProbe(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
 	ft.mu.Lock()
-	ft.noAcks = true
+	ft.holdAcks = true // it talks, but its acks do not move
 	ft.mu.Unlock()
 	// The last report before the credit runs out is lost the first time.
 	ft.mu.Lock()
@@ -497,7 +515,7 @@ func TestCreditProbe(t *testing.T) {
 		return got && ft.dups >= 3
 	})
 	ft.mu.Lock()
-	ft.noAcks = false // the next ack gives credit back
+	ft.holdAcks = false // the next ack gives credit back
 	ft.mu.Unlock()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -507,11 +525,49 @@ func TestCreditProbe(t *testing.T) {
 	}
 }
 
-// TestLostResendRetimed: a resend lost on the way draws neither an ack nor
-// a NACK, and the cumulative ack had passed its number when it was
-// NACKed: after 200 ms it is sent again, and that one is acknowledged on
-// its own. Nothing is lost silently.
-func TestLostResendRetimed(t *testing.T) {
+// TestSilentTranslatorGetsNoCopies: once the translator has been silent
+// for 150 ms (it may have died after applying them, and one restarted on
+// its address would apply copies again), Send stops its credit probes and
+// a resend that drew no answer is counted unconfirmed, not sent again.
+func TestSilentTranslatorGetsNoCopies(t *testing.T) {
+	ft, r := lostResend(t)
+	defer r.Close()
+	waitFor(t, "the resend", func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		return ft.attempts[5] == 2
+	})
+	ft.mu.Lock()
+	ft.down = true // dies: no more acks
+	ft.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { // the credit runs out, and Send waits
+		for i := range credit {
+			if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	waitFor(t, "the resend counted unconfirmed", func() bool { return r.Counters().Unconfirmed >= 1 })
+	probes := r.Counters().Probes
+	time.Sleep(300 * time.Millisecond) // Send still waits: a second of silence ends that
+	c := r.Counters()
+	ft.mu.Lock()
+	tries := ft.attempts[5]
+	ft.mu.Unlock()
+	if c.Retimed != 0 || tries != 2 || c.Probes != probes {
+		t.Fatalf("silent translator: report 5 tried %d times, counters %+v (probes %d before)", tries, c, probes)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lostResend sends 20 reports to a fake translator that NACKs number 5
+// and loses its first resend.
+func lostResend(t *testing.T) (*fakeTranslator, *Reporter) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 1 })
 	ft.mu.Lock()
@@ -526,6 +582,15 @@ func TestLostResendRetimed(t *testing.T) {
 	if err := r.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return ft, r
+}
+
+// TestLostResendRetimed: a resend lost on the way draws neither an ack nor
+// a NACK, and the cumulative ack had passed its number when it was
+// NACKed: after 200 ms it is sent again, and that one is acknowledged on
+// its own. Nothing is lost silently.
+func TestLostResendRetimed(t *testing.T) {
+	ft, r := lostResend(t)
 	waitFor(t, "the resend sent again and acknowledged", func() bool { return r.Counters().ResendAcks == 1 })
 	if err := r.Close(); err != nil {
 		t.Fatal(err)

@@ -105,6 +105,12 @@ const (
 	// probeAfter is how long Send waits for credit before it sends a copy
 	// of the last report (probeTail), and again each probeAfter.
 	probeAfter = 20 * time.Millisecond
+	// ackSilence is how long without any ack (the translator sends one
+	// at least every 50 ms while reports are pending) before copies stop:
+	// a translator that died may have applied the last copy, and one
+	// restarted on its address would apply it again. Credit probes wait
+	// for an ack; a resend that waited resendWait is unconfirmed.
+	ackSilence = 150 * time.Millisecond
 	// startPace is where a reporter that takes NACKs starts (slow start):
 	// the pace doubles each quiet window until the first NACK, then grows
 	// by a quarter.
@@ -461,7 +467,7 @@ func (r *Reporter) waitLocked() error {
 			// Acks that stop moving while the translator still talks may
 			// mean the last reports never reached it: a copy of the last
 			// one shows it their numbers.
-			if now.Sub(r.movedAt) > probeAfter {
+			if now.Sub(r.movedAt) > probeAfter && now.Sub(r.lastAckAt) <= ackSilence {
 				r.probeLocked()
 				r.movedAt = now
 			}
@@ -847,11 +853,12 @@ func (r *Reporter) checkResent(now time.Time) {
 			continue // acknowledged, NACKed, lost, or resent since
 		}
 		switch {
-		case r.seq-e.seq >= WideWindow:
+		case r.seq-e.seq >= WideWindow || now.Sub(r.lastAckAt) > ackSilence:
 			// The translator no longer tells a copy of it from a new
-			// report, and the last copy may have arrived: sent again, it
-			// could be applied twice. (A NACKed copy was not applied, so
-			// a resend after a NACK is safe however old.)
+			// report, or is silent (it may have died, and a restarted one
+			// cannot tell), and the last copy may have arrived: sent
+			// again, it could be applied twice. (A NACKed copy was not
+			// applied, so a resend after a NACK is safe however old.)
 			r.unconfirm(e.seq)
 		case h.resends >= r.cfg.MaxResends:
 			r.c.GaveUp++
@@ -913,8 +920,14 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
-		h.lastSent, h.waitAt = now, now
-		r.waiting = append(r.waiting, resent{seq: q.seq, at: now})
+		h.lastSent = now
+		if r.ackMode {
+			// Wide numbers: the translator acknowledges the resend alone
+			// (R), or it is sent again. Narrow ones have no such ack:
+			// sent again, one applied would be applied twice.
+			h.waitAt = now
+			r.waiting = append(r.waiting, resent{seq: q.seq, at: now})
+		}
 		r.spend()
 		r.batch = append(r.batch, udpio.Message{Buf: h.b})
 		if len(r.batch) == cap(r.batch) {

@@ -150,6 +150,12 @@ func TestSequencedAndNACKResend(t *testing.T) {
 	if c.NACKs != 1 || c.Resent != 1 || c.Unknown != 1 || c.Sent != 301 {
 		t.Errorf("counters %+v", c)
 	}
+	// Narrow numbers have no ack for a resend: it is not sent again after
+	// 200 ms (the translator may have applied it).
+	time.Sleep(300 * time.Millisecond)
+	if c := r.Counters(); c.Resent != 1 || c.Retimed != 0 || c.Unconfirmed != 0 {
+		t.Errorf("300 ms after the resend: counters %+v", c)
+	}
 }
 
 func TestNACKForUnsentSequenceNumber(t *testing.T) {

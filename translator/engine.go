@@ -421,7 +421,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
 	case s.inWindow(seq):
-		s.nack(seq) // NACKed: its sender resends it
+		s.nack(seq, e.now) // NACKed: its sender resends it
 	}
 }
 

@@ -37,6 +37,7 @@ type seqState struct {
 	// nacked marks numbers NACKed for a resend: their sender holds a copy,
 	// which it resends until that is acknowledged on its own (Resend).
 	nacked  [seqWindow / 64]uint64
+	nackAt  int64  // engine time of the last NACK for a resend
 	lastUse uint64 // the engine's report count when last used
 	ackDue  bool   // an ack may have moved since the last one sent
 }
@@ -50,8 +51,21 @@ func (s *seqState) inWindow(seq uint32) bool {
 // setPending marks seq pending or not.
 func (s *seqState) setPending(seq uint32, on bool) { mark(&s.pending, seq, on) }
 
-// nack marks seq NACKed for a resend.
-func (s *seqState) nack(seq uint32) { mark(&s.nacked, seq, true) }
+// nack marks seq NACKed for a resend, at engine time now.
+func (s *seqState) nack(seq uint32, now int64) {
+	mark(&s.nacked, seq, true)
+	s.nackAt = now
+}
+
+// owes reports whether a number NACKed for a resend is not applied yet.
+func (s *seqState) owes() bool {
+	for i := range s.nacked {
+		if s.nacked[i]&^s.applied[i] != 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // mark sets or clears seq's bit in bits.
 func mark(bits *[seqWindow / 64]uint64, seq uint32, on bool) {
@@ -258,7 +272,7 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 			n := seq - gap + i
 			e.nack(src, n, true, dta.ReasonMissing)
 			if s.inWindow(n) {
-				s.nack(n)
+				s.nack(n, e.now)
 			}
 			e.c.Missing++
 		}
@@ -321,10 +335,18 @@ func (e *Engine) sendAcks() {
 // credit, learns that the translator is there (reporter's ackStall).
 const ackKeepalive = 50 * time.Millisecond
 
+// owedFor is how long after its last NACK for a resend a source gets
+// keepalive acks while a resend is owed: longer than a sender holds a
+// copy (a second) and resends it.
+const owedFor = 2 * time.Second
+
 // keepAlive owes an ack to every source with numbers not yet acknowledged.
 func (e *Engine) keepAlive() {
 	for src, s := range e.seqs {
-		if s.ackFrom != s.next && !s.ackDue {
+		// Also while a resend is owed (for a while: its sender may have
+		// given up): a sender takes silence for a translator that died.
+		owed := e.now-s.nackAt < int64(owedFor) && s.owes()
+		if (s.ackFrom != s.next || owed) && !s.ackDue {
 			s.ackDue = true
 			e.ackDue = append(e.ackDue, src)
 		}

@@ -451,7 +451,7 @@ func (t *Translator) readReports(sh *shard) {
 				if !taken[i] {
 					sh.e.applied(ms[i].Addr, toks[i].seq, false)
 					if toks[i].s.inWindow(toks[i].seq) {
-						toks[i].s.nack(toks[i].seq)
+						toks[i].s.nack(toks[i].seq, sh.e.now)
 					}
 				}
 				if !taken[i] || !tracked[i] {
