@@ -41,7 +41,7 @@ func (e *Engine) probe(col *collector) {
 func (e *Engine) connect(in *instance) {
 	var ring []byte
 	var lens []uint16
-	var fin []finish
+	var fin waitQueue[rocev2.PSN]
 	var slotSize int
 	if old := in.qp; old != nil {
 		e.closeQP(old)

@@ -907,12 +907,12 @@ func TestPendingQueueBounded(t *testing.T) {
 		e.pend(q, token{s: src, by: e, seq: uint32(i)})
 		q.una = rocev2.PSN(i) // packets before i acknowledged
 		e.settle(q)
-		if n := len(q.fin) - q.finHead; n != 1 {
+		if n := len(q.fin.q) - q.fin.head; n != 1 {
 			t.Fatalf("after %d: %d pending, want 1", i, n)
 		}
 	}
-	if cap(q.fin) > 16 {
-		t.Fatalf("pending queue of capacity %d after 20000 reports, one at a time outstanding", cap(q.fin))
+	if cap(q.fin.q) > 16 {
+		t.Fatalf("pending queue of capacity %d after 20000 reports, one at a time outstanding", cap(q.fin.q))
 	}
 }
 

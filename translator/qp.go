@@ -79,10 +79,9 @@ type qp struct {
 
 	icrc [4]*icrcEntry // fast-path ICRC cache, by length
 
-	// Wide reports whose last packet is in the ring, oldest first from
-	// finHead, settled when the collector acknowledges it (seqtrack.go).
-	fin     []finish
-	finHead int
+	// Wide reports whose last packet is in the ring, settled when the
+	// collector acknowledges it (seqtrack.go).
+	fin waitQueue[rocev2.PSN]
 
 	// Token bucket, in packets.
 	tokens     float64

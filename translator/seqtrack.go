@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/rocev2"
 )
 
 // Wide sequence numbers let the translator apply each report once and say
@@ -114,48 +113,66 @@ type token struct {
 	seq uint32
 }
 
-// finish is a report waiting for the acknowledgement of the packet at psn.
-type finish struct {
+// waiting is a report applied once the operation at pos (a packet's PSN,
+// a work request's ID) is acknowledged.
+type waiting[P any] struct {
 	token
-	psn rocev2.PSN
+	pos P
+}
+
+// waitQueue holds reports waiting for their last operation's
+// acknowledgement, in the order the operations were queued.
+type waitQueue[P any] struct {
+	q    []waiting[P]
+	head int
+}
+
+// push appends t, waiting for pos. Settled entries are dropped from the
+// front once they are half the queue, so that a queue never empty does not
+// grow without end.
+func (w *waitQueue[P]) push(t token, pos P) {
+	if w.head > 0 && w.head >= len(w.q)/2 {
+		n := copy(w.q, w.q[w.head:])
+		clear(w.q[n:])
+		w.q, w.head = w.q[:n], 0
+	}
+	w.q = append(w.q, waiting[P]{token: t, pos: pos})
+}
+
+// front returns the oldest report still waiting, or nil.
+func (w *waitQueue[P]) front() *waiting[P] {
+	if w.head == len(w.q) {
+		w.q, w.head = w.q[:0], 0
+		return nil
+	}
+	return &w.q[w.head]
+}
+
+// pop removes the oldest report and returns its token.
+func (w *waitQueue[P]) pop() token {
+	t := w.q[w.head].token
+	w.q[w.head] = waiting[P]{}
+	w.head++
+	return t
 }
 
 // pend records that t's report is applied when q's last packet queued is
 // acknowledged.
-func (e *Engine) pend(q *qp, t token) {
-	// Settled entries are dropped from the front once they are half the
-	// queue, so that a queue never empty does not grow without end.
-	if q.finHead > 0 && q.finHead >= len(q.fin)/2 {
-		n := copy(q.fin, q.fin[q.finHead:])
-		clear(q.fin[n:])
-		q.fin, q.finHead = q.fin[:n], 0
-	}
-	q.fin = append(q.fin, finish{token: t, psn: q.next.Add(minusOne)})
-}
+func (e *Engine) pend(q *qp, t token) { q.fin.push(t, q.next.Add(minusOne)) }
 
 // settle settles the reports whose packets q's responder acknowledged.
 func (e *Engine) settle(q *qp) {
-	for ; q.finHead < len(q.fin); q.finHead++ {
-		f := &q.fin[q.finHead]
-		if f.psn.Diff(q.una) >= 0 {
-			break
-		}
-		e.done(f.token, false)
-		*f = finish{}
-	}
-	if q.finHead == len(q.fin) {
-		q.fin, q.finHead = q.fin[:0], 0
+	for f := q.fin.front(); f != nil && f.pos.Diff(q.una) < 0; f = q.fin.front() {
+		e.done(q.fin.pop(), false)
 	}
 }
 
 // unconfirm settles the reports whose packets q never had acknowledged as
 // unconfirmed: q failed, and they may or may not have been applied.
 func (e *Engine) unconfirm(q *qp) {
-	for ; q.finHead < len(q.fin); q.finHead++ {
-		e.done(q.fin[q.finHead].token, true)
-		q.fin[q.finHead] = finish{}
+	for q.fin.front() != nil {
+		e.done(q.fin.pop(), true)
 	}
-	q.fin, q.finHead = q.fin[:0], 0
 }
 
 // done settles t's report: applied, or unconfirmed (NACKed with that

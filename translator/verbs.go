@@ -40,15 +40,8 @@ type verbsQP struct {
 	errID  uint64 // with err, the first work request not known to have succeeded
 	wcs    [32]verbs.WC
 	// fin holds the wide reports waiting for their last work request's
-	// completion, in posting order from finHead on.
-	fin     []verbsFin
-	finHead int
-}
-
-// verbsFin is a report applied once work request id completes.
-type verbsFin struct {
-	token
-	id uint64
+	// completion (its ID).
+	fin waitQueue[uint64]
 }
 
 // fail puts q in error: the work requests from id on may not have been
@@ -61,31 +54,21 @@ func (q *verbsQP) fail(err error, id uint64) {
 
 // pend records that t's report is applied once q's last work request
 // posted completes.
-func (q *verbsQP) pend(t token) {
-	if q.finHead > 0 && q.finHead >= len(q.fin)/2 {
-		n := copy(q.fin, q.fin[q.finHead:])
-		clear(q.fin[n:])
-		q.fin, q.finHead = q.fin[:n], 0
-	}
-	q.fin = append(q.fin, verbsFin{token: t, id: q.posted - 1})
-}
+func (q *verbsQP) pend(t token) { q.fin.push(t, q.posted-1) }
 
 // popSettled removes and returns q's oldest pending report if it is
 // settled: applied when its work requests all completed before any error,
 // not applied (unconfirmed) when q failed first. RC completes in order.
 func (q *verbsQP) popSettled() (t token, applied, ok bool) {
-	if q.finHead == len(q.fin) {
-		q.fin, q.finHead = q.fin[:0], 0
+	f := q.fin.front()
+	if f == nil {
 		return token{}, false, false
 	}
-	f := q.fin[q.finHead]
-	applied = f.id < q.done && (q.err == nil || f.id < q.errID)
+	applied = f.pos < q.done && (q.err == nil || f.pos < q.errID)
 	if !applied && q.err == nil {
 		return token{}, false, false // not completed yet
 	}
-	q.fin[q.finHead] = verbsFin{}
-	q.finHead++
-	return f.token, applied, true
+	return q.fin.pop(), applied, true
 }
 
 // settleVerbs reaps q's completions and settles the reports they finish.
