@@ -64,17 +64,17 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 	}
 	go func() {
 		defer close(ft.done)
-		var acks []udpio.Message
-		_ = conn.ReadLoop(udpio.Buffers(64, 256), 50*time.Millisecond, func(ms []udpio.Message, _ time.Time) bool {
+		var acks []udpio.Datagram
+		_ = conn.ReadLoop(udpio.Buffers(64, 256), 50*time.Millisecond, func(ms []udpio.Datagram, _ time.Time) bool {
 			acks = acks[:0]
 			ft.mu.Lock()
 			if len(ms) == 0 && (len(ft.owed) > 0 || ft.next != ft.ackedTo) && !ft.down && !ft.noAcks {
 				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first)}.AppendTo(nil)
-				acks = append(acks, udpio.Message{Buf: ack, Addr: ft.peer})
+				acks = append(acks, udpio.Datagram{Buf: ack, Addr: ft.peer})
 			}
 			for _, m := range ms {
 				ft.peer = netip.AddrPortFrom(m.Addr.Addr(), ft.ack)
-				b := m.Buf[:m.N]
+				b := m.Buf
 				h, err := dta.ParseHeader(b)
 				if err != nil || !h.Wide {
 					t.Errorf("fake translator: report %x: %v", b, err)
@@ -93,7 +93,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				for ; int32(h.Seq-ft.next) > 0; ft.next++ {
 					ft.owed[ft.next] = true
 					nack := dta.Ack{Seq: ft.next, NACK: true, Wide: true, Reason: dta.ReasonMissing}.AppendTo(nil)
-					acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
+					acks = append(acks, udpio.Datagram{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 				}
 				if h.Seq == ft.next {
 					ft.next++
@@ -105,7 +105,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				resendAck := func() {
 					if int32(h.Seq-ft.ackedTo) < 0 {
 						a := dta.Ack{Seq: h.Seq, Wide: true, Resend: true}.AppendTo(nil)
-						acks = append(acks, udpio.Message{Buf: a, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
+						acks = append(acks, udpio.Datagram{Buf: a, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 					}
 				}
 				if _, ok := ft.taken[h.Seq]; ok {
@@ -128,14 +128,14 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 					why = dta.ReasonBusy
 				}
 				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: why}.AppendTo(nil)
-				acks = append(acks, udpio.Message{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
+				acks = append(acks, udpio.Datagram{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 			}
 			if len(ms) > 0 && !ft.noAcks && !ft.down {
 				if !ft.holdAcks {
 					ft.ackedTo = ft.next
 				}
 				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first)}.AppendTo(nil)
-				acks = append(acks, udpio.Message{Buf: ack, Addr: netip.AddrPortFrom(ms[0].Addr.Addr(), ft.ack)})
+				acks = append(acks, udpio.Datagram{Buf: ack, Addr: netip.AddrPortFrom(ms[0].Addr.Addr(), ft.ack)})
 			}
 			ft.mu.Unlock()
 			_, _ = conn.WriteAll(acks)

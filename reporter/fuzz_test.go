@@ -53,11 +53,11 @@ func FuzzNACKs(f *testing.F) {
 			}
 			sent[h.Seq] = b
 		}
-		var ms []udpio.Message
+		var ms []udpio.Datagram
 		other := netip.MustParseAddrPort("127.0.0.1:9")
 		for in = in[2:]; len(in) >= 2; {
 			src, n := in[0], min(int(in[1]), len(in)-2)
-			m := udpio.Message{Buf: append([]byte(nil), in[2:2+n]...), N: n, Addr: s.addr()}
+			m := udpio.Datagram{Buf: append([]byte(nil), in[2:2+n]...), Addr: s.addr()}
 			if src&1 != 0 {
 				m.Addr = other
 			}
@@ -96,7 +96,7 @@ func FuzzNACKs(f *testing.F) {
 			}
 			named := false
 			for _, m := range ms {
-				a, err := dta.ParseAck(m.Buf[:m.N])
+				a, err := dta.ParseAck(m.Buf)
 				named = named || (err == nil && m.Addr == s.addr() && a.NACK && a.Seq == h.Seq && a.Wide == wide)
 			}
 			if !named {
@@ -111,10 +111,10 @@ func FuzzNACKs(f *testing.F) {
 
 // unconfirmedNACKs counts the wide NACKs from the translator with reason
 // unconfirmed, which a wide reporter counts but never resends.
-func unconfirmedNACKs(ms []udpio.Message, from netip.AddrPort, wide bool) uint64 {
+func unconfirmedNACKs(ms []udpio.Datagram, from netip.AddrPort, wide bool) uint64 {
 	n := uint64(0)
 	for _, m := range ms {
-		a, err := dta.ParseAck(m.Buf[:m.N])
+		a, err := dta.ParseAck(m.Buf)
 		if err == nil && m.Addr == from && wide && a.NACK && a.Wide && a.Reason == dta.ReasonUnconfirmed {
 			n++
 		}
@@ -123,17 +123,17 @@ func unconfirmedNACKs(ms []udpio.Message, from netip.AddrPort, wide bool) uint64
 }
 
 // malformed counts the acks from the translator that do not parse.
-func malformed(ms []udpio.Message, from netip.AddrPort) uint64 {
+func malformed(ms []udpio.Datagram, from netip.AddrPort) uint64 {
 	n := uint64(0)
 	for _, m := range ms {
-		if _, err := dta.ParseAck(m.Buf[:m.N]); err != nil && m.Addr == from {
+		if _, err := dta.ParseAck(m.Buf); err != nil && m.Addr == from {
 			n++
 		}
 	}
 	return n
 }
 
-func foreign(ms []udpio.Message, from netip.AddrPort) uint64 {
+func foreign(ms []udpio.Datagram, from netip.AddrPort) uint64 {
 	n := uint64(0)
 	for _, m := range ms {
 		if m.Addr != from {

@@ -208,7 +208,7 @@ type Reporter struct {
 	cfg     Config
 	conn    *udpio.Conn
 	ack     *udpio.Conn
-	batch   []udpio.Message
+	batch   []udpio.Datagram
 	slab    []byte // the batch's bytes
 	seq     uint32
 	window  []sent // by sequence number modulo its length
@@ -298,7 +298,7 @@ func New(cfg Config) (*Reporter, error) {
 		return nil, fmt.Errorf("reporter: %w", err)
 	}
 	now := time.Now()
-	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Message, 0, cfg.Batch),
+	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Datagram, 0, cfg.Batch),
 		pace: cfg.Rate, lastFill: now, winStart: now}
 	if cfg.HandleNACKs && (r.pace == 0 || r.pace > startPace) {
 		r.pace = startPace
@@ -390,7 +390,7 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		w.seq, w.b, w.lost = h.Seq, append(w.b[:0], msg...), false
 		r.seq++
 	}
-	r.batch = append(r.batch, udpio.Message{Buf: msg})
+	r.batch = append(r.batch, udpio.Datagram{Buf: msg})
 	r.spend()
 	if len(r.batch) == cap(r.batch) {
 		return r.flushLocked()
@@ -633,7 +633,7 @@ func (r *Reporter) probeLocked() bool {
 	if w.b == nil || w.seq != r.seq-1 || w.lost {
 		return false
 	}
-	r.batch = append(r.batch, udpio.Message{Buf: w.b})
+	r.batch = append(r.batch, udpio.Datagram{Buf: w.b})
 	r.c.Probes++
 	return true
 }
@@ -720,7 +720,7 @@ func (r *Reporter) deliverLosses() {
 // readAcks resends the reports the translator NACKs.
 func (r *Reporter) readAcks() {
 	defer r.wg.Done()
-	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), time.Millisecond, func(ms []udpio.Message, now time.Time) bool {
+	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), time.Millisecond, func(ms []udpio.Datagram, now time.Time) bool {
 		more := r.handleAcks(ms, now)
 		r.deliverLosses()
 		return more
@@ -730,7 +730,7 @@ func (r *Reporter) readAcks() {
 // handleAcks takes a batch of acks (empty on an idle tick), queues the
 // reports they NACK for resending and resends those whose backoff passed,
 // as the pace allows; it reports false once the reporter is closed.
-func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
+func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -741,7 +741,7 @@ func (r *Reporter) handleAcks(ms []udpio.Message, now time.Time) bool {
 			r.c.Foreign++ // only the translator NACKs: a forgery or a stray
 			continue
 		}
-		a, err := dta.ParseAck(ms[i].Buf[:ms[i].N])
+		a, err := dta.ParseAck(ms[i].Buf)
 		if err != nil {
 			r.c.Unknown++
 			continue
@@ -929,7 +929,7 @@ func (r *Reporter) resendDue(now time.Time) {
 			r.waiting = append(r.waiting, resent{seq: q.seq, at: now})
 		}
 		r.spend()
-		r.batch = append(r.batch, udpio.Message{Buf: h.b})
+		r.batch = append(r.batch, udpio.Datagram{Buf: h.b})
 		if len(r.batch) == cap(r.batch) {
 			_ = r.flushLocked()
 		}

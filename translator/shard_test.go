@@ -246,7 +246,7 @@ func TestShardedDuplicateInOneBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ms []udpio.Message
+	var ms []udpio.Datagram
 	for list := range uint32(2) { // one list per shard: one of them is the reader's
 		r := dta.Report{Header: dta.Header{Opcode: dta.OpAppend, Sequenced: true, Wide: true, Seq: list},
 			Append: dta.Append{ListID: list, Data: []byte{0, 0, 0, byte(list + 1)}}}
@@ -254,7 +254,7 @@ func TestShardedDuplicateInOneBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms = append(ms, udpio.Message{Buf: b}, udpio.Message{Buf: b})
+		ms = append(ms, udpio.Datagram{Buf: b}, udpio.Datagram{Buf: b})
 	}
 	if _, err := conn.WriteBatch(ms); err != nil {
 		t.Fatal(err)

@@ -50,8 +50,8 @@ type shard struct {
 	rep  *udpio.Conn // read by readReports, written (NACKs) under mu
 	roce *udpio.Conn // read by readRoCE, written under mu; nil with Verbs
 
-	roceOut []udpio.Message // send scratch, under mu
-	repOut  []udpio.Message
+	roceOut []udpio.Datagram // send scratch, under mu
+	repOut  []udpio.Datagram
 }
 
 // New binds the translator's sockets and builds its engines. cfg.Local
@@ -366,7 +366,7 @@ func (sh *shard) sendLocked() {
 	}
 	sh.roceOut, sh.repOut = sh.roceOut[:0], sh.repOut[:0]
 	for _, d := range out {
-		m := udpio.Message{Buf: d.Buf, Addr: d.Addr}
+		m := udpio.Datagram{Buf: d.Buf, Addr: d.Addr}
 		if d.ToReporter {
 			sh.repOut = append(sh.repOut, m)
 		} else {
@@ -397,7 +397,7 @@ func (t *Translator) readReports(sh *shard) {
 	toks := make([]token, batchSize) // wide reports another shard translates
 	taken := make([]bool, batchSize)
 	tracked := make([]bool, batchSize)
-	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Message, now time.Time) bool {
+	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, now time.Time) bool {
 		foreign := false
 		sh.mu.Lock()
 		sh.e.setNow(now)
@@ -408,7 +408,7 @@ func (t *Translator) readReports(sh *shard) {
 				continue
 			}
 			r := &reps[i]
-			if err := r.Decode(ms[i].Buf[:ms[i].N]); err != nil {
+			if err := r.Decode(ms[i].Buf); err != nil {
 				sh.e.c.Malformed++
 				continue
 			}
@@ -468,7 +468,7 @@ func (t *Translator) readReports(sh *shard) {
 // handOver translates the reports of reps (decoded from ms) that other
 // shards than from own, recording in taken whether each was and in tracked
 // whether its owner settles toks[i] when its entry is written.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message, owners []int, toks []token, taken, tracked []bool, now time.Time) {
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []token, taken, tracked []bool, now time.Time) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -494,14 +494,14 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Message
 
 func (t *Translator) readRoCE(sh *shard) {
 	defer t.wg.Done()
-	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Message, now time.Time) bool {
+	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, now time.Time) bool {
 		sh.mu.Lock()
 		for i := range ms {
 			if ms[i].Truncated {
 				sh.e.c.BadRoCE++
 				continue
 			}
-			sh.e.HandleRoCE(ms[i].Buf[:ms[i].N], ms[i].Addr, now)
+			sh.e.HandleRoCE(ms[i].Buf, ms[i].Addr, now)
 		}
 		sh.sendLocked()
 		sh.mu.Unlock()

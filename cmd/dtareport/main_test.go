@@ -49,15 +49,15 @@ func newSink(t *testing.T, nackTo uint16) *sink {
 	s := &sink{uc: uc, nackTo: nackTo, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		var acks []udpio.Message
-		_ = conn.ReadLoop(udpio.Buffers(64, 2048), 0, func(ms []udpio.Message, _ time.Time) bool {
+		var acks []udpio.Datagram
+		_ = conn.ReadLoop(udpio.Buffers(64, 2048), 0, func(ms []udpio.Datagram, _ time.Time) bool {
 			acks = acks[:0]
 			s.mu.Lock()
 			for _, m := range ms {
-				b := append([]byte(nil), m.Buf[:m.N]...)
+				b := append([]byte(nil), m.Buf...)
 				s.got = append(s.got, b)
 				if h, err := dta.ParseHeader(b); err == nil && h.Wide && s.nackTo != 0 {
-					acks = append(acks, udpio.Message{Buf: dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil),
+					acks = append(acks, udpio.Datagram{Buf: dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil),
 						Addr: netip.AddrPortFrom(m.Addr.Addr(), s.nackTo)})
 				}
 			}

@@ -83,7 +83,7 @@ type sock struct {
 	wmu sync.Mutex
 }
 
-func (s *sock) write(ms []udpio.Message) {
+func (s *sock) write(ms []udpio.Datagram) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	for len(ms) > 0 {
@@ -105,7 +105,7 @@ type back struct {
 type delayedDatagram struct {
 	at time.Time
 	s  *sock
-	m  udpio.Message
+	m  udpio.Datagram
 }
 
 const relayBatch = 64
@@ -224,8 +224,8 @@ func (r *relay) sync() error {
 	}
 }
 
-func newBatch() []udpio.Message {
-	ms := make([]udpio.Message, relayBatch)
+func newBatch() []udpio.Datagram {
+	ms := make([]udpio.Datagram, relayBatch)
 	buf := make([]byte, relayBatch*2048)
 	for i := range ms {
 		ms[i].Buf = buf[i*2048 : (i+1)*2048]
@@ -236,7 +236,7 @@ func newBatch() []udpio.Message {
 func (r *relay) readFront() {
 	defer r.wg.Done()
 	ms := newBatch()
-	outs := make(map[*sock][]udpio.Message)
+	outs := make(map[*sock][]udpio.Datagram)
 	var p rocev2.Packet
 	for {
 		n, err := r.front.c.ReadBatch(ms)
@@ -248,7 +248,7 @@ func (r *relay) readFront() {
 		}
 		for i := range n {
 			src := unmap(ms[i].Addr)
-			d := ms[i].Buf[:ms[i].N]
+			d := ms[i].Buf
 			if string(d) == syncMagic {
 				select {
 				case r.synced <- struct{}{}:
@@ -299,7 +299,7 @@ func (r *relay) readFront() {
 func (r *relay) readBack(b *back) {
 	defer r.wg.Done()
 	ms := newBatch()
-	var out []udpio.Message
+	var out []udpio.Datagram
 	for {
 		n, err := b.s.c.ReadBatch(ms)
 		if err != nil {
@@ -312,7 +312,7 @@ func (r *relay) readBack(b *back) {
 			if unmap(ms[i].Addr) != r.target {
 				continue
 			}
-			d := ms[i].Buf[:ms[i].N]
+			d := ms[i].Buf
 			fixICRC(d, r.target, b.addr, r.addr, b.client)
 			out = r.forward(out, toTranslator, r.front, b.client, d, true)
 		}
@@ -326,7 +326,7 @@ func (r *relay) readBack(b *back) {
 // faulty is false, for tampered packets, which are sent as they are): it
 // appends the copies to send now to out, and hands delayed ones to the
 // delayer.
-func (r *relay) forward(out []udpio.Message, dir direction, s *sock, to netip.AddrPort, d []byte, faulty bool) []udpio.Message {
+func (r *relay) forward(out []udpio.Datagram, dir direction, s *sock, to netip.AddrPort, d []byte, faulty bool) []udpio.Datagram {
 	r.mu.Lock()
 	r.counts.In[dir]++
 	if r.cut {
@@ -372,12 +372,12 @@ func (r *relay) forward(out []udpio.Message, dir direction, s *sock, to netip.Ad
 		}
 		if delays[i] != 0 {
 			select {
-			case r.delayed <- delayedDatagram{at: time.Now().Add(delays[i]), s: s, m: udpio.Message{Buf: b, Addr: to}}:
+			case r.delayed <- delayedDatagram{at: time.Now().Add(delays[i]), s: s, m: udpio.Datagram{Buf: b, Addr: to}}:
 			case <-r.stop:
 			}
 			continue
 		}
-		out = append(out, udpio.Message{Buf: b, Addr: to})
+		out = append(out, udpio.Datagram{Buf: b, Addr: to})
 	}
 	return out
 }
@@ -403,7 +403,7 @@ func (r *relay) delayer() {
 		case <-wake:
 			now := time.Now()
 			for len(q) > 0 && !q[0].at.After(now) {
-				q[0].s.write([]udpio.Message{q[0].m})
+				q[0].s.write([]udpio.Datagram{q[0].m})
 				q = q[1:]
 			}
 		}

@@ -79,10 +79,10 @@ func MeasureCeiling(n, size, batch int) (Ceiling, error) {
 		done <- r
 	}()
 
-	ms := make([]Message, batch)
+	ms := make([]Datagram, batch)
 	buf := make([]byte, size)
 	for i := range ms {
-		ms[i] = Message{Buf: buf, Addr: dst}
+		ms[i] = Datagram{Buf: buf, Addr: dst}
 	}
 	start := time.Now()
 	for sent := 0; sent < n; {

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Buffers returns n Messages whose Bufs are consecutive size-byte pieces of
+// Buffers returns n Datagrams whose Bufs are consecutive size-byte pieces of
 // one allocation: a reader's batch, each Buf the most one datagram may be.
-func Buffers(n, size int) []Message {
-	ms := make([]Message, n)
+func Buffers(n, size int) []Datagram {
+	ms := make([]Datagram, n)
 	buf := make([]byte, n*size)
 	for i := range ms {
 		ms[i].Buf = buf[i*size : (i+1)*size : (i+1)*size]
@@ -25,7 +25,7 @@ func Buffers(n, size int) []Message {
 // resends does not stop a batch for one refused datagram. An ICMP port
 // unreachable is reported on the next send, for an earlier datagram: the
 // refused one is tried once more before it counts. It does not allocate.
-func (c *Conn) WriteAll(ms []Message) (refused int, first error) {
+func (c *Conn) WriteAll(ms []Datagram) (refused int, first error) {
 	retried := false
 	for len(ms) > 0 {
 		n, err := c.WriteBatch(ms)
@@ -58,7 +58,7 @@ func (c *Conn) WriteAll(ms []Message) (refused int, first error) {
 // nil when handle stops it and the socket's error (wrapping net.ErrClosed
 // when closed) otherwise. Truncated datagrams reach handle marked: counting
 // them is the caller's.
-func (c *Conn) ReadLoop(ms []Message, idle time.Duration, handle func(ms []Message, now time.Time) bool) error {
+func (c *Conn) ReadLoop(ms []Datagram, idle time.Duration, handle func(ms []Datagram, now time.Time) bool) error {
 	for {
 		if idle > 0 {
 			if err := c.uc.SetReadDeadline(time.Now().Add(idle)); err != nil {

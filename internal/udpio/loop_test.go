@@ -17,7 +17,7 @@ import (
 func TestWriteAllSkipsRefused(t *testing.T) {
 	uc, _ := dialClosed(t)
 	c := newConn(t, uc, 8)
-	ms := make([]Message, 5)
+	ms := make([]Datagram, 5)
 	for i := range ms {
 		ms[i].Buf = []byte{byte(i)}
 	}
@@ -42,13 +42,13 @@ func TestReadLoop(t *testing.T) {
 		}
 	}
 	got, idles := 0, 0
-	err := c.ReadLoop(Buffers(8, 4), 5*time.Millisecond, func(ms []Message, now time.Time) bool {
+	err := c.ReadLoop(Buffers(8, 4), 5*time.Millisecond, func(ms []Datagram, now time.Time) bool {
 		if len(ms) == 0 {
 			idles++
 			return got < 3
 		}
 		for _, m := range ms {
-			if m.Truncated != (runtime.GOOS == "linux") || m.N != 4 || m.Buf[0] != byte(got) || m.Addr.Port() != tx.LocalAddr().(*net.UDPAddr).AddrPort().Port() {
+			if m.Truncated != (runtime.GOOS == "linux") || len(m.Buf) != 4 || m.Buf[0] != byte(got) || m.Addr.Port() != tx.LocalAddr().(*net.UDPAddr).AddrPort().Port() {
 				t.Errorf("datagram %d: %+v, want its first 4 bytes (marked truncated on Linux) from %v", got, m, tx.LocalAddr())
 			}
 			got++
@@ -62,7 +62,7 @@ func TestReadLoop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		uc.Close()
 	}()
-	err = c.ReadLoop(Buffers(8, 4), 0, func([]Message, time.Time) bool { return true })
+	err = c.ReadLoop(Buffers(8, 4), 0, func([]Datagram, time.Time) bool { return true })
 	if !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("ReadLoop on a closed socket = %v, want net.ErrClosed", err)
 	}
@@ -84,7 +84,7 @@ func TestWriteAllRetriesEarlierRefusal(t *testing.T) {
 	}
 	defer back.Close()
 	c := newConn(t, uc, 8)
-	ms := []Message{{Buf: []byte{1}}, {Buf: []byte{2}}, {Buf: []byte{3}}}
+	ms := []Datagram{{Buf: []byte{1}}, {Buf: []byte{2}}, {Buf: []byte{3}}}
 	if refused, err := c.WriteAll(ms); refused != 0 {
 		t.Fatalf("refused %d (%v): the queued error was the earlier datagram's", refused, err)
 	}

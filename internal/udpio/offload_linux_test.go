@@ -17,8 +17,8 @@ import (
 // datagrams: runs longer than maxGSOSegments, a shorter datagram ending a
 // run, a longer one starting a new run, a zero-length datagram, and runs
 // cut by a change of destination.
-func offloadBatch(dsts []netip.AddrPort) []Message {
-	var ms []Message
+func offloadBatch(dsts []netip.AddrPort) []Datagram {
+	var ms []Datagram
 	add := func(size int, dst netip.AddrPort) {
 		b := make([]byte, size)
 		for i := range b {
@@ -27,7 +27,7 @@ func offloadBatch(dsts []netip.AddrPort) []Message {
 		if size >= 2 {
 			b[0], b[1] = byte(len(ms)>>8), byte(len(ms))
 		}
-		ms = append(ms, Message{Buf: b, Addr: dst})
+		ms = append(ms, Datagram{Buf: b, Addr: dst})
 	}
 	d0 := dsts[0]
 	for range 150 {
@@ -74,8 +74,8 @@ func roundTrip(t *testing.T, tx *Conn, rxs []*Conn, plain []*net.UDPConn) {
 	for i, rx := range rxs {
 		got := readAll(t, rx, len(want[dsts[i]]), 2048)
 		for k, m := range got {
-			if w := want[dsts[i]][k]; !bytes.Equal(m.Buf[:m.N], w) {
-				t.Fatalf("receiver %d datagram %d: %d bytes %x..., want %d bytes %x...", i, k, m.N, m.Buf[:min(m.N, 4)], len(w), w[:min(len(w), 4)])
+			if w := want[dsts[i]][k]; !bytes.Equal(m.Buf, w) {
+				t.Fatalf("receiver %d datagram %d: %d bytes %x..., want %d bytes %x...", i, k, len(m.Buf), m.Buf[:min(len(m.Buf), 4)], len(w), w[:min(len(w), 4)])
 			}
 		}
 	}
@@ -147,7 +147,7 @@ func TestOffloadConnected(t *testing.T) {
 	}
 	defer uc.Close()
 	tx := newConn(t, uc, 64)
-	ms := make([]Message, 64)
+	ms := make([]Datagram, 64)
 	for i := range ms {
 		ms[i].Buf = []byte(fmt.Sprintf("report %03d", i))
 	}
@@ -156,8 +156,8 @@ func TestOffloadConnected(t *testing.T) {
 	}
 	got := readAll(t, rx, 64, 64)
 	for i, m := range got {
-		if string(m.Buf[:m.N]) != fmt.Sprintf("report %03d", i) {
-			t.Fatalf("datagram %d = %q", i, m.Buf[:m.N])
+		if string(m.Buf) != fmt.Sprintf("report %03d", i) {
+			t.Fatalf("datagram %d = %q", i, m.Buf)
 		}
 	}
 	// The 64 equal datagrams were one GSO message, which loopback delivers
@@ -173,9 +173,9 @@ func TestGROPartialReads(t *testing.T) {
 	rx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 16)
 	tx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 64)
 	dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
-	ms := make([]Message, 10)
+	ms := make([]Datagram, 10)
 	for i := range ms {
-		ms[i] = Message{Buf: []byte{byte(i), 1, 2, 3}, Addr: dst}
+		ms[i] = Datagram{Buf: []byte{byte(i), 1, 2, 3}, Addr: dst}
 	}
 	if n, err := tx.WriteBatch(ms); n != 10 || err != nil {
 		t.Fatalf("WriteBatch = %d, %v", n, err)
@@ -185,8 +185,8 @@ func TestGROPartialReads(t *testing.T) {
 		got = append(got, readAll(t, rx, 1, 16)...)
 	}
 	for i, m := range got {
-		if m.N != 4 || m.Buf[0] != byte(i) {
-			t.Fatalf("message %d = %x", i, m.Buf[:m.N])
+		if len(m.Buf) != 4 || m.Buf[0] != byte(i) {
+			t.Fatalf("message %d = %x", i, m.Buf)
 		}
 	}
 }

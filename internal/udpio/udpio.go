@@ -17,20 +17,21 @@ import (
 	"net/netip"
 )
 
-// Message is one datagram of a batch.
-type Message struct {
-	// Buf holds the datagram: for ReadBatch, the buffer to fill (its length
-	// is the most that is read); for WriteBatch, the bytes to send.
+// Datagram is one UDP datagram: what a batch reads or writes, and the one
+// type a datagram has from the socket it arrives on to the socket it leaves
+// by (the target and the translator name it Datagram too).
+type Datagram struct {
+	// Buf holds the datagram. ReadBatch reads into Buf[:cap(Buf)] (the
+	// most it reads) and leaves Buf holding the bytes received; WriteBatch
+	// sends Buf.
 	Buf []byte
-	// N is the number of bytes ReadBatch received into Buf.
-	N int
-	// Truncated reports that the datagram was longer than Buf: Buf holds
-	// its first N bytes only, and the reader must not take it for whole
-	// (Linux; elsewhere a truncated datagram is not detected).
-	Truncated bool
 	// Addr is the source after ReadBatch and the destination for WriteBatch.
 	// It is ignored by WriteBatch on a connected Conn.
 	Addr netip.AddrPort
+	// Truncated reports that the datagram was longer than cap(Buf): Buf
+	// holds its first bytes only, and the reader must not take it for
+	// whole (Linux; elsewhere a truncated datagram is not detected).
+	Truncated bool
 }
 
 // ErrBatch is wrapped by errors about the arguments of a batch call.
@@ -71,21 +72,24 @@ func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
 
 // ReadBatch blocks until at least one datagram arrives (or the socket's read
 // deadline passes), then fills ms[0:n] with up to len(ms) datagrams that are
-// already queued, and returns n. A datagram longer than its Buf is truncated
-// to it and marked Truncated. It does not allocate.
-func (c *Conn) ReadBatch(ms []Message) (int, error) {
+// already queued, and returns n. A datagram longer than cap(Buf) is
+// truncated to it and marked Truncated. It does not allocate.
+func (c *Conn) ReadBatch(ms []Datagram) (int, error) {
 	if len(ms) == 0 {
 		return 0, nil
 	}
 	if len(ms) > c.max {
 		ms = ms[:c.max]
 	}
+	for i := range ms {
+		ms[i].Buf = ms[i].Buf[:cap(ms[i].Buf)]
+	}
 	return c.sys.readBatch(c.uc, ms)
 }
 
 // WriteBatch sends ms in order and returns how many were sent; an error
 // stops the batch at the datagram that failed. It does not allocate.
-func (c *Conn) WriteBatch(ms []Message) (int, error) {
+func (c *Conn) WriteBatch(ms []Datagram) (int, error) {
 	sent := 0
 	for sent < len(ms) {
 		chunk := ms[sent:]

@@ -124,7 +124,7 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	return nil
 }
 
-func (d *direction) prepare(ms []Message, withNames bool) {
+func (d *direction) prepare(ms []Datagram, withNames bool) {
 	for i := range ms {
 		h := &d.hdrs[i]
 		*h = mmsghdr{}
@@ -143,7 +143,7 @@ func (d *direction) prepare(ms []Message, withNames bool) {
 	}
 }
 
-func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
+func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 	if s.gro {
 		return s.readGRO(uc, ms)
 	}
@@ -158,7 +158,7 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
 	}
 	n := d.n
 	for i := 0; i < n; i++ {
-		ms[i].N = min(int(d.hdrs[i].len), len(ms[i].Buf))
+		ms[i].Buf = ms[i].Buf[:min(int(d.hdrs[i].len), len(ms[i].Buf))]
 		ms[i].Truncated = d.hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0
 		ms[i].Addr = addrFromRaw(&d.names[i])
 	}
@@ -168,7 +168,7 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
 // readGRO reads with UDP_GRO on: datagrams still held from the last call
 // first, without a system call; otherwise one recvmmsg into groBuf, whose
 // coalesced datagrams are cut at the segment size the kernel reports.
-func (s *sysConn) readGRO(uc *net.UDPConn, ms []Message) (int, error) {
+func (s *sysConn) readGRO(uc *net.UDPConn, ms []Datagram) (int, error) {
 	d := &s.rd
 	if s.groHdr >= s.groN {
 		nh := min(len(d.hdrs), maxGROHdrs)
@@ -209,10 +209,10 @@ func (s *sysConn) readGRO(uc *net.UDPConn, ms []Message) (int, error) {
 		data := s.groBuf[i*groBufSize : i*groBufSize+n]
 		l := min(seg, n-s.groOff)
 		m := &ms[out]
-		m.N = copy(m.Buf, data[s.groOff:s.groOff+l])
+		m.Buf = m.Buf[:copy(m.Buf, data[s.groOff:s.groOff+l])]
 		// Cut short by the caller's buffer, or, for the last segment, by
 		// groBuf (which holds the largest coalesced datagram).
-		m.Truncated = m.N < l || (s.groOff+l == n && h.hdr.Flags&unix.MSG_TRUNC != 0)
+		m.Truncated = len(m.Buf) < l || (s.groOff+l == n && h.hdr.Flags&unix.MSG_TRUNC != 0)
 		m.Addr = addrFromRaw(&d.names[i])
 		out++
 		s.groOff += l
@@ -249,7 +249,7 @@ func (s *sysConn) loopback(dst netip.AddrPort) bool {
 	return dst.Addr().Unmap().IsLoopback()
 }
 
-func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
+func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 	d := &s.wr
 	if !s.connected {
 		for i := range ms {

@@ -16,16 +16,16 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	return nil
 }
 
-func (s *sysConn) readBatch(uc *net.UDPConn, ms []Message) (int, error) {
+func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 	n, addr, err := uc.ReadFromUDPAddrPort(ms[0].Buf)
 	if err != nil {
 		return 0, err
 	}
-	ms[0].N, ms[0].Addr, ms[0].Truncated = n, addr, false
+	ms[0].Buf, ms[0].Addr, ms[0].Truncated = ms[0].Buf[:n], addr, false
 	return 1, nil
 }
 
-func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Message) (int, error) {
+func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 	for i := range ms {
 		var err error
 		if s.connected {

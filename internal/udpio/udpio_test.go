@@ -33,12 +33,12 @@ func newConn(t testing.TB, uc *net.UDPConn, max int) *Conn {
 }
 
 // readAll reads until want datagrams have arrived or a second passes.
-func readAll(t *testing.T, c *Conn, want int, size int) []Message {
+func readAll(t *testing.T, c *Conn, want int, size int) []Datagram {
 	t.Helper()
-	var got []Message
+	var got []Datagram
 	c.UDPConn().SetReadDeadline(time.Now().Add(2 * time.Second))
 	for len(got) < want {
-		ms := make([]Message, want-len(got))
+		ms := make([]Datagram, want-len(got))
 		for i := range ms {
 			ms[i].Buf = make([]byte, size)
 		}
@@ -66,9 +66,9 @@ func TestBatchRoundTrip(t *testing.T) {
 			tx := newConn(t, txc, 16)
 			dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
 			const count = 40 // more than one batch each way
-			out := make([]Message, count)
+			out := make([]Datagram, count)
 			for i := range out {
-				out[i] = Message{Buf: []byte(fmt.Sprintf("datagram %02d", i)), Addr: dst}
+				out[i] = Datagram{Buf: []byte(fmt.Sprintf("datagram %02d", i)), Addr: dst}
 			}
 			n, err := tx.WriteBatch(out)
 			if err != nil || n != count {
@@ -77,8 +77,8 @@ func TestBatchRoundTrip(t *testing.T) {
 			got := readAll(t, rx, count, 64)
 			src := txc.LocalAddr().(*net.UDPAddr).AddrPort()
 			for i, m := range got {
-				if want := fmt.Sprintf("datagram %02d", i); string(m.Buf[:m.N]) != want {
-					t.Errorf("datagram %d = %q, want %q", i, m.Buf[:m.N], want)
+				if want := fmt.Sprintf("datagram %02d", i); string(m.Buf) != want {
+					t.Errorf("datagram %d = %q, want %q", i, m.Buf, want)
 				}
 				if m.Addr.Port() != src.Port() || m.Addr.Addr() != src.Addr().Unmap() {
 					t.Errorf("datagram %d from %v, want %v", i, m.Addr, src)
@@ -95,8 +95,8 @@ func TestTruncatedDatagram(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readAll(t, rx, 1, 10)
-	if got[0].N != 10 {
-		t.Errorf("N = %d for a 100-byte datagram into 10 bytes, want 10", got[0].N)
+	if len(got[0].Buf) != 10 {
+		t.Errorf("%d bytes for a 100-byte datagram into 10 bytes, want 10", len(got[0].Buf))
 	}
 }
 
@@ -110,12 +110,12 @@ func TestConnectedWrite(t *testing.T) {
 	defer txc.Close()
 	tx := newConn(t, txc, 8)
 	// Addr is ignored on a connected socket.
-	if n, err := tx.WriteBatch([]Message{{Buf: []byte("a")}, {Buf: []byte("bc")}}); n != 2 || err != nil {
+	if n, err := tx.WriteBatch([]Datagram{{Buf: []byte("a")}, {Buf: []byte("bc")}}); n != 2 || err != nil {
 		t.Fatalf("WriteBatch = %d, %v", n, err)
 	}
 	got := readAll(t, rx, 2, 8)
-	if string(got[0].Buf[:got[0].N]) != "a" || string(got[1].Buf[:got[1].N]) != "bc" {
-		t.Errorf("got %q, %q", got[0].Buf[:got[0].N], got[1].Buf[:got[1].N])
+	if string(got[0].Buf) != "a" || string(got[1].Buf) != "bc" {
+		t.Errorf("got %q, %q", got[0].Buf, got[1].Buf)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestBadArguments(t *testing.T) {
 	c := newConn(t, uc, 4)
 	// An IPv4 socket cannot send to an IPv6 address; nor to no address.
 	for _, dst := range []netip.AddrPort{{}, netip.MustParseAddrPort("[2001:db8::1]:9")} {
-		n, err := c.WriteBatch([]Message{{Buf: []byte("x"), Addr: dst}})
+		n, err := c.WriteBatch([]Datagram{{Buf: []byte("x"), Addr: dst}})
 		if err == nil || n != 0 {
 			t.Errorf("WriteBatch to %v = %d, %v; want 0 and an error", dst, n, err)
 		}
@@ -139,7 +139,7 @@ func TestBadArguments(t *testing.T) {
 func TestReadDeadline(t *testing.T) {
 	c := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 4)
 	c.UDPConn().SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	_, err := c.ReadBatch([]Message{{Buf: make([]byte, 8)}})
+	_, err := c.ReadBatch([]Datagram{{Buf: make([]byte, 8)}})
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("ReadBatch past deadline: %v, want os.ErrDeadlineExceeded", err)
 	}
@@ -149,10 +149,10 @@ func TestNoAllocs(t *testing.T) {
 	rx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 8)
 	tx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 8)
 	dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
-	out := make([]Message, 8)
-	in := make([]Message, 8)
+	out := make([]Datagram, 8)
+	in := make([]Datagram, 8)
 	for i := range out {
-		out[i] = Message{Buf: make([]byte, 32), Addr: dst}
+		out[i] = Datagram{Buf: make([]byte, 32), Addr: dst}
 		in[i].Buf = make([]byte, 64)
 	}
 	allocs := testing.AllocsPerRun(50, func() {
@@ -179,10 +179,10 @@ func BenchmarkLoopback(b *testing.B) {
 			tx := newConn(b, listen(b, "udp4", "127.0.0.1:0"), batch)
 			rx.UDPConn().SetReadBuffer(4 << 20)
 			dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
-			out := make([]Message, batch)
-			in := make([]Message, batch)
+			out := make([]Datagram, batch)
+			in := make([]Datagram, batch)
 			for i := range out {
-				out[i] = Message{Buf: make([]byte, 24), Addr: dst}
+				out[i] = Datagram{Buf: make([]byte, 24), Addr: dst}
 				in[i].Buf = make([]byte, 64)
 			}
 			b.ReportAllocs()
@@ -217,10 +217,10 @@ func TestConcurrentReadWrite(t *testing.T) {
 	const count = 2000 // per direction, in batches of 16
 	payload := func(from string, i int) string { return fmt.Sprintf("%s-%06d-%s", from, i, strings.Repeat(from, 20)) }
 	send := func(c *Conn, to netip.AddrPort, from string) error {
-		ms := make([]Message, 16)
+		ms := make([]Datagram, 16)
 		for i := 0; i < count; i += len(ms) {
 			for k := range ms {
-				ms[k] = Message{Buf: []byte(payload(from, i+k)), Addr: to}
+				ms[k] = Datagram{Buf: []byte(payload(from, i+k)), Addr: to}
 			}
 			if _, err := c.WriteBatch(ms); err != nil {
 				return err
@@ -230,7 +230,7 @@ func TestConcurrentReadWrite(t *testing.T) {
 		return nil
 	}
 	recv := func(c *Conn, from string) error {
-		ms := make([]Message, 16)
+		ms := make([]Datagram, 16)
 		for k := range ms {
 			ms[k].Buf = make([]byte, 128)
 		}
@@ -240,8 +240,8 @@ func TestConcurrentReadWrite(t *testing.T) {
 				return fmt.Errorf("after %d datagrams: %w", got, err)
 			}
 			for _, m := range ms[:n] {
-				if want := payload(from, got); string(m.Buf[:m.N]) != want {
-					return fmt.Errorf("datagram %d = %q, want %q", got, m.Buf[:m.N], want)
+				if want := payload(from, got); string(m.Buf) != want {
+					return fmt.Errorf("datagram %d = %q, want %q", got, m.Buf, want)
 				}
 				got++
 			}
@@ -284,7 +284,7 @@ func TestReadMarksTruncated(t *testing.T) {
 	}
 	tx.Write(make([]byte, 300))
 	tx.Write(make([]byte, 50))
-	ms := make([]Message, 4)
+	ms := make([]Datagram, 4)
 	for i := range ms {
 		ms[i].Buf = make([]byte, 100)
 	}
@@ -297,7 +297,7 @@ func TestReadMarksTruncated(t *testing.T) {
 		}
 		got += n
 	}
-	if !ms[0].Truncated || ms[0].N != 100 || ms[1].Truncated || ms[1].N != 50 {
+	if !ms[0].Truncated || len(ms[0].Buf) != 100 || ms[1].Truncated || len(ms[1].Buf) != 50 {
 		t.Fatalf("got %+v, %+v (buffers elided): want the first truncated to 100 bytes, the second whole", ms[0].Truncated, ms[1].Truncated)
 	}
 }

@@ -55,18 +55,18 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	t.mu.Unlock()
 
 	in := make([]Datagram, 0, ServeBatch)
-	var outMsgs []udpio.Message
+	var outMsgs []udpio.Datagram
 	var out Output
 	var sendErr error
 	lastTick := time.Now()
-	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(msgs []udpio.Message, now time.Time) bool {
+	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(msgs []udpio.Datagram, now time.Time) bool {
 		in = in[:0]
 		for i := range msgs {
 			if msgs[i].Truncated {
 				t.countTruncated() // longer than any RoCEv2 packet a 4096 MTU allows
 				continue
 			}
-			in = append(in, Datagram{Data: msgs[i].Buf[:msgs[i].N], Addr: msgs[i].Addr})
+			in = append(in, Datagram{Data: msgs[i].Buf, Addr: msgs[i].Addr})
 		}
 		out.Reset()
 		if len(msgs) > 0 {
@@ -78,7 +78,7 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 		}
 		outMsgs = outMsgs[:0]
 		for _, d := range out.Datagrams() {
-			outMsgs = append(outMsgs, udpio.Message{Buf: d.Data, Addr: d.Addr})
+			outMsgs = append(outMsgs, udpio.Datagram{Buf: d.Data, Addr: d.Addr})
 		}
 		// A datagram refused (an unreachable peer) is skipped.
 		if _, err := conn.WriteAll(outMsgs); errors.Is(err, net.ErrClosed) {

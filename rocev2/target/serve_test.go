@@ -214,8 +214,8 @@ func BenchmarkServeLoopback(b *testing.B) {
 	}
 	const window = 4
 	frames := make([][]byte, ServeBatch*window)
-	msgs := make([]udpio.Message, ServeBatch)
-	acks := []udpio.Message{{Buf: make([]byte, 256)}}
+	msgs := make([]udpio.Datagram, ServeBatch)
+	acks := []udpio.Datagram{{Buf: make([]byte, 256)}}
 	var psn rocev2.PSN
 	send := func() {
 		for i := range msgs {
@@ -224,7 +224,7 @@ func BenchmarkServeLoopback(b *testing.B) {
 			f := frames[int(psn)%len(frames)]
 			f, _ = p.AppendDatagram(f[:0], addr, taddr)
 			frames[int(psn)%len(frames)] = f
-			msgs[i] = udpio.Message{Buf: f, Addr: taddr}
+			msgs[i] = udpio.Datagram{Buf: f, Addr: taddr}
 			psn = psn.Next()
 		}
 		if _, err := conn.WriteBatch(msgs); err != nil {
