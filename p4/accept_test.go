@@ -144,7 +144,7 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 	for i, b := range run.frames {
 		udp := b[dta.EthernetLen+20:]
 		src := netip.AddrPortFrom(run.want[i].Src, run.want[i].SrcPort)
-		tgt.Process(time.Now(), []target.Datagram{{Data: udp[8:], Addr: src}}, &out)
+		tgt.Process(time.Now(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
 	}
 	cs := tgt.Counters()
 	writes, atomics := uint64(0), uint64(0)

@@ -53,11 +53,11 @@ func TestHandshakeWithTarget(t *testing.T) {
 	for round := 0; round < 10 && !done; round++ {
 		now := time.Now()
 		for _, b := range pending {
-			tgt.Process(now, []target.Datagram{{Data: b, Addr: local}}, &out)
+			tgt.Process(now, []target.Datagram{{Buf: b, Addr: local}}, &out)
 		}
 		pending = pending[:0]
 		for _, d := range out.Datagrams() {
-			reply, ok, err := h.Handle(d.Data)
+			reply, ok, err := h.Handle(d.Buf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +72,7 @@ func TestHandshakeWithTarget(t *testing.T) {
 		t.Fatal("handshake did not complete")
 	}
 	for _, b := range pending { // the advertisement's ACK
-		tgt.Process(time.Now(), []target.Datagram{{Data: b, Addr: local}}, &out)
+		tgt.Process(time.Now(), []target.Datagram{{Buf: b, Addr: local}}, &out)
 	}
 	conn := h.Connection()
 	if conn.Ad.VA != ad.VA || conn.Ad.RKey != ad.RKey || conn.CollectorQPN == 0 {
@@ -88,7 +88,7 @@ func TestHandshakeWithTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := tgt.Counters().WritePackets
-	tgt.Process(time.Now(), []target.Datagram{{Data: b[14+20+8:], Addr: local}}, &out)
+	tgt.Process(time.Now(), []target.Datagram{{Buf: b[14+20+8:], Addr: local}}, &out)
 	if cs := tgt.Counters(); cs.WritePackets != before+1 || cs.SendFailures != 0 {
 		t.Fatalf("target counters after the first WRITE: %+v", cs)
 	}

@@ -10,18 +10,14 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 )
 
-// Datagram is one UDP datagram the engine wants sent: Buf to Addr.
-type Datagram struct {
-	Addr netip.AddrPort
-	Buf  []byte
-	// ToReporter marks a NACK to a reporter (sent from the report socket);
-	// every other datagram is RoCEv2 to a target.
-	ToReporter bool
-}
+// Datagram is one UDP datagram the engine wants sent, Buf to Addr: the
+// type the translator's sockets write, as the target's do.
+type Datagram = udpio.Datagram
 
 // Counters is a snapshot of what an engine did. Reports counts decoded
 // reports by opcode (index 1..4, dta.Opcode); every report counted there ends
@@ -116,7 +112,8 @@ type Engine struct {
 
 	out     []Datagram
 	touched []*qp
-	nacks   []byte // NACK bytes of this round
+	acks    []Datagram // to reporters, from the report socket
+	nacks   []byte     // their bytes, this round
 	rx      rocev2.Packet
 	rep     dta.Report
 	c       Counters
@@ -289,18 +286,22 @@ func (e *Engine) Tick(now time.Time) {
 }
 
 // Output finishes the round (the AckReq of each QP's last packet) and
-// returns the datagrams to send. They stay valid until ResetOutput.
-func (e *Engine) Output() []Datagram {
+// returns the datagrams to send: RoCEv2 to the collectors, and acks and
+// NACKs to the reporters (sent from the report socket, the port they sent
+// to). They stay valid until ResetOutput.
+func (e *Engine) Output() (roce, acks []Datagram) {
 	e.takeInbox()
 	e.endRound()
 	e.sendAcks()
-	return e.out
+	return e.out, e.acks
 }
 
 // ResetOutput forgets the datagrams Output returned, once they were sent.
 func (e *Engine) ResetOutput() {
 	clear(e.out)
 	e.out = e.out[:0]
+	clear(e.acks)
+	e.acks = e.acks[:0]
 	e.nacks = e.nacks[:0]
 }
 
@@ -522,7 +523,7 @@ func (e *Engine) toReporter(src netip.AddrPort, a dta.Ack) {
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.out = append(e.out, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)], ToReporter: true})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

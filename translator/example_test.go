@@ -30,7 +30,8 @@ func ExampleEngine() {
 	r := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite},
 		KeyWrite: dta.KeyWrite{Redundancy: 2, Key: 42, Data: []byte{1, 2, 3, 4}}}
 	e.Translate(&r, netip.MustParseAddrPort("127.0.0.1:41000"))
-	for _, d := range e.Output() {
+	roce, _ := e.Output() // and no acks: the report was not sequenced
+	for _, d := range roce {
 		var p rocev2.Packet
 		if err := p.DecodeDatagram(d.Buf, local, d.Addr); err != nil {
 			panic(err)

@@ -368,15 +368,13 @@ func (h *harness) target(a netip.AddrPort) *fakeTarget {
 func (h *harness) pump() {
 	h.t.Helper()
 	for range 10000 {
-		out := h.e.Output()
+		roce, acks := h.e.Output()
 		var toT []Datagram
-		for _, d := range out {
-			c := Datagram{Addr: d.Addr, Buf: append([]byte(nil), d.Buf...), ToReporter: d.ToReporter}
-			if d.ToReporter {
-				h.nacks = append(h.nacks, c)
-			} else {
-				toT = append(toT, c)
-			}
+		for _, d := range roce {
+			toT = append(toT, Datagram{Addr: d.Addr, Buf: append([]byte(nil), d.Buf...)})
+		}
+		for _, d := range acks {
+			h.nacks = append(h.nacks, Datagram{Addr: d.Addr, Buf: append([]byte(nil), d.Buf...)})
 		}
 		h.e.ResetOutput()
 		if h.toT != nil {
@@ -398,7 +396,7 @@ func (h *harness) pump() {
 				h.e.HandleRoCE(b, ft.addr, h.now)
 			}
 		}
-		if !busy && len(h.e.Output()) == 0 {
+		if roce, acks := h.e.Output(); !busy && len(roce)+len(acks) == 0 {
 			return
 		}
 	}

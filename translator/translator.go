@@ -50,8 +50,6 @@ type shard struct {
 	rep  *udpio.Conn // read by readReports, written (NACKs) under mu
 	roce *udpio.Conn // read by readRoCE, written under mu; nil with Verbs
 
-	roceOut []udpio.Datagram // send scratch, under mu
-	repOut  []udpio.Datagram
 }
 
 // New binds the translator's sockets and builds its engines. cfg.Local
@@ -237,7 +235,7 @@ func (t *Translator) Submit(r *dta.Report, copy int) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	err := sh.e.apply(r, copy)
-	if len(sh.e.Output()) >= batchSize {
+	if roce, acks := sh.e.Output(); len(roce)+len(acks) >= batchSize {
 		sh.sendLocked()
 	}
 	return err
@@ -360,29 +358,18 @@ func (t *Translator) Close(timeout time.Duration) error {
 
 // sendLocked sends the engine's output. sh.mu is held.
 func (sh *shard) sendLocked() {
-	out := sh.e.Output()
-	if len(out) == 0 {
+	roce, acks := sh.e.Output()
+	if len(roce)+len(acks) == 0 {
 		return
-	}
-	sh.roceOut, sh.repOut = sh.roceOut[:0], sh.repOut[:0]
-	for _, d := range out {
-		m := udpio.Datagram{Buf: d.Buf, Addr: d.Addr}
-		if d.ToReporter {
-			sh.repOut = append(sh.repOut, m)
-		} else {
-			sh.roceOut = append(sh.roceOut, m)
-		}
 	}
 	// A datagram the kernel refuses is skipped: the collector's
 	// retransmission or the reporter's resend covers it.
 	if sh.roce != nil {
-		sh.roce.WriteAll(sh.roceOut)
+		sh.roce.WriteAll(roce)
 	}
 	if sh.rep != nil {
-		sh.rep.WriteAll(sh.repOut)
+		sh.rep.WriteAll(acks)
 	}
-	clear(sh.roceOut)
-	clear(sh.repOut)
 	sh.e.ResetOutput()
 }
 

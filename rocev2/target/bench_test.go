@@ -28,7 +28,7 @@ func newBenchBatch(tb testing.TB, n int, mk func(p *peer, r *Region, i int) []by
 func peerBatch(p *peer, r *Region, n int, mk func(p *peer, r *Region, i int) []byte) *benchBatch {
 	bb := &benchBatch{p: p, start: p.psn}
 	for i := range n {
-		bb.in = append(bb.in, Datagram{Data: mk(p, r, i), Addr: p.addr})
+		bb.in = append(bb.in, Datagram{Buf: mk(p, r, i), Addr: p.addr})
 	}
 	return bb
 }
@@ -68,7 +68,7 @@ func BenchmarkProcess(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			bb := newBenchBatch(b, ServeBatch, c.mk)
 			bb.run()
-			b.SetBytes(int64(len(bb.in[0].Data)))
+			b.SetBytes(int64(len(bb.in[0].Buf)))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for done := 0; done < b.N; done += len(bb.in) {

@@ -27,11 +27,11 @@ func Example() {
 	frame, _ := w.AppendDatagram(nil, peer, tgAddr)
 
 	var out target.Output
-	tg.Process(time.Now(), []target.Datagram{{Data: frame, Addr: peer}}, &out)
+	tg.Process(time.Now(), []target.Datagram{{Buf: frame, Addr: peer}}, &out)
 	fmt.Printf("memory: %q\n", mem[8:12])
 	for _, d := range out.Datagrams() {
 		var ack rocev2.Packet
-		if err := ack.DecodeDatagram(d.Data, tgAddr, d.Addr); err != nil {
+		if err := ack.DecodeDatagram(d.Buf, tgAddr, d.Addr); err != nil {
 			fmt.Println(err)
 		}
 		fmt.Printf("to %v: %v PSN %d syndrome %#x MSN %d\n", d.Addr, ack.BTH.Opcode, ack.BTH.PSN, ack.AETH.Syndrome, ack.AETH.MSN)

@@ -96,14 +96,14 @@ func FuzzProcess(f *testing.F) {
 					b = binary.LittleEndian.AppendUint32(b, icrc)
 				}
 			}
-			frames = append(frames, Datagram{Data: b, Addr: p.addr})
+			frames = append(frames, Datagram{Buf: b, Addr: p.addr})
 		}
 		var out Output
 		p.t.Process(t0, frames, &out)
 		p.t.Tick(t0.Add(time.Second), &out)
 		for _, d := range out.Datagrams() {
 			var pkt rocev2.Packet
-			if err := pkt.DecodeDatagram(d.Data, targetAddr, d.Addr); err != nil {
+			if err := pkt.DecodeDatagram(d.Buf, targetAddr, d.Addr); err != nil {
 				t.Fatalf("undecodable response: %v", err)
 			}
 		}

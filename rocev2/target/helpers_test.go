@@ -118,7 +118,7 @@ func (p *peer) sendAt(now time.Time, frames ...[]byte) []rocev2.Packet {
 	p.tb.Helper()
 	in := make([]Datagram, len(frames))
 	for i, f := range frames {
-		in[i] = Datagram{Data: f, Addr: p.addr}
+		in[i] = Datagram{Buf: f, Addr: p.addr}
 	}
 	p.out.Reset()
 	p.t.Process(now, in, &p.out)
@@ -136,7 +136,7 @@ func (p *peer) decodeOut() []rocev2.Packet {
 	var res []rocev2.Packet
 	for _, d := range p.out.Datagrams() {
 		var pkt rocev2.Packet
-		if err := pkt.DecodeDatagram(append([]byte(nil), d.Data...), targetAddr, d.Addr); err != nil {
+		if err := pkt.DecodeDatagram(append([]byte(nil), d.Buf...), targetAddr, d.Addr); err != nil {
 			p.tb.Fatalf("target sent an undecodable datagram: %v", err)
 		}
 		res = append(res, pkt)

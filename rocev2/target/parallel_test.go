@@ -31,7 +31,7 @@ func decodeAll(out *Output) ([]rocev2.Packet, error) {
 	var res []rocev2.Packet
 	for _, d := range out.Datagrams() {
 		var pkt rocev2.Packet
-		if err := pkt.DecodeDatagram(append([]byte(nil), d.Data...), targetAddr, d.Addr); err != nil {
+		if err := pkt.DecodeDatagram(append([]byte(nil), d.Buf...), targetAddr, d.Addr); err != nil {
 			return nil, err
 		}
 		res = append(res, pkt)
@@ -80,7 +80,7 @@ func TestProcessParallel(t *testing.T) {
 					}
 					f = j.p.write(r.VA()+uint64(8*slot), r.RKey(), v[:], i == ServeBatch-2)
 				}
-				in = append(in, Datagram{Data: f, Addr: j.p.addr})
+				in = append(in, Datagram{Buf: f, Addr: j.p.addr})
 			}
 			j.in = append(j.in, in)
 		}
@@ -205,7 +205,7 @@ func TestDeregisterStopsParallelWrites(t *testing.T) {
 			for n := 1; ; n++ {
 				var v [8]byte
 				binary.LittleEndian.PutUint64(v[:], uint64(n))
-				in := []Datagram{{Data: p.write(r.VA()+uint64(8*(s+2*(n%200))), r.RKey(), v[:], true), Addr: p.addr}}
+				in := []Datagram{{Buf: p.write(r.VA()+uint64(8*(s+2*(n%200))), r.RKey(), v[:], true), Addr: p.addr}}
 				out.Reset()
 				tg.Process(t0, in, &out)
 				if n == 10 {

@@ -4,16 +4,15 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 )
 
-// Datagram is one UDP payload and the peer's address: the source of a
-// datagram the target received, the destination of one it sends.
-type Datagram struct {
-	Data []byte
-	Addr netip.AddrPort
-}
+// Datagram is one UDP datagram, Buf, and the peer's address, Addr: the
+// source of a datagram the target received, the destination of one it
+// sends. It is the type the target's socket reads and writes.
+type Datagram = udpio.Datagram
 
 // Output collects the datagrams the target sends. Reuse one across calls
 // (Reset between them): it then does not allocate.
@@ -39,7 +38,7 @@ func (o *Output) Datagrams() []Datagram {
 	o.dgs = o.dgs[:0]
 	start := 0
 	for i, end := range o.ends {
-		o.dgs = append(o.dgs, Datagram{Data: o.buf[start:end:end], Addr: o.addrs[i]})
+		o.dgs = append(o.dgs, Datagram{Buf: o.buf[start:end:end], Addr: o.addrs[i]})
 		start = end
 	}
 	return o.dgs
@@ -89,7 +88,11 @@ func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
 		w.dst, w.hdrs = dst, headerCache{}
 	}
 	for i := range in {
-		w.handle(t, now, in[i].Data, in[i].Addr, out)
+		if in[i].Truncated {
+			t.countTruncated() // longer than the reader's buffer: not whole
+			continue
+		}
+		w.handle(t, now, in[i].Buf, in[i].Addr, out)
 	}
 	for _, qp := range out.acking {
 		qp.mu.Lock()

@@ -54,34 +54,22 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	}
 	t.mu.Unlock()
 
-	in := make([]Datagram, 0, ServeBatch)
-	var outMsgs []udpio.Datagram
 	var out Output
 	var sendErr error
 	lastTick := time.Now()
-	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(msgs []udpio.Datagram, now time.Time) bool {
-		in = in[:0]
-		for i := range msgs {
-			if msgs[i].Truncated {
-				t.countTruncated() // longer than any RoCEv2 packet a 4096 MTU allows
-				continue
-			}
-			in = append(in, Datagram{Data: msgs[i].Buf, Addr: msgs[i].Addr})
-		}
+	// Datagrams longer than any RoCEv2 packet a 4096-byte MTU allows come
+	// marked Truncated; Process counts and drops them.
+	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(in []Datagram, now time.Time) bool {
 		out.Reset()
-		if len(msgs) > 0 {
+		if len(in) > 0 {
 			t.Process(now, in, &out)
 		}
 		if now.Sub(lastTick) >= TickInterval {
 			t.Tick(now, &out)
 			lastTick = now
 		}
-		outMsgs = outMsgs[:0]
-		for _, d := range out.Datagrams() {
-			outMsgs = append(outMsgs, udpio.Datagram{Buf: d.Data, Addr: d.Addr})
-		}
 		// A datagram refused (an unreachable peer) is skipped.
-		if _, err := conn.WriteAll(outMsgs); errors.Is(err, net.ErrClosed) {
+		if _, err := conn.WriteAll(out.Datagrams()); errors.Is(err, net.ErrClosed) {
 			sendErr = err
 			return false
 		}

@@ -311,7 +311,7 @@ type Counters struct {
 	Replaced    uint64 // connections dropped for a new one from the same peer address and port to the same listener
 	Reaped      uint64 // QPs destroyed idle past IdleTimeout, in error past ErrorLinger, or evicted for a new connection
 	ForeignCM   uint64 // RTU, DREQ, DREP or REJ for a connection from an address other than its peer's, ignored
-	Truncated   uint64 // datagrams longer than Serve's read buffer, dropped unread
+	Truncated   uint64 // datagrams longer than the read buffer (marked Truncated), dropped unread
 }
 
 // Counters returns a snapshot of the counters. It takes the target's lock
