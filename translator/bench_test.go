@@ -24,7 +24,7 @@ func memSetup(tb testing.TB, in *fakeInst, cfg Config) (*Engine, *qp) {
 		tb.Fatal(err)
 	}
 	ad := dta.Advertisement{VA: 0x7f0000000000, Length: uint32(len(in.mem)), RKey: 0x1000, Primitive: in.prim, Geometry: in.geom}
-	qpn, err := e.Attach(0, ad, 0x40, rocev2.PSNMask-100) // wraps during the runs
+	qpn, err := e.attach(0, ad, 0x40, rocev2.PSNMask-100) // wraps during the runs
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -479,23 +479,23 @@ func TestAttach(t *testing.T) {
 	}
 	in := kwInst(t)
 	ad := dta.Advertisement{VA: 0x1000, Length: uint32(len(in.mem)), RKey: 1, Primitive: dta.OpKeyWrite, Geometry: in.geom}
-	if _, err := e.Attach(1, ad, 5, 0); !errors.Is(err, ErrConfig) {
+	if _, err := e.attach(1, ad, 5, 0); !errors.Is(err, ErrConfig) {
 		t.Errorf("collector 1 of 1: %v", err)
 	}
-	if _, err := e.Attach(0, ad, 1<<24, 0); !errors.Is(err, ErrConfig) {
+	if _, err := e.attach(0, ad, 1<<24, 0); !errors.Is(err, ErrConfig) {
 		t.Errorf("QPN of 25 bits: %v", err)
 	}
 	short := ad
 	short.Length = 64
-	if _, err := e.Attach(0, short, 5, 0); !errors.Is(err, ErrAdvertisement) {
+	if _, err := e.attach(0, short, 5, 0); !errors.Is(err, ErrAdvertisement) {
 		t.Errorf("region shorter than the layout: %v", err)
 	}
 	bad := ad
 	bad.Geometry = []byte{9}
-	if _, err := e.Attach(0, bad, 5, 0); !errors.Is(err, ErrAdvertisement) || !errors.Is(err, keywrite.ErrGeometry) {
+	if _, err := e.attach(0, bad, 5, 0); !errors.Is(err, ErrAdvertisement) || !errors.Is(err, keywrite.ErrGeometry) {
 		t.Errorf("bad geometry: %v", err)
 	}
-	if _, err := e.Attach(0, ad, 5, 0); err != nil {
+	if _, err := e.attach(0, ad, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	infos := e.Instances()
