@@ -13,7 +13,7 @@ import (
 type rig struct {
 	l  Layout
 	b  *Batcher
-	r  *Region
+	r  *Store
 	ws []Write
 }
 
@@ -23,7 +23,7 @@ func newRig(t testing.TB, l Layout) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRegion(l, make([]byte, l.RegionSize()))
+	r, err := NewStore(l, make([]byte, l.RegionSize()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestAppendReadInOrder(t *testing.T) {
 			}
 			next = got
 		}
-		for _, b := range g.r.Bytes() {
+		for _, b := range g.r.Region() {
 			if b != 0 {
 				t.Fatalf("%+v: consumed entries not zeroed", l)
 			}
@@ -234,12 +234,12 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("Apply(%d bytes at %d) = %v", len(w.Data), w.Offset, err)
 		}
 	}
-	for _, b := range g.r.Bytes() {
+	for _, b := range g.r.Region() {
 		if b != 0 {
 			t.Fatal("a rejected write touched memory")
 		}
 	}
-	if _, err := NewRegion(l, make([]byte, 127)); !errors.Is(err, ErrRegion) {
+	if _, err := NewStore(l, make([]byte, 127)); !errors.Is(err, ErrRegion) {
 		t.Error("short region accepted")
 	}
 	for _, bad := range []Layout{
@@ -354,7 +354,7 @@ func TestImmediateWakesReader(t *testing.T) {
 func TestListsReadConcurrently(t *testing.T) {
 	const lists, per = 8, 2000
 	l := Layout{Lists: lists, Entries: 64, EntrySize: 8, Batch: 4, Markers: true}
-	r, err := NewRegion(l, make([]byte, l.RegionSize()))
+	r, err := NewStore(l, make([]byte, l.RegionSize()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,14 +438,14 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 func TestMarkerLayoutInMemory(t *testing.T) {
 	g := newRig(t, Layout{Lists: 2, Entries: 4, EntrySize: 8, Batch: 2, Markers: true})
 	g.appendN(t, 1, 0, 6, false) // one lap and a half
-	mem := g.r.Bytes()[4*12:]    // list 1: 4 slots of 12 bytes
+	mem := g.r.Region()[4*12:]   // list 1: 4 slots of 12 bytes
 	for slot, want := range []struct{ v, marker uint32 }{{4, 2}, {5, 2}, {2, 1}, {3, 1}} {
 		s := mem[slot*12:]
 		if value(s) != want.v || binary.LittleEndian.Uint32(s[8:]) != want.marker {
 			t.Errorf("slot %d: value %d marker %d, want %d and %d", slot, value(s), binary.LittleEndian.Uint32(s[8:]), want.v, want.marker)
 		}
 	}
-	for _, b := range g.r.Bytes()[:4*12] {
+	for _, b := range g.r.Region()[:4*12] {
 		if b != 0 {
 			t.Fatal("list 0 written")
 		}
@@ -519,7 +519,7 @@ func TestHeadsRestartWriter(t *testing.T) {
 	if heads, err = g.r.Heads(heads[:0]); err != nil || heads[0] != 24 {
 		t.Fatalf("heads %v (%v) after one read of 8 more, want list 0 at 24", heads, err)
 	}
-	if _, err := (&Region{l: Layout{Lists: 1, Entries: 1, EntrySize: 4}}).Heads(nil); !errors.Is(err, ErrLayout) {
+	if _, err := (&Store{l: Layout{Lists: 1, Entries: 1, EntrySize: 4}}).Heads(nil); !errors.Is(err, ErrLayout) {
 		t.Errorf("heads without markers: %v, want ErrLayout", err)
 	}
 }

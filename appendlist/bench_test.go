@@ -6,7 +6,7 @@ import (
 
 // fillList writes E entries of list 0 directly, as the NIC would have.
 func fillList(g *rig) {
-	mem := g.r.Bytes()[:g.l.ListSize()]
+	mem := g.r.Region()[:g.l.ListSize()]
 	for i := 0; i < len(mem); i += 4 {
 		mem[i] = byte(i>>2) | 1
 	}

@@ -12,7 +12,7 @@ import (
 func Example() {
 	layout := appendlist.Layout{Lists: 8, Entries: 1024, EntrySize: 4, Batch: 4}
 	batcher, _ := appendlist.NewBatcher(layout)
-	region, _ := appendlist.NewRegion(layout, make([]byte, layout.RegionSize()))
+	region, _ := appendlist.NewStore(layout, make([]byte, layout.RegionSize()))
 	reader, _ := region.Reader(3)
 
 	var writes []appendlist.Write

@@ -15,7 +15,7 @@ func FuzzReader(f *testing.F) {
 		l := Layout{Lists: 2, Entries: 8, EntrySize: 4, Batch: 2, Markers: markers}
 		region := make([]byte, l.RegionSize())
 		copy(region, mem)
-		r, err := NewRegion(l, region)
+		r, err := NewStore(l, region)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func FuzzBatcher(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l := Layout{Lists: 3, Entries: 8, EntrySize: 4, Batch: 4, Markers: len(b)%2 == 0}
 		bt, _ := NewBatcher(l)
-		r, _ := NewRegion(l, make([]byte, l.RegionSize()))
+		r, _ := NewStore(l, make([]byte, l.RegionSize()))
 		var ws []Write
 		for ; len(b) >= 6; b = b[6:] {
 			var err error

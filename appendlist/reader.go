@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 )
 
-// Region is an Append region in the collector's memory. Apply and Notify
+// Store is an Append region in the collector's memory. Apply and Notify
 // may be called concurrently for different lists, and each list's Reader
 // used by its own goroutine.
-type Region struct {
+type Store struct {
 	l    Layout
 	logE uint
 	mem  []byte
@@ -22,9 +22,9 @@ type Region struct {
 	tails []atomic.Uint64
 }
 
-// NewRegion returns the region of l over mem, which must hold at least
+// NewStore returns the region of l over mem, which must hold at least
 // RegionSize bytes (only those are used) and start zeroed.
-func NewRegion(l Layout, mem []byte) (*Region, error) {
+func NewStore(l Layout, mem []byte) (*Store, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
@@ -33,20 +33,20 @@ func NewRegion(l Layout, mem []byte) (*Region, error) {
 	if uint64(len(mem)) < n {
 		return nil, fmt.Errorf("new region: %w: %d bytes, layout needs %d", ErrRegion, len(mem), n)
 	}
-	return &Region{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n],
+	return &Store{l: l, logE: uint(bits.TrailingZeros(uint(l.Entries))), mem: mem[:n],
 		notes: make([]atomic.Pointer[chan struct{}], l.Lists), tails: make([]atomic.Uint64, l.Lists)}, nil
 }
 
 // Layout returns the region's layout.
-func (r *Region) Layout() Layout { return r.l }
+func (r *Store) Layout() Layout { return r.l }
 
-// Bytes returns the region's memory. It aliases the region.
-func (r *Region) Bytes() []byte { return r.mem }
+// Region returns the region's memory. It aliases the region.
+func (r *Store) Region() []byte { return r.mem }
 
 // Apply performs w as the NIC would: w must cover whole entries of a single
 // list. A write with an immediate then notifies the list it names. It does
 // not allocate.
-func (r *Region) Apply(w Write) error {
+func (r *Store) Apply(w Write) error {
 	ls, ss := r.l.ListSize(), uint64(r.l.SlotSize())
 	n := uint64(len(w.Data))
 	if n == 0 || n%ss != 0 || w.Offset%ss != 0 || w.Offset >= uint64(len(r.mem)) || n > ls-w.Offset%ls {
@@ -65,7 +65,7 @@ func (r *Region) Apply(w Write) error {
 // Notify records that a WRITE with Immediate naming list arrived, waking
 // the list's reader if it waits. Notifications do not queue up: one
 // pending wake-up stands for any number.
-func (r *Region) Notify(list uint32) error {
+func (r *Store) Notify(list uint32) error {
 	if list >= uint32(r.l.Lists) {
 		return fmt.Errorf("notify: %w: list %d of %d", ErrList, list, r.l.Lists)
 	}
@@ -73,7 +73,7 @@ func (r *Region) Notify(list uint32) error {
 	return nil
 }
 
-func (r *Region) notify(list uint32) {
+func (r *Store) notify(list uint32) {
 	if c := r.notes[list].Load(); c != nil {
 		select {
 		case *c <- struct{}{}:
@@ -87,7 +87,7 @@ func (r *Region) notify(list uint32) {
 // or where the list's reader got to, whichever is later. A writer that
 // starts there adds after everything a reader has had or will find. It
 // needs Markers: without them, memory does not say where an entry is.
-func (r *Region) Heads(dst []uint64) ([]uint64, error) {
+func (r *Store) Heads(dst []uint64) ([]uint64, error) {
 	if !r.l.Markers {
 		return dst, fmt.Errorf("heads: %w: a layout without markers does not record positions", ErrLayout)
 	}
@@ -107,7 +107,7 @@ func (r *Region) Heads(dst []uint64) ([]uint64, error) {
 
 // Reader returns a reader of list starting at position 0. Use one reader
 // per list.
-func (r *Region) Reader(list uint32) (*Reader, error) {
+func (r *Store) Reader(list uint32) (*Reader, error) {
 	if list >= uint32(r.l.Lists) {
 		return nil, fmt.Errorf("reader: %w: list %d of %d", ErrList, list, r.l.Lists)
 	}
@@ -120,7 +120,7 @@ func (r *Region) Reader(list uint32) (*Reader, error) {
 // Reader consumes one list in append order. It is not safe for concurrent
 // use.
 type Reader struct {
-	r    *Region
+	r    *Store
 	list uint32
 	mem  []byte
 	tail uint64 // absolute position of the next entry to read

@@ -47,7 +47,7 @@ func TestSizeSimulated(t *testing.T) {
 	if half.LossFreeProb(w.Rate, w.Lag) >= 0.95 {
 		t.Fatalf("half the ring would do: %+v", sz)
 	}
-	r, _ := NewRegion(sz.Layout, make([]byte, sz.Layout.RegionSize()))
+	r, _ := NewStore(sz.Layout, make([]byte, sz.Layout.RegionSize()))
 	b, _ := NewBatcher(sz.Layout)
 	rd, _ := r.Reader(0)
 	rng := rand.New(rand.NewPCG(5, 6))

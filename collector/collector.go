@@ -131,8 +131,8 @@ type Instance struct {
 type instance struct {
 	Instance
 	mem    *hugemem.Mem
-	region *target.Region     // software backend
-	list   *appendlist.Region // Append instances: notified on WRITE with Immediate
+	region *target.Region    // software backend
+	list   *appendlist.Store // Append instances: notified on WRITE with Immediate
 }
 
 // Collector serves primitive instances to translators.
@@ -208,11 +208,10 @@ func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
 	return s, err
 }
 
-// AddPostcard adds a Postcarding instance with codec's layout and returns
-// its store over the served memory (query it with a postcard.Table made
-// from the same codec).
-func (c *Collector) AddPostcard(codec *postcard.Codec) (*postcard.Store, error) {
-	l := codec.Layout()
+// AddPostcard adds a Postcarding instance with layout l and returns its
+// store over the served memory (query it with a postcard.Table of the same
+// layout).
+func (c *Collector) AddPostcard(l postcard.Layout) (*postcard.Store, error) {
 	geo, err := l.AppendBinary(nil)
 	if err != nil {
 		return nil, fmt.Errorf("collector.AddPostcard: %w", err)
@@ -220,7 +219,7 @@ func (c *Collector) AddPostcard(codec *postcard.Codec) (*postcard.Store, error) 
 	var s *postcard.Store
 	_, err = c.add("AddPostcard", dta.OpPostcard, l.RegionSize(), target.RemoteWrite, geo,
 		func(_ *instance, mem []byte) (err error) {
-			s, err = postcard.NewStore(codec, mem)
+			s, err = postcard.NewStore(l, mem)
 			return err
 		})
 	return s, err
@@ -230,15 +229,15 @@ func (c *Collector) AddPostcard(codec *postcard.Codec) (*postcard.Store, error) 
 // Region.Reader gives a reader per list. An RDMA WRITE with Immediate into
 // the region notifies the list its immediate data names (Region.Notify), so
 // Reader.Wait and ReadWait wake up.
-func (c *Collector) AddAppend(l appendlist.Layout) (*appendlist.Region, error) {
+func (c *Collector) AddAppend(l appendlist.Layout) (*appendlist.Store, error) {
 	geo, err := l.AppendBinary(nil)
 	if err != nil {
 		return nil, fmt.Errorf("collector.AddAppend: %w", err)
 	}
-	var r *appendlist.Region
+	var r *appendlist.Store
 	_, err = c.add("AddAppend", dta.OpAppend, l.RegionSize(), target.RemoteWrite, geo,
 		func(in *instance, mem []byte) (err error) {
-			r, err = appendlist.NewRegion(l, mem)
+			r, err = appendlist.NewStore(l, mem)
 			in.list = r
 			return err
 		})

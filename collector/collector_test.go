@@ -185,7 +185,7 @@ func TestCollectorLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := c.AddPostcard(codec)
+	pc, err := c.AddPostcard(codec.Layout())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,16 +254,16 @@ func TestCollectorLoopback(t *testing.T) {
 		}
 	}
 	// Postcarding: one flow's chunk writes.
-	cache, _ := postcard.NewCache(codec, 16)
-	chunks, err := cache.Insert(dta.Postcard{Key: 9, Hop: 1, Value: 100, PathLength: 2}, nil)
+	cache, _ := postcard.NewCache(codec.Layout(), 16)
+	chunks, err := cache.Insert(nil, 9, 1, 2, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err = cache.Insert(dta.Postcard{Key: 9, Hop: 2, Value: 200, PathLength: 2}, chunks)
+	chunks, err = cache.Insert(chunks, 9, 2, 2, 200)
 	if err != nil || len(chunks) != 1 {
 		t.Fatalf("cache: %d chunks, %v", len(chunks), err)
 	}
-	for _, w := range codec.Writes(&chunks[0], nil) {
+	for _, w := range codec.AppendWrites(nil, &chunks[0]) {
 		conns[2].write(w.Offset, w.Data, nil)
 	}
 	// Append: a batch of two entries to list 3, with the immediate naming it.
@@ -290,7 +290,7 @@ func TestCollectorLoopback(t *testing.T) {
 	if v, err := ki.Query(77, 2); err != nil || v != 10 {
 		t.Errorf("key-increment query: %d, %v", v, err)
 	}
-	table, _ := postcard.NewTable(codec, []uint32{100, 200, 300})
+	table, _ := postcard.NewTable(codec.Layout(), []uint32{100, 200, 300})
 	if path, out := pc.Query(table, 9); out != postcard.Found || path.Len != 2 || path.Hops[0] != 100 || path.Hops[1] != 200 {
 		t.Errorf("postcard query: %v %+v", out, path)
 	}

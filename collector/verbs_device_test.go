@@ -143,7 +143,7 @@ type four struct {
 	kw    *keywrite.Store
 	ki    *keyincr.Store
 	pc    *postcard.Store
-	al    *appendlist.Region
+	al    *appendlist.Store
 }
 
 // serveFour starts a collector with cfg and the four instances, serving
@@ -163,7 +163,7 @@ func serveFour(t *testing.T, cfg Config) (*Collector, *four) {
 	if f.ki, err = c.AddKeyIncrement(f.kil); err != nil {
 		t.Fatal(err)
 	}
-	if f.pc, err = c.AddPostcard(f.codec); err != nil {
+	if f.pc, err = c.AddPostcard(f.codec.Layout()); err != nil {
 		t.Fatal(err)
 	}
 	if f.al, err = c.AddAppend(all); err != nil {
@@ -233,7 +233,7 @@ func (f *four) check(t *testing.T) {
 			values = append(values, ioPCValue(fl, h))
 		}
 	}
-	tab, err := postcard.NewTable(f.codec, values)
+	tab, err := postcard.NewTable(f.codec.Layout(), values)
 	if err != nil {
 		t.Fatal(err)
 	}

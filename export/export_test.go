@@ -177,9 +177,9 @@ func TestKeyIncrement(t *testing.T) {
 
 func TestPostcard(t *testing.T) {
 	c, _ := postcard.NewCodec(postcard.Layout{Hops: 5, Chunks: 1 << 10, Copies: 2})
-	s, _ := postcard.NewStore(c, make([]byte, c.Layout().RegionSize()))
+	s, _ := postcard.NewStore(c.Layout(), make([]byte, c.Layout().RegionSize()))
 	values := []uint32{101, 102, 103, 104, 105, 106}
-	tab, err := postcard.NewTable(c, values)
+	tab, err := postcard.NewTable(c.Layout(), values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestPostcard(t *testing.T) {
 		path := values[i%3 : i%3+3]
 		ch = postcard.Chunk{Key: k, Len: c.Layout().ChunkSize()}
 		c.EncodeChunk(ch.Data[:], k, path)
-		ws = c.Writes(&ch, ws[:0])
+		ws = c.AppendWrites(ws[:0], &ch)
 		for _, w := range ws {
 			if err := s.Apply(w); err != nil {
 				t.Fatal(err)
@@ -235,7 +235,7 @@ func TestPostcard(t *testing.T) {
 
 func TestAppend(t *testing.T) {
 	l := appendlist.Layout{Lists: 3, Entries: 64, EntrySize: 8, Batch: 4, Markers: true}
-	r, _ := appendlist.NewRegion(l, make([]byte, l.RegionSize()))
+	r, _ := appendlist.NewStore(l, make([]byte, l.RegionSize()))
 	b, _ := appendlist.NewBatcher(l)
 	put := func(list uint32, n int, base uint64) {
 		var ws []appendlist.Write

@@ -205,7 +205,7 @@ func pcCodec(t *testing.T, c Connection) *postcard.Codec {
 func TestSwitchCacheMatchesCache(t *testing.T) {
 	codec := pcCodec(t, pcConnection(t))
 	sw := newPCSwitch(t, codec)
-	cache, err := postcard.NewCache(codec, 1<<p4gen.PostcardCacheBits)
+	cache, err := postcard.NewCache(codec.Layout(), 1<<p4gen.PostcardCacheBits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestSwitchCacheMatchesCache(t *testing.T) {
 		if !ok {
 			t.Fatalf("report %d %+v: the switch drops it as malformed", i, r.p)
 		}
-		want, err = cache.Insert(r.p, want[:0])
+		want, err = cache.Insert(want[:0], r.p.Key, r.p.Hop, r.p.PathLength, r.p.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,8 +252,8 @@ func TestHopEntries(t *testing.T) {
 		for hop := 0; hop <= p4gen.PostcardHops+1; hop++ {
 			for pl := -1; pl <= p4gen.PostcardHops+1; pl++ {
 				p := dta.Postcard{Key: 1, Hop: uint8(hop), Value: 1, HasPathLength: pl >= 0, PathLength: uint8(max(pl, 0))}
-				cache, _ := postcard.NewCache(codec, 1)
-				_, err := cache.Insert(p, nil)
+				cache, _ := postcard.NewCache(codec.Layout(), 1)
+				_, err := cache.Insert(nil, p.Key, p.Hop, p.PathLength, p.Value)
 				sw := newPCSwitch(t, codec)
 				_, ok := sw.postcard(p, seq)
 				if ok != (err == nil) {
@@ -291,11 +291,11 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 	if err != nil {
 		t.Skipf("skipping: the target's region placement does not fit the switch: %v", err)
 	}
-	want, err := postcard.NewStore(codec, make([]byte, len(mem)))
+	want, err := postcard.NewStore(codec.Layout(), make([]byte, len(mem)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, _ := postcard.NewCache(codec, 1<<p4gen.PostcardCacheBits)
+	cache, _ := postcard.NewCache(codec.Layout(), 1<<p4gen.PostcardCacheBits)
 	sw := newPCSwitch(t, codec)
 	rng := rand.New(rand.NewPCG(9, 10))
 	psn := conn.StartPSN
@@ -318,12 +318,12 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 				frames++
 			}
 		}
-		chunks, err = cache.Insert(rep.p, chunks[:0])
+		chunks, err = cache.Insert(chunks[:0], rep.p.Key, rep.p.Hop, rep.p.PathLength, rep.p.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range chunks {
-			for _, w := range codec.Writes(&chunks[i], writes[:0]) {
+			for _, w := range codec.AppendWrites(writes[:0], &chunks[i]) {
 				if err := want.Apply(w); err != nil {
 					t.Fatal(err)
 				}
@@ -334,7 +334,7 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 	if cs.BadICRC != 0 || cs.Malformed != 0 || cs.Unknown != 0 || cs.OutOfOrder != 0 || cs.NAKAccess != 0 || cs.WritePackets != uint64(frames) {
 		t.Fatalf("target counters %+v after %d crafted chunk writes", cs, frames)
 	}
-	if !bytes.Equal(mem, want.Bytes()) {
+	if !bytes.Equal(mem, want.Region()) {
 		t.Fatal("region written through the target differs from postcard.Cache's chunks at Codec.Writes' offsets")
 	}
 	// Flows that completed read back.
@@ -342,11 +342,11 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 	for _, rep := range reports {
 		values = append(values, rep.p.Value)
 	}
-	table, err := postcard.NewTable(codec, values)
+	table, err := postcard.NewTable(codec.Layout(), values)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, _ := postcard.NewStore(codec, mem)
+	store, _ := postcard.NewStore(codec.Layout(), mem)
 	found := 0
 	for _, rep := range reports {
 		if _, o := store.Query(table, rep.p.Key); o == postcard.Found {

@@ -13,12 +13,12 @@ func benchStore(tb testing.TB, chunks uint32) (*Store, *Table, []uint32) {
 	tb.Helper()
 	l := Layout{Hops: 5, SlotBits: 32, Chunks: chunks, Copies: 2, Addressing: PerCopyAddressing}
 	c := mustCodec(tb, l)
-	s, err := NewStore(c, bigRegion(tb, int(l.RegionSize())))
+	s, err := NewStore(c.Layout(), bigRegion(tb, int(l.RegionSize())))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	const nV = 1 << 18
-	tab, err := NewTable(c, universe(nV))
+	tab, err := NewTable(c.Layout(), universe(nV))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func benchStore(tb testing.TB, chunks uint32) (*Store, *Table, []uint32) {
 		}
 		ch.Key, ch.Len = keys[i], c.csize
 		c.EncodeChunk(ch.Data[:], keys[i], vals[:])
-		for _, w := range c.Writes(&ch, ws[:0]) {
+		for _, w := range c.AppendWrites(ws[:0], &ch) {
 			if err := s.Apply(w); err != nil {
 				tb.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func BenchmarkQueryBatch(b *testing.B) {
 
 func BenchmarkCacheInsert(b *testing.B) {
 	c := mustCodec(b, Layout{Hops: 5, Chunks: 1 << 20, Copies: 2})
-	ca, err := NewCache(c, 1<<16)
+	ca, err := NewCache(c.Layout(), 1<<16)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,9 +106,9 @@ func BenchmarkCacheInsert(b *testing.B) {
 		// Flows of 5 postcards, 4 interleaved.
 		f := i / 5
 		p := dta.Postcard{Key: keys[(f&^3|i&3)%len(keys)], Hop: uint8(1 + (i/4)%5), Value: uint32(i) | 1}
-		out, _ = ca.Insert(p, out[:0])
+		out, _ = ca.Insert(out[:0], p.Key, p.Hop, p.PathLength, p.Value)
 		for j := range out {
-			ws = c.Writes(&out[j], ws[:0])
+			ws = c.AppendWrites(ws[:0], &out[j])
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mpostcards/s")
@@ -117,7 +117,7 @@ func BenchmarkCacheInsert(b *testing.B) {
 func TestHotPathsDoNotAllocate(t *testing.T) {
 	s, tab, keys := benchStore(t, 1<<12)
 	c := s.c
-	ca, _ := NewCache(c, 64)
+	ca, _ := NewCache(c.Layout(), 64)
 	out := make([]Chunk, 0, 2)
 	ws := make([]Write, 0, 2)
 	paths := make([]Path, 8)
@@ -129,10 +129,10 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		"Query":      func() { s.Query(tab, keys[i%len(keys)]); i++ },
 		"QueryBatch": func() { s.QueryBatch(tab, keys[:8], paths, outs) },
 		"Insert": func() {
-			out, _ = ca.Insert(dta.Postcard{Key: uint32(i / 5), Hop: uint8(1 + i%5), Value: 7}, out[:0])
+			out, _ = ca.Insert(out[:0], uint32(i/5), uint8(1+i%5), 0, 7)
 			i++
 		},
-		"Writes": func() { ws = c.Writes(&one[0], ws[:0]) },
+		"Writes": func() { ws = c.AppendWrites(ws[:0], &one[0]) },
 		"Apply":  func() { _ = s.Apply(Write{Offset: 64, Data: d}) },
 	} {
 		if a := testing.AllocsPerRun(200, f); a != 0 {

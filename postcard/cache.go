@@ -3,8 +3,6 @@ package postcard
 import (
 	"fmt"
 	"math/bits"
-
-	"github.com/dtakit/dtakit/dta"
 )
 
 // Chunk is one flow's chunk, emitted by a Cache and ready to be written.
@@ -23,11 +21,11 @@ type Write struct {
 	Data   []byte
 }
 
-// Writes appends to dst the N writes of ch, one per copy, at
+// AppendWrites appends to dst the N writes of ch, one per copy, at
 // ChunkIndex(key, j)·ChunkSize. Their Data aliases ch. Copies that land on
 // the same chunk are written once per copy all the same, as the switch does.
 // It does not allocate when dst has room for N writes.
-func (c *Codec) Writes(ch *Chunk, dst []Write) []Write {
+func (c *Codec) AppendWrites(dst []Write, ch *Chunk) []Write {
 	data := ch.Bytes()
 	for j := range c.l.Copies {
 		off := uint64(c.ChunkIndex(ch.Key, j)) * uint64(c.csize)
@@ -57,47 +55,56 @@ type Cache struct {
 	entries []entry
 }
 
-// NewCache returns a cache of n entries (a power of two) for c's layout.
-func NewCache(c *Codec, n int) (*Cache, error) {
+// NewCache returns a cache of n entries (a power of two) for layout l.
+func NewCache(l Layout, n int) (*Cache, error) {
 	if n < 1 || n&(n-1) != 0 || n > 1<<30 {
-		return nil, fmt.Errorf("%w: cache of %d entries, want a power of two up to 2^30", ErrLayout, n)
+		return nil, fmt.Errorf("new cache: %w: %d entries, want a power of two up to 2^30", ErrLayout, n)
+	}
+	c, err := NewCodec(l)
+	if err != nil {
+		return nil, fmt.Errorf("new cache: %w", err)
 	}
 	return &Cache{c: c, mask: uint32(n - 1), idx: c.cacheIdx, entries: make([]entry, n)}, nil
 }
 
-// Insert adds p to its flow's entry and appends to out the chunks it makes
-// ready: the chunk of a different flow p evicted from the entry (written
-// with what it has, the missing hops blank; not again if Emit wrote it and
-// no hop came since), and p's own flow once B postcards, or PathLength of
-// them, have arrived. Value 0 (the blank) is rejected. A hop that arrives
-// twice keeps its last value. It does not allocate when out has room for 2
-// chunks.
-func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
+// Codec returns the codec of the cache's layout, which turns the chunks it
+// makes ready into writes.
+func (ca *Cache) Codec() *Codec { return ca.c }
+
+// Insert adds the postcard of hop (1-based) with value to key's flow entry,
+// pathLen being the flow's number of hops (0: unknown), and appends to out
+// the chunks it makes ready: the chunk of a different flow the postcard
+// evicted from the entry (written with what it has, the missing hops blank;
+// not again if Emit wrote it and no hop came since), and key's own flow
+// once B postcards, or pathLen of them, have arrived. Value 0 (the blank)
+// is rejected. A hop that arrives twice keeps its last value. It does not
+// allocate when out has room for 2 chunks.
+func (ca *Cache) Insert(out []Chunk, key uint32, hop, pathLen uint8, value uint32) ([]Chunk, error) {
 	l := &ca.c.l
-	if p.Hop == 0 || int(p.Hop) > l.Hops {
-		return out, fmt.Errorf("insert: %w: hop %d, want 1..%d", ErrHop, p.Hop, l.Hops)
+	if hop == 0 || int(hop) > l.Hops {
+		return out, fmt.Errorf("insert: %w: hop %d, want 1..%d", ErrHop, hop, l.Hops)
 	}
-	if int(p.PathLength) > l.Hops || (p.PathLength != 0 && p.PathLength < p.Hop) {
-		return out, fmt.Errorf("insert: %w: path length %d with hop %d, %d hops", ErrPathLen, p.PathLength, p.Hop, l.Hops)
+	if int(pathLen) > l.Hops || (pathLen != 0 && pathLen < hop) {
+		return out, fmt.Errorf("insert: %w: path length %d with hop %d, %d hops", ErrPathLen, pathLen, hop, l.Hops)
 	}
-	if p.Value == 0 {
+	if value == 0 {
 		return out, fmt.Errorf("insert: %w: value 0 is the blank", ErrValue)
 	}
-	e := &ca.entries[ca.Slot(p.Key)]
-	if e.used && e.key != p.Key {
+	e := &ca.entries[ca.Slot(key)]
+	if e.used && e.key != key {
 		if e.dirty {
 			out = ca.emit(e, out)
 		}
 		e.used = false
 	}
 	if !e.used {
-		*e = entry{key: p.Key, used: true}
+		*e = entry{key: key, used: true}
 	}
 	e.dirty = true
-	e.have |= 1 << (p.Hop - 1)
-	e.values[p.Hop-1] = p.Value
-	if p.PathLength > e.pathLen {
-		e.pathLen = p.PathLength
+	e.have |= 1 << (hop - 1)
+	e.values[hop-1] = value
+	if pathLen > e.pathLen {
+		e.pathLen = pathLen
 	}
 	want := l.Hops
 	if e.pathLen != 0 {
@@ -113,7 +120,7 @@ func (ca *Cache) Insert(p dta.Postcard, out []Chunk) ([]Chunk, error) {
 // hops not yet written, the missing hops blank, and keeps the flow: a hop
 // that comes later joins the same values, and the chunk is written again
 // whole. It does not allocate when out has room for 1 chunk.
-func (ca *Cache) Emit(slot int, out []Chunk) []Chunk {
+func (ca *Cache) Emit(out []Chunk, slot int) []Chunk {
 	e := &ca.entries[slot]
 	if !e.used || !e.dirty {
 		return out

@@ -13,11 +13,11 @@ import (
 // flushed unless a hop came since.
 func TestEmit(t *testing.T) {
 	c := mustCodec(t, Layout{Hops: 3, Chunks: 1 << 10, Copies: 2})
-	ca, _ := NewCache(c, 1)  // one entry: any two flows collide
-	ref, _ := NewCache(c, 1) // without Emit
+	ca, _ := NewCache(c.Layout(), 1)  // one entry: any two flows collide
+	ref, _ := NewCache(c.Layout(), 1) // without Emit
 	ins := func(ca *Cache, p dta.Postcard) []Chunk {
 		t.Helper()
-		out, err := ca.Insert(p, nil)
+		out, err := ca.Insert(nil, p.Key, p.Hop, p.PathLength, p.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,11 +30,11 @@ func TestEmit(t *testing.T) {
 		t.Fatalf("first hop: %d chunks", len(out))
 	}
 	ins(ref, p(7, 1, 10))
-	early := ca.Emit(ca.Slot(7), nil)
+	early := ca.Emit(nil, ca.Slot(7))
 	if len(early) != 1 || early[0].Key != 7 || ca.Len() != 1 {
 		t.Fatalf("Emit: %d chunks, %d cached", len(early), ca.Len())
 	}
-	if again := ca.Emit(ca.Slot(7), nil); len(again) != 0 {
+	if again := ca.Emit(nil, ca.Slot(7)); len(again) != 0 {
 		t.Fatalf("Emit with no hop since: %d chunks", len(again))
 	}
 	ins(ca, p(7, 2, 20))
@@ -49,18 +49,18 @@ func TestEmit(t *testing.T) {
 
 	// Evicted or flushed: written only with a hop since Emit.
 	ins(ca, p(1, 1, 5))
-	ca.Emit(ca.Slot(1), nil)
+	ca.Emit(nil, ca.Slot(1))
 	if out := ins(ca, p(2, 1, 6)); len(out) != 0 {
 		t.Fatalf("evicting a flow Emit wrote: %d chunks", len(out))
 	}
 	if out := ins(ca, p(3, 1, 7)); len(out) != 1 || out[0].Key != 2 {
 		t.Fatalf("evicting a flow not written: %d chunks", len(out))
 	}
-	ca.Emit(ca.Slot(3), nil)
+	ca.Emit(nil, ca.Slot(3))
 	if out := ca.Flush(nil); len(out) != 0 || ca.Len() != 0 {
 		t.Fatalf("Flush after Emit: %d chunks, %d cached", len(out), ca.Len())
 	}
-	if out := ca.Emit(0, nil); len(out) != 0 {
+	if out := ca.Emit(nil, 0); len(out) != 0 {
 		t.Fatalf("Emit of an empty entry: %d chunks", len(out))
 	}
 	ins(ca, p(4, 1, 8))

@@ -3,7 +3,6 @@ package postcard_test
 import (
 	"fmt"
 
-	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/postcard"
 )
 
@@ -12,20 +11,20 @@ import (
 // collector's store and are decoded back.
 func Example() {
 	codec, _ := postcard.NewCodec(postcard.Layout{Hops: 5, Chunks: 1 << 16, Copies: 2})
-	cache, _ := postcard.NewCache(codec, 1024)
-	store, _ := postcard.NewStore(codec, make([]byte, codec.Layout().RegionSize()))
+	cache, _ := postcard.NewCache(codec.Layout(), 1024)
+	store, _ := postcard.NewStore(codec.Layout(), make([]byte, codec.Layout().RegionSize()))
 	switches := make([]uint32, 1000) // the value universe: switch IDs 1..1000
 	for i := range switches {
 		switches[i] = uint32(i + 1)
 	}
-	table, _ := postcard.NewTable(codec, switches)
+	table, _ := postcard.NewTable(codec.Layout(), switches)
 
 	var chunks []postcard.Chunk
 	var writes []postcard.Write
 	for hop, sw := range []uint32{17, 4, 250, 9, 33} {
-		chunks, _ = cache.Insert(dta.Postcard{Key: 0xF10F, Hop: uint8(hop + 1), Value: sw}, chunks[:0])
+		chunks, _ = cache.Insert(chunks[:0], 0xF10F, uint8(hop+1), 0, sw)
 		for i := range chunks {
-			writes = codec.Writes(&chunks[i], writes[:0])
+			writes = codec.AppendWrites(writes[:0], &chunks[i])
 			for _, w := range writes {
 				_ = store.Apply(w)
 			}

@@ -20,7 +20,7 @@ func FuzzQuery(f *testing.F) {
 	var tables []*Table
 	for _, l := range layouts {
 		c := mustCodec(f, l)
-		tab, err := NewTable(c, universe(100))
+		tab, err := NewTable(c.Layout(), universe(100))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func FuzzQuery(f *testing.F) {
 		c, tab := codecs[i], tables[i]
 		region := make([]byte, c.l.RegionSize())
 		copy(region, mem)
-		s, err := NewStore(c, region)
+		s, err := NewStore(c.Layout(), region)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func FuzzQuery(f *testing.F) {
 			ch.Key, ch.Len = key, c.csize
 			vals := []uint32{1 + uint32(mem[0])%100}
 			c.EncodeChunk(ch.Data[:], key, vals)
-			for _, w := range c.Writes(&ch, nil)[:1] {
+			for _, w := range c.AppendWrites(nil, &ch)[:1] {
 				if err := s.Apply(w); err != nil {
 					t.Fatal(err)
 				}
@@ -88,8 +88,8 @@ func FuzzCacheInsert(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 1, 5, 0, 0, 0, 0})
 	c := mustCodec(f, Layout{Hops: 4, SlotBits: 16, Chunks: 8, Copies: 2})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ca, _ := NewCache(c, 4)
-		s, _ := NewStore(c, make([]byte, c.l.RegionSize()))
+		ca, _ := NewCache(c.Layout(), 4)
+		s, _ := NewStore(c.Layout(), make([]byte, c.l.RegionSize()))
 		var out []Chunk
 		for ; len(b) >= 10; b = b[10:] {
 			p := dta.Postcard{
@@ -99,15 +99,15 @@ func FuzzCacheInsert(f *testing.F) {
 				PathLength: b[7],
 			}
 			var err error
-			out, err = ca.Insert(p, out[:0])
+			out, err = ca.Insert(out[:0], p.Key, p.Hop, p.PathLength, p.Value)
 			if err != nil && len(out) != 0 {
 				t.Fatal("chunks emitted with an error")
 			}
 			if b[8]&1 != 0 { // the flow waited too long: written early
-				out = ca.Emit(ca.Slot(p.Key), out)
+				out = ca.Emit(out, ca.Slot(p.Key))
 			}
 			for i := range out {
-				for _, w := range c.Writes(&out[i], nil) {
+				for _, w := range c.AppendWrites(nil, &out[i]) {
 					if err := s.Apply(w); err != nil {
 						t.Fatal(err)
 					}

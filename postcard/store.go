@@ -48,9 +48,13 @@ type Store struct {
 	mem []byte
 }
 
-// NewStore returns the store of c's layout over mem, which must hold at
-// least RegionSize bytes (only those are used).
-func NewStore(c *Codec, mem []byte) (*Store, error) {
+// NewStore returns the store of layout l over mem, which must hold at least
+// RegionSize bytes (only those are used).
+func NewStore(l Layout, mem []byte) (*Store, error) {
+	c, err := NewCodec(l)
+	if err != nil {
+		return nil, fmt.Errorf("new store: %w", err)
+	}
 	n := c.l.RegionSize()
 	if uint64(len(mem)) < n {
 		return nil, fmt.Errorf("new store: %w: region of %d bytes, layout needs %d", ErrRegion, len(mem), n)
@@ -72,8 +76,11 @@ func (s *Store) Snapshot(dst *Store) error {
 	return nil
 }
 
-// Bytes returns the region. It aliases the store.
-func (s *Store) Bytes() []byte { return s.mem }
+// Layout returns the store's layout, with its defaults filled in.
+func (s *Store) Layout() Layout { return s.c.l }
+
+// Region returns the region. It aliases the store.
+func (s *Store) Region() []byte { return s.mem }
 
 // Apply performs w on the region as the NIC would. w must write exactly one
 // whole chunk. It does not allocate.

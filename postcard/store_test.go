@@ -44,13 +44,13 @@ func newFixture(t testing.TB, l Layout, cacheSize int, v []uint32) *fixture {
 	t.Helper()
 	f := &fixture{c: mustCodec(t, l)}
 	var err error
-	if f.ca, err = NewCache(f.c, cacheSize); err != nil {
+	if f.ca, err = NewCache(f.c.Layout(), cacheSize); err != nil {
 		t.Fatal(err)
 	}
-	if f.s, err = NewStore(f.c, make([]byte, f.c.l.RegionSize())); err != nil {
+	if f.s, err = NewStore(f.c.Layout(), make([]byte, f.c.l.RegionSize())); err != nil {
 		t.Fatal(err)
 	}
-	if f.tab, err = NewTable(f.c, v); err != nil {
+	if f.tab, err = NewTable(f.c.Layout(), v); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -60,12 +60,12 @@ func newFixture(t testing.TB, l Layout, cacheSize int, v []uint32) *fixture {
 func (f *fixture) insert(t testing.TB, p dta.Postcard) int {
 	t.Helper()
 	var err error
-	f.ch, err = f.ca.Insert(p, f.ch[:0])
+	f.ch, err = f.ca.Insert(f.ch[:0], p.Key, p.Hop, p.PathLength, p.Value)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range f.ch {
-		f.ws = f.c.Writes(&f.ch[i], f.ws[:0])
+		f.ws = f.c.AppendWrites(f.ws[:0], &f.ch[i])
 		for _, w := range f.ws {
 			if err := f.s.Apply(w); err != nil {
 				t.Fatal(err)
@@ -170,14 +170,14 @@ func TestEvictionWritesEvictedFlowToItsOwnChunks(t *testing.T) {
 		t.Fatalf("x answered before it was written: %v", o)
 	}
 	var err error
-	f.ch, err = f.ca.Insert(dta.Postcard{Key: y, Hop: 1, Value: 42}, f.ch[:0])
+	f.ch, err = f.ca.Insert(f.ch[:0], y, 1, 0, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(f.ch) != 1 || f.ch[0].Key != x {
 		t.Fatalf("eviction emitted %d chunks (first key %#x), want x's chunk", len(f.ch), f.ch[0].Key)
 	}
-	f.ws = f.c.Writes(&f.ch[0], f.ws[:0])
+	f.ws = f.c.AppendWrites(f.ws[:0], &f.ch[0])
 	for j, w := range f.ws {
 		if want := uint64(f.c.ChunkIndex(x, j)) * 32; w.Offset != want {
 			t.Errorf("copy %d written at %d, want x's chunk at %d", j, w.Offset, want)
@@ -224,7 +224,7 @@ func TestCacheRejectsBadPostcards(t *testing.T) {
 		{dta.Postcard{Key: 1, Hop: 3, Value: 1, PathLength: 2}, ErrPathLen},
 		{dta.Postcard{Key: 1, Hop: 1, Value: 0}, ErrValue},
 	} {
-		out, err := f.ca.Insert(tc.p, nil)
+		out, err := f.ca.Insert(nil, tc.p.Key, tc.p.Hop, tc.p.PathLength, tc.p.Value)
 		if !errors.Is(err, tc.want) || len(out) != 0 {
 			t.Errorf("Insert(%+v) = %d chunks, %v; want %v", tc.p, len(out), err, tc.want)
 		}
@@ -232,7 +232,7 @@ func TestCacheRejectsBadPostcards(t *testing.T) {
 	if f.ca.Len() != 0 {
 		t.Error("a rejected postcard was cached")
 	}
-	if _, err := NewCache(f.c, 3); !errors.Is(err, ErrLayout) {
+	if _, err := NewCache(f.c.Layout(), 3); !errors.Is(err, ErrLayout) {
 		t.Errorf("NewCache(3) = %v, want ErrLayout", err)
 	}
 }
@@ -279,7 +279,7 @@ func TestQueryValidityRule(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	c8 := mustCodec(t, Layout{SlotBits: 8, Chunks: 1})
-	tab, err := NewTable(c8, universe(300))
+	tab, err := NewTable(c8.Layout(), universe(300))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +294,11 @@ func TestTable(t *testing.T) {
 			t.Errorf("ambiguous code %#x decodes", col.Code)
 		}
 	}
-	tab, _ = NewTable(c8, universe(255))
+	tab, _ = NewTable(c8.Layout(), universe(255))
 	if len(tab.Collisions()) != 0 || tab.Len() != 255 {
 		t.Errorf("values 1..255 in 8 bits: %d collisions, %d decodable", len(tab.Collisions()), tab.Len())
 	}
-	if _, err := NewTable(c8, []uint32{1, 0}); !errors.Is(err, ErrValue) {
+	if _, err := NewTable(c8.Layout(), []uint32{1, 0}); !errors.Is(err, ErrValue) {
 		t.Errorf("value 0 accepted: %v", err)
 	}
 	c32 := mustCodec(t, Layout{Chunks: 1})
@@ -310,7 +310,7 @@ func TestTable(t *testing.T) {
 			vals[i] = 1 + rng.Uint32N(spread-1)
 			in[vals[i]] = true
 		}
-		tab, err := NewTable(c32, vals)
+		tab, err := NewTable(c32.Layout(), vals)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,11 +331,11 @@ func TestTable(t *testing.T) {
 
 func TestStoreRejectsBadWrites(t *testing.T) {
 	c := mustCodec(t, Layout{Chunks: 4})
-	if _, err := NewStore(c, make([]byte, 127)); !errors.Is(err, ErrRegion) {
+	if _, err := NewStore(c.Layout(), make([]byte, 127)); !errors.Is(err, ErrRegion) {
 		t.Errorf("short region: %v", err)
 	}
 	mem := make([]byte, 200)
-	s, err := NewStore(c, mem)
+	s, err := NewStore(c.Layout(), mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func monteCarlo(t *testing.T, a Addressing) {
 func TestReadsPrototypeMemory(t *testing.T) {
 	l := Layout{Hops: 5, Chunks: 1 << 15, Copies: 1, Checksums: PrototypeChecksums, Addressing: PrototypeAddressing}
 	f := newFixture(t, l, 16, universe(1000))
-	mem := f.s.Bytes()
+	mem := f.s.Region()
 	rng := rand.New(rand.NewPCG(11, 12))
 	keys := make([]uint32, 200)
 	paths := make([][5]uint32, len(keys))

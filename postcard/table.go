@@ -28,10 +28,15 @@ type Table struct {
 // bitmapMax bounds the largest value kept in a bitmap (16 MiB of bits).
 const bitmapMax = 1 << 27
 
-// NewTable builds the table of universe values for c's slot width. Values
-// must be non-zero (0 is the blank); duplicates are allowed. Codes shared by
-// several values are recorded (see Collisions) and decode to nothing.
-func NewTable(c *Codec, values []uint32) (*Table, error) {
+// NewTable builds the table of universe values for layout l's slot width.
+// Values must be non-zero (0 is the blank); duplicates are allowed. Codes
+// shared by several values are recorded (see Collisions) and decode to
+// nothing.
+func NewTable(l Layout, values []uint32) (*Table, error) {
+	c, err := NewCodec(l)
+	if err != nil {
+		return nil, fmt.Errorf("new table: %w", err)
+	}
 	t := &Table{bits: c.l.SlotBits}
 	var max uint32
 	for _, v := range values {

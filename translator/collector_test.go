@@ -19,7 +19,7 @@ type testCollector struct {
 	KW *keywrite.Store
 	KI *keyincr.Store
 	PC *postcard.Store
-	AR *appendlist.Region
+	AR *appendlist.Store
 }
 
 // startCollector serves a collector with the given instances until the
@@ -36,7 +36,7 @@ func startCollector(t *testing.T, kwl keywrite.Layout, kil keyincr.Layout, pcc *
 	var e [4]error
 	tc.KW, e[0] = c.AddKeyWrite(kwl)
 	tc.KI, e[1] = c.AddKeyIncrement(kil)
-	tc.PC, e[2] = c.AddPostcard(pcc)
+	tc.PC, e[2] = c.AddPostcard(pcc.Layout())
 	tc.AR, e[3] = c.AddAppend(all)
 	for _, err := range e {
 		if err != nil {

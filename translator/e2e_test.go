@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/appendlist"
-	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -56,8 +55,8 @@ func TestWithCollector(t *testing.T) {
 
 	refKW, _ := keywrite.NewStore(kwl, nil)
 	refKI, _ := keyincr.NewStore(kil, nil)
-	refPC, _ := postcard.NewStore(pcc, make([]byte, pcc.Layout().RegionSize()))
-	cache, _ := postcard.NewCache(pcc, translator.DefaultPostcardCache)
+	refPC, _ := postcard.NewStore(pcc.Layout(), make([]byte, pcc.Layout().RegionSize()))
+	cache, _ := postcard.NewCache(pcc.Layout(), translator.DefaultPostcardCache)
 	const n = 2000
 	sent := 0
 	for k := range uint32(n) {
@@ -67,9 +66,9 @@ func TestWithCollector(t *testing.T) {
 		_ = rep.KeyIncrement(k%50, uint64(k), 2)
 		_ = refKI.Add(k%50, uint64(k), 2)
 		_ = rep.Postcard(k/2, uint8(k%2)+1, k+1, 2)
-		chunks, _ := cache.Insert(postcardOf(k/2, uint8(k%2)+1, k+1, 2), nil)
+		chunks, _ := cache.Insert(nil, k/2, uint8(k%2)+1, 2, k+1)
 		for i := range chunks {
-			for _, w := range pcc.Writes(&chunks[i], nil) {
+			for _, w := range pcc.AppendWrites(nil, &chunks[i]) {
 				_ = refPC.Apply(w)
 			}
 		}
@@ -105,7 +104,7 @@ func TestWithCollector(t *testing.T) {
 	if !bytes.Equal(ki.Region(), refKI.Region()) {
 		t.Error("key-increment region differs from the reference store")
 	}
-	if !bytes.Equal(pc.Bytes(), refPC.Bytes()) {
+	if !bytes.Equal(pc.Region(), refPC.Region()) {
 		t.Error("postcarding region differs from the reference store")
 	}
 	for l := range uint32(4) {
@@ -125,8 +124,4 @@ func TestWithCollector(t *testing.T) {
 
 func reports(c translator.Counters) uint64 {
 	return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4]
-}
-
-func postcardOf(key uint32, hop uint8, v uint32, pathLen uint8) dta.Postcard {
-	return dta.Postcard{Key: key, Hop: hop, Value: v, PathLength: pathLen, HasPathLength: true}
 }

@@ -229,8 +229,8 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	kil, _ := keyincr.ParseLayout(insts[1].geom)
 	kis, _ := keyincr.NewStore(kil, nil)
 	pcc, _ := postcard.NewCodec(testPC)
-	pcs, _ := postcard.NewStore(pcc, make([]byte, testPC.RegionSize()))
-	cache, _ := postcard.NewCache(pcc, DefaultPostcardCache)
+	pcs, _ := postcard.NewStore(pcc.Layout(), make([]byte, testPC.RegionSize()))
+	cache, _ := postcard.NewCache(pcc.Layout(), DefaultPostcardCache)
 
 	for i := range uint32(200) {
 		h.report(kwReport(i, 2, i*7+1))
@@ -244,12 +244,12 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 		for hop := uint8(1); hop <= 5; hop++ {
 			r := pcReport(i, hop, uint32(hop)*1000+i)
 			h.report(r)
-			chunks, err := cache.Insert(r.Postcard, nil)
+			chunks, err := cache.Insert(nil, r.Postcard.Key, r.Postcard.Hop, r.Postcard.PathLength, r.Postcard.Value)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for j := range chunks {
-				for _, w := range pcc.Writes(&chunks[j], nil) {
+				for _, w := range pcc.AppendWrites(nil, &chunks[j]) {
 					if err := pcs.Apply(w); err != nil {
 						t.Fatal(err)
 					}
@@ -268,11 +268,11 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	if !bytes.Equal(insts[1].mem, kis.Region()) {
 		t.Error("key-increment region differs from the store's")
 	}
-	if !bytes.Equal(insts[2].mem, pcs.Bytes()) {
+	if !bytes.Equal(insts[2].mem, pcs.Region()) {
 		t.Error("postcarding region differs from the store's")
 	}
 	// Append: 50 entries per list, 48 written in batches of 4.
-	region, err := appendlist.NewRegion(testAL, insts[3].mem)
+	region, err := appendlist.NewStore(testAL, insts[3].mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,13 +365,13 @@ func TestFlushWritesCachedPostcardsAndPartialBatches(t *testing.T) {
 		t.Fatalf("%d writes after the flush, want 3", w)
 	}
 	pcc, _ := postcard.NewCodec(testPC)
-	st, _ := postcard.NewStore(pcc, pc.mem)
-	tab, _ := postcard.NewTable(pcc, []uint32{7, 8})
+	st, _ := postcard.NewStore(pcc.Layout(), pc.mem)
+	tab, _ := postcard.NewTable(pcc.Layout(), []uint32{7, 8})
 	path, out := st.Query(tab, 42)
 	if out != postcard.Found || path.Len != 2 || path.Hops[0] != 7 || path.Hops[1] != 8 {
 		t.Errorf("flushed flow: %v %v", path.Values(), out)
 	}
-	region, _ := appendlist.NewRegion(testAL, al.mem)
+	region, _ := appendlist.NewStore(testAL, al.mem)
 	rd, _ := region.Reader(3)
 	buf := make([]byte, 8*64)
 	if n, err := rd.Read(buf); n != 1 || err != nil || binary.BigEndian.Uint64(buf) != 99 {
@@ -927,7 +927,7 @@ func TestPostcardLinger(t *testing.T) {
 	h := newHarness(t, Config{PostcardLinger: 5 * time.Millisecond}, ft)
 	h.connect()
 	pcc, _ := postcard.NewCodec(testPC)
-	ref, _ := postcard.NewCache(pcc, DefaultPostcardCache) // without linger
+	ref, _ := postcard.NewCache(pcc.Layout(), DefaultPostcardCache) // without linger
 	refMem := make([]byte, testPC.RegionSize())
 	send := func(seq uint32, key uint32, hop uint8, v uint32, pathLen uint8) {
 		r := pcReport(key, hop, v)
@@ -935,12 +935,12 @@ func TestPostcardLinger(t *testing.T) {
 		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
 		h.report(r)
 		h.pump()
-		chunks, err := ref.Insert(r.Postcard, nil)
+		chunks, err := ref.Insert(nil, r.Postcard.Key, r.Postcard.Hop, r.Postcard.PathLength, r.Postcard.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range chunks {
-			for _, w := range pcc.Writes(&chunks[i], nil) {
+			for _, w := range pcc.AppendWrites(nil, &chunks[i]) {
 				copy(refMem[w.Offset:], w.Data)
 			}
 		}
@@ -980,7 +980,7 @@ func TestPostcardLinger(t *testing.T) {
 		t.Fatalf("ack %d after PostcardLinger, want 18", a)
 	}
 	for _, ch := range ref.Flush(nil) {
-		for _, w := range pcc.Writes(&ch, nil) {
+		for _, w := range pcc.AppendWrites(nil, &ch) {
 			copy(refMem[w.Offset:], w.Data)
 		}
 	}

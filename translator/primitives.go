@@ -119,18 +119,14 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		c, err := postcard.NewCodec(l)
+		cache, err := postcard.NewCache(l, cfg.PostcardCache)
 		if err != nil {
 			return err
 		}
-		if c.Layout().RegionSize() > uint64(ad.Length) {
-			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, c.Layout().RegionSize())
+		if n := cache.Codec().Layout().RegionSize(); n > uint64(ad.Length) {
+			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, n)
 		}
-		cache, err := postcard.NewCache(c, cfg.PostcardCache)
-		if err != nil {
-			return err
-		}
-		in.pc, in.cache, in.pcToks, in.pcN = c, cache, nil, nil
+		in.pc, in.cache, in.pcToks, in.pcN = cache.Codec(), cache, nil, nil
 		in.pcAt = make([]int64, cfg.PostcardCache)
 	case dta.OpAppend:
 		l, err := appendlist.ParseLayout(ad.Geometry)
@@ -302,9 +298,9 @@ func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	if track && int(in.pcN[slot]) == hops {
 		// Its flow had more postcards than hops (a hop came twice): the
 		// chunk is written now, to settle them.
-		e.writeChunks(in, slot, in.cache.Emit(slot, chunks))
+		e.writeChunks(in, slot, in.cache.Emit(chunks, slot))
 	}
-	chunks, err := in.cache.Insert(p, chunks)
+	chunks, err := in.cache.Insert(chunks, p.Key, p.Hop, p.PathLength, p.Value)
 	if err != nil {
 		e.c.Rejected++
 		return rejected
@@ -347,7 +343,7 @@ func (e *Engine) keepPostcard(in *instance, slot int) {
 func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 	for i := range chunks {
 		e.shareTail, e.tailOK = true, false
-		for _, w := range in.pc.Writes(&chunks[i], e.sc.pcw[:0]) {
+		for _, w := range in.pc.AppendWrites(e.sc.pcw[:0], &chunks[i]) {
 			e.write(in, w.Offset, w.Data, false, 0)
 		}
 		e.shareTail = false
@@ -447,7 +443,7 @@ func (e *Engine) emitLingering(in *instance) {
 		if !in.ready() || !e.canFlush(in, in.pc.Layout().Copies) {
 			return // no room now: the next look
 		}
-		e.writeChunks(in, slot, in.cache.Emit(slot, e.sc.chunks[:0]))
+		e.writeChunks(in, slot, in.cache.Emit(e.sc.chunks[:0], slot))
 		in.pcAt[slot] = 0
 		e.c.Lingered++
 	}

@@ -173,7 +173,7 @@ func shardOrder(t *testing.T, wide bool) {
 	for i := range values {
 		values[i] = uint32(i) + 1 // 0 is the blank
 	}
-	tab, err := postcard.NewTable(pcc, values)
+	tab, err := postcard.NewTable(pcc.Layout(), values)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,12 +144,12 @@ func TestTranslatorOverLoopback(t *testing.T) {
 		t.Error("key-write region differs from the store's")
 	}
 	pcc, _ := postcard.NewCodec(testPC)
-	ps, _ := postcard.NewStore(pcc, pc.mem)
-	tab, _ := postcard.NewTable(pcc, []uint32{11})
+	ps, _ := postcard.NewStore(pcc.Layout(), pc.mem)
+	tab, _ := postcard.NewTable(pcc.Layout(), []uint32{11})
 	if path, out := ps.Query(tab, 5); out != postcard.Found || path.Len != 1 || path.Hops[0] != 11 {
 		t.Errorf("flushed postcard: %v %v", path.Values(), out)
 	}
-	region, _ := appendlist.NewRegion(testAL, al.mem)
+	region, _ := appendlist.NewStore(testAL, al.mem)
 	rd, _ := region.Reader(2)
 	buf := make([]byte, 8*64)
 	if k, err := rd.Read(buf); k != 1 || err != nil || buf[7] != 9 {

@@ -156,9 +156,8 @@ type instance struct {
 	kw    *keywrite.Store
 	ki    *keyincr.Store
 	pc    *postcard.Store
-	codec *postcard.Codec
 	table *postcard.Table
-	al    *appendlist.Region
+	al    *appendlist.Store
 	lists map[uint32]*listReader
 }
 
@@ -198,18 +197,17 @@ func (in *instance) build(c *collector.Collector) (err error) {
 		in.ki, err = c.AddKeyIncrement(l)
 		return wrap(err)
 	case "postcard":
-		codec, err := postcard.NewCodec(postcard.Layout{Hops: in.Hops, Chunks: in.Chunks, Copies: in.Copies})
-		if err != nil {
+		l := postcard.Layout{Hops: in.Hops, Chunks: in.Chunks, Copies: in.Copies}
+		if err := l.Validate(); err != nil {
 			return wrap(err)
 		}
 		if len(in.Values) == 0 {
 			return wrap(errors.New("a postcard instance needs the values its paths hold"))
 		}
-		if in.table, err = postcard.NewTable(codec, in.Values); err != nil {
+		if in.table, err = postcard.NewTable(l, in.Values); err != nil {
 			return wrap(err)
 		}
-		in.codec = codec
-		in.pc, err = c.AddPostcard(codec)
+		in.pc, err = c.AddPostcard(l)
 		return wrap(err)
 	case "append":
 		in.al, err = c.AddAppend(appendlist.Layout{Lists: in.Lists, Entries: in.Entries, EntrySize: in.EntrySize, Batch: in.Batch, Markers: in.Markers})

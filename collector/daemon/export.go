@@ -340,11 +340,11 @@ func (d *Daemon) snapKeyIncrement(in *instance, out map[int]*keyincr.Store) erro
 }
 
 func (d *Daemon) snapPostcard(in *instance, out map[int]*postcard.Store) error {
-	mem, err := d.exp.snapshot(in.index, uint64(len(in.pc.Bytes())))
+	mem, err := d.exp.snapshot(in.index, uint64(len(in.pc.Region())))
 	if err != nil {
 		return err
 	}
-	s, err := postcard.NewStore(in.codec, mem)
+	s, err := postcard.NewStore(in.pc.Layout(), mem)
 	if err == nil {
 		err = in.pc.Snapshot(s)
 	}

@@ -96,7 +96,7 @@ type pipeline struct {
 	c    *collector.Collector
 	kw   *keywrite.Store
 	ki   *keyincr.Store
-	al   *appendlist.Region
+	al   *appendlist.Store
 	tr   *translator.Translator
 	rep  *reporter.Reporter
 	stop context.CancelFunc

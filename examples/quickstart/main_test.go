@@ -92,7 +92,7 @@ func TestCorruptionFails(t *testing.T) {
 	}{
 		{"key-write region zeroed", func(in *instances) { clear(in.kw.Region()) }, "Key-Write", "Key-Write: latest data"},
 		{"one append entry changed", func(in *instances) {
-			in.ap.Bytes()[0] ^= 0x80 // data of list 0's first entry; its marker intact
+			in.ap.Region()[0] ^= 0x80 // data of list 0's first entry; its marker intact
 		}, "Append", "Append: entries read back once each"},
 		{"key-increment counter raised", func(in *instances) {
 			r := in.ki.Region()

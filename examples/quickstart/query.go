@@ -241,7 +241,7 @@ func (p *plan) query(in *instances, tc translator.Counters, _ target.Counters, r
 		paths := make([]postcard.Path, m)
 		outs := make([]postcard.Outcome, m)
 		in.pc.QueryBatch(in.table, keys, paths, outs)
-		l := p.pcCodec.Layout()
+		l := p.pcLayout
 		var e expectation
 		good := 0
 		for j := range m {

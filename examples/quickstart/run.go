@@ -92,7 +92,7 @@ type instances struct {
 	ki    *keyincr.Store
 	pc    *postcard.Store
 	table *postcard.Table
-	ap    *appendlist.Region
+	ap    *appendlist.Store
 }
 
 // plan is what the streams send, derived from the config: the reports of
@@ -108,7 +108,7 @@ type plan struct {
 	kiTruth               []uint64
 	kwLayout              keywrite.Layout
 	kiLayout              keyincr.Layout
-	pcCodec               *postcard.Codec
+	pcLayout              postcard.Layout
 	apLayout              appendlist.Layout
 }
 
@@ -140,7 +140,8 @@ func newPlan(cfg config) (*plan, error) {
 	if p.kiLayout, err = keyincr.NewLayout(p.kiSlots); err != nil {
 		return nil, err
 	}
-	if p.pcCodec, err = postcard.NewCodec(postcard.Layout{Hops: hops, Chunks: p.chunks, Copies: redundancy}); err != nil {
+	p.pcLayout = postcard.Layout{Hops: hops, Chunks: p.chunks, Copies: redundancy}
+	if err := p.pcLayout.Validate(); err != nil {
 		return nil, err
 	}
 	p.apLayout = appendlist.Layout{Lists: lists, Entries: p.entries, EntrySize: 4, Batch: apBatch, Markers: true}
@@ -264,14 +265,14 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		if in.ki, err = c.AddKeyIncrement(p.kiLayout); err != nil {
 			return err
 		}
-		if in.pc, err = c.AddPostcard(p.pcCodec); err != nil {
+		if in.pc, err = c.AddPostcard(p.pcLayout); err != nil {
 			return err
 		}
 		values := make([]uint32, universe)
 		for i := range values {
 			values[i] = uint32(i + 1)
 		}
-		if in.table, err = postcard.NewTable(p.pcCodec, values); err != nil {
+		if in.table, err = postcard.NewTable(p.pcLayout, values); err != nil {
 			return err
 		}
 	}

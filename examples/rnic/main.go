@@ -83,10 +83,7 @@ func run(addr netip.Addr, n int, nic bool) error {
 	if err != nil {
 		return err
 	}
-	codec, err := postcard.NewCodec(postcard.Layout{Hops: 5, Chunks: 1 << 14})
-	if err != nil {
-		return err
-	}
+	pcl := postcard.Layout{Hops: 5, Chunks: 1 << 14}
 	kw, err := c.AddKeyWrite(kwl)
 	if err != nil {
 		return err
@@ -95,7 +92,7 @@ func run(addr netip.Addr, n int, nic bool) error {
 	if err != nil {
 		return err
 	}
-	pc, err := c.AddPostcard(codec)
+	pc, err := c.AddPostcard(pcl)
 	if err != nil {
 		return err
 	}
@@ -177,7 +174,7 @@ func run(addr netip.Addr, n int, nic bool) error {
 			values = append(values, uint32(f*10+h))
 		}
 	}
-	tab, err := postcard.NewTable(codec, values)
+	tab, err := postcard.NewTable(pcl, values)
 	if err != nil {
 		return err
 	}

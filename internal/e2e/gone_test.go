@@ -319,7 +319,7 @@ func TestCollectorGone(t *testing.T) {
 	}
 	s2.c.Counters()
 	written := 0
-	for _, b := range s2.ap.Bytes() {
+	for _, b := range s2.ap.Region() {
 		if b != 0 {
 			written++
 		}

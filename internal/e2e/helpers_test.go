@@ -56,7 +56,7 @@ type served struct {
 	kw     *keywrite.Store
 	ki     *keyincr.Store
 	pc     *postcard.Store
-	ap     *appendlist.Region
+	ap     *appendlist.Store
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -75,7 +75,7 @@ func serve(tb testing.TB, g geometry, addr netip.AddrPort) *served {
 	if s.ki, err = c.AddKeyIncrement(g.ki); err != nil {
 		tb.Fatal(err)
 	}
-	if s.pc, err = c.AddPostcard(g.pc); err != nil {
+	if s.pc, err = c.AddPostcard(g.pc.Layout()); err != nil {
 		tb.Fatal(err)
 	}
 	if s.ap, err = c.AddAppend(g.al); err != nil {
@@ -110,7 +110,7 @@ type model struct {
 	ki      *keyincr.Store
 	pc      *postcard.Store
 	cache   *postcard.Cache
-	ap      *appendlist.Region
+	ap      *appendlist.Store
 	batcher *appendlist.Batcher
 	g       geometry
 }
@@ -141,13 +141,13 @@ func newModel(tb testing.TB, g geometry) *model {
 	if m.ki, err = keyincr.NewStore(g.ki, nil); err != nil {
 		tb.Fatal(err)
 	}
-	if m.pc, err = postcard.NewStore(g.pc, make([]byte, g.pc.Layout().RegionSize())); err != nil {
+	if m.pc, err = postcard.NewStore(g.pc.Layout(), make([]byte, g.pc.Layout().RegionSize())); err != nil {
 		tb.Fatal(err)
 	}
-	if m.cache, err = postcard.NewCache(g.pc, translator.DefaultPostcardCache); err != nil {
+	if m.cache, err = postcard.NewCache(g.pc.Layout(), translator.DefaultPostcardCache); err != nil {
 		tb.Fatal(err)
 	}
-	if m.ap, err = appendlist.NewRegion(g.al, make([]byte, g.al.RegionSize())); err != nil {
+	if m.ap, err = appendlist.NewStore(g.al, make([]byte, g.al.RegionSize())); err != nil {
 		tb.Fatal(err)
 	}
 	if m.batcher, err = appendlist.NewBatcher(g.al); err != nil {
@@ -194,7 +194,7 @@ func step(tb testing.TB, rep *reporter.Reporter, m *model, k uint32, kinds int) 
 		p := dta.Postcard{Key: k / 2, Hop: uint8(k%2) + 1, Value: k + 1, PathLength: 2, HasPathLength: true}
 		check(rep.Postcard(p.Key, p.Hop, p.Value, p.PathLength))
 		if m != nil {
-			chunks, _ := m.cache.Insert(p, nil)
+			chunks, _ := m.cache.Insert(nil, p.Key, p.Hop, p.PathLength, p.Value)
 			m.applyChunks(chunks)
 		}
 	}
@@ -211,7 +211,7 @@ func step(tb testing.TB, rep *reporter.Reporter, m *model, k uint32, kinds int) 
 
 func (m *model) applyChunks(chunks []postcard.Chunk) {
 	for i := range chunks {
-		for _, w := range m.g.pc.Writes(&chunks[i], nil) {
+		for _, w := range m.g.pc.AppendWrites(nil, &chunks[i]) {
 			_ = m.pc.Apply(w)
 		}
 	}
@@ -243,11 +243,11 @@ func (m *model) equal(tb testing.TB, s *served) {
 	if !bytes.Equal(s.ki.Region(), m.ki.Region()) {
 		tb.Errorf("key-increment region differs from the reference in %d bytes", diff(s.ki.Region(), m.ki.Region()))
 	}
-	if !bytes.Equal(s.pc.Bytes(), m.pc.Bytes()) {
-		tb.Errorf("postcarding region differs from the reference in %d bytes", diff(s.pc.Bytes(), m.pc.Bytes()))
+	if !bytes.Equal(s.pc.Region(), m.pc.Region()) {
+		tb.Errorf("postcarding region differs from the reference in %d bytes", diff(s.pc.Region(), m.pc.Region()))
 	}
-	if !bytes.Equal(s.ap.Bytes(), m.ap.Bytes()) {
-		tb.Errorf("append region differs from the reference in %d bytes", diff(s.ap.Bytes(), m.ap.Bytes()))
+	if !bytes.Equal(s.ap.Region(), m.ap.Region()) {
+		tb.Errorf("append region differs from the reference in %d bytes", diff(s.ap.Region(), m.ap.Region()))
 	}
 }
 

@@ -99,7 +99,7 @@ func TestTranslatorRestartClean(t *testing.T) {
 	// The new translator's state: an empty postcard cache, Append heads
 	// where the readers are.
 	m.takeHeads(t)
-	m.cache, _ = postcard.NewCache(g.pc, translator.DefaultPostcardCache)
+	m.cache, _ = postcard.NewCache(g.pc.Layout(), translator.DefaultPostcardCache)
 	half := n / 2
 	streamPaced(t, rep2, tr2, s, m, n, n+half)
 	if err := tr2.Close(5 * time.Second); err != nil {
@@ -205,7 +205,7 @@ func crash(t *testing.T, samePort bool) {
 	// What the crashed translator held back is gone with it; the new one
 	// writes after the entries in memory.
 	m.takeHeads(t)
-	m.cache, _ = postcard.NewCache(g.pc, translator.DefaultPostcardCache)
+	m.cache, _ = postcard.NewCache(g.pc.Layout(), translator.DefaultPostcardCache)
 	streamPaced(t, rep2, tr2, s, m, n+1+inFlight, 2*n+inFlight)
 	if err := tr2.Close(5 * time.Second); err != nil {
 		t.Fatalf("close: %v", err)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/appendlist"
-	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/postcard"
 )
@@ -38,11 +37,7 @@ type pcRun struct {
 }
 
 func newPCRun(l postcard.Layout, cache int, prototype bool, rng *rand.Rand, base uint32) (*pcRun, error) {
-	codec, err := postcard.NewCodec(l)
-	if err != nil {
-		return nil, err
-	}
-	store, err := postcard.NewStore(codec, make([]byte, codec.Layout().RegionSize()))
+	store, err := postcard.NewStore(l, make([]byte, l.RegionSize()))
 	if err != nil {
 		return nil, err
 	}
@@ -50,15 +45,15 @@ func newPCRun(l postcard.Layout, cache int, prototype bool, rng *rand.Rand, base
 	for i := range values {
 		values[i] = uint32(i + 1)
 	}
-	table, err := postcard.NewTable(codec, values)
+	table, err := postcard.NewTable(l, values)
 	if err != nil {
 		return nil, err
 	}
-	ca, err := postcard.NewCache(codec, cache)
+	ca, err := postcard.NewCache(l, cache)
 	if err != nil {
 		return nil, err
 	}
-	return &pcRun{codec: codec, store: store, table: table, cache: ca, prototype: prototype, rng: rng, base: base}, nil
+	return &pcRun{codec: ca.Codec(), store: store, table: table, cache: ca, prototype: prototype, rng: rng, base: base}, nil
 }
 
 // path returns flow i's true path.
@@ -88,7 +83,7 @@ func (r *pcRun) run(n int) error {
 		p := r.path(a.flow)
 		key := mix(r.base + uint32(a.flow))
 		var err error
-		r.chunks, err = r.cache.Insert(dta.Postcard{Key: key, Hop: uint8(a.next + 1), Value: p[a.next]}, r.chunks[:0])
+		r.chunks, err = r.cache.Insert(r.chunks[:0], key, uint8(a.next+1), 0, p[a.next])
 		if err != nil {
 			return err
 		}
@@ -112,7 +107,7 @@ func (r *pcRun) apply(key uint32) error {
 		if r.prototype && key != 0 && ch.Key != key {
 			ch.Key = key // the prototype's address for an evicted chunk
 		}
-		r.writes = r.codec.Writes(ch, r.writes[:0])
+		r.writes = r.codec.AppendWrites(r.writes[:0], ch)
 		for _, w := range r.writes {
 			if err := r.store.Apply(w); err != nil {
 				return err
@@ -215,7 +210,7 @@ func AppendLoss(c Config) (*Figure, error) {
 		a := Series{Name: fmt.Sprintf("E=%d LossFraction", e), Analytic: true}
 		for _, lagMS := range lags {
 			lag := time.Duration(lagMS * float64(time.Millisecond))
-			r, err := appendlist.NewRegion(l, make([]byte, l.RegionSize()))
+			r, err := appendlist.NewStore(l, make([]byte, l.RegionSize()))
 			if err != nil {
 				return nil, err
 			}
