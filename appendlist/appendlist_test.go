@@ -47,7 +47,7 @@ func (g *rig) appendN(t testing.TB, list uint32, from, n uint32, imm bool) {
 	t.Helper()
 	for v := from; v < from+n; v++ {
 		var err error
-		g.ws, err = g.b.Append(list, entry(g.l.EntrySize, v), imm, g.ws[:0])
+		g.ws, err = g.b.AppendWrites(g.ws[:0], list, entry(g.l.EntrySize, v), imm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestAppendReadInOrder(t *testing.T) {
 func TestBatchingAndHead(t *testing.T) {
 	g := newRig(t, Layout{Lists: 4, Entries: 16, EntrySize: 8, Batch: 4})
 	for i := range 3 {
-		ws, err := g.b.Append(2, entry(8, uint32(i+1)), false, nil)
+		ws, err := g.b.AppendWrites(nil, 2, entry(8, uint32(i+1)), false)
 		if err != nil || len(ws) != 0 {
 			t.Fatalf("entry %d: %d writes, %v; want held back", i, len(ws), err)
 		}
@@ -127,21 +127,21 @@ func TestBatchingAndHead(t *testing.T) {
 	if g.b.Pending(2) != 3 {
 		t.Fatalf("pending %d", g.b.Pending(2))
 	}
-	ws, _ := g.b.Append(2, entry(8, 4), false, nil)
+	ws, _ := g.b.AppendWrites(nil, 2, entry(8, 4), false)
 	if len(ws) != 1 || ws[0].Offset != 2*16*8 || len(ws[0].Data) != 32 || ws[0].Imm {
 		t.Fatalf("batch write %+v, want 32 bytes at list 2's base %d", ws, 2*16*8)
 	}
 	// Four batches wrap the head back to the list's base.
 	for i := range 12 {
-		ws, _ = g.b.Append(2, entry(8, uint32(i+5)), false, ws[:0])
+		ws, _ = g.b.AppendWrites(ws[:0], 2, entry(8, uint32(i+5)), false)
 	}
 	if len(ws) != 1 || ws[0].Offset != 2*16*8+12*8 || g.b.Head(2) != 16 {
 		t.Fatalf("4th batch at %d, head %d", ws[0].Offset, g.b.Head(2))
 	}
-	ws, _ = g.b.Append(2, entry(8, 99), false, ws[:0])
-	ws, _ = g.b.Append(2, entry(8, 99), false, ws[:0])
-	ws, _ = g.b.Append(2, entry(8, 99), false, ws[:0])
-	ws, _ = g.b.Append(2, entry(8, 99), false, ws[:0])
+	ws, _ = g.b.AppendWrites(ws[:0], 2, entry(8, 99), false)
+	ws, _ = g.b.AppendWrites(ws[:0], 2, entry(8, 99), false)
+	ws, _ = g.b.AppendWrites(ws[:0], 2, entry(8, 99), false)
+	ws, _ = g.b.AppendWrites(ws[:0], 2, entry(8, 99), false)
 	if len(ws) != 1 || ws[0].Offset != 2*16*8 {
 		t.Fatalf("5th batch at %d, want the list's base after wrapping", ws[0].Offset)
 	}
@@ -156,7 +156,7 @@ func TestPartialFlushKeepsReaderWorking(t *testing.T) {
 		// one crosses the ring's end as two writes.
 		g.appendN(t, 0, next, 3, false)
 		var err error
-		g.ws, err = g.b.Flush(0, g.ws[:0])
+		g.ws, err = g.b.Flush(g.ws[:0], 0)
 		if err != nil || len(g.ws) != 1 || len(g.ws[0].Data) != 3*g.l.SlotSize() {
 			t.Fatalf("flush: %v, %+v", err, g.ws)
 		}
@@ -166,7 +166,7 @@ func TestPartialFlushKeepsReaderWorking(t *testing.T) {
 		for round := range 8 {
 			for v := next; v < next+4; v++ {
 				imm := round%2 == 1
-				g.ws, _ = g.b.Append(0, entry(4, v), imm, g.ws[:0])
+				g.ws, _ = g.b.AppendWrites(g.ws[:0], 0, entry(4, v), imm)
 				if len(g.ws) == 2 {
 					split = true
 					if g.ws[0].Imm || g.ws[1].Imm != imm || g.ws[1].Offset != 0 {
@@ -204,14 +204,14 @@ func TestBadInput(t *testing.T) {
 		{0, make([]byte, 12), ErrData},
 		{0, make([]byte, 8), ErrData}, // all zero
 	} {
-		if ws, err := g.b.Append(tc.list, tc.data, false, nil); !errors.Is(err, tc.want) || len(ws) != 0 {
+		if ws, err := g.b.AppendWrites(nil, tc.list, tc.data, false); !errors.Is(err, tc.want) || len(ws) != 0 {
 			t.Errorf("Append(%d, %d bytes) = %v, want %v", tc.list, len(tc.data), err, tc.want)
 		}
 	}
 	if g.b.Pending(0) != 0 {
 		t.Error("rejected data was kept")
 	}
-	if _, err := g.b.Flush(2, nil); !errors.Is(err, ErrList) {
+	if _, err := g.b.Flush(nil, 2); !errors.Is(err, ErrList) {
 		t.Error("Flush(2) accepted")
 	}
 	if _, err := g.r.Reader(2); !errors.Is(err, ErrList) {
@@ -371,7 +371,7 @@ func TestListsReadConcurrently(t *testing.T) {
 			b, _ := NewBatcher(l)
 			var ws []Write
 			for v := uint32(1); v <= per; v++ {
-				ws, _ = b.Append(list, entry(8, v), true, ws[:0])
+				ws, _ = b.AppendWrites(ws[:0], list, entry(8, v), true)
 				for _, w := range ws {
 					if err := r.Apply(w); err != nil {
 						t.Error(err)
@@ -424,7 +424,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		ws := make([]Write, 0, 2)
 		dst := make([]byte, 64*4)
 		if a := testing.AllocsPerRun(100, func() {
-			ws, _ = g.b.Append(0, d, false, ws[:0])
+			ws, _ = g.b.AppendWrites(ws[:0], 0, d, false)
 			for _, w := range ws {
 				_ = g.r.Apply(w)
 			}
@@ -486,7 +486,7 @@ func TestHeadsRestartWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Append(0, entry(l.EntrySize, 8), false, nil); err != nil { // pending before SetHead: re-marked
+	if _, err := b.AppendWrites(nil, 0, entry(l.EntrySize, 8), false); err != nil { // pending before SetHead: re-marked
 		t.Fatal(err)
 	}
 	for i, h := range heads {

@@ -41,15 +41,15 @@ func NewBatcher(l Layout) (*Batcher, error) {
 	}, nil
 }
 
-// Append adds data (EntrySize bytes, not all zero) to list. When that makes
-// B pending entries it appends their write(s) to out: one write of B
+// AppendWrites adds data (EntrySize bytes, not all zero) to list. When that
+// makes B pending entries it appends their write(s) to out: one write of B
 // entries at the list's head, or two when an earlier partial Flush left the
 // head unaligned and the batch crosses the ring's end. imm asks for the
 // batch to be written with an immediate carrying the list ID; it goes on
 // the batch's last write. The writes' Data aliases the batcher and is valid
-// until the next Append or Flush of the same list. It does not allocate
-// when out has room for 2 writes.
-func (b *Batcher) Append(list uint32, data []byte, imm bool, out []Write) ([]Write, error) {
+// until the next AppendWrites or Flush of the same list. It does not
+// allocate when out has room for 2 writes.
+func (b *Batcher) AppendWrites(out []Write, list uint32, data []byte, imm bool) ([]Write, error) {
 	if list >= uint32(b.l.Lists) {
 		return out, fmt.Errorf("append: %w: list %d of %d", ErrList, list, b.l.Lists)
 	}
@@ -77,7 +77,7 @@ func (b *Batcher) Append(list uint32, data []byte, imm bool, out []Write) ([]Wri
 // none) and advances its head past them. The head then need not be a
 // multiple of B; readers are unaffected, since entries stay contiguous in
 // append order. It does not allocate when out has room for 2 writes.
-func (b *Batcher) Flush(list uint32, out []Write) ([]Write, error) {
+func (b *Batcher) Flush(out []Write, list uint32) ([]Write, error) {
 	if list >= uint32(b.l.Lists) {
 		return out, fmt.Errorf("flush: %w: list %d of %d", ErrList, list, b.l.Lists)
 	}

@@ -47,7 +47,7 @@ func BenchmarkReaderDrainMarkers(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		for v := range uint32(E) {
-			ws, _ = g.b.Append(0, entry(4, v), false, ws[:0])
+			ws, _ = g.b.AppendWrites(ws[:0], 0, entry(4, v), false)
 			for _, w := range ws {
 				_ = g.r.Apply(w)
 			}
@@ -76,7 +76,7 @@ func BenchmarkBatcher(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				ws, _ = bt.Append(uint32(i)&1023, d, false, ws[:0])
+				ws, _ = bt.AppendWrites(ws[:0], uint32(i)&1023, d, false)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mentries/s")
 		})

@@ -17,7 +17,7 @@ func Example() {
 
 	var writes []appendlist.Write
 	for ev := uint32(1); ev <= 6; ev++ {
-		writes, _ = batcher.Append(3, binary.LittleEndian.AppendUint32(nil, ev), false, writes[:0])
+		writes, _ = batcher.AppendWrites(writes[:0], 3, binary.LittleEndian.AppendUint32(nil, ev), false)
 		for _, w := range writes {
 			_ = region.Apply(w)
 			fmt.Println("write of", len(w.Data), "bytes at", w.Offset)

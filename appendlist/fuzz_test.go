@@ -54,12 +54,12 @@ func FuzzBatcher(f *testing.F) {
 		var ws []Write
 		for ; len(b) >= 6; b = b[6:] {
 			var err error
-			ws, err = bt.Append(uint32(b[0]%4), b[1:5], b[5]&1 == 1, ws[:0])
+			ws, err = bt.AppendWrites(ws[:0], uint32(b[0]%4), b[1:5], b[5]&1 == 1)
 			if err != nil && len(ws) != 0 {
 				t.Fatal("writes with an error")
 			}
 			if b[5]&2 != 0 {
-				ws, _ = bt.Flush(uint32(b[0]%3), ws)
+				ws, _ = bt.Flush(ws, uint32(b[0]%3))
 			}
 			for _, w := range ws {
 				if err := r.Apply(w); err != nil {

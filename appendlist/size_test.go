@@ -60,7 +60,7 @@ func TestSizeSimulated(t *testing.T) {
 		x := poisson(rng, lambda)
 		for i := range x {
 			sent++
-			ws, _ = b.Append(0, []byte{byte(sent), byte(sent >> 8), byte(sent >> 16), 1 + byte(i&1)}, false, ws[:0])
+			ws, _ = b.AppendWrites(ws[:0], 0, []byte{byte(sent), byte(sent >> 8), byte(sent >> 16), 1 + byte(i&1)}, false)
 			for _, wr := range ws {
 				r.Apply(wr)
 			}

@@ -244,10 +244,10 @@ func TestCollectorLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range writes {
-		conns[0].write(w.Offset, w.Payload, nil)
+		conns[0].write(w.Offset, w.Data, nil)
 	}
 	// Key-Increment: FETCH_ADDs, answered with the previous values.
-	ops, _ := kil.AppendOps(nil, 77, 5, 2)
+	ops, _ := kil.AppendWrites(nil, 77, 5, 2)
 	for range 2 {
 		for _, op := range ops {
 			conns[1].fetchAdd(op.Offset, op.Add)
@@ -268,8 +268,8 @@ func TestCollectorLoopback(t *testing.T) {
 	}
 	// Append: a batch of two entries to list 3, with the immediate naming it.
 	b, _ := appendlist.NewBatcher(apl)
-	aw, _ := b.Append(3, []byte("entry-01"), false, nil)
-	aw, _ = b.Append(3, []byte("entry-02"), true, aw)
+	aw, _ := b.AppendWrites(nil, 3, []byte("entry-01"), false)
+	aw, _ = b.AppendWrites(aw, 3, []byte("entry-02"), true)
 	if len(aw) != 1 || !aw[0].Imm {
 		t.Fatalf("batcher writes %+v", aw)
 	}

@@ -240,7 +240,7 @@ func TestAppend(t *testing.T) {
 	put := func(list uint32, n int, base uint64) {
 		var ws []appendlist.Write
 		for i := range n {
-			ws, _ = b.Append(list, binary.LittleEndian.AppendUint64(nil, base+uint64(i)), false, ws[:0])
+			ws, _ = b.AppendWrites(ws[:0], list, binary.LittleEndian.AppendUint64(nil, base+uint64(i)), false)
 			for _, w := range ws {
 				if err := r.Apply(w); err != nil {
 					t.Fatal(err)

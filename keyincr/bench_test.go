@@ -131,11 +131,11 @@ func BenchmarkTranslate(b *testing.B) {
 	}{{"hash=percopy", tofino.PerCopy}, {"hash=reference", tofino.Reference}, {"hash=xxhash", tofino.XXHash}} {
 		b.Run(h.name, func(b *testing.B) {
 			l, _ := NewLayout(1<<20, WithHasher(h.h))
-			ops := make([]FetchAdd, 0, benchN)
+			ops := make([]Write, 0, benchN)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				ops, _ = l.AppendOps(ops[:0], uint32(i), 1, benchN)
+				ops, _ = l.AppendWrites(ops[:0], uint32(i), 1, benchN)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reports/s")
 		})

@@ -19,13 +19,13 @@ func Example() {
 		panic(err)
 	}
 	// What the translator sends for report (key 7, +1500, N=2).
-	ops, err := layout.AppendOps(nil, 7, 1500, 2)
+	ops, err := layout.AppendWrites(nil, 7, 1500, 2)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("fetch-and-adds", len(ops))
 	for range 3 {
-		if err := store.ApplyOps(ops); err != nil {
+		if err := store.ApplyWrites(ops); err != nil {
 			panic(err)
 		}
 	}

@@ -94,22 +94,23 @@ func (l Layout) Offset(key uint32, n uint8) uint64 {
 	return uint64(l.hasher.Slot(key, n)&l.mask) * CounterSize
 }
 
-// FetchAdd is one RDMA FETCH_ADD of a report copy: Add added to the 8-byte
-// counter at Offset bytes from the region's base.
-type FetchAdd struct {
+// Write is what one copy of a report does to the region: Add added to the
+// 8-byte counter at Offset bytes from the region's base, an RDMA FETCH_ADD
+// (named Write like the other primitives' operations).
+type Write struct {
 	Offset uint64
 	Add    uint64
 }
 
-// AppendOps translates the report (key, add, n) into its n fetch-and-adds,
-// appended to dst. It does not allocate when dst has room for n more.
+// AppendWrites translates the report (key, add, n) into its n
+// fetch-and-adds, appended to dst. It does not allocate when dst has room for n more.
 // On error dst is returned unchanged.
-func (l Layout) AppendOps(dst []FetchAdd, key uint32, add uint64, n int) ([]FetchAdd, error) {
+func (l Layout) AppendWrites(dst []Write, key uint32, add uint64, n int) ([]Write, error) {
 	if n < 1 || n > MaxRedundancy {
 		return dst, errRedundancy
 	}
 	for i := range n {
-		dst = append(dst, FetchAdd{Offset: l.Offset(key, uint8(i)), Add: add})
+		dst = append(dst, Write{Offset: l.Offset(key, uint8(i)), Add: add})
 	}
 	return dst, nil
 }
@@ -158,16 +159,16 @@ func (s *Store) Region() []byte { return s.region }
 // Apply performs one fetch-and-add atomically and returns the counter's
 // previous value, as the NIC's ATOMIC ACK would. An offset that is not on a
 // counter of the region is refused with ErrOutOfRegion. It does not allocate.
-func (s *Store) Apply(op FetchAdd) (uint64, error) {
+func (s *Store) Apply(op Write) (uint64, error) {
 	if op.Offset%CounterSize != 0 || op.Offset/CounterSize >= uint64(len(s.counters)) {
 		return 0, errOutOfRegion
 	}
 	return atomic.AddUint64(&s.counters[op.Offset/CounterSize], op.Add) - op.Add, nil
 }
 
-// ApplyOps performs every operation of ops, or none if any is not on a
-// counter of the region. It does not allocate.
-func (s *Store) ApplyOps(ops []FetchAdd) error {
+// ApplyWrites performs every fetch-and-add of ops, or none if any is not on
+// a counter of the region. It does not allocate.
+func (s *Store) ApplyWrites(ops []Write) error {
 	for _, op := range ops {
 		if op.Offset%CounterSize != 0 || op.Offset/CounterSize >= uint64(len(s.counters)) {
 			return errOutOfRegion

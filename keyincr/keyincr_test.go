@@ -65,19 +65,19 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// TestAppendOpsGolden recomputes the offsets with hash/crc32: CRC-32/IEEE
+// TestAppendWritesGolden recomputes the offsets with hash/crc32: CRC-32/IEEE
 // for reference addressing, the same CRC with tofino.CopyPolynomial(n)
 // (reflected for hash/crc32) for the default, per-copy addressing.
-func TestAppendOpsGolden(t *testing.T) {
+func TestAppendWritesGolden(t *testing.T) {
 	key := uint32(0x01020304)
 	for _, perCopy := range []bool{true, false} {
 		l, _ := NewLayout(1 << 12)
 		if !perCopy {
 			l, _ = NewLayout(1<<12, WithHasher(tofino.Reference))
 		}
-		ops, err := l.AppendOps(nil, key, 77, 3)
+		ops, err := l.AppendWrites(nil, key, 77, 3)
 		if err != nil || len(ops) != 3 {
-			t.Fatalf("AppendOps = %v, %v", ops, err)
+			t.Fatalf("AppendWrites = %v, %v", ops, err)
 		}
 		for n, op := range ops {
 			in := []byte{4, 3, 2, 1, byte(n)}
@@ -93,9 +93,9 @@ func TestAppendOpsGolden(t *testing.T) {
 	}
 	l, _ := NewLayout(1 << 12)
 	for _, n := range []int{0, -1, 256} {
-		dst := make([]FetchAdd, 1)
-		if got, err := l.AppendOps(dst, key, 1, n); !errors.Is(err, ErrRedundancy) || len(got) != 1 {
-			t.Errorf("AppendOps(n=%d) = %d ops, %v; want ErrRedundancy, unchanged", n, len(got), err)
+		dst := make([]Write, 1)
+		if got, err := l.AppendWrites(dst, key, 1, n); !errors.Is(err, ErrRedundancy) || len(got) != 1 {
+			t.Errorf("AppendWrites(n=%d) = %d ops, %v; want ErrRedundancy, unchanged", n, len(got), err)
 		}
 	}
 }
@@ -115,44 +115,44 @@ func TestStoreRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Host byte order: the counter is a native uint64 in the caller's memory.
-	if _, err := s.Apply(FetchAdd{Offset: 8, Add: 0x0102030405060708}); err != nil {
+	if _, err := s.Apply(Write{Offset: 8, Add: 0x0102030405060708}); err != nil {
 		t.Fatal(err)
 	}
 	if backing[1] != 0x0102030405060708 {
 		t.Errorf("counter 1 = %#x in the caller's memory", backing[1])
 	}
-	for _, op := range []FetchAdd{{Offset: 128}, {Offset: 4}, {Offset: 129}, {Offset: math.MaxUint64}, {Offset: math.MaxUint64 - 7}} {
+	for _, op := range []Write{{Offset: 128}, {Offset: 4}, {Offset: 129}, {Offset: math.MaxUint64}, {Offset: math.MaxUint64 - 7}} {
 		if _, err := s.Apply(op); !errors.Is(err, ErrOutOfRegion) {
 			t.Errorf("Apply(offset %d) error = %v, want ErrOutOfRegion", op.Offset, err)
 		}
 	}
-	if err := s.ApplyOps([]FetchAdd{{Offset: 0, Add: 1}, {Offset: 128, Add: 1}}); !errors.Is(err, ErrOutOfRegion) || backing[0] != 0 {
-		t.Errorf("ApplyOps with a bad op: %v, counter 0 = %d; want ErrOutOfRegion, nothing applied", err, backing[0])
+	if err := s.ApplyWrites([]Write{{Offset: 0, Add: 1}, {Offset: 128, Add: 1}}); !errors.Is(err, ErrOutOfRegion) || backing[0] != 0 {
+		t.Errorf("ApplyWrites with a bad op: %v, counter 0 = %d; want ErrOutOfRegion, nothing applied", err, backing[0])
 	}
 	if backing[16] != 0 || backing[17] != 0 {
 		t.Error("memory past the layout changed")
 	}
-	old, err := s.Apply(FetchAdd{Offset: 8, Add: 2})
+	old, err := s.Apply(Write{Offset: 8, Add: 2})
 	if err != nil || old != 0x0102030405060708 {
 		t.Errorf("Apply returned old value %#x, %v", old, err)
 	}
 }
 
-func TestAddMatchesApplyOps(t *testing.T) {
+func TestAddMatchesApplyWrites(t *testing.T) {
 	a, b := mustStore(t, 1<<8), mustStore(t, 1<<8)
-	var ops []FetchAdd
+	var ops []Write
 	for i := range uint32(2000) {
 		key, n := mix(i%300), int(i%4)+1
 		if err := a.Add(key, uint64(i), n); err != nil {
 			t.Fatal(err)
 		}
-		ops, _ = b.Layout().AppendOps(ops[:0], key, uint64(i), n)
-		if err := b.ApplyOps(ops); err != nil {
+		ops, _ = b.Layout().AppendWrites(ops[:0], key, uint64(i), n)
+		if err := b.ApplyWrites(ops); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if !bytes.Equal(a.Region(), b.Region()) {
-		t.Error("Add and ApplyOps(AppendOps) left different counters")
+		t.Error("Add and ApplyWrites(AppendWrites) left different counters")
 	}
 }
 
@@ -170,13 +170,13 @@ func TestConcurrentAdds(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var ops []FetchAdd
+			var ops []Write
 			for r := range rounds {
 				key := mix(uint32(r % keys))
 				if w%2 == 0 {
 					_ = s.Add(key, 1, n)
 				} else {
-					ops, _ = s.Layout().AppendOps(ops[:0], key, 1, n)
+					ops, _ = s.Layout().AppendWrites(ops[:0], key, 1, n)
 					for _, op := range ops {
 						if _, err := s.Apply(op); err != nil {
 							t.Error(err)
@@ -261,17 +261,17 @@ func TestQueryAndBatch(t *testing.T) {
 
 func TestAllocs(t *testing.T) {
 	s := mustStore(t, 1<<10)
-	ops := make([]FetchAdd, 0, 4)
+	ops := make([]Write, 0, 4)
 	keys := []uint32{1, 2, 3, 4, 5}
 	dst := make([]uint64, len(keys))
 	for name, f := range map[string]func(){
-		"AppendOps":  func() { ops, _ = s.Layout().AppendOps(ops[:0], 9, 1, 4) },
-		"Apply":      func() { _, _ = s.Apply(FetchAdd{Offset: 16, Add: 1}) },
-		"ApplyOps":   func() { _ = s.ApplyOps(ops) },
-		"Add":        func() { _ = s.Add(9, 1, 2) },
-		"Query":      func() { _, _ = s.Query(9, 2) },
-		"QueryBatch": func() { _ = s.QueryBatch(keys, 2, dst) },
-		"Bad":        func() { _, _ = s.Apply(FetchAdd{Offset: 3}) },
+		"AppendWrites": func() { ops, _ = s.Layout().AppendWrites(ops[:0], 9, 1, 4) },
+		"Apply":        func() { _, _ = s.Apply(Write{Offset: 16, Add: 1}) },
+		"ApplyWrites":  func() { _ = s.ApplyWrites(ops) },
+		"Add":          func() { _ = s.Add(9, 1, 2) },
+		"Query":        func() { _, _ = s.Query(9, 2) },
+		"QueryBatch":   func() { _ = s.QueryBatch(keys, 2, dst) },
+		"Bad":          func() { _, _ = s.Apply(Write{Offset: 3}) },
 	} {
 		if a := testing.AllocsPerRun(50, f); a != 0 {
 			t.Errorf("%s: %v allocs, want 0", name, a)
@@ -380,7 +380,7 @@ func FuzzApply(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.Apply(FetchAdd{Offset: off, Add: add})
+		_, err = s.Apply(Write{Offset: off, Add: add})
 		ok := off%8 == 0 && off < 128
 		if (err == nil) != ok {
 			t.Fatalf("offset %d: error %v", off, err)

@@ -22,7 +22,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("writes", len(ops), "of", len(ops[0].Payload), "bytes")
+	fmt.Println("writes", len(ops), "of", len(ops[0].Data), "bytes")
 
 	store, err := keywrite.NewStore(layout, nil)
 	if err != nil {

@@ -113,8 +113,8 @@ func (l Layout) Checksum(key uint32) uint32 { return l.hasher.Checksum(key) }
 // Write is one RDMA WRITE of a report copy: Payload written at Offset bytes
 // from the region's base.
 type Write struct {
-	Offset  uint64
-	Payload []byte
+	Offset uint64
+	Data   []byte
 }
 
 // AppendPayload appends the bytes every copy of a report writes,
@@ -155,7 +155,7 @@ func (l Layout) AppendWrites(ops []Write, buf []byte, key uint32, data []byte, n
 	}
 	payload := buf[start:len(buf):len(buf)]
 	for i := range n {
-		ops = append(ops, Write{Offset: l.Offset(key, uint8(i)), Payload: payload})
+		ops = append(ops, Write{Offset: l.Offset(key, uint8(i)), Data: payload})
 	}
 	return ops, buf, nil
 }
@@ -174,5 +174,5 @@ func (l Layout) AppendCopy(ops []Write, buf []byte, key uint32, data []byte, n, 
 	if err != nil {
 		return ops, buf, err
 	}
-	return append(ops, Write{Offset: l.Offset(key, uint8(c)), Payload: buf[start:len(buf):len(buf)]}), buf, nil
+	return append(ops, Write{Offset: l.Offset(key, uint8(c)), Data: buf[start:len(buf):len(buf)]}), buf, nil
 }

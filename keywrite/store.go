@@ -140,10 +140,10 @@ func (s *Store) Region() []byte { return s.region }
 // Apply performs one write. A write reaching past the region is refused
 // with ErrOutOfRegion and changes nothing. It does not allocate.
 func (s *Store) Apply(w Write) error {
-	if w.Offset > uint64(len(s.region)) || uint64(len(w.Payload)) > uint64(len(s.region))-w.Offset {
+	if w.Offset > uint64(len(s.region)) || uint64(len(w.Data)) > uint64(len(s.region))-w.Offset {
 		return errOutOfRegion
 	}
-	copy(s.region[w.Offset:], w.Payload)
+	copy(s.region[w.Offset:], w.Data)
 	return nil
 }
 
@@ -152,12 +152,12 @@ func (s *Store) Apply(w Write) error {
 func (s *Store) ApplyWrites(ops []Write) error {
 	size := uint64(len(s.region))
 	for _, w := range ops {
-		if w.Offset > size || uint64(len(w.Payload)) > size-w.Offset {
+		if w.Offset > size || uint64(len(w.Data)) > size-w.Offset {
 			return errOutOfRegion
 		}
 	}
 	for _, w := range ops {
-		copy(s.region[w.Offset:], w.Payload)
+		copy(s.region[w.Offset:], w.Data)
 	}
 	return nil
 }

@@ -91,8 +91,8 @@ func TestAppendWritesGolden(t *testing.T) {
 			if w.Offset != slot*16 {
 				t.Errorf("%s: copy %d at offset %d, want %d", tc.name, n, w.Offset, slot*16)
 			}
-			if !bytes.Equal(w.Payload, want) {
-				t.Errorf("%s: copy %d payload = % x, want % x", tc.name, n, w.Payload, want)
+			if !bytes.Equal(w.Data, want) {
+				t.Errorf("%s: copy %d payload = % x, want % x", tc.name, n, w.Data, want)
 			}
 		}
 		offs, err := l.AppendOffsets(nil, key, 3)
@@ -160,7 +160,7 @@ func TestNewStoreRegion(t *testing.T) {
 		t.Error("store does not use the prefix of the caller's region")
 	}
 	// Nothing may reach the bytes past the layout.
-	if err := s.Apply(Write{Offset: l.RegionSize() - 4, Payload: []byte{1, 2, 3, 4, 5}}); !errors.Is(err, ErrOutOfRegion) {
+	if err := s.Apply(Write{Offset: l.RegionSize() - 4, Data: []byte{1, 2, 3, 4, 5}}); !errors.Is(err, ErrOutOfRegion) {
 		t.Errorf("write past layout: error = %v, want ErrOutOfRegion", err)
 	}
 	if !bytes.Equal(big[l.RegionSize()-4:], make([]byte, 104)) {
@@ -173,23 +173,23 @@ func TestApplyBounds(t *testing.T) {
 	s := mustStore(t, l, nil)
 	size := l.RegionSize()
 	for _, w := range []Write{
-		{Offset: size, Payload: []byte{1}},
-		{Offset: size - 3, Payload: []byte{1, 2, 3, 4}},
-		{Offset: math.MaxUint64, Payload: []byte{1}},
-		{Offset: math.MaxUint64 - 2, Payload: []byte{1, 2, 3, 4}},
+		{Offset: size, Data: []byte{1}},
+		{Offset: size - 3, Data: []byte{1, 2, 3, 4}},
+		{Offset: math.MaxUint64, Data: []byte{1}},
+		{Offset: math.MaxUint64 - 2, Data: []byte{1, 2, 3, 4}},
 	} {
 		if err := s.Apply(w); !errors.Is(err, ErrOutOfRegion) {
-			t.Errorf("Apply(offset %d, %d bytes) error = %v, want ErrOutOfRegion", w.Offset, len(w.Payload), err)
+			t.Errorf("Apply(offset %d, %d bytes) error = %v, want ErrOutOfRegion", w.Offset, len(w.Data), err)
 		}
 	}
-	if err := s.Apply(Write{Offset: size, Payload: nil}); err != nil {
+	if err := s.Apply(Write{Offset: size, Data: nil}); err != nil {
 		t.Errorf("empty write at the end: %v", err)
 	}
-	if err := s.Apply(Write{Offset: size - 4, Payload: []byte{9, 9, 9, 9}}); err != nil {
+	if err := s.Apply(Write{Offset: size - 4, Data: []byte{9, 9, 9, 9}}); err != nil {
 		t.Errorf("last word: %v", err)
 	}
 	before := bytes.Clone(s.Region())
-	err := s.ApplyWrites([]Write{{Offset: 0, Payload: []byte{7}}, {Offset: size, Payload: []byte{7}}})
+	err := s.ApplyWrites([]Write{{Offset: 0, Data: []byte{7}}, {Offset: size, Data: []byte{7}}})
 	if !errors.Is(err, ErrOutOfRegion) || !bytes.Equal(before, s.Region()) {
 		t.Errorf("ApplyWrites with one bad write: error = %v, region changed = %v; want ErrOutOfRegion, unchanged",
 			err, !bytes.Equal(before, s.Region()))
@@ -233,7 +233,7 @@ func forge(t *testing.T, s *Store, key uint32, n uint8, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(Write{Offset: l.Offset(key, n), Payload: payload}); err != nil {
+	if err := s.Apply(Write{Offset: l.Offset(key, n), Data: payload}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -308,7 +308,7 @@ func TestQueryPolicies(t *testing.T) {
 	other := mustLayout(t, 1<<12, 8)
 	for c := range uint8(5) {
 		payload, _ := other.AppendPayload(nil, key+1, v)
-		if err := s.Apply(Write{Offset: l.Offset(key, c), Payload: payload}); err != nil {
+		if err := s.Apply(Write{Offset: l.Offset(key, c), Data: payload}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -460,7 +460,7 @@ func TestAllocs(t *testing.T) {
 		"AppendWrites":  func() { ops, buf, _ = l.AppendWrites(ops[:0], buf[:0], 5, data, 4) },
 		"AppendOffsets": func() { offs, _ = l.AppendOffsets(offs[:0], 5, 4) },
 		"Put":           func() { _ = s.Put(5, data, 4) },
-		"Apply":         func() { _ = s.Apply(Write{Offset: 8, Payload: data}) },
+		"Apply":         func() { _ = s.Apply(Write{Offset: 8, Data: data}) },
 		"ApplyWrites":   func() { _ = s.ApplyWrites(ops) },
 		"Query":         func() { _, _ = s.Query(keys[3], 2, Plurality) },
 		"QueryFirst":    func() { _, _ = s.Query(keys[3], 2, FirstMatch) },
@@ -509,7 +509,7 @@ func FuzzStore(f *testing.F) {
 		// Seed the region with key's copies so queries have something to find.
 		_ = s.Put(key, []byte{1, 2, 3, 4}, 3)
 		before := bytes.Clone(backing)
-		err := s.Apply(Write{Offset: off, Payload: payload})
+		err := s.Apply(Write{Offset: off, Data: payload})
 		fits := off <= l.RegionSize() && uint64(len(payload)) <= l.RegionSize()-off
 		if (err == nil) != fits {
 			t.Fatalf("Apply(offset %d, %d bytes): error %v", off, len(payload), err)
@@ -547,7 +547,7 @@ func TestAppendCopy(t *testing.T) {
 	}
 	for c := range 5 {
 		one, _, err := l.AppendCopy(nil, nil, 77, data, 5, c)
-		if err != nil || len(one) != 1 || one[0].Offset != all[c].Offset || !bytes.Equal(one[0].Payload, all[c].Payload) {
+		if err != nil || len(one) != 1 || one[0].Offset != all[c].Offset || !bytes.Equal(one[0].Data, all[c].Data) {
 			t.Fatalf("copy %d: %+v %v, AppendWrites %+v", c, one, err, all[c])
 		}
 	}

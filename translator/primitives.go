@@ -174,7 +174,7 @@ type scratch struct {
 	pkt    rocev2.Packet
 	kwOps  []keywrite.Write
 	kwBuf  []byte
-	kiOps  []keyincr.FetchAdd
+	kiOps  []keyincr.Write
 	chunks []postcard.Chunk
 	pcw    []postcard.Write
 	alw    []appendlist.Write
@@ -184,7 +184,7 @@ type scratch struct {
 func (s *scratch) init() {
 	s.kwOps = make([]keywrite.Write, 0, keywrite.MaxRedundancy)
 	s.kwBuf = make([]byte, 0, maxReport)
-	s.kiOps = make([]keyincr.FetchAdd, 0, keyincr.MaxRedundancy)
+	s.kiOps = make([]keyincr.Write, 0, keyincr.MaxRedundancy)
 	s.chunks = make([]postcard.Chunk, 0, 2)
 	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies)
 	s.alw = make([]appendlist.Write, 0, 2)
@@ -224,7 +224,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		}
 		e.shareTail, e.tailOK = true, false
 		for _, w := range ops {
-			e.write(in, w.Offset, w.Payload, false, 0)
+			e.write(in, w.Offset, w.Data, false, 0)
 		}
 		e.shareTail = false
 		e.track(in)
@@ -233,7 +233,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		if !e.hasRoom(in, int(ki.Redundancy)) {
 			return busy
 		}
-		ops, err := in.ki.AppendOps(e.sc.kiOps[:0], ki.Key, ki.Counter, int(ki.Redundancy))
+		ops, err := in.ki.AppendWrites(e.sc.kiOps[:0], ki.Key, ki.Counter, int(ki.Redundancy))
 		if err != nil {
 			e.c.Rejected++
 			return rejected
@@ -256,7 +256,7 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		list := r.Append.ListID
 		k := in.batcher.Pending(list)
 
-		ws, err := in.batcher.Append(list, r.Append.Data, r.Header.Immediate, e.sc.alw[:0])
+		ws, err := in.batcher.AppendWrites(e.sc.alw[:0], list, r.Append.Data, r.Header.Immediate)
 		if err != nil {
 			e.c.Rejected++
 			return rejected
@@ -415,7 +415,7 @@ func (e *Engine) flushList(in *instance, list uint32) bool {
 	if !in.ready() || !e.canFlush(in, in.alMaxPkt) {
 		return false
 	}
-	ws, err := in.batcher.Flush(list, e.sc.alw[:0])
+	ws, err := in.batcher.Flush(e.sc.alw[:0], list)
 	if err != nil {
 		return false
 	}

@@ -202,7 +202,7 @@ func step(tb testing.TB, rep *reporter.Reporter, m *model, k uint32, kinds int) 
 		imm := k%32 == 31
 		check(rep.Append(k%4, d, imm))
 		if m != nil {
-			ws, _ := m.batcher.Append(k%4, d, imm, nil)
+			ws, _ := m.batcher.AppendWrites(nil, k%4, d, imm)
 			m.applyAppends(ws)
 		}
 	}
@@ -228,7 +228,7 @@ func (m *model) applyAppends(ws []appendlist.Write) {
 func (m *model) flush() {
 	m.applyChunks(m.cache.Flush(nil))
 	for l := range m.g.al.Lists {
-		ws, _ := m.batcher.Flush(uint32(l), nil)
+		ws, _ := m.batcher.Flush(nil, uint32(l))
 		m.applyAppends(ws)
 	}
 }

@@ -225,7 +225,7 @@ func AppendLoss(c Config) (*Figure, error) {
 				x := poisson(rng, lambda)
 				for range x {
 					sent++
-					ws, err = b.Append(0, []byte{byte(sent), byte(sent >> 8), byte(sent >> 16), 1}, false, ws[:0])
+					ws, err = b.AppendWrites(ws[:0], 0, []byte{byte(sent), byte(sent >> 8), byte(sent >> 16), 1}, false)
 					if err != nil {
 						return nil, err
 					}
@@ -318,13 +318,13 @@ func KeyIncrementError(c Config) (*Figure, error) {
 			if err != nil {
 				return nil, err
 			}
-			var ops []keyincr.FetchAdd
+			var ops []keyincr.Write
 			base := uint32(c.Seed)*0x01000193 + uint32(n*32+e)<<24
 			for i, cnt := range counts {
-				if ops, err = l.AppendOps(ops[:0], mix(base+uint32(i)), cnt, n); err != nil {
+				if ops, err = l.AppendWrites(ops[:0], mix(base+uint32(i)), cnt, n); err != nil {
 					return nil, err
 				}
-				if err := s.ApplyOps(ops); err != nil {
+				if err := s.ApplyWrites(ops); err != nil {
 					return nil, err
 				}
 			}
