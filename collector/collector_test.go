@@ -165,7 +165,8 @@ func TestCollectorLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kwl, err := keywrite.NewLayout(1024, 12)
+	kwl := keywrite.Layout{Slots: 1024, DataSize: 12}
+	err = kwl.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,8 @@ func TestCollectorLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kil, err := keyincr.NewLayout(512)
+	kil := keyincr.Layout{Slots: 512}
+	err = kil.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,10 +222,10 @@ func TestCollectorLoopback(t *testing.T) {
 		conns[i] = r
 	}
 	// Each advertisement's geometry decodes to the instance's layout.
-	if g, err := keywrite.ParseLayout(conns[0].advert.Geometry); err != nil || g.Slots() != kwl.Slots() || g.DataSize() != kwl.DataSize() {
+	if g, err := keywrite.ParseLayout(conns[0].advert.Geometry); err != nil || g.Slots != kwl.Slots || g.DataSize != kwl.DataSize {
 		t.Errorf("key-write geometry: %+v, %v", g, err)
 	}
-	if g, err := keyincr.ParseLayout(conns[1].advert.Geometry); err != nil || g.Slots() != kil.Slots() {
+	if g, err := keyincr.ParseLayout(conns[1].advert.Geometry); err != nil || g.Slots != kil.Slots {
 		t.Errorf("key-increment geometry: %+v, %v", g, err)
 	}
 	if g, err := postcard.ParseLayout(conns[2].advert.Geometry); err != nil || g != codec.Layout() {
@@ -324,7 +326,7 @@ func TestCollectorConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	l, _ := keyincr.NewLayout(8)
+	l := keyincr.Layout{Slots: 8}
 	if _, err := c.AddKeyIncrement(l); err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	kwl, _ := keywrite.NewLayout(1<<16, 4)
+	kwl := keywrite.Layout{Slots: 1 << 16, DataSize: 4}
 	kw, _ := c.AddKeyWrite(kwl)
-	kil, _ := keyincr.NewLayout(1 << 16)
+	kil := keyincr.Layout{Slots: 1 << 16}
 	ki, _ := c.AddKeyIncrement(kil)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()

@@ -25,11 +25,13 @@ import (
 const rfKeys = 3000
 
 func rfLayouts(t *testing.T) (keywrite.Layout, keyincr.Layout) {
-	kw, err := keywrite.NewLayout(1<<14, 8)
+	kw := keywrite.Layout{Slots: 1 << 14, DataSize: 8}
+	err := kw.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ki, err := keyincr.NewLayout(1 << 12)
+	ki := keyincr.Layout{Slots: 1 << 12}
+	err = ki.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,8 @@ func TestRegionFileChild(t *testing.T) {
 	}
 	defer c2.Close()
 	// The same size, another addressing: only the recorded layout tells.
-	other, err := keywrite.NewLayout(1<<14, 8, keywrite.WithHasher(tofino.Reference))
+	other := keywrite.Layout{Slots: 1 << 14, DataSize: 8, Hasher: tofino.Reference}
+	err = other.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

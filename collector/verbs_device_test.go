@@ -74,11 +74,13 @@ func ioPCValue(f, h uint32) uint32 { return f*100 + h }
 func ioEntry(l, i uint32) []byte   { return binary.BigEndian.AppendUint32(nil, l<<16|i+1) }
 
 func ioLayouts(t *testing.T) (keywrite.Layout, keyincr.Layout, *postcard.Codec, appendlist.Layout) {
-	kw, err := keywrite.NewLayout(1<<12, 4)
+	kw := keywrite.Layout{Slots: 1 << 12, DataSize: 4}
+	err := kw.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ki, err := keyincr.NewLayout(1 << 10)
+	ki := keyincr.Layout{Slots: 1 << 10}
+	err = ki.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

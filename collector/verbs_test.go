@@ -53,7 +53,8 @@ func TestReferenceAdvertisement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	l, err := keywrite.NewLayout(1024, 4)
+	l := keywrite.Layout{Slots: 1024, DataSize: 4}
+	err = l.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

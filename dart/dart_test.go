@@ -26,7 +26,7 @@ func serve(t testing.TB, slots uint64) (*dart.Reporter, *collector.Collector, *k
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _ := keywrite.NewLayout(slots, 4)
+	l := keywrite.Layout{Slots: slots, DataSize: 4}
 	kw, err := c.AddKeyWrite(l)
 	if err != nil {
 		t.Fatal(err)

@@ -26,13 +26,14 @@ func (w *countWriter) Write(b []byte) (int, error) { w.n += int64(len(b)); retur
 // filledKeyWrite returns a Key-Write store of size bytes, 4-byte values
 // (8-byte slots), holding keys at load 0.5 over two copies.
 func filledKeyWrite(b *testing.B, size uint64) *keywrite.Store {
-	l, err := keywrite.NewLayout(size/8, 4)
+	l := keywrite.Layout{Slots: size / 8, DataSize: 4}
+	err := l.Validate()
 	if err != nil {
 		b.Fatal(err)
 	}
 	s, _ := keywrite.NewStore(l, nil)
 	var v [4]byte
-	for i := range uint32(l.Slots() / 4) {
+	for i := range uint32(l.Slots / 4) {
 		k := mix(i)
 		v[0], v[1], v[2], v[3] = byte(i), byte(i>>8), byte(i>>16), 1
 		s.Put(k, v[:], 2)

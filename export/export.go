@@ -142,7 +142,7 @@ type scanKeys struct {
 }
 
 func (k *scanKeys) Next(buf []uint32) (int, error) {
-	for k.next < k.s.Layout().Slots() {
+	for k.next < k.s.Layout().Slots {
 		c, next, err := k.s.Scan(k.next, k.n, buf)
 		k.next = next
 		if c > 0 || err != nil {
@@ -152,7 +152,7 @@ func (k *scanKeys) Next(buf []uint32) (int, error) {
 	return 0, nil
 }
 
-func (k *scanKeys) Progress() (uint64, uint64) { return k.next, k.s.Layout().Slots() }
+func (k *scanKeys) Progress() (uint64, uint64) { return k.next, k.s.Layout().Slots }
 
 // batch is the number of keys or entries decoded between two writes.
 const batch = 4096
@@ -341,7 +341,7 @@ func KeyIncrement(out io.Writer, s *keyincr.Store, n int, keys Keys, m Meta, o O
 		return Stats{}, fmt.Errorf("export.KeyIncrement: %w: store %v, redundancy %d (1..255), delta %v (0..1)", ErrArgument, s != nil && keys != nil, n, o.Delta)
 	}
 	total := s.Total() / uint64(n)
-	bound := uint64(math.Ceil(keyincr.Epsilon(s.Layout().Slots(), n, o.Delta) * float64(total)))
+	bound := uint64(math.Ceil(keyincr.Epsilon(s.Layout().Slots, n, o.Delta) * float64(total)))
 	w := newWriter[KeyIncrementRow](out, "keyincrement", m, o, map[string]string{
 		"dtakit.redundancy": strconv.Itoa(n),
 		"dtakit.delta":      strconv.FormatFloat(o.Delta, 'g', -1, 64),

@@ -52,7 +52,7 @@ func checkEpoch(t *testing.T, e Epoch) {
 }
 
 func TestKeyWriteScanned(t *testing.T) {
-	l, _ := keywrite.NewLayout(1<<16, 8)
+	l := keywrite.Layout{Slots: 1 << 16, DataSize: 8}
 	s, _ := keywrite.NewStore(l, nil)
 	written := map[uint32][]byte{}
 	for i := range uint32(12000) { // load 0.37 over two copies
@@ -74,7 +74,7 @@ func TestKeyWriteScanned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last.Done != l.Slots() || last.Total != l.Slots() || last.Rows != st.Rows || calls < 2 {
+	if last.Done != l.Slots || last.Total != l.Slots || last.Rows != st.Rows || calls < 2 {
 		t.Fatalf("last progress %+v after %d calls, stats %+v", last, calls, st)
 	}
 	rows, f := read[KeyWriteRow](t, buf.Bytes())
@@ -115,7 +115,7 @@ func TestKeyWriteScanned(t *testing.T) {
 }
 
 func TestKeyWriteGivenKeys(t *testing.T) {
-	l, _ := keywrite.NewLayout(1<<10, 4)
+	l := keywrite.Layout{Slots: 1 << 10, DataSize: 4}
 	s, _ := keywrite.NewStore(l, nil)
 	s.Put(1, []byte{1, 0, 0, 0}, 2)
 	var buf bytes.Buffer
@@ -132,7 +132,7 @@ func TestKeyWriteGivenKeys(t *testing.T) {
 }
 
 func TestKeyIncrement(t *testing.T) {
-	l, _ := keyincr.NewLayout(1 << 10)
+	l := keyincr.Layout{Slots: 1 << 10}
 	s, _ := keyincr.NewStore(l, nil)
 	truth := map[uint32]uint64{}
 	var keys []uint32
@@ -295,7 +295,7 @@ func (w *failWriter) Write(b []byte) (int, error) {
 }
 
 func TestWriteErrors(t *testing.T) {
-	l, _ := keywrite.NewLayout(1<<12, 4)
+	l := keywrite.Layout{Slots: 1 << 12, DataSize: 4}
 	s, _ := keywrite.NewStore(l, nil)
 	for i := range uint32(3000) {
 		s.Put(mix(i), []byte{1, 2, 3, 4}, 1)
@@ -309,9 +309,9 @@ func TestWriteErrors(t *testing.T) {
 // TestScanKeysFeedKeyIncrement exports a flow's counters for the keys a
 // Key-Write store of the same flows holds.
 func TestScanKeysFeedKeyIncrement(t *testing.T) {
-	kl, _ := keywrite.NewLayout(1<<14, 4)
+	kl := keywrite.Layout{Slots: 1 << 14, DataSize: 4}
 	kw, _ := keywrite.NewStore(kl, nil)
-	il, _ := keyincr.NewLayout(1 << 12)
+	il := keyincr.Layout{Slots: 1 << 12}
 	ki, _ := keyincr.NewStore(il, nil)
 	want := map[uint32]bool{}
 	for i := range uint32(5000) {
@@ -354,7 +354,7 @@ func TestExportMemoryBounded(t *testing.T) {
 	if _, err := os.Stat("/proc/self/clear_refs"); err != nil {
 		t.Skip("needs Linux's /proc/self/clear_refs to reset the peak RSS")
 	}
-	l, _ := keywrite.NewLayout(16<<20, 4)
+	l := keywrite.Layout{Slots: 16 << 20, DataSize: 4}
 	s, _ := keywrite.NewStore(l, nil)
 	for i := range uint32(4 << 20) {
 		s.Put(mix(i), []byte{byte(i), byte(i >> 8), 1, 2}, 2)

@@ -134,9 +134,9 @@ func TestBridge(t *testing.T) {
 	}
 
 	// Into DTA stores: the flow's path and count come back by its key.
-	kl, _ := keywrite.NewLayout(1024, 20)
+	kl := keywrite.Layout{Slots: 1024, DataSize: 20}
 	ks, _ := keywrite.NewStore(kl, nil)
-	il, _ := keyincr.NewLayout(256)
+	il := keyincr.Layout{Slots: 256}
 	is, _ := keyincr.NewStore(il, nil)
 	for _, r := range out {
 		switch r.Header.Opcode {

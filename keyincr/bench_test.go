@@ -27,7 +27,8 @@ func benchStore(b *testing.B) {
 		if testing.Short() {
 			slots, keys = 1<<22, 1<<20
 		}
-		l, err := NewLayout(slots)
+		l := Layout{Slots: slots}
+		err := l.Validate()
 		if err != nil {
 			bench.err = err
 			return
@@ -67,7 +68,7 @@ func (r *rng) next() uint32 {
 
 func benchStores(b *testing.B, run func(b *testing.B, s *Store)) {
 	benchStore(b)
-	b.Logf("store: %d counters, %d keys, N=%d, memory %v", bench.store.Layout().Slots(), bench.keys, benchN, bench.memKind)
+	b.Logf("store: %d counters, %d keys, N=%d, memory %v", bench.store.Layout().Slots, bench.keys, benchN, bench.memKind)
 	run(b, bench.store)
 }
 
@@ -130,7 +131,7 @@ func BenchmarkTranslate(b *testing.B) {
 		h    tofino.Hasher
 	}{{"hash=percopy", tofino.PerCopy}, {"hash=reference", tofino.Reference}, {"hash=xxhash", tofino.XXHash}} {
 		b.Run(h.name, func(b *testing.B) {
-			l, _ := NewLayout(1<<20, WithHasher(h.h))
+			l := Layout{Slots: 1 << 20, Hasher: h.h}
 			ops := make([]Write, 0, benchN)
 			b.ReportAllocs()
 			b.ResetTimer()

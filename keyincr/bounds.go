@@ -112,7 +112,7 @@ func Size(w Workload) (Sizing, error) {
 	if best.N == 0 {
 		return Sizing{}, fmt.Errorf("size: %w: epsilon %v at success %v needs more than 2^32 counters", ErrSizing, w.Epsilon, w.Success)
 	}
-	best.Layout, _ = NewLayout(best.Slots)
+	best.Layout = Layout{Slots: best.Slots}
 	best.Why = fmt.Sprintf("N=%d rows over %d counters (%s): P(error > %.3g·total) ≤ %.3g.", best.N, best.Slots, units.Bytes(best.Bytes), w.Epsilon, 1-best.Success)
 	var alt []string
 	for _, n := range []int{best.N - 1, best.N + 1} {

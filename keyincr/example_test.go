@@ -10,7 +10,8 @@ import (
 // default tofino.PerCopy so they are independent count-min rows; a query
 // takes their minimum.
 func Example() {
-	layout, err := keyincr.NewLayout(1 << 16)
+	layout := keyincr.Layout{Slots: 1 << 16}
+	err := layout.Validate()
 	if err != nil {
 		panic(err)
 	}

@@ -25,19 +25,19 @@ const GeometryLen = 3
 // wrapping ErrGeometry and returns b unchanged, as it does for an invalid
 // layout.
 func (l Layout) AppendBinary(b []byte) ([]byte, error) {
-	if !l.IsValid() {
-		return b, fmt.Errorf("append binary: %w: invalid layout", ErrGeometry)
+	if err := l.Validate(); err != nil {
+		return b, fmt.Errorf("append binary: %w: %w", ErrGeometry, err)
 	}
-	id, ok := tofino.HasherID(l.hasher)
+	id, ok := tofino.HasherID(l.hasher())
 	if !ok {
-		return b, fmt.Errorf("append binary: %w: hasher %T is not built in (tofino.HasherID)", ErrGeometry, l.hasher)
+		return b, fmt.Errorf("append binary: %w: hasher %T is not built in (tofino.HasherID)", ErrGeometry, l.Hasher)
 	}
-	return append(b, GeometryVersion, byte(bits.Len64(l.slots)-1), id), nil
+	return append(b, GeometryVersion, byte(bits.Len64(l.Slots)-1), id), nil
 }
 
 // ParseLayout decodes a geometry AppendBinary wrote. Malformed bytes (a wrong
 // length, an unknown version or hasher ID) get an error wrapping
-// ErrGeometry; a geometry NewLayout rejects gets NewLayout's error, wrapping
+// ErrGeometry; a geometry Validate rejects gets Validate's error, wrapping
 // ErrLayout.
 func ParseLayout(b []byte) (Layout, error) {
 	if len(b) != GeometryLen {
@@ -53,8 +53,8 @@ func ParseLayout(b []byte) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("parse layout: %w: %w", ErrGeometry, err)
 	}
-	l, err := NewLayout(1<<b[1], WithHasher(h))
-	if err != nil {
+	l := Layout{Slots: 1 << b[1], Hasher: h}
+	if err := l.Validate(); err != nil {
 		return Layout{}, fmt.Errorf("parse layout: %w", err)
 	}
 	return l, nil

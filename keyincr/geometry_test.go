@@ -22,12 +22,8 @@ func TestGeometryRoundTrip(t *testing.T) {
 		{1 << 16, tofino.PerCopy},
 		{1 << 32, tofino.XXHash},
 	} {
-		var opts []Option
-		if tc.h != nil {
-			opts = append(opts, WithHasher(tc.h))
-		}
-		l, err := NewLayout(tc.slots, opts...)
-		if err != nil {
+		l := Layout{Slots: tc.slots, Hasher: tc.h}
+		if err := l.Validate(); err != nil {
 			t.Fatal(err)
 		}
 		b, err := l.AppendBinary([]byte{0xEE})
@@ -38,7 +34,7 @@ func TestGeometryRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseLayout(% x): %v", b[1:], err)
 		}
-		if got != l {
+		if l.Hasher = l.hasher(); got != l {
 			t.Errorf("round trip: %+v, want %+v", got, l)
 		}
 	}
@@ -46,12 +42,12 @@ func TestGeometryRoundTrip(t *testing.T) {
 
 // TestGeometryBytes pins the byte layout of docs/DTA-WIRE.md section 8.4.
 func TestGeometryBytes(t *testing.T) {
-	l, _ := NewLayout(1 << 20)
+	l := Layout{Slots: 1 << 20}
 	b, err := l.AppendBinary(nil)
 	if want := []byte{1, 20, 1}; err != nil || !bytes.Equal(b, want) { // version, log2 S, PerCopy
 		t.Errorf("geometry % x, %v, want % x", b, err, want)
 	}
-	l, _ = NewLayout(1<<32, WithHasher(tofino.Reference))
+	l = Layout{Slots: 1 << 32, Hasher: tofino.Reference}
 	b, err = l.AppendBinary(nil)
 	if want := []byte{1, 32, 0}; err != nil || !bytes.Equal(b, want) {
 		t.Errorf("geometry % x, %v, want % x", b, err, want)
@@ -59,7 +55,7 @@ func TestGeometryBytes(t *testing.T) {
 }
 
 func TestGeometryUnencodable(t *testing.T) {
-	l, _ := NewLayout(16, WithHasher(hashOnly{tofino.PerCopy}))
+	l := Layout{Slots: 16, Hasher: hashOnly{tofino.PerCopy}}
 	b, err := l.AppendBinary([]byte{7})
 	if !errors.Is(err, ErrGeometry) || !bytes.Equal(b, []byte{7}) {
 		t.Errorf("custom hasher: % x, %v, want ErrGeometry and b unchanged", b, err)
@@ -86,8 +82,8 @@ func TestParseLayoutBad(t *testing.T) {
 		{"log2 S 64", []byte{1, 64, 1}, ErrLayout},
 	} {
 		l, err := ParseLayout(tc.b)
-		if !errors.Is(err, tc.want) || l.IsValid() {
-			t.Errorf("%s: %v (valid %v), want %v", tc.name, err, l.IsValid(), tc.want)
+		if !errors.Is(err, tc.want) || l != (Layout{}) {
+			t.Errorf("%s: %v (layout %+v), want %v", tc.name, err, l, tc.want)
 		}
 	}
 }

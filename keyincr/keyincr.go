@@ -11,7 +11,7 @@
 // input with its own CRC polynomial, so a key's counters are independent
 // count-min rows. Spec section 4's own formula, tofino.Reference, makes the
 // copies XOR-related (for N a power of two a key's N counters are always
-// equal); pass WithHasher(tofino.Reference) to read memory written that way,
+// equal); set Layout.Hasher to tofino.Reference to read memory written that way,
 // e.g. by the reference prototype. A query returns the minimum of the key's
 // N counters. See docs/DTA-WIRE.md section 8.4.
 package keyincr
@@ -34,64 +34,48 @@ const MaxSlots = 1 << 32
 // CounterSize is the size of a counter in bytes.
 const CounterSize = 8
 
-// Option configures a Layout.
-type Option func(*Layout)
-
-// WithHasher makes the layout address counters with h instead of the
-// default, tofino.PerCopy. Memory updated by the reference prototype, or by
-// a switch that follows spec section 4 as written, must be read with
-// tofino.Reference; writers and readers must always agree.
-func WithHasher(h tofino.Hasher) Option {
-	return func(l *Layout) { l.hasher = h }
-}
-
-// Layout is the geometry of a Key-Increment region: S counters of 8 bytes.
-// The zero Layout is invalid; build one with NewLayout.
+// Layout is the geometry of a Key-Increment region: Slots counters of 8
+// bytes. Build one as a literal and check it with Validate; NewStore, the
+// collector and the translator refuse a layout Validate refuses.
 type Layout struct {
-	hasher tofino.Hasher
-	slots  uint64
-	mask   uint32
+	// Slots is S, the number of counters, a power of two in 1..2^32.
+	Slots uint64
+	// Hasher addresses counters; nil means tofino.PerCopy. Memory updated
+	// by the reference prototype, or by a switch that follows spec section
+	// 4 as written, must be read with tofino.Reference; writers and
+	// readers must always agree.
+	Hasher tofino.Hasher
 }
 
-// NewLayout returns the layout of slots counters (a power of two in
-// 1..2^32).
-func NewLayout(slots uint64, opts ...Option) (Layout, error) {
-	if slots == 0 || slots > MaxSlots || slots&(slots-1) != 0 {
-		return Layout{}, fmt.Errorf("new layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, slots)
+// Validate reports why l is not a usable layout, with an error wrapping
+// ErrLayout, or nil.
+func (l Layout) Validate() error {
+	if l.Slots == 0 || l.Slots > MaxSlots || l.Slots&(l.Slots-1) != 0 {
+		return fmt.Errorf("layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, l.Slots)
 	}
-	if slots > uint64(^uint(0)>>1)/CounterSize {
-		return Layout{}, fmt.Errorf("new layout: %w: %d counters do not fit in memory", ErrLayout, slots)
+	if l.Slots > uint64(^uint(0)>>1)/CounterSize {
+		return fmt.Errorf("layout: %w: %d counters do not fit in memory", ErrLayout, l.Slots)
 	}
-	l := Layout{hasher: tofino.PerCopy, slots: slots, mask: uint32(slots - 1)}
-	for _, o := range opts {
-		o(&l)
-	}
-	if l.hasher == nil {
-		return Layout{}, fmt.Errorf("new layout: %w: nil hasher", ErrLayout)
-	}
-	return l, nil
+	return nil
 }
 
-// IsValid reports whether l was built by NewLayout.
-func (l Layout) IsValid() bool { return l.slots != 0 }
+// hasher returns the hasher l addresses counters with.
+func (l Layout) hasher() tofino.Hasher { return tofino.OrPerCopy(l.Hasher) }
 
-// Slots returns S, the number of counters.
-func (l Layout) Slots() uint64 { return l.slots }
+// mask is S-1, which cuts a slot hash to a counter index.
+func (l Layout) mask() uint32 { return uint32(l.Slots - 1) }
 
 // RegionSize returns the number of bytes the region needs, 8·Slots.
-func (l Layout) RegionSize() uint64 { return l.slots * CounterSize }
-
-// Hasher returns the hasher that addresses counters.
-func (l Layout) Hasher() tofino.Hasher { return l.hasher }
+func (l Layout) RegionSize() uint64 { return l.Slots * CounterSize }
 
 // Slot returns the counter index of copy n of key. It does not allocate.
 func (l Layout) Slot(key uint32, n uint8) uint64 {
-	return uint64(l.hasher.Slot(key, n) & l.mask)
+	return uint64(l.hasher().Slot(key, n) & l.mask())
 }
 
 // Offset returns the region offset of copy n of key, 8·Slot(key, n).
 func (l Layout) Offset(key uint32, n uint8) uint64 {
-	return uint64(l.hasher.Slot(key, n)&l.mask) * CounterSize
+	return uint64(l.hasher().Slot(key, n)&l.mask()) * CounterSize
 }
 
 // Write is what one copy of a report does to the region: Add added to the
@@ -109,8 +93,9 @@ func (l Layout) AppendWrites(dst []Write, key uint32, add uint64, n int) ([]Writ
 	if n < 1 || n > MaxRedundancy {
 		return dst, errRedundancy
 	}
+	h, mask := l.hasher(), l.mask()
 	for i := range n {
-		dst = append(dst, Write{Offset: l.Offset(key, uint8(i)), Add: add})
+		dst = append(dst, Write{Offset: uint64(h.Slot(key, uint8(i))&mask) * CounterSize, Add: add})
 	}
 	return dst, nil
 }
@@ -129,12 +114,13 @@ type Store struct {
 // allocates a zeroed one; a region shorter than l.RegionSize() or not 8-byte
 // aligned is an ErrRegion; bytes past RegionSize are not used.
 func NewStore(l Layout, region []byte) (*Store, error) {
-	if !l.IsValid() {
-		return nil, fmt.Errorf("new store: %w: zero Layout", ErrLayout)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("new store: %w", err)
 	}
+	l.Hasher = l.hasher()
 	size := l.RegionSize()
 	if region == nil {
-		c := make([]uint64, l.slots)
+		c := make([]uint64, l.Slots)
 		region = unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), size)
 	}
 	if uint64(len(region)) < size {
@@ -146,11 +132,11 @@ func NewStore(l Layout, region []byte) (*Store, error) {
 	return &Store{
 		layout:   l,
 		region:   region[:size:size],
-		counters: unsafe.Slice((*uint64)(unsafe.Pointer(&region[0])), l.slots),
+		counters: unsafe.Slice((*uint64)(unsafe.Pointer(&region[0])), l.Slots),
 	}, nil
 }
 
-// Layout returns the store's layout.
+// Layout returns the store's layout, with its default hasher filled in.
 func (s *Store) Layout() Layout { return s.layout }
 
 // Region returns the store's memory, RegionSize bytes.
@@ -189,7 +175,7 @@ func (s *Store) Add(key uint32, add uint64, n int) error {
 	}
 	l := &s.layout
 	for i := range n {
-		atomic.AddUint64(&s.counters[l.hasher.Slot(key, uint8(i))&l.mask], add)
+		atomic.AddUint64(&s.counters[l.Hasher.Slot(key, uint8(i))&l.mask()], add)
 	}
 	return nil
 }
@@ -205,7 +191,7 @@ func (s *Store) Query(key uint32, n int) (uint64, error) {
 	l := &s.layout
 	est := ^uint64(0)
 	for i := range n {
-		est = min(est, atomic.LoadUint64(&s.counters[l.hasher.Slot(key, uint8(i))&l.mask]))
+		est = min(est, atomic.LoadUint64(&s.counters[l.Hasher.Slot(key, uint8(i))&l.mask()]))
 	}
 	return est, nil
 }
@@ -227,7 +213,7 @@ func (s *Store) QueryBatch(keys []uint32, n int, dst []uint64) error {
 	per := max(1, min(64, batchSlots/n))
 	var idx [max(batchSlots, MaxRedundancy)]uint32
 	l := &s.layout
-	h := l.hasher
+	h, mask := l.Hasher, l.mask()
 	counters := s.counters
 	for len(keys) > 0 {
 		k := min(per, len(keys))
@@ -236,13 +222,13 @@ func (s *Store) QueryBatch(keys []uint32, n int, dst []uint64) error {
 			// directly: one merged table for both copies.
 			for q, key := range keys[:k] {
 				_, s0, s1 := pc.Hashes2(key)
-				idx[2*q], idx[2*q+1] = s0&l.mask, s1&l.mask
+				idx[2*q], idx[2*q+1] = s0&mask, s1&mask
 			}
 		} else {
 			j := 0
 			for _, key := range keys[:k] {
 				for i := range n {
-					idx[j] = h.Slot(key, uint8(i)) & l.mask
+					idx[j] = h.Slot(key, uint8(i)) & l.mask()
 					j++
 				}
 			}

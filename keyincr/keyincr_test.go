@@ -23,12 +23,8 @@ func mix(i uint32) uint32 {
 	return i
 }
 
-func mustStore(t testing.TB, slots uint64, opts ...Option) *Store {
+func mustStore(t testing.TB, l Layout) *Store {
 	t.Helper()
-	l, err := NewLayout(slots, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s, err := NewStore(l, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -48,17 +44,17 @@ func TestReferenceMatchesCRC32(t *testing.T) {
 }
 
 func TestLayout(t *testing.T) {
-	l, err := NewLayout(1 << 10)
-	if err != nil || l.Slots() != 1<<10 || l.RegionSize() != 8<<10 || !l.IsValid() || l.Hasher() != tofino.PerCopy {
-		t.Fatalf("NewLayout(1024) = %+v, %v", l, err)
+	l := Layout{Slots: 1 << 10}
+	if err := l.Validate(); err != nil || l.RegionSize() != 8<<10 {
+		t.Fatalf("Layout{Slots: 1024}: region %d, %v", l.RegionSize(), err)
+	}
+	if s := mustStore(t, l); s.Layout().Hasher != tofino.PerCopy {
+		t.Errorf("a nil hasher is %T in the store, want tofino.PerCopy", s.Layout().Hasher)
 	}
 	for _, bad := range []uint64{0, 3, 1000, 1 << 33} {
-		if _, err := NewLayout(bad); !errors.Is(err, ErrLayout) {
-			t.Errorf("NewLayout(%d) error = %v, want ErrLayout", bad, err)
+		if err := (Layout{Slots: bad}).Validate(); !errors.Is(err, ErrLayout) {
+			t.Errorf("Layout{Slots: %d} error = %v, want ErrLayout", bad, err)
 		}
-	}
-	if _, err := NewLayout(8, WithHasher(nil)); !errors.Is(err, ErrLayout) {
-		t.Errorf("nil hasher: error = %v, want ErrLayout", err)
 	}
 	if _, err := NewStore(Layout{}, nil); !errors.Is(err, ErrLayout) {
 		t.Errorf("zero layout: error = %v, want ErrLayout", err)
@@ -71,9 +67,9 @@ func TestLayout(t *testing.T) {
 func TestAppendWritesGolden(t *testing.T) {
 	key := uint32(0x01020304)
 	for _, perCopy := range []bool{true, false} {
-		l, _ := NewLayout(1 << 12)
+		l := Layout{Slots: 1 << 12}
 		if !perCopy {
-			l, _ = NewLayout(1<<12, WithHasher(tofino.Reference))
+			l = Layout{Slots: 1 << 12, Hasher: tofino.Reference}
 		}
 		ops, err := l.AppendWrites(nil, key, 77, 3)
 		if err != nil || len(ops) != 3 {
@@ -91,7 +87,7 @@ func TestAppendWritesGolden(t *testing.T) {
 			}
 		}
 	}
-	l, _ := NewLayout(1 << 12)
+	l := Layout{Slots: 1 << 12}
 	for _, n := range []int{0, -1, 256} {
 		dst := make([]Write, 1)
 		if got, err := l.AppendWrites(dst, key, 1, n); !errors.Is(err, ErrRedundancy) || len(got) != 1 {
@@ -101,7 +97,7 @@ func TestAppendWritesGolden(t *testing.T) {
 }
 
 func TestStoreRegion(t *testing.T) {
-	l, _ := NewLayout(16)
+	l := Layout{Slots: 16}
 	if _, err := NewStore(l, make([]byte, 127)); !errors.Is(err, ErrRegion) {
 		t.Errorf("short region: error = %v, want ErrRegion", err)
 	}
@@ -139,7 +135,7 @@ func TestStoreRegion(t *testing.T) {
 }
 
 func TestAddMatchesApplyWrites(t *testing.T) {
-	a, b := mustStore(t, 1<<8), mustStore(t, 1<<8)
+	a, b := mustStore(t, Layout{Slots: 1 << 8}), mustStore(t, Layout{Slots: 1 << 8})
 	var ops []Write
 	for i := range uint32(2000) {
 		key, n := mix(i%300), int(i%4)+1
@@ -159,7 +155,7 @@ func TestAddMatchesApplyWrites(t *testing.T) {
 // TestConcurrentAdds hammers shared counters from several goroutines; run
 // with -race. Totals must be exact and queries never underestimate.
 func TestConcurrentAdds(t *testing.T) {
-	s := mustStore(t, 1<<6, WithHasher(tofino.Reference))
+	s := mustStore(t, Layout{Slots: 1 << 6, Hasher: tofino.Reference})
 	const workers, keys, n = 4, 50, 3
 	rounds := 2000
 	if testing.Short() {
@@ -209,7 +205,7 @@ func TestQueryAndBatch(t *testing.T) {
 	// PerCopy is the default and takes QueryBatch's direct-call path at
 	// N = 2; Reference goes through the Hasher interface.
 	for _, h := range []tofino.Hasher{tofino.Reference, tofino.PerCopy} {
-		s := mustStore(t, 1<<10, WithHasher(h))
+		s := mustStore(t, Layout{Slots: 1 << 10, Hasher: h})
 		truth := map[uint32]uint64{}
 		for i := range uint32(3000) {
 			key := mix(i % 500)
@@ -240,7 +236,7 @@ func TestQueryAndBatch(t *testing.T) {
 			t.Errorf("%T: Reset left non-zero counters", h)
 		}
 	}
-	s := mustStore(t, 1<<10)
+	s := mustStore(t, Layout{Slots: 1 << 10})
 	keys := []uint32{1, 2, 3, 4}
 	dst := make([]uint64, len(keys))
 	for _, n := range []int{0, 256} {
@@ -260,7 +256,7 @@ func TestQueryAndBatch(t *testing.T) {
 }
 
 func TestAllocs(t *testing.T) {
-	s := mustStore(t, 1<<10)
+	s := mustStore(t, Layout{Slots: 1 << 10})
 	ops := make([]Write, 0, 4)
 	keys := []uint32{1, 2, 3, 4, 5}
 	dst := make([]uint64, len(keys))
@@ -299,11 +295,7 @@ func TestBoundForms(t *testing.T) {
 // keys whose estimate exceeds the truth by at least eps·total. A nil h
 // means the default layout.
 func countMin(t *testing.T, h tofino.Hasher, slots uint64, n, keys int, eps float64) (frac float64, equalCounters bool) {
-	var opts []Option
-	if h != nil {
-		opts = append(opts, WithHasher(h))
-	}
-	s := mustStore(t, slots, opts...)
+	s := mustStore(t, Layout{Slots: slots, Hasher: h})
 	truth := make([]uint64, keys)
 	var total uint64
 	for k := range keys {
@@ -375,7 +367,7 @@ func FuzzApply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, off, add uint64) {
 		backing := make([]uint64, 20)
 		region := unsafe.Slice((*byte)(unsafe.Pointer(&backing[0])), 160)
-		l, _ := NewLayout(16)
+		l := Layout{Slots: 16}
 		s, err := NewStore(l, region)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ func TestSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", sz)
-	if sz.Success < 0.99 || sz.Bytes != sz.Slots*8 || sz.Slots&(sz.Slots-1) != 0 || sz.Layout.Slots() != sz.Slots || sz.Why == "" {
+	if sz.Success < 0.99 || sz.Bytes != sz.Slots*8 || sz.Slots&(sz.Slots-1) != 0 || sz.Layout.Slots != sz.Slots || sz.Why == "" {
 		t.Fatalf("Size = %+v", sz)
 	}
 	// No N reaches the target with half the counters.

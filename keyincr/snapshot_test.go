@@ -9,7 +9,7 @@ import (
 // TestSnapshotCountsEveryAddOnce snapshots while another goroutine adds:
 // every add is in one of the epochs, none in both.
 func TestSnapshotCountsEveryAddOnce(t *testing.T) {
-	l, _ := NewLayout(1 << 10)
+	l := Layout{Slots: 1 << 10}
 	live, _ := NewStore(l, nil)
 	epochs := make([]*Store, 5)
 	var wg sync.WaitGroup
@@ -35,7 +35,7 @@ func TestSnapshotCountsEveryAddOnce(t *testing.T) {
 	if total != 2*adds {
 		t.Fatalf("epochs hold %d adds, want %d", total, 2*adds)
 	}
-	other, _ := NewLayout(1 << 11)
+	other := Layout{Slots: 1 << 11}
 	o, _ := NewStore(other, nil)
 	if err := live.Snapshot(o); !errors.Is(err, ErrSnapshot) {
 		t.Fatalf("snapshot into another layout: %v", err)

@@ -66,7 +66,8 @@ func (s *Store) QueryBatch(keys []uint32, n int, p Policy, results []Result) err
 // address fills r's checksums and slot offsets for keys.
 func (s *Store) address(r *round, keys []uint32, n int) {
 	l := &s.layout
-	if h, ok := l.hasher.(tofino.PerCopyHasher); ok {
+	mask, shift := l.mask(), l.slotShift()
+	if h, ok := l.hasher().(tofino.PerCopyHasher); ok {
 		// The default hasher, called directly: no interface dispatch,
 		// and, for N = 2, one merged table lookup per key byte for the
 		// checksum and both copies.
@@ -74,8 +75,8 @@ func (s *Store) address(r *round, keys []uint32, n int) {
 			for k, key := range keys {
 				sum, s0, s1 := h.Hashes2(key)
 				r.sums[k] = sum
-				r.offs[2*k] = uint64(s0&l.mask) << l.slotShift
-				r.offs[2*k+1] = uint64(s1&l.mask) << l.slotShift
+				r.offs[2*k] = uint64(s0&mask) << shift
+				r.offs[2*k+1] = uint64(s1&mask) << shift
 			}
 			return
 		}
@@ -84,18 +85,18 @@ func (s *Store) address(r *round, keys []uint32, n int) {
 		for k, key := range keys {
 			r.sums[k] = h.Hashes(key, slots[:n])
 			for _, slot := range slots[:n] {
-				r.offs[j] = uint64(slot&l.mask) << l.slotShift
+				r.offs[j] = uint64(slot&mask) << shift
 				j++
 			}
 		}
 		return
 	}
-	h := l.hasher
+	h := l.hasher()
 	j := 0
 	for k, key := range keys {
 		r.sums[k] = h.Checksum(key)
 		for i := range n {
-			r.offs[j] = uint64(h.Slot(key, uint8(i))&l.mask) << l.slotShift
+			r.offs[j] = uint64(h.Slot(key, uint8(i))&mask) << shift
 			j++
 		}
 	}
@@ -136,7 +137,7 @@ func (s *Store) vote(r *round, k, n int, p Policy, results []Result) {
 func (s *Store) vote2(r *round, k int, p Policy, results []Result) {
 	table := outcomes2(p)
 	region := s.region
-	size := uint64(s.layout.dataSize)
+	size := uint64(s.layout.DataSize)
 	wide := size > 8-checksumSize // data past the slot head
 	for q := range k {
 		sum := r.sums[q]

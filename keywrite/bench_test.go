@@ -31,7 +31,8 @@ func benchStore(b *testing.B) {
 		if testing.Short() {
 			slots, keys = 1<<22, 1<<20
 		}
-		l, err := NewLayout(slots, 4)
+		l := Layout{Slots: slots, DataSize: 4}
+		err := l.Validate()
 		if err != nil {
 			bench.err = err
 			return
@@ -79,7 +80,7 @@ func (r *rng) next() uint32 {
 
 func benchStores(b *testing.B, run func(b *testing.B, s *Store)) {
 	benchStore(b)
-	b.Logf("store: %d slots, %d keys, N=%d, memory %v", bench.store.Layout().Slots(), bench.keys, benchN, bench.memKind)
+	b.Logf("store: %d slots, %d keys, N=%d, memory %v", bench.store.Layout().Slots, bench.keys, benchN, bench.memKind)
 	run(b, bench.store)
 }
 
@@ -154,7 +155,7 @@ func BenchmarkTranslate(b *testing.B) {
 		h    tofino.Hasher
 	}{{"hash=percopy", tofino.PerCopy}, {"hash=reference", tofino.Reference}, {"hash=xxhash", tofino.XXHash}} {
 		b.Run(h.name, func(b *testing.B) {
-			l := mustLayout(b, 1<<20, 4, WithHasher(h.h))
+			l := Layout{Slots: 1 << 20, DataSize: 4, Hasher: h.h}
 			ops := make([]Write, 0, benchN)
 			buf := make([]byte, 0, 8)
 			data := []byte{1, 2, 3, 4}

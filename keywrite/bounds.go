@@ -270,17 +270,16 @@ func Size(w Workload) (Sizing, error) {
 		return Sizing{}, fmt.Errorf("size: %w: success probability %v not in (0, 1)", ErrSizing, w.Success)
 	}
 	maxN := MaxSizingRedundancy
-	var opts []Option
+	l := Layout{Slots: 1, DataSize: w.DataSize, Hasher: tofino.PerCopy}
 	switch w.Addressing {
 	case PerCopyAddressing:
 	case ReferenceAddressing:
 		maxN = MaxReferenceAnalysisRedundancy
-		opts = append(opts, WithHasher(tofino.Reference))
+		l.Hasher = tofino.Reference
 	default:
 		return Sizing{}, fmt.Errorf("size: %w: unknown addressing %d", ErrSizing, w.Addressing)
 	}
-	l, err := NewLayout(1, w.DataSize)
-	if err != nil {
+	if err := l.Validate(); err != nil {
 		return Sizing{}, fmt.Errorf("size: %w", err)
 	}
 	slotSize := uint64(l.SlotSize())
@@ -316,7 +315,8 @@ func Size(w Workload) (Sizing, error) {
 	if best.N == 0 {
 		return Sizing{}, fmt.Errorf("size: %w: %d later keys need more than 2^32 slots for success %v", ErrSizing, w.Keys, w.Success)
 	}
-	best.Layout, _ = NewLayout(best.Slots, w.DataSize, opts...)
+	best.Layout = l
+	best.Layout.Slots = best.Slots
 	best.Why = why(best, perN)
 	return best, nil
 }

@@ -129,11 +129,7 @@ type mcCounts struct{ trials, found, empty, wrong, ambiguous int }
 // α = later/slots. Keys are distinct. A nil h means the default layout.
 func monteCarlo(t *testing.T, h tofino.Hasher, slots uint64, n int, later, trials int, p Policy) mcCounts {
 	t.Helper()
-	var opts []Option
-	if h != nil {
-		opts = append(opts, WithHasher(h))
-	}
-	s := mustStore(t, mustLayout(t, slots, 4, opts...), nil)
+	s := mustStore(t, Layout{Slots: slots, DataSize: 4, Hasher: h}, nil)
 	var c mcCounts
 	var data [4]byte
 	for i := 0; i < later+trials; i++ {
@@ -285,7 +281,7 @@ func TestSize(t *testing.T) {
 		t.Errorf("reference sizing %+v: want N=1, more memory than per-copy %d", ref, sz.Bytes)
 	}
 	if AddressingOf(tofino.Reference) != ReferenceAddressing || AddressingOf(tofino.PerCopy) != PerCopyAddressing ||
-		AddressingOf(tofino.XXHash) != PerCopyAddressing || AddressingOf(mustLayout(t, 1, 4).Hasher()) != PerCopyAddressing {
+		AddressingOf(tofino.XXHash) != PerCopyAddressing || AddressingOf(mustLayout(t, 1, 4).Hasher) != PerCopyAddressing {
 		t.Error("AddressingOf: want reference only for tofino.Reference; the default layout is per-copy")
 	}
 	for _, bad := range []float64{0, 1, -1, math.NaN()} {

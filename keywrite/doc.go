@@ -23,6 +23,6 @@
 // affine, so there copy n's slot is copy 0's XOR a key-independent
 // constant, copies share their fate and, for N a power of two, redundancy
 // does not lower the empty rate at all (EmptyProbReference). Read memory
-// written by the reference prototype with WithHasher(tofino.Reference).
+// written by the reference prototype with Layout.Hasher tofino.Reference.
 // Size takes the addressing into account.
 package keywrite

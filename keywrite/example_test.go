@@ -11,7 +11,8 @@ import (
 // with the default tofino.PerCopy. The switch would write the report's
 // copies over RDMA; Put writes the same bytes.
 func Example() {
-	layout, err := keywrite.NewLayout(1<<16, 4)
+	layout := keywrite.Layout{Slots: 1 << 16, DataSize: 4}
+	err := layout.Validate()
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +50,8 @@ func Example() {
 // section 4 as written) is read with reference addressing. The translator
 // learns the layout from the collector's advertisement geometry.
 func Example_reference() {
-	layout, err := keywrite.NewLayout(1<<16, 4, keywrite.WithHasher(tofino.Reference))
+	layout := keywrite.Layout{Slots: 1 << 16, DataSize: 4, Hasher: tofino.Reference}
+	err := layout.Validate()
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +61,7 @@ func Example_reference() {
 	}
 	fmt.Printf("geometry % x\n", geometry)
 	back, _ := keywrite.ParseLayout(geometry)
-	fmt.Println(back.Hasher() == tofino.Reference, keywrite.AddressingOf(back.Hasher()) == keywrite.ReferenceAddressing)
+	fmt.Println(back.Hasher == tofino.Reference, keywrite.AddressingOf(back.Hasher) == keywrite.ReferenceAddressing)
 	// Copies 0 and 1 of every key sit at the same XOR distance.
 	for _, key := range []uint32{1, 2, 3} {
 		fmt.Println(back.Slot(key, 0) ^ back.Slot(key, 1))

@@ -27,20 +27,20 @@ const GeometryLen = 7
 // wrapping ErrGeometry and returns b unchanged, as it does for an invalid
 // layout.
 func (l Layout) AppendBinary(b []byte) ([]byte, error) {
-	if !l.IsValid() {
-		return b, fmt.Errorf("append binary: %w: invalid layout", ErrGeometry)
+	if err := l.Validate(); err != nil {
+		return b, fmt.Errorf("append binary: %w: %w", ErrGeometry, err)
 	}
-	id, ok := tofino.HasherID(l.hasher)
+	id, ok := tofino.HasherID(l.hasher())
 	if !ok {
-		return b, fmt.Errorf("append binary: %w: hasher %T is not built in (tofino.HasherID)", ErrGeometry, l.hasher)
+		return b, fmt.Errorf("append binary: %w: hasher %T is not built in (tofino.HasherID)", ErrGeometry, l.Hasher)
 	}
-	b = append(b, GeometryVersion, byte(bits.Len64(l.slots)-1), id)
-	return binary.LittleEndian.AppendUint32(b, uint32(l.dataSize)), nil
+	b = append(b, GeometryVersion, byte(bits.Len64(l.Slots)-1), id)
+	return binary.LittleEndian.AppendUint32(b, uint32(l.DataSize)), nil
 }
 
 // ParseLayout decodes a geometry AppendBinary wrote. Malformed bytes (a wrong
 // length, an unknown version or hasher ID) get an error wrapping
-// ErrGeometry; a geometry NewLayout rejects gets NewLayout's error, wrapping
+// ErrGeometry; a geometry Validate rejects gets Validate's error, wrapping
 // ErrLayout.
 func ParseLayout(b []byte) (Layout, error) {
 	if len(b) != GeometryLen {
@@ -60,8 +60,8 @@ func ParseLayout(b []byte) (Layout, error) {
 	if d > 1<<30 {
 		return Layout{}, fmt.Errorf("parse layout: %w: data size %d above 2^30", ErrLayout, d)
 	}
-	l, err := NewLayout(1<<b[1], int(d), WithHasher(h))
-	if err != nil {
+	l := Layout{Slots: 1 << b[1], DataSize: int(d), Hasher: h}
+	if err := l.Validate(); err != nil {
 		return Layout{}, fmt.Errorf("parse layout: %w", err)
 	}
 	return l, nil

@@ -21,12 +21,8 @@ func TestGeometryRoundTrip(t *testing.T) {
 		{1 << 32, 28, tofino.XXHash},
 		{8, 1 << 30, tofino.PerCopy},
 	} {
-		var opts []Option
-		if tc.h != nil {
-			opts = append(opts, WithHasher(tc.h))
-		}
-		l, err := NewLayout(tc.slots, tc.data, opts...)
-		if err != nil {
+		l := Layout{Slots: tc.slots, DataSize: tc.data, Hasher: tc.h}
+		if err := l.Validate(); err != nil {
 			if tc.data == 1<<30 {
 				continue // 2^30-byte slots do not fit a 32-bit address space
 			}
@@ -40,9 +36,9 @@ func TestGeometryRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParseLayout(% x): %v", b[1:], err)
 		}
-		if got.Slots() != l.Slots() || got.DataSize() != l.DataSize() || got.Hasher() != l.Hasher() || got.SlotSize() != l.SlotSize() {
+		if l.Hasher = l.hasher(); got != l {
 			t.Errorf("round trip of %d slots, %d bytes, %T: got %d slots, %d bytes, %T",
-				l.Slots(), l.DataSize(), l.Hasher(), got.Slots(), got.DataSize(), got.Hasher())
+				l.Slots, l.DataSize, l.Hasher, got.Slots, got.DataSize, got.Hasher)
 		}
 		// It fits a collector advertisement and survives one.
 		a := dta.Advertisement{VA: 1, Length: 2, RKey: 3, Primitive: dta.OpKeyWrite, Geometry: b[1:]}
@@ -62,7 +58,8 @@ func TestGeometryRoundTrip(t *testing.T) {
 
 // TestGeometryBytes pins the byte layout of docs/DTA-WIRE.md section 8.4.
 func TestGeometryBytes(t *testing.T) {
-	l, err := NewLayout(1<<20, 12)
+	l := Layout{Slots: 1 << 20, DataSize: 12}
+	err := l.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +73,7 @@ func TestGeometryBytes(t *testing.T) {
 	if err != nil || !bytes.Equal(b, want) {
 		t.Errorf("geometry % x, %v, want % x", b, err, want)
 	}
-	l, _ = NewLayout(1<<32, 0x104, WithHasher(tofino.Reference))
+	l = Layout{Slots: 1 << 32, DataSize: 0x104, Hasher: tofino.Reference}
 	b, err = l.AppendBinary(nil)
 	if want := []byte{1, 32, 0, 0x04, 0x01, 0, 0}; err != nil || !bytes.Equal(b, want) {
 		t.Errorf("geometry % x, %v, want % x", b, err, want)
@@ -84,7 +81,7 @@ func TestGeometryBytes(t *testing.T) {
 }
 
 func TestGeometryUnencodable(t *testing.T) {
-	l, _ := NewLayout(16, 4, WithHasher(truncHasher{tofino.PerCopy, 8}))
+	l := Layout{Slots: 16, DataSize: 4, Hasher: truncHasher{tofino.PerCopy, 8}}
 	b, err := l.AppendBinary([]byte{7})
 	if !errors.Is(err, ErrGeometry) || !bytes.Equal(b, []byte{7}) {
 		t.Errorf("custom hasher: % x, %v, want ErrGeometry and b unchanged", b, err)
@@ -116,8 +113,8 @@ func TestParseLayoutBad(t *testing.T) {
 		{"too big", []byte{1, 32, 1, 0, 0, 0, 0x40}, ErrLayout}, // 2^32 slots of 2^31 bytes
 	} {
 		l, err := ParseLayout(tc.b)
-		if !errors.Is(err, tc.want) || l.IsValid() {
-			t.Errorf("%s: %v (valid %v), want %v", tc.name, err, l.IsValid(), tc.want)
+		if !errors.Is(err, tc.want) || l != (Layout{}) {
+			t.Errorf("%s: %v (layout %+v), want %v", tc.name, err, l, tc.want)
 		}
 	}
 }

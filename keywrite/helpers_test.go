@@ -44,10 +44,10 @@ func fillValue(b []byte, key uint32) {
 	}
 }
 
-func mustLayout(t testing.TB, slots uint64, dataSize int, opts ...Option) Layout {
+func mustLayout(t testing.TB, slots uint64, dataSize int) Layout {
 	t.Helper()
-	l, err := NewLayout(slots, dataSize, opts...)
-	if err != nil {
+	l := Layout{Slots: slots, DataSize: dataSize}
+	if err := l.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	return l

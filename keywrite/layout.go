@@ -20,95 +20,73 @@ const MaxSlots = 1 << 32
 // checksumSize is the size of the key checksum at the start of every slot.
 const checksumSize = 4
 
-// Option configures a Layout.
-type Option func(*Layout)
-
-// WithHasher makes the layout address slots and compute checksums with h
-// instead of tofino.Reference, the switch's CRC32. Memory written by a switch
-// must be read with tofino.Reference; a software-only deployment may use a
-// faster hash as long as its writers and readers agree.
-func WithHasher(h tofino.Hasher) Option {
-	return func(l *Layout) { l.hasher = h }
-}
-
-// Layout is the geometry of a Key-Write region: S slots of SlotSize bytes,
-// each holding le32(checksum) ‖ data with data of DataSize bytes. The zero
-// Layout is invalid; build one with NewLayout.
+// Layout is the geometry of a Key-Write region: Slots slots of SlotSize
+// bytes, each holding le32(checksum) ‖ data with data of DataSize bytes.
+// Build one as a literal and check it with Validate; NewStore, the
+// collector and the translator refuse a layout Validate refuses.
 type Layout struct {
-	hasher    tofino.Hasher
-	slots     uint64
-	mask      uint32
-	dataSize  int
-	slotShift uint8
+	// Slots is S, the number of slots, a power of two in 1..2^32.
+	Slots uint64
+	// DataSize is the data bytes a slot holds, a positive multiple of 4 up
+	// to 2^30. The slot size is nextpow2(4 + DataSize).
+	DataSize int
+	// Hasher addresses slots and computes checksums; nil means
+	// tofino.PerCopy, the switch's CRC32 with a per-copy seed. Memory a
+	// switch writes must be read with the switch's hasher; a software-only
+	// deployment may use a faster one as long as its writers and readers
+	// agree.
+	Hasher tofino.Hasher
 }
 
-// NewLayout returns the layout of slots slots (a power of two in 1..2^32)
-// holding dataSize bytes of data each (a positive multiple of 4). The slot
-// size is nextpow2(4 + dataSize).
-func NewLayout(slots uint64, dataSize int, opts ...Option) (Layout, error) {
-	if slots == 0 || slots > MaxSlots || slots&(slots-1) != 0 {
-		return Layout{}, fmt.Errorf("new layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, slots)
+// Validate reports why l is not a usable layout, with an error wrapping
+// ErrLayout, or nil.
+func (l Layout) Validate() error {
+	if l.Slots == 0 || l.Slots > MaxSlots || l.Slots&(l.Slots-1) != 0 {
+		return fmt.Errorf("layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, l.Slots)
 	}
-	if dataSize <= 0 || dataSize%4 != 0 {
-		return Layout{}, fmt.Errorf("new layout: %w: data size %d is not a positive multiple of 4", ErrLayout, dataSize)
+	if l.DataSize <= 0 || l.DataSize%4 != 0 {
+		return fmt.Errorf("layout: %w: data size %d is not a positive multiple of 4", ErrLayout, l.DataSize)
 	}
-	if dataSize > 1<<30 {
-		return Layout{}, fmt.Errorf("new layout: %w: data size %d above 2^30", ErrLayout, dataSize)
+	if l.DataSize > 1<<30 {
+		return fmt.Errorf("layout: %w: data size %d above 2^30", ErrLayout, l.DataSize)
 	}
-	shift := uint8(bits.Len64(uint64(checksumSize+dataSize) - 1))
-	if bits.Len64(slots)-1+int(shift) > bits.Len64(math.MaxInt)-1 {
-		return Layout{}, fmt.Errorf("new layout: %w: %d slots of %d bytes do not fit in memory", ErrLayout, slots, 1<<shift)
+	if bits.Len64(l.Slots)-1+int(l.slotShift()) > bits.Len64(math.MaxInt)-1 {
+		return fmt.Errorf("layout: %w: %d slots of %d bytes do not fit in memory", ErrLayout, l.Slots, l.SlotSize())
 	}
-	l := Layout{
-		hasher:    tofino.PerCopy,
-		slots:     slots,
-		mask:      uint32(slots - 1),
-		dataSize:  dataSize,
-		slotShift: shift,
-	}
-	for _, o := range opts {
-		o(&l)
-	}
-	if l.hasher == nil {
-		return Layout{}, fmt.Errorf("new layout: %w: nil hasher", ErrLayout)
-	}
-	return l, nil
+	return nil
 }
 
-// IsValid reports whether l was built by NewLayout.
-func (l Layout) IsValid() bool { return l.slots != 0 }
+// hasher returns the hasher l addresses slots with.
+func (l Layout) hasher() tofino.Hasher { return tofino.OrPerCopy(l.Hasher) }
 
-// Slots returns S, the number of slots.
-func (l Layout) Slots() uint64 { return l.slots }
+// mask is S-1, which cuts a slot hash to a slot index.
+func (l Layout) mask() uint32 { return uint32(l.Slots - 1) }
 
-// DataSize returns the number of data bytes a slot holds.
-func (l Layout) DataSize() int { return l.dataSize }
+// slotShift is log2 SlotSize.
+func (l Layout) slotShift() uint8 { return uint8(bits.Len64(uint64(checksumSize+l.DataSize) - 1)) }
 
 // SlotSize returns the size of a slot in bytes, nextpow2(4 + DataSize).
-func (l Layout) SlotSize() int { return 1 << l.slotShift }
+func (l Layout) SlotSize() int { return 1 << l.slotShift() }
 
 // PayloadSize returns the number of bytes each copy writes, 4 + DataSize.
-func (l Layout) PayloadSize() int { return checksumSize + l.dataSize }
+func (l Layout) PayloadSize() int { return checksumSize + l.DataSize }
 
 // RegionSize returns the number of bytes the region needs, Slots·SlotSize.
-func (l Layout) RegionSize() uint64 { return l.slots << l.slotShift }
-
-// Hasher returns the hasher that addresses slots and computes checksums.
-func (l Layout) Hasher() tofino.Hasher { return l.hasher }
+func (l Layout) RegionSize() uint64 { return l.Slots << l.slotShift() }
 
 // Slot returns the slot index of copy n of key. It does not allocate.
 func (l Layout) Slot(key uint32, n uint8) uint64 {
-	return uint64(l.hasher.Slot(key, n) & l.mask)
+	return uint64(l.hasher().Slot(key, n) & l.mask())
 }
 
 // Offset returns the region offset of copy n of key, Slot(key, n)·SlotSize.
 // It does not allocate.
 func (l Layout) Offset(key uint32, n uint8) uint64 {
-	return uint64(l.hasher.Slot(key, n)&l.mask) << l.slotShift
+	return uint64(l.hasher().Slot(key, n)&l.mask()) << l.slotShift()
 }
 
 // Checksum returns the checksum stored with key's copies.
-func (l Layout) Checksum(key uint32) uint32 { return l.hasher.Checksum(key) }
+func (l Layout) Checksum(key uint32) uint32 { return l.hasher().Checksum(key) }
 
 // Write is one RDMA WRITE of a report copy: Payload written at Offset bytes
 // from the region's base.
@@ -120,10 +98,10 @@ type Write struct {
 // AppendPayload appends the bytes every copy of a report writes,
 // le32(checksum(key)) ‖ data, to dst. It does not allocate when dst has room.
 func (l Layout) AppendPayload(dst []byte, key uint32, data []byte) ([]byte, error) {
-	if len(data) != l.dataSize {
+	if len(data) != l.DataSize {
 		return dst, errDataSize
 	}
-	dst = binary.LittleEndian.AppendUint32(dst, l.hasher.Checksum(key))
+	dst = binary.LittleEndian.AppendUint32(dst, l.hasher().Checksum(key))
 	return append(dst, data...), nil
 }
 
@@ -154,8 +132,9 @@ func (l Layout) AppendWrites(ops []Write, buf []byte, key uint32, data []byte, n
 		return ops, buf, err
 	}
 	payload := buf[start:len(buf):len(buf)]
+	h, mask, shift := l.hasher(), l.mask(), l.slotShift()
 	for i := range n {
-		ops = append(ops, Write{Offset: l.Offset(key, uint8(i)), Data: payload})
+		ops = append(ops, Write{Offset: uint64(h.Slot(key, uint8(i))&mask) << shift, Data: payload})
 	}
 	return ops, buf, nil
 }

@@ -30,24 +30,24 @@ func (s *Store) Snapshot(dst *Store) error {
 // all-zero slots (never written; a key whose checksum and data are all zero
 // cannot be told from them) and slots that verify for no key (torn, or a
 // copy beyond n), and stops when keys is full or the region ends. It
-// returns how many keys it wrote and the slot to continue from, Slots()
+// returns how many keys it wrote and the slot to continue from, Slots
 // when the region is done. Query the keys for their values: Scan finds
 // where keys are, the vote decides what they hold. It does not allocate.
 func (s *Store) Scan(from uint64, n int, keys []uint32) (count int, next uint64, err error) {
 	l := &s.layout
-	kr, ok := l.hasher.(tofino.KeyRecoverer)
+	kr, ok := l.Hasher.(tofino.KeyRecoverer)
 	switch {
 	case !ok:
-		return 0, from, fmt.Errorf("scan: %w: hasher %T cannot recover keys from checksums", ErrScan, l.hasher)
+		return 0, from, fmt.Errorf("scan: %w: hasher %T cannot recover keys from checksums", ErrScan, l.Hasher)
 	case n < 1 || n > MaxRedundancy:
 		return 0, from, errRedundancy
-	case from > l.slots:
-		return 0, from, fmt.Errorf("scan: %w: slot %d of %d", ErrScan, from, l.slots)
+	case from > l.Slots:
+		return 0, from, fmt.Errorf("scan: %w: slot %d of %d", ErrScan, from, l.Slots)
 	}
 	size := uint64(l.SlotSize())
 	slot := from
-	for ; slot < l.slots && count < len(keys); slot++ {
-		off := slot << l.slotShift
+	for ; slot < l.Slots && count < len(keys); slot++ {
+		off := slot * size
 		b := s.region[off : off+size : off+size]
 		if allZero(b) {
 			continue

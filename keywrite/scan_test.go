@@ -10,7 +10,8 @@ import (
 func TestScanFindsEveryStoredKeyOnce(t *testing.T) {
 	for _, h := range []tofino.Hasher{tofino.PerCopy, tofino.Reference} {
 		for _, n := range []int{1, 2, 3} {
-			l, err := NewLayout(1<<12, 8, WithHasher(h))
+			l := Layout{Slots: 1 << 12, DataSize: 8, Hasher: h}
+			err := l.Validate()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +32,7 @@ func TestScanFindsEveryStoredKeyOnce(t *testing.T) {
 			}
 			got := map[uint32]bool{}
 			buf := make([]uint32, 7) // small: many resumed calls
-			for next := uint64(0); next < l.Slots(); {
+			for next := uint64(0); next < l.Slots; {
 				var c int
 				c, next, err = s.Scan(next, n, buf)
 				if err != nil {
@@ -60,12 +61,12 @@ func TestScanFindsEveryStoredKeyOnce(t *testing.T) {
 }
 
 func TestScanErrors(t *testing.T) {
-	l, _ := NewLayout(64, 4, WithHasher(tofino.XXHash))
+	l := Layout{Slots: 64, DataSize: 4, Hasher: tofino.XXHash}
 	s, _ := NewStore(l, nil)
 	if _, _, err := s.Scan(0, 1, make([]uint32, 4)); !errors.Is(err, ErrScan) {
 		t.Fatalf("XXHash scan: %v, want ErrScan", err)
 	}
-	l, _ = NewLayout(64, 4)
+	l = Layout{Slots: 64, DataSize: 4}
 	s, _ = NewStore(l, nil)
 	if _, _, err := s.Scan(65, 1, make([]uint32, 4)); !errors.Is(err, ErrScan) {
 		t.Fatalf("scan from past the end: %v, want ErrScan", err)
@@ -87,7 +88,7 @@ func TestScanErrors(t *testing.T) {
 }
 
 func TestSnapshot(t *testing.T) {
-	l, _ := NewLayout(256, 4)
+	l := Layout{Slots: 256, DataSize: 4}
 	s, _ := NewStore(l, nil)
 	s.Put(7, []byte{1, 2, 3, 4}, 2)
 	snap, _ := NewStore(l, nil)
@@ -101,7 +102,7 @@ func TestSnapshot(t *testing.T) {
 	if r, _ := s.Query(7, 2, Plurality); string(r.Data) != "\x09\x09\x09\x09" {
 		t.Fatalf("live store: %+v", r)
 	}
-	other, _ := NewLayout(512, 4)
+	other := Layout{Slots: 512, DataSize: 4}
 	o, _ := NewStore(other, nil)
 	if err := s.Snapshot(o); !errors.Is(err, ErrSnapshot) {
 		t.Fatalf("snapshot into another layout: %v", err)
@@ -113,7 +114,7 @@ func TestSnapshot(t *testing.T) {
 }
 
 func BenchmarkScan(b *testing.B) {
-	l, _ := NewLayout(1<<20, 4)
+	l := Layout{Slots: 1 << 20, DataSize: 4}
 	s, _ := NewStore(l, nil)
 	for i := range uint32(1 << 19) {
 		s.Put(mix(i), valueOf(mix(i), 4), 2)
@@ -122,10 +123,10 @@ func BenchmarkScan(b *testing.B) {
 	b.ResetTimer()
 	slots := 0
 	for range b.N {
-		for next := uint64(0); next < l.Slots(); {
+		for next := uint64(0); next < l.Slots; {
 			_, next, _ = s.Scan(next, 2, keys)
 		}
-		slots += int(l.Slots())
+		slots += int(l.Slots)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(slots), "ns/slot")
 }

@@ -118,9 +118,10 @@ type Store struct {
 // allocates a zeroed one of l.RegionSize() bytes; a region shorter than
 // that is an ErrRegion; bytes past it are not used.
 func NewStore(l Layout, region []byte) (*Store, error) {
-	if !l.IsValid() {
-		return nil, fmt.Errorf("new store: %w: zero Layout", ErrLayout)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("new store: %w", err)
 	}
+	l.Hasher = l.hasher()
 	size := l.RegionSize()
 	if region == nil {
 		region = make([]byte, size)
@@ -131,7 +132,7 @@ func NewStore(l Layout, region []byte) (*Store, error) {
 	return &Store{layout: l, region: region[:size:size]}, nil
 }
 
-// Layout returns the store's layout.
+// Layout returns the store's layout, with its default hasher filled in.
 func (s *Store) Layout() Layout { return s.layout }
 
 // Region returns the store's memory, RegionSize bytes.
@@ -169,10 +170,10 @@ func (s *Store) Put(key uint32, data []byte, n int) error {
 	if n < 1 || n > MaxRedundancy {
 		return errRedundancy
 	}
-	if len(data) != l.dataSize {
+	if len(data) != l.DataSize {
 		return errDataSize
 	}
-	sum := l.hasher.Checksum(key)
+	sum := l.Hasher.Checksum(key)
 	for i := range n {
 		slot := s.region[l.Offset(key, uint8(i)):]
 		binary.LittleEndian.PutUint32(slot, sum)
@@ -209,7 +210,7 @@ func (s *Store) Query(key uint32, n int, p Policy) (Result, error) {
 // copies one by one. It does not allocate.
 func (s *Store) Copy(key uint32, n uint8) (data []byte, ok bool) {
 	off := s.layout.Offset(key, n)
-	if binary.LittleEndian.Uint32(s.region[off:]) != s.layout.hasher.Checksum(key) {
+	if binary.LittleEndian.Uint32(s.region[off:]) != s.layout.Hasher.Checksum(key) {
 		return nil, false
 	}
 	return s.data(off), true
@@ -221,7 +222,7 @@ const smallQuery = 16
 // query is Query after validation; matched has room for n offsets.
 func (s *Store) query(key uint32, n int, p Policy, matched []uint64) Result {
 	l := &s.layout
-	sum := l.hasher.Checksum(key)
+	sum := l.Hasher.Checksum(key)
 	m := 0
 	for i := range n {
 		off := l.Offset(key, uint8(i))
@@ -240,13 +241,13 @@ func (s *Store) query(key uint32, n int, p Policy, matched []uint64) Result {
 // data returns the data of the slot at off, aliasing the region.
 func (s *Store) data(off uint64) []byte {
 	start := off + checksumSize
-	end := start + uint64(s.layout.dataSize)
+	end := start + uint64(s.layout.DataSize)
 	return s.region[start:end:end]
 }
 
 // sameData reports whether the slots at a and b hold the same data.
 func (s *Store) sameData(a, b uint64) bool {
-	if s.layout.dataSize == 4 {
+	if s.layout.DataSize == 4 {
 		return binary.LittleEndian.Uint32(s.region[a+checksumSize:]) == binary.LittleEndian.Uint32(s.region[b+checksumSize:])
 	}
 	return bytes.Equal(s.data(a), s.data(b))

@@ -12,7 +12,7 @@ import (
 	"github.com/dtakit/dtakit/dta/tofino"
 )
 
-func TestNewLayout(t *testing.T) {
+func TestLayout(t *testing.T) {
 	for _, tc := range []struct {
 		slots    uint64
 		data     int
@@ -21,14 +21,15 @@ func TestNewLayout(t *testing.T) {
 		{1, 4, 8}, {1 << 10, 4, 8}, {1 << 10, 8, 16}, {1 << 10, 12, 16},
 		{1 << 10, 28, 32}, {1 << 10, 60, 64}, {1 << 10, 64, 128}, {1 << 32, 4, 8},
 	} {
-		l, err := NewLayout(tc.slots, tc.data)
+		l := Layout{Slots: tc.slots, DataSize: tc.data}
+		err := l.Validate()
 		if err != nil {
-			t.Fatalf("NewLayout(%d, %d): %v", tc.slots, tc.data, err)
+			t.Fatalf("Layout{Slots: %d, DataSize: %d}: %v", tc.slots, tc.data, err)
 		}
-		if l.SlotSize() != tc.slotSize || l.Slots() != tc.slots || l.DataSize() != tc.data ||
-			l.PayloadSize() != 4+tc.data || l.RegionSize() != tc.slots*uint64(tc.slotSize) || !l.IsValid() {
-			t.Errorf("NewLayout(%d, %d) = slots %d, slot size %d, region %d; want slot size %d",
-				tc.slots, tc.data, l.Slots(), l.SlotSize(), l.RegionSize(), tc.slotSize)
+		if l.SlotSize() != tc.slotSize || l.Slots != tc.slots || l.DataSize != tc.data ||
+			l.PayloadSize() != 4+tc.data || l.RegionSize() != tc.slots*uint64(tc.slotSize) {
+			t.Errorf("Layout{Slots: %d, DataSize: %d} = slots %d, slot size %d, region %d; want slot size %d",
+				tc.slots, tc.data, l.Slots, l.SlotSize(), l.RegionSize(), tc.slotSize)
 		}
 	}
 	for _, tc := range []struct {
@@ -37,15 +38,15 @@ func TestNewLayout(t *testing.T) {
 	}{
 		{0, 4}, {3, 4}, {1<<20 + 1, 4}, {1 << 33, 4}, {1 << 10, 0}, {1 << 10, 3}, {1 << 10, -4}, {1 << 10, 6},
 	} {
-		if _, err := NewLayout(tc.slots, tc.data); !errors.Is(err, ErrLayout) {
-			t.Errorf("NewLayout(%d, %d) error = %v, want ErrLayout", tc.slots, tc.data, err)
+		if err := (Layout{Slots: tc.slots, DataSize: tc.data}).Validate(); !errors.Is(err, ErrLayout) {
+			t.Errorf("Layout{Slots: %d, DataSize: %d} error = %v, want ErrLayout", tc.slots, tc.data, err)
 		}
 	}
-	if _, err := NewLayout(16, 4, WithHasher(nil)); !errors.Is(err, ErrLayout) {
-		t.Errorf("nil hasher: error = %v, want ErrLayout", err)
+	if err := (Layout{}).Validate(); !errors.Is(err, ErrLayout) {
+		t.Errorf("zero Layout: error = %v, want ErrLayout", err)
 	}
-	if (Layout{}).IsValid() {
-		t.Error("zero Layout is valid")
+	if s := mustStore(t, Layout{Slots: 16, DataSize: 4}, nil); s.Layout().Hasher != tofino.PerCopy {
+		t.Errorf("a nil hasher is %T in the store, want tofino.PerCopy", s.Layout().Hasher)
 	}
 }
 
@@ -67,10 +68,10 @@ func crc32Copy(perCopy bool, le []byte, n uint8) uint32 {
 func TestAppendWritesGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		opts    []Option
+		hasher  tofino.Hasher
 		perCopy bool
-	}{{"default", nil, true}, {"reference", []Option{WithHasher(tofino.Reference)}, false}} {
-		l := mustLayout(t, 1<<12, 12, tc.opts...)
+	}{{"default", nil, true}, {"reference", tofino.Reference, false}} {
+		l := Layout{Slots: 1 << 12, DataSize: 12, Hasher: tc.hasher}
 		key := uint32(0x0a0b0c0d)
 		data := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 		ops, buf, err := l.AppendWrites(make([]Write, 0, 3), make([]byte, 0, 16), key, data, 3)
@@ -320,7 +321,7 @@ func TestQueryPolicies(t *testing.T) {
 // once. With reference addressing, copy n's slot is copy 0's XOR a constant
 // (CRC is affine); with 4 slots copy 2's constant masks to 0.
 func TestQueryDuplicateSlots(t *testing.T) {
-	l := mustLayout(t, 4, 4, WithHasher(tofino.Reference))
+	l := Layout{Slots: 4, DataSize: 4, Hasher: tofino.Reference}
 	s := mustStore(t, l, nil)
 	key := uint32(0x1234)
 	if l.Slot(key, 0) != l.Slot(key, 2) || l.Slot(key, 0) == l.Slot(key, 1) {
@@ -382,7 +383,7 @@ func TestQueryBatchMatchesQuery(t *testing.T) {
 		{"percopy/data=4/light", tofino.PerCopy, 4, 300},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l := mustLayout(t, 1<<10, c.dataSize, WithHasher(c.hasher))
+			l := Layout{Slots: 1 << 10, DataSize: c.dataSize, Hasher: c.hasher}
 			s := mustStore(t, l, nil)
 			for i := range c.keys {
 				key := mix(i)
@@ -539,7 +540,7 @@ func FuzzStore(f *testing.F) {
 // AppendCopy is AppendWrites' copy c alone, and refuses a copy outside
 // 0..n-1.
 func TestAppendCopy(t *testing.T) {
-	l, _ := NewLayout(1<<10, 4)
+	l := Layout{Slots: 1 << 10, DataSize: 4}
 	data := []byte{1, 2, 3, 4}
 	all, _, err := l.AppendWrites(nil, nil, 77, data, 5)
 	if err != nil {

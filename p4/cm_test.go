@@ -22,7 +22,8 @@ func TestHandshakeWithTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	l, err := keywrite.NewLayout(1<<12, 4)
+	l := keywrite.Layout{Slots: 1 << 12, DataSize: 4}
+	err = l.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,9 +80,9 @@ func TestPlanRejects(t *testing.T) {
 		_, err := NewPlan(cfg)
 		return err
 	}
-	kw8, _ := keywrite.NewLayout(1<<10, 8)
+	kw8 := keywrite.Layout{Slots: 1 << 10, DataSize: 8}
 	geo8, _ := kw8.AppendBinary(nil)
-	ref, _ := keywrite.NewLayout(1<<10, 4, keywrite.WithHasher(tofino.Reference))
+	ref := keywrite.Layout{Slots: 1 << 10, DataSize: 4, Hasher: tofino.Reference}
 	geoRef, _ := ref.AppendBinary(nil)
 	small := appendlist.Layout{Lists: 16, Entries: 1 << p4gen.AppendEntryBits, EntrySize: 4, Batch: 4}
 	apSmall, _ := small.AppendBinary(nil)

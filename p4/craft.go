@@ -72,18 +72,18 @@ func (c *Connection) check() (shape, error) {
 	switch s.op {
 	case dta.OpKeyWrite:
 		s.kw, err = keywrite.ParseLayout(c.Ad.Geometry)
-		if err == nil && s.kw.DataSize() != p4gen.KeyWriteData {
-			err = fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize(), p4gen.KeyWriteData)
+		if err == nil && s.kw.DataSize != p4gen.KeyWriteData {
+			err = fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize, p4gen.KeyWriteData)
 		}
 		if err == nil {
-			s.slots = s.kw.Slots()
-			err = perCopy(s.kw.Hasher())
+			s.slots = s.kw.Slots
+			err = perCopy(s.kw.Hasher)
 		}
 	case dta.OpKeyIncrement:
 		s.ki, err = keyincr.ParseLayout(c.Ad.Geometry)
 		if err == nil {
-			s.slots = s.ki.Slots()
-			err = perCopy(s.ki.Hasher())
+			s.slots = s.ki.Slots
+			err = perCopy(s.ki.Hasher)
 		}
 		if err == nil && c.Ad.VA%8 != 0 {
 			err = errors.New("counter region not 8-byte aligned")

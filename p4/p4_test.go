@@ -177,12 +177,14 @@ func TestHashesMatchModel(t *testing.T) {
 // testConnections returns a Key-Write and a Key-Increment connection.
 func testConnections(t *testing.T) []Connection {
 	t.Helper()
-	kw, err := keywrite.NewLayout(1<<16, p4gen.KeyWriteData)
+	kw := keywrite.Layout{Slots: 1 << 16, DataSize: p4gen.KeyWriteData}
+	err := kw.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	kwGeo, _ := kw.AppendBinary(nil)
-	ki, err := keyincr.NewLayout(1 << 16)
+	ki := keyincr.Layout{Slots: 1 << 16}
+	err = ki.Validate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,8 +220,8 @@ func (d *Decoder) Observe(pid uint32, digest uint8, hops int) error {
 // not read before (an entry is identified by its packet ID), and returns
 // how many it observed. A copy holding another key's entry is skipped.
 func (d *Decoder) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
-	if s.Layout().DataSize() != DataSize {
-		return 0, fmt.Errorf("%w: the store's data size is %d, PINT entries are %d", ErrConfig, s.Layout().DataSize(), DataSize)
+	if s.Layout().DataSize != DataSize {
+		return 0, fmt.Errorf("%w: the store's data size is %d, PINT entries are %d", ErrConfig, s.Layout().DataSize, DataSize)
 	}
 	if len(d.last) < int(n) {
 		d.last = append(d.last, make([]uint32, int(n)-len(d.last))...)

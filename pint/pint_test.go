@@ -62,7 +62,7 @@ func TestMonteCarlo(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	switches := universe(rng, v)
-	l, _ := keywrite.NewLayout(1<<14, DataSize)
+	l := keywrite.Layout{Slots: 1 << 14, DataSize: DataSize}
 	st, _ := keywrite.NewStore(l, nil)
 	for _, k := range []int{1, 3, 5, 8} {
 		mean, sd := ExpectedPackets(k, v, DigestBits)
@@ -203,7 +203,7 @@ func TestEntry(t *testing.T) {
 			t.Fatalf("% x: %v", bad, err)
 		}
 	}
-	l, _ := keywrite.NewLayout(64, 4)
+	l := keywrite.Layout{Slots: 64, DataSize: 4}
 	st, _ := keywrite.NewStore(l, nil)
 	d, _ := NewDecoder([]uint32{1})
 	if _, err := d.Read(st, 1, 2); !errors.Is(err, ErrConfig) {

@@ -20,8 +20,8 @@ import (
 // loopback, one instance of each primitive, and compares the collector's
 // regions byte for byte with reference stores fed the same reports.
 func TestWithCollector(t *testing.T) {
-	kwl, _ := keywrite.NewLayout(1<<12, 4)
-	kil, _ := keyincr.NewLayout(1 << 12)
+	kwl := keywrite.Layout{Slots: 1 << 12, DataSize: 4}
+	kil := keyincr.Layout{Slots: 1 << 12}
 	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
 	c := translator.StartCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: 4, Entries: 1024, EntrySize: 4, Batch: 8, Markers: true})
 	kw, ki, pc, ar := c.KW, c.KI, c.PC, c.AR

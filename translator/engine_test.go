@@ -22,8 +22,8 @@ import (
 
 // Test geometries, small enough to compare whole regions.
 var (
-	testKW = must(keywrite.NewLayout(1<<10, 4))
-	testKI = must(keyincr.NewLayout(1 << 10))
+	testKW = keywrite.Layout{Slots: 1 << 10, DataSize: 4}
+	testKI = keyincr.Layout{Slots: 1 << 10}
 	testPC = postcard.Layout{Hops: 5, Chunks: 1 << 10, Copies: 2, Addressing: postcard.PerCopyAddressing}
 	testAL = appendlist.Layout{Lists: 4, Entries: 64, EntrySize: 8, Batch: 4, Markers: true}
 )

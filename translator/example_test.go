@@ -26,7 +26,7 @@ func ExampleEngine() {
 		panic(err)
 	}
 	defer col.Close()
-	layout, _ := keywrite.NewLayout(1<<16, 4)
+	layout := keywrite.Layout{Slots: 1 << 16, DataSize: 4}
 	store, err := col.AddKeyWrite(layout)
 	if err != nil {
 		panic(err)

@@ -36,8 +36,8 @@ func TestShardOrder(t *testing.T) {
 }
 
 func shardOrder(t *testing.T, wide bool) {
-	kwl, _ := keywrite.NewLayout(1<<14, 8)
-	kil, _ := keyincr.NewLayout(1 << 12)
+	kwl := keywrite.Layout{Slots: 1 << 14, DataSize: 8}
+	kil := keyincr.Layout{Slots: 1 << 12}
 	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
 	const reporters, lists, keys = 6, 4, 300
 	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: lists, Entries: 4096, EntrySize: 8, Batch: 4, Markers: true})
@@ -351,8 +351,8 @@ func TestShardedAppendAckAfterWrite(t *testing.T) {
 // batch entries, 2 lists) and a translator with cfg and two shards.
 func startTwoShards(t *testing.T, batch int, cfg Config) (*testCollector, *Translator) {
 	t.Helper()
-	kwl, _ := keywrite.NewLayout(1<<10, 4)
-	kil, _ := keyincr.NewLayout(1 << 10)
+	kwl := keywrite.Layout{Slots: 1 << 10, DataSize: 4}
+	kil := keyincr.Layout{Slots: 1 << 10}
 	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 10, Copies: 2})
 	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: 2, Entries: 64, EntrySize: 4, Batch: batch})
 	cfg.ReportAddr, cfg.Collectors, cfg.Shards = netip.MustParseAddrPort("127.0.0.1:0"), []netip.AddrPort{c.Addr()}, 2

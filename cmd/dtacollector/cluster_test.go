@@ -134,8 +134,8 @@ func TestCluster(t *testing.T) {
 	choice := dta.DefaultCollectorChoice(3)
 	var kwModel [3]*keywrite.Store
 	var kiModel [3]*keyincr.Store
-	kwl, _ := keywrite.NewLayout(kwSlots, 8)
-	kil, _ := keyincr.NewLayout(kiSlots)
+	kwl := keywrite.Layout{Slots: kwSlots, DataSize: 8}
+	kil := keyincr.Layout{Slots: kiSlots}
 	for i := range 3 {
 		kwModel[i], _ = keywrite.NewStore(kwl, nil)
 		kiModel[i], _ = keyincr.NewStore(kil, nil)

@@ -99,7 +99,7 @@ func TestDaemon(t *testing.T) {
 	resp.Body.Close()
 	// The answers are a store's fed the same reports (count-min may count a
 	// key never sent: both its counters shared with sent keys).
-	l, _ := keyincr.NewLayout(1024)
+	l := keyincr.Layout{Slots: 1024}
 	model, _ := keyincr.NewStore(l, make([]byte, l.RegionSize()))
 	for k := uint32(1); k <= 100; k++ {
 		model.Add(k, 3, 2)

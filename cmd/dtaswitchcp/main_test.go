@@ -117,7 +117,7 @@ func TestAgainstCollector(t *testing.T) {
 
 	// A Key-Write from the switch's address with the plan's values.
 	kw := qps[0]
-	l, _ := keywrite.NewLayout(4096, 4)
+	l := keywrite.Layout{Slots: 4096, DataSize: 4}
 	key, data := uint32(77), []byte{1, 2, 3, 4}
 	var psn uint64
 	for _, r := range plan.Registers {

@@ -183,17 +183,11 @@ func (in *instance) build(c *collector.Collector) (err error) {
 	}
 	switch strings.ToLower(in.Primitive) {
 	case "keywrite":
-		l, err := keywrite.NewLayout(in.Slots, in.DataSize)
-		if err != nil {
-			return wrap(err)
-		}
+		l := keywrite.Layout{Slots: in.Slots, DataSize: in.DataSize}
 		in.kw, err = c.AddKeyWrite(l)
 		return wrap(err)
 	case "keyincrement":
-		l, err := keyincr.NewLayout(in.Slots)
-		if err != nil {
-			return wrap(err)
-		}
+		l := keyincr.Layout{Slots: in.Slots}
 		in.ki, err = c.AddKeyIncrement(l)
 		return wrap(err)
 	case "postcard":

@@ -44,6 +44,15 @@ var Reference Hasher = ReferenceHasher{}
 // its methods do not allocate.
 var PerCopy Hasher = PerCopyHasher{}
 
+// OrPerCopy returns h, or PerCopy, the default of every layout, when h is
+// nil.
+func OrPerCopy(h Hasher) Hasher {
+	if h == nil {
+		return PerCopy
+	}
+	return h
+}
+
 // XXHash is a Hasher for software-only deployments, where a software
 // translator writes the memory a software collector reads: the low 32 bits of
 // XXH64 (seed 0) over le32(key) ‖ u8(n) for slots and over le32(key) for the

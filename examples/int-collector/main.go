@@ -108,14 +108,8 @@ func startPipeline() (*pipeline, error) {
 	if p.c, err = collector.New(collector.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0"), CMPort: 41050}); err != nil {
 		return nil, err
 	}
-	kwl, err := keywrite.NewLayout(1<<14, 4*pathHops)
-	if err != nil {
-		return nil, err
-	}
-	kil, err := keyincr.NewLayout(1 << 14)
-	if err != nil {
-		return nil, err
-	}
+	kwl := keywrite.Layout{Slots: 1 << 14, DataSize: 4 * pathHops}
+	kil := keyincr.Layout{Slots: 1 << 14}
 	all := appendlist.Layout{Lists: 2, Entries: 4096, EntrySize: intbridge.EventEntrySize, Batch: 1, Markers: true}
 	if p.kw, err = p.c.AddKeyWrite(kwl); err != nil {
 		return nil, err

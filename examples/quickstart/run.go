@@ -134,10 +134,12 @@ func newPlan(cfg config) (*plan, error) {
 	perList := (p.n[dta.OpAppend] + lists - 1) / lists
 	p.entries = 1 << bits.Len(uint(perList+apBatch)) // room for every entry: nothing is lapped
 	var err error
-	if p.kwLayout, err = keywrite.NewLayout(p.kwSlots, kwData); err != nil {
+	p.kwLayout = keywrite.Layout{Slots: p.kwSlots, DataSize: kwData}
+	if err = p.kwLayout.Validate(); err != nil {
 		return nil, err
 	}
-	if p.kiLayout, err = keyincr.NewLayout(p.kiSlots); err != nil {
+	p.kiLayout = keyincr.Layout{Slots: p.kiSlots}
+	if err = p.kiLayout.Validate(); err != nil {
 		return nil, err
 	}
 	p.pcLayout = postcard.Layout{Hops: hops, Chunks: p.chunks, Copies: redundancy}

@@ -75,14 +75,8 @@ func run(addr netip.Addr, n int, nic bool) error {
 		return err
 	}
 	defer c.Close()
-	kwl, err := keywrite.NewLayout(1<<16, 4)
-	if err != nil {
-		return err
-	}
-	kil, err := keyincr.NewLayout(1 << 14)
-	if err != nil {
-		return err
-	}
+	kwl := keywrite.Layout{Slots: 1 << 16, DataSize: 4}
+	kil := keyincr.Layout{Slots: 1 << 14}
 	pcl := postcard.Layout{Hops: 5, Chunks: 1 << 14}
 	kw, err := c.AddKeyWrite(kwl)
 	if err != nil {

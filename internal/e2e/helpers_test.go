@@ -33,11 +33,13 @@ type geometry struct {
 
 func newGeometry(tb testing.TB) geometry {
 	tb.Helper()
-	kw, err := keywrite.NewLayout(1<<12, 4)
+	kw := keywrite.Layout{Slots: 1 << 12, DataSize: 4}
+	err := kw.Validate()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ki, err := keyincr.NewLayout(1 << 12)
+	ki := keyincr.Layout{Slots: 1 << 12}
+	err = ki.Validate()
 	if err != nil {
 		tb.Fatal(err)
 	}

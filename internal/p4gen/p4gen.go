@@ -172,7 +172,8 @@ func Generate() []byte {
 	d("ROCE_IMMDT_LEN", rocev2.ImmDtLen, "rocev2.ImmDtLen")
 	d("ROCE_ICRC_LEN", rocev2.ICRCLen, "rocev2.ICRCLen")
 	b.WriteString("\n// Compile-time geometry (internal/p4gen; sections 5, 8.4, 8.5).\n")
-	kw, err := keywrite.NewLayout(1, KeyWriteData)
+	kw := keywrite.Layout{Slots: 1, DataSize: KeyWriteData}
+	err := kw.Validate()
 	if err != nil {
 		panic(err) // constants above are valid by construction
 	}

@@ -30,14 +30,7 @@ type kwRun struct {
 }
 
 func newKWRun(slots uint64, n int, h tofino.Hasher, base uint32) (*kwRun, error) {
-	opts := []keywrite.Option{}
-	if h != nil {
-		opts = append(opts, keywrite.WithHasher(h))
-	}
-	l, err := keywrite.NewLayout(slots, 4, opts...)
-	if err != nil {
-		return nil, err
-	}
+	l := keywrite.Layout{Slots: slots, DataSize: 4, Hasher: h}
 	s, err := keywrite.NewStore(l, nil)
 	if err != nil {
 		return nil, err

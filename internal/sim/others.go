@@ -310,10 +310,7 @@ func KeyIncrementError(c Config) (*Figure, error) {
 		m := Series{Name: fmt.Sprintf("N=%d measured", n)}
 		a := Series{Name: fmt.Sprintf("N=%d bound", n), Analytic: true}
 		for e := 10; e <= 17; e++ {
-			l, err := keyincr.NewLayout(1 << e)
-			if err != nil {
-				return nil, err
-			}
+			l := keyincr.Layout{Slots: 1 << e}
 			s, err := keyincr.NewStore(l, nil)
 			if err != nil {
 				return nil, err
