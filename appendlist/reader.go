@@ -22,7 +22,7 @@ type Store struct {
 	tails []atomic.Uint64
 }
 
-// NewStore returns the region of l over mem, which must hold at least
+// NewStore returns the store of l over mem, which must hold at least
 // RegionSize bytes (only those are used) and start zeroed.
 func NewStore(l Layout, mem []byte) (*Store, error) {
 	if err := l.Validate(); err != nil {
@@ -37,27 +37,27 @@ func NewStore(l Layout, mem []byte) (*Store, error) {
 		notes: make([]atomic.Pointer[chan struct{}], l.Lists), tails: make([]atomic.Uint64, l.Lists)}, nil
 }
 
-// Layout returns the region's layout.
-func (r *Store) Layout() Layout { return r.l }
+// Layout returns the store's layout.
+func (s *Store) Layout() Layout { return s.l }
 
-// Region returns the region's memory. It aliases the region.
-func (r *Store) Region() []byte { return r.mem }
+// Region returns the region. It aliases the store.
+func (s *Store) Region() []byte { return s.mem }
 
 // Apply performs w as the NIC would: w must cover whole entries of a single
 // list. A write with an immediate then notifies the list it names. It does
 // not allocate.
-func (r *Store) Apply(w Write) error {
-	ls, ss := r.l.ListSize(), uint64(r.l.SlotSize())
+func (s *Store) Apply(w Write) error {
+	ls, ss := s.l.ListSize(), uint64(s.l.SlotSize())
 	n := uint64(len(w.Data))
-	if n == 0 || n%ss != 0 || w.Offset%ss != 0 || w.Offset >= uint64(len(r.mem)) || n > ls-w.Offset%ls {
-		return fmt.Errorf("apply: %w: %d bytes at offset %d, want whole %d-byte entries of one list inside %d bytes", ErrRegion, n, w.Offset, ss, len(r.mem))
+	if n == 0 || n%ss != 0 || w.Offset%ss != 0 || w.Offset >= uint64(len(s.mem)) || n > ls-w.Offset%ls {
+		return fmt.Errorf("apply: %w: %d bytes at offset %d, want whole %d-byte entries of one list inside %d bytes", ErrRegion, n, w.Offset, ss, len(s.mem))
 	}
-	if w.Imm && w.ImmData >= uint32(r.l.Lists) {
-		return fmt.Errorf("apply: %w: immediate names list %d of %d", ErrList, w.ImmData, r.l.Lists)
+	if w.Imm && w.ImmData >= uint32(s.l.Lists) {
+		return fmt.Errorf("apply: %w: immediate names list %d of %d", ErrList, w.ImmData, s.l.Lists)
 	}
-	copy(r.mem[w.Offset:], w.Data)
+	copy(s.mem[w.Offset:], w.Data)
 	if w.Imm {
-		r.notify(w.ImmData)
+		s.notify(w.ImmData)
 	}
 	return nil
 }
@@ -65,16 +65,16 @@ func (r *Store) Apply(w Write) error {
 // Notify records that a WRITE with Immediate naming list arrived, waking
 // the list's reader if it waits. Notifications do not queue up: one
 // pending wake-up stands for any number.
-func (r *Store) Notify(list uint32) error {
-	if list >= uint32(r.l.Lists) {
-		return fmt.Errorf("notify: %w: list %d of %d", ErrList, list, r.l.Lists)
+func (s *Store) Notify(list uint32) error {
+	if list >= uint32(s.l.Lists) {
+		return fmt.Errorf("notify: %w: list %d of %d", ErrList, list, s.l.Lists)
 	}
-	r.notify(list)
+	s.notify(list)
 	return nil
 }
 
-func (r *Store) notify(list uint32) {
-	if c := r.notes[list].Load(); c != nil {
+func (s *Store) notify(list uint32) {
+	if c := s.notes[list].Load(); c != nil {
 		select {
 		case *c <- struct{}{}:
 		default:
@@ -87,17 +87,17 @@ func (r *Store) notify(list uint32) {
 // or where the list's reader got to, whichever is later. A writer that
 // starts there adds after everything a reader has had or will find. It
 // needs Markers: without them, memory does not say where an entry is.
-func (r *Store) Heads(dst []uint64) ([]uint64, error) {
-	if !r.l.Markers {
+func (s *Store) Heads(dst []uint64) ([]uint64, error) {
+	if !s.l.Markers {
 		return dst, fmt.Errorf("heads: %w: a layout without markers does not record positions", ErrLayout)
 	}
-	ss, e := r.l.SlotSize(), r.l.EntrySize
-	for list := range r.l.Lists {
-		head := r.tails[list].Load()
-		mem := r.mem[r.l.ListOffset(uint32(list)):][:r.l.ListSize()]
-		for slot := range r.l.Entries {
+	ss, e := s.l.SlotSize(), s.l.EntrySize
+	for list := range s.l.Lists {
+		head := s.tails[list].Load()
+		mem := s.mem[s.l.ListOffset(uint32(list)):][:s.l.ListSize()]
+		for slot := range s.l.Entries {
 			if m := binary.LittleEndian.Uint32(mem[slot*ss+e:]); m != 0 {
-				head = max(head, uint64(m-1)<<r.logE+uint64(slot)+1)
+				head = max(head, uint64(m-1)<<s.logE+uint64(slot)+1)
 			}
 		}
 		dst = append(dst, head)
@@ -107,14 +107,14 @@ func (r *Store) Heads(dst []uint64) ([]uint64, error) {
 
 // Reader returns a reader of list starting at position 0. Use one reader
 // per list.
-func (r *Store) Reader(list uint32) (*Reader, error) {
-	if list >= uint32(r.l.Lists) {
-		return nil, fmt.Errorf("reader: %w: list %d of %d", ErrList, list, r.l.Lists)
+func (s *Store) Reader(list uint32) (*Reader, error) {
+	if list >= uint32(s.l.Lists) {
+		return nil, fmt.Errorf("reader: %w: list %d of %d", ErrList, list, s.l.Lists)
 	}
 	c := make(chan struct{}, 1)
-	r.notes[list].CompareAndSwap(nil, &c)
-	off := r.l.ListOffset(list)
-	return &Reader{r: r, list: list, mem: r.mem[off : off+r.l.ListSize()], note: *r.notes[list].Load()}, nil
+	s.notes[list].CompareAndSwap(nil, &c)
+	off := s.l.ListOffset(list)
+	return &Reader{r: s, list: list, mem: s.mem[off : off+s.l.ListSize()], note: *s.notes[list].Load()}, nil
 }
 
 // Reader consumes one list in append order. It is not safe for concurrent
@@ -276,7 +276,7 @@ func (rd *Reader) ReadWait(ctx context.Context, dst []byte) (int, error) {
 	}
 }
 
-// Wait blocks until the list is notified (see Region.Notify) or ctx is
+// Wait blocks until the list is notified (see Store.Notify) or ctx is
 // done. A notification that arrived since the last Wait (and after the
 // reader was made) returns at once.
 func (rd *Reader) Wait(ctx context.Context) error {

@@ -226,8 +226,8 @@ func (c *Collector) AddPostcard(l postcard.Layout) (*postcard.Store, error) {
 }
 
 // AddAppend adds an Append instance with layout l and returns its region;
-// Region.Reader gives a reader per list. An RDMA WRITE with Immediate into
-// the region notifies the list its immediate data names (Region.Notify), so
+// Store.Reader gives a reader per list. An RDMA WRITE with Immediate into
+// the region notifies the list its immediate data names (Store.Notify), so
 // Reader.Wait and ReadWait wake up.
 func (c *Collector) AddAppend(l appendlist.Layout) (*appendlist.Store, error) {
 	geo, err := l.AppendBinary(nil)
