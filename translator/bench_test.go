@@ -123,10 +123,11 @@ func BenchmarkTranslate(b *testing.B) {
 			reps := decodedReports(b, bo.op)
 			a := &acker{q: q, buf: make([]byte, 0, 64)}
 			e.ResetOutput()
+			now := time.Now()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				e.Translate(&reps[i&1023], testReporter)
+				e.Translate(&reps[i&1023], testReporter, now)
 				if i&31 == 31 {
 					e.Output()
 					e.ResetOutput()
@@ -151,10 +152,11 @@ func BenchmarkHandleReport(b *testing.B) {
 			raw := benchReports(b, bo.op, 1024)
 			a := &acker{q: q, buf: make([]byte, 0, 64)}
 			e.ResetOutput()
+			now := time.Now()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				e.HandleReport(raw[i&1023], testReporter)
+				e.HandleReport(raw[i&1023], testReporter, now)
 				if i&31 == 31 {
 					e.Output()
 					e.ResetOutput()
@@ -171,9 +173,10 @@ func TestTranslateDoesNotAllocate(t *testing.T) {
 		raw := benchReports(t, bo.op, 1024)
 		a := &acker{q: q, buf: make([]byte, 0, 64)}
 		e.ResetOutput()
+		now := time.Now()
 		i := 0
 		allocs := testing.AllocsPerRun(2000, func() {
-			e.HandleReport(raw[i&1023], testReporter)
+			e.HandleReport(raw[i&1023], testReporter, now)
 			i++
 			if i&31 == 0 {
 				e.Output()
@@ -190,10 +193,11 @@ func TestTranslateDoesNotAllocate(t *testing.T) {
 	}
 	// A NACK does not allocate either: a ring of 2 refuses 4 copies.
 	e, _ := memSetup(t, kwInst(t), Config{RingSize: 2})
+	now := time.Now()
 	b, _ := dta.AppendPayload(nil, &dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Seq: 1},
 		KeyWrite: dta.KeyWrite{Redundancy: 4, Key: 1, Data: binary.BigEndian.AppendUint32(nil, 1)}})
 	allocs := testing.AllocsPerRun(1000, func() {
-		e.HandleReport(b, testReporter)
+		e.HandleReport(b, testReporter, now)
 		e.ResetOutput()
 	})
 	if allocs != 0 || e.Counters().NACKs < 1000 {
@@ -221,6 +225,7 @@ func BenchmarkShards(b *testing.B) {
 		e.ResetOutput()
 		shards[s] = shardBench{e: e, a: &acker{q: q, buf: make([]byte, 0, 64)}, reps: reps}
 	}
+	now := time.Now()
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -231,7 +236,7 @@ func BenchmarkShards(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := s; i < b.N; i += n {
-				sh.e.Translate(&sh.reps[i&1023], testReporter)
+				sh.e.Translate(&sh.reps[i&1023], testReporter, now)
 				if i&31 == s&31 {
 					sh.e.ResetOutput()
 					sh.a.ackAll(sh.e)

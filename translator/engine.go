@@ -369,14 +369,15 @@ func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
 	}
 }
 
-// HandleReport decodes a DTA report received from src and translates it.
-// A datagram that is not a report is counted (Malformed) and dropped.
-func (e *Engine) HandleReport(b []byte, src netip.AddrPort) {
+// HandleReport decodes a DTA report received from src at time now and
+// translates it. A datagram that is not a report is counted (Malformed) and
+// dropped.
+func (e *Engine) HandleReport(b []byte, src netip.AddrPort, now time.Time) {
 	if err := e.rep.Decode(b); err != nil {
 		e.c.Malformed++
 		return
 	}
-	e.Translate(&e.rep, src)
+	e.Translate(&e.rep, src, now)
 }
 
 // chooseCollector returns the collector of key: CRC8(be32(key)) indexes the
@@ -392,7 +393,7 @@ func (e *Engine) chooseCollector(key uint32) *collector {
 // with key (the key, list ID or flow ID).
 func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key).index }
 
-// Translate turns one decoded report, received from src, into RoCEv2
+// Translate turns one decoded report, received from src at time now, into RoCEv2
 // datagrams queued for Output. A report the translator cannot take now (no
 // ready instance, retransmit ring full, rate limit) is dropped: a sequenced
 // one gets a NACK to src's address at the ack port, an unsequenced one is
@@ -402,7 +403,8 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // number src's reports already had applied is counted in Duplicates and
 // dropped, and numbers src skipped are NACKed with reason Missing
 // (docs/DTA-WIRE.md, "Exactly once").
-func (e *Engine) Translate(r *dta.Report, src netip.AddrPort) {
+func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
+	e.setNow(now)
 	if !r.Header.Sequenced || !r.Header.Wide {
 		e.translate1(r, src)
 		return

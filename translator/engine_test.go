@@ -436,7 +436,7 @@ func TestMalformedReports(t *testing.T) {
 		nil, {1}, {9, 0}, {1, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4}, {1, 0x40}, {3, 0, 1, 0, 0, 0, 1, 0},
 		{2, 0, 0, 0, 0, 1, 1, 2, 3},
 	} {
-		h.e.HandleReport(b, testReporter)
+		h.e.HandleReport(b, testReporter, h.now)
 	}
 	if c := h.e.Counters(); c.Malformed != 7 {
 		t.Errorf("%d malformed, want 7", c.Malformed)

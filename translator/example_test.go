@@ -64,7 +64,7 @@ func ExampleEngine() {
 
 	r := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite},
 		KeyWrite: dta.KeyWrite{Redundancy: 2, Key: 42, Data: []byte{1, 2, 3, 4}}}
-	e.Translate(&r, netip.MustParseAddrPort("127.0.0.1:41000"))
+	e.Translate(&r, netip.MustParseAddrPort("127.0.0.1:41000"), now)
 	fmt.Println(exchange(), "RDMA WRITEs")
 
 	res, _ := store.Query(42, 2, keywrite.Plurality)

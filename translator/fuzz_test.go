@@ -28,7 +28,7 @@ func FuzzHandleReport(f *testing.F) {
 		h.t = t
 		h.fts[0].t = t
 		before := h.e.Counters()
-		h.e.HandleReport(b, testReporter)
+		h.e.HandleReport(b, testReporter, h.now)
 		h.pump()
 		after := h.e.Counters()
 		counted := after.Malformed - before.Malformed

@@ -429,7 +429,7 @@ func (h *harness) report(r dta.Report) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.e.HandleReport(b, testReporter)
+	h.e.HandleReport(b, testReporter, h.now)
 }
 
 // wideKI sends a Key-Increment of key 7 numbered seq (wide) and pumps.

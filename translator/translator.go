@@ -422,7 +422,7 @@ func (t *Translator) readReports(sh *shard) {
 				continue
 			}
 			owners[i] = sh.idx
-			sh.e.Translate(r, ms[i].Addr)
+			sh.e.Translate(r, ms[i].Addr, now)
 		}
 		sh.sendLocked()
 		sh.mu.Unlock()
