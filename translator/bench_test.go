@@ -39,7 +39,7 @@ type acker struct {
 
 func (a *acker) ackAll(e *Engine) {
 	p := rocev2.Packet{
-		BTH:  rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: 0xFFFF, DestQP: a.q.qpn, PSN: a.q.next.Add(minusOne)},
+		BTH:  rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: 0xFFFF, DestQP: a.q.qpn, PSN: a.q.req.Next().Add(minusOne)},
 		AETH: rocev2.AETH{Syndrome: rocev2.SyndromeACK},
 	}
 	a.buf, _ = p.AppendDatagram(a.buf[:0], testTarget, testLocal)

@@ -7,6 +7,7 @@ import (
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
+	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 // The active side of the RDMA CM (docs/DTA-WIRE.md section 8.6): discovery
@@ -37,15 +38,12 @@ func (e *Engine) probe(col *collector) {
 }
 
 // connect opens a new QP for in: a fresh QPN, comm ID and random starting
-// PSN, and a REQ to its port. A previous QP's ring is reused.
+// PSN, and a REQ to its port.
 func (e *Engine) connect(in *instance) {
-	var ring []byte
-	var lens []uint16
 	var fin waitQueue[rocev2.PSN]
-	var slotSize int
 	if old := in.qp; old != nil {
 		e.closeQP(old)
-		ring, lens, slotSize, fin = old.ring, old.lens, old.slotSize, old.fin
+		fin = old.fin // empty, its memory reused
 	}
 	e.nextQPN = (e.nextQPN + 1) & rocev2.PSNMask
 	if e.nextQPN < 2 {
@@ -58,7 +56,7 @@ func (e *Engine) connect(in *instance) {
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm, tid: e.tid,
 		respPSN: start,
-		mask:    uint32(e.cfg.RingSize - 1), ring: ring, lens: lens, slotSize: slotSize, fin: fin,
+		fin:     fin,
 	}
 	in.qp = q
 	e.qps[q.qpn] = q
@@ -150,6 +148,9 @@ func (e *Engine) tickCM(q *qp) {
 
 // closeQP forgets q.
 func (e *Engine) closeQP(q *qp) {
+	if q.req != nil && q.state != qpClosed {
+		e.c.addRequester(q.req.Counters())
+	}
 	q.state = qpClosed
 	e.unconfirm(q)
 	if e.qps[q.qpn] == q {
@@ -189,7 +190,7 @@ func (e *Engine) reconnect(in *instance) {
 	e.c.Reconnects++
 	if old := in.qp; old != nil {
 		if old.state == qpReady {
-			e.c.Lost += uint64(old.inFlight())
+			e.c.Lost += uint64(old.req.InFlight())
 		}
 		if old.state == qpReady || old.state == qpWaitAdvert {
 			e.sendDREQ(old)
@@ -227,8 +228,7 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 			// Each side's starting PSN is the one it expects to receive, as
 			// the Linux CM and librdmacm use them (section 8.3): the
 			// translator sends from the REP's.
-			q.una = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
-			q.next = q.una
+			q.startPSN = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
 			q.msn = 0
 			q.rtuPkt = e.sendCM(q, cm.Header(h.TransactionID, cm.AttrRTU),
 				&cm.ReadyToUse{LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID})
@@ -272,7 +272,7 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		// being discovered.
 		in := q.inst
 		if q.state == qpReady {
-			e.c.Lost += uint64(q.inFlight())
+			e.c.Lost += uint64(q.req.InFlight())
 		}
 		e.closeQP(q)
 		if in.col.probe != in {
@@ -341,16 +341,20 @@ func (e *Engine) handleSend(q *qp) {
 		return // more heads to come
 	}
 	in.err = nil
-	// Ring slots as large as the instance's largest packet, so that a ring
-	// of small packets stays in cache.
-	if size := (in.maxPacket() + 63) &^ 63; q.ring == nil || q.slotSize != size {
-		q.slotSize = size
-		q.ring = make([]byte, e.cfg.RingSize*size)
-		q.lens = make([]uint16, e.cfg.RingSize)
+	req, err := rc.New(rc.Config{
+		Local: e.cfg.Local, Remote: q.remote, RemoteQPN: q.remoteQPN, StartPSN: q.startPSN,
+		Ring: e.cfg.RingSize, MaxPacket: in.maxPacket(), AckReqEvery: AckReqInterval,
+		AckTimeout: e.cfg.AckTimeout, MaxRetries: e.cfg.MaxRetries, DeadAfter: e.cfg.DeadAfter,
+	}, e.now)
+	if err != nil {
+		in.err = fmt.Errorf("%v, CM port %d: %w", q.remote, in.port, err)
+		e.sendDREQ(q)
+		e.closeQP(q)
+		return
 	}
+	q.req = req
 	q.tokens = float64(e.cfg.RateBurst)
 	q.lastRefill = e.now
-	q.lastProgress = e.now
 	q.state = qpReady
 	e.assign(in.col)
 }

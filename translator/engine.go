@@ -13,6 +13,7 @@ import (
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
+	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 // Datagram is one UDP datagram the engine wants sent, Buf to Addr: the
@@ -133,10 +134,6 @@ type Engine struct {
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
-	// The fast path's crc0 of the bytes the copies of one report share
-	// (fastpath.go): valid while shareTail is set and tailOK.
-	tail              uint32
-	tailOK, shareTail bool
 }
 
 // NewEngine returns an engine for cfg, which must name its Local address
@@ -237,7 +234,28 @@ func (e *Engine) Instances() []InstanceInfo {
 }
 
 // Counters returns a snapshot of the engine's counters.
-func (e *Engine) Counters() Counters { return e.c }
+func (e *Engine) Counters() Counters {
+	c := e.c
+	for _, q := range e.qps {
+		if q.req != nil {
+			c.addRequester(q.req.Counters())
+		}
+	}
+	return c
+}
+
+// addRequester adds what a queue pair's requester did to c.
+func (c *Counters) addRequester(r rc.Counters) {
+	c.Packets += r.Packets
+	c.Retransmits += r.Retransmits
+	c.Timeouts += r.Timeouts
+	c.SeqNAKs += r.SeqNAKs
+	c.DupNAKs += r.DupNAKs
+	c.RNRNAKs += r.RNRNAKs
+	c.StaleACKs += r.StaleACKs
+	c.BadACKs += r.BadACKs
+	c.EncodeErrors += r.EncodeErrors
+}
 
 func (e *Engine) setNow(now time.Time) {
 	if t := now.UnixNano(); t > e.now {
@@ -308,7 +326,7 @@ func (e *Engine) ResetOutput() {
 // Idle reports whether every QP has had all it sent acknowledged.
 func (e *Engine) Idle() bool {
 	for _, q := range e.qps {
-		if q.state == qpReady && q.una != q.next {
+		if q.state == qpReady && q.req.InFlight() != 0 {
 			return false
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
+	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 // Test geometries, small enough to compare whole regions.
@@ -901,11 +902,17 @@ func TestPendingQueueBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &seqState{} // not tracked by e: settling it changes nothing else
-	q := &qp{}
+	req, err := rc.New(rc.Config{Local: testLocal, Remote: testTarget, Ring: 4, MaxPacket: 64}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &qp{req: req}
 	for i := range 20000 {
-		q.next = rocev2.PSN(i + 1) // packet i queued
+		req.FetchAdd(8, 1, 1, 0) // packet i queued
 		e.pend(q, token{s: src, by: e, seq: uint32(i)})
-		q.una = rocev2.PSN(i) // packets before i acknowledged
+		if i > 0 { // packets before i acknowledged
+			req.HandleAck(rocev2.PSN(i-1), rocev2.SyndromeACK, 0)
+		}
 		e.settle(q)
 		if n := len(q.fin.q) - q.fin.head; n != 1 {
 			t.Fatalf("after %d: %d pending, want 1", i, n)

@@ -222,11 +222,11 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.c.Rejected++
 			return rejected
 		}
-		e.shareTail, e.tailOK = true, false
+		in.shareTail(true)
 		for _, w := range ops {
 			e.write(in, w.Offset, w.Data, false, 0)
 		}
-		e.shareTail = false
+		in.shareTail(false)
 		e.track(in)
 	case dta.OpKeyIncrement:
 		ki := &r.KeyIncrement
@@ -238,11 +238,11 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.c.Rejected++
 			return rejected
 		}
-		e.shareTail, e.tailOK = true, false
+		in.shareTail(true)
 		for _, op := range ops {
 			e.fetchAdd(in, op.Offset, op.Add)
 		}
-		e.shareTail = false
+		in.shareTail(false)
 		e.track(in)
 	case dta.OpPostcard:
 		if !e.hasRoom(in, 2*in.pc.Layout().Copies) {
@@ -342,11 +342,11 @@ func (e *Engine) keepPostcard(in *instance, slot int) {
 // acknowledged.
 func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 	for i := range chunks {
-		e.shareTail, e.tailOK = true, false
+		in.shareTail(true)
 		for _, w := range in.pc.AppendWrites(e.sc.pcw[:0], &chunks[i]) {
 			e.write(in, w.Offset, w.Data, false, 0)
 		}
-		e.shareTail = false
+		in.shareTail(false)
 		in.pcAt[slot] = 0
 		if in.pcToks != nil {
 			e.pendPostcards(in, slot, false)
@@ -484,7 +484,9 @@ func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData 
 	}
 	q, p := in.qp, &e.sc.pkt
 	if len(data) <= MTU {
-		e.postWriteOnly(q, in.ad.VA+off, in.ad.RKey, data, imm, immData)
+		if b := q.req.WriteOnly(in.ad.VA+off, in.ad.RKey, data, imm, immData, e.now); b != nil {
+			e.send(q, b)
+		}
 		return
 	}
 	*p = rocev2.Packet{
@@ -519,7 +521,15 @@ func (e *Engine) fetchAdd(in *instance, off, add uint64) {
 		}
 		return
 	}
-	e.postFetchAdd(in.qp, in.ad.VA+off, in.ad.RKey, add)
+	e.send(in.qp, in.qp.req.FetchAdd(in.ad.VA+off, in.ad.RKey, add, e.now))
+}
+
+// shareTail tells in's requester whether the packets posted next are copies
+// of one report (rc.Requester.ShareTail).
+func (in *instance) shareTail(on bool) {
+	if q := in.qp; q != nil && q.req != nil {
+		q.req.ShareTail(on)
+	}
 }
 
 // Flush writes what the translator holds back: every cached postcard flow's
@@ -564,5 +574,5 @@ func (e *Engine) canFlush(in *instance, n int) bool {
 	if in.rq != nil {
 		return in.rq.room(n)
 	}
-	return in.qp.inFlight()+n <= len(in.qp.lens)
+	return in.qp.req.Room(n)
 }

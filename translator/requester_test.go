@@ -209,8 +209,8 @@ func TestPSNWraps(t *testing.T) {
 		t.Error("region differs")
 	}
 	q := h.e.collectors[0].instances[0].qp
-	if q.next != 14 {
-		t.Errorf("next PSN %d, want 14 (20 packets from 2^24-6)", q.next)
+	if q.req.Next() != 14 {
+		t.Errorf("next PSN %d, want 14 (20 packets from 2^24-6)", q.req.Next())
 	}
 }
 

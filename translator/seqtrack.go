@@ -158,11 +158,11 @@ func (w *waitQueue[P]) pop() token {
 
 // pend records that t's report is applied when q's last packet queued is
 // acknowledged.
-func (e *Engine) pend(q *qp, t token) { q.fin.push(t, q.next.Add(minusOne)) }
+func (e *Engine) pend(q *qp, t token) { q.fin.push(t, q.req.Next().Add(minusOne)) }
 
 // settle settles the reports whose packets q's responder acknowledged.
 func (e *Engine) settle(q *qp) {
-	for f := q.fin.front(); f != nil && f.pos.Diff(q.una) < 0; f = q.fin.front() {
+	for f := q.fin.front(); f != nil && f.pos.Diff(q.req.Una()) < 0; f = q.fin.front() {
 		e.done(q.fin.pop(), false)
 	}
 }
