@@ -395,151 +395,180 @@ func (qp *QP) complete(c *Completion) {
 }
 
 // execute performs an in-order request and reports whether it was executed
-// (and its PSN consumed). Every check comes before any byte is written.
+// (and its PSN consumed). Every check comes before any byte is written: a
+// request refused gets its NAK here.
 func (qp *QP) execute(p *rocev2.Packet, src netip.AddrPort, out *Output) bool {
-	t := qp.t
-	op := p.BTH.Opcode
-	psn := p.BTH.PSN
-	n := uint64(len(p.Payload))
-	mtu := uint64(qp.mtu)
-	switch op {
+	var nak rocev2.Syndrome
+	switch p.BTH.Opcode {
 	case rocev2.RCWriteFirst, rocev2.RCWriteOnly, rocev2.RCWriteOnlyImm:
-		dma := uint64(p.RETH.DMALength)
-		only := op != rocev2.RCWriteFirst
-		if qp.msg != msgNone || n > mtu || (only && n != dma) || (!only && (n != mtu || dma <= mtu)) {
-			qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-			return false
-		}
-		var r *Region
-		var off uint64
-		if dma > 0 { // a zero-length WRITE names no memory, and is not checked
-			r = t.lookup(qp, p.RETH.RKey)
-			ok := r != nil && r.access&RemoteWrite != 0
-			if ok {
-				off, ok = r.span(p.RETH.VA, dma)
-			}
-			if !ok {
-				qp.fail(rocev2.SyndromeNAKRemoteAccessError, psn, src, out)
-				return false
-			}
-			r.write(off, p.Payload)
-			qp.c.WritePackets++
-			qp.c.WriteBytes += n
-		}
-		if !only {
-			qp.msg, qp.wRegion, qp.wOff, qp.wLeft = msgWrite, r, off+n, dma-n
-			return true
-		}
-		qp.completeWrite(op == rocev2.RCWriteOnlyImm, p.ImmDt.Data)
-		return true
-
+		nak = qp.writeFirst(p)
 	case rocev2.RCWriteMiddle, rocev2.RCWriteLast, rocev2.RCWriteLastImm:
-		last := op != rocev2.RCWriteMiddle
-		if qp.msg != msgWrite || n > mtu || (last && n != qp.wLeft) || (!last && (n != mtu || n >= qp.wLeft)) {
-			qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-			return false
-		}
-		r := qp.wRegion
-		if r.dead.Load() { // deregistered in the middle of the message
-			qp.fail(rocev2.SyndromeNAKRemoteAccessError, psn, src, out)
-			return false
-		}
-		// wOff+wLeft stays within the span checked at the First packet.
-		r.write(qp.wOff, p.Payload)
-		qp.c.WritePackets++
-		qp.c.WriteBytes += n
-		qp.wOff += n
-		qp.wLeft -= n
-		if last {
-			qp.msg, qp.wRegion = msgNone, nil
-			qp.completeWrite(op == rocev2.RCWriteLastImm, p.ImmDt.Data)
-		}
-		return true
-
+		nak = qp.writeNext(p)
 	case rocev2.RCSendFirst, rocev2.RCSendOnly, rocev2.RCSendOnlyImm:
-		only := op != rocev2.RCSendFirst
-		if qp.msg != msgNone || n > mtu || (!only && n != mtu) {
-			qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-			return false
-		}
-		if len(qp.recvs) == 0 {
-			// Receiver not ready: the requester retries the same PSN.
-			qp.respond(rocev2.SyndromeRNRNAK|rnrTimer, psn, src, out)
-			qp.c.RNRNAKs++
-			return false
-		}
-		if n > uint64(len(qp.recvs[0])) {
-			qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-			return false
-		}
-		copy(qp.recvs[0], p.Payload)
-		qp.sLen = int(n)
-		if !only {
-			qp.msg = msgSend
+		nak = qp.sendFirst(p)
+	case rocev2.RCSendMiddle, rocev2.RCSendLast, rocev2.RCSendLastImm:
+		nak = qp.sendNext(p)
+	case rocev2.RCFetchAdd, rocev2.RCCompareSwap:
+		var res *atomicResult
+		if res, nak = qp.atomic(p); res != nil {
+			qp.atomicAck(res, src, out)
 			return true
 		}
-		qp.completeSend(op == rocev2.RCSendOnlyImm, p.ImmDt.Data)
+	default:
+		// RDMA READ, SEND with Invalidate and responses the peer has no
+		// reason to send: this responder does not implement them.
+		nak = rocev2.SyndromeNAKInvalidRequest
+	}
+	switch {
+	case nak == executed:
 		return true
+	case nak.IsRNRNAK():
+		// Receiver not ready: the requester retries the same PSN.
+		qp.respond(nak, p.BTH.PSN, src, out)
+		qp.c.RNRNAKs++
+	default:
+		qp.fail(nak, p.BTH.PSN, src, out)
+	}
+	return false
+}
 
-	case rocev2.RCSendMiddle, rocev2.RCSendLast, rocev2.RCSendLastImm:
-		last := op != rocev2.RCSendMiddle
-		buf := qp.recvs
-		if qp.msg != msgSend || n > mtu || (!last && n != mtu) || len(buf) == 0 || n > uint64(len(buf[0])-qp.sLen) {
-			qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-			return false
-		}
-		copy(buf[0][qp.sLen:], p.Payload)
-		qp.sLen += int(n)
-		if last {
-			qp.msg = msgNone
-			qp.completeSend(op == rocev2.RCSendLastImm, p.ImmDt.Data)
-		}
-		return true
+// executed is what the request handlers below return when they performed
+// the request, and otherwise the NAK that refuses it.
+const executed rocev2.Syndrome = rocev2.SyndromeACK
 
-	case rocev2.RCFetchAdd, rocev2.RCCompareSwap:
-		a := &p.AtomicETH
-		if qp.msg != msgNone || a.VA&7 != 0 {
-			qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-			return false
-		}
-		r := t.lookup(qp, a.RKey)
-		ok := r != nil && r.access&RemoteAtomic != 0
-		var off uint64
+// writeFirst performs a WRITE First or Only.
+func (qp *QP) writeFirst(p *rocev2.Packet) rocev2.Syndrome {
+	op, n, mtu := p.BTH.Opcode, uint64(len(p.Payload)), uint64(qp.mtu)
+	dma := uint64(p.RETH.DMALength)
+	only := op != rocev2.RCWriteFirst
+	if qp.msg != msgNone || n > mtu || (only && n != dma) || (!only && (n != mtu || dma <= mtu)) {
+		return rocev2.SyndromeNAKInvalidRequest
+	}
+	var r *Region
+	var off uint64
+	if dma > 0 { // a zero-length WRITE names no memory, and is not checked
+		r = qp.t.lookup(qp, p.RETH.RKey)
+		ok := r != nil && r.access&RemoteWrite != 0
 		if ok {
-			off, ok = r.span(a.VA, 8)
+			off, ok = r.span(p.RETH.VA, dma)
 		}
 		if !ok {
-			qp.fail(rocev2.SyndromeNAKRemoteAccessError, psn, src, out)
-			return false
+			return rocev2.SyndromeNAKRemoteAccessError
 		}
-		// The region's base address is 8-byte aligned (Register checks it)
-		// and VAs are page-aligned, so off keeps the VA's alignment.
-		word := (*uint64)(unsafe.Pointer(&r.mem[off]))
-		var orig uint64
-		if op == rocev2.RCFetchAdd {
-			orig = atomic.AddUint64(word, a.SwapAddData) - a.SwapAddData
-		} else {
-			for {
-				orig = atomic.LoadUint64(word)
-				if orig != a.CompareData || atomic.CompareAndSwapUint64(word, orig, a.SwapAddData) {
-					break
-				}
+		r.write(off, p.Payload)
+		qp.c.WritePackets++
+		qp.c.WriteBytes += n
+	}
+	if !only {
+		qp.msg, qp.wRegion, qp.wOff, qp.wLeft = msgWrite, r, off+n, dma-n
+		return executed
+	}
+	qp.completeWrite(op == rocev2.RCWriteOnlyImm, p.ImmDt.Data)
+	return executed
+}
+
+// writeNext performs a WRITE Middle or Last.
+func (qp *QP) writeNext(p *rocev2.Packet) rocev2.Syndrome {
+	op, n, mtu := p.BTH.Opcode, uint64(len(p.Payload)), uint64(qp.mtu)
+	last := op != rocev2.RCWriteMiddle
+	if qp.msg != msgWrite || n > mtu || (last && n != qp.wLeft) || (!last && (n != mtu || n >= qp.wLeft)) {
+		return rocev2.SyndromeNAKInvalidRequest
+	}
+	r := qp.wRegion
+	if r.dead.Load() { // deregistered in the middle of the message
+		return rocev2.SyndromeNAKRemoteAccessError
+	}
+	// wOff+wLeft stays within the span checked at the First packet.
+	r.write(qp.wOff, p.Payload)
+	qp.c.WritePackets++
+	qp.c.WriteBytes += n
+	qp.wOff += n
+	qp.wLeft -= n
+	if last {
+		qp.msg, qp.wRegion = msgNone, nil
+		qp.completeWrite(op == rocev2.RCWriteLastImm, p.ImmDt.Data)
+	}
+	return executed
+}
+
+// sendFirst performs a SEND First or Only into the oldest posted receive.
+func (qp *QP) sendFirst(p *rocev2.Packet) rocev2.Syndrome {
+	op, n, mtu := p.BTH.Opcode, uint64(len(p.Payload)), uint64(qp.mtu)
+	only := op != rocev2.RCSendFirst
+	switch {
+	case qp.msg != msgNone || n > mtu || (!only && n != mtu):
+		return rocev2.SyndromeNAKInvalidRequest
+	case len(qp.recvs) == 0:
+		return rocev2.SyndromeRNRNAK | rnrTimer
+	case n > uint64(len(qp.recvs[0])):
+		return rocev2.SyndromeNAKInvalidRequest
+	}
+	copy(qp.recvs[0], p.Payload)
+	qp.sLen = int(n)
+	if !only {
+		qp.msg = msgSend
+		return executed
+	}
+	qp.completeSend(op == rocev2.RCSendOnlyImm, p.ImmDt.Data)
+	return executed
+}
+
+// sendNext performs a SEND Middle or Last.
+func (qp *QP) sendNext(p *rocev2.Packet) rocev2.Syndrome {
+	op, n, mtu := p.BTH.Opcode, uint64(len(p.Payload)), uint64(qp.mtu)
+	last := op != rocev2.RCSendMiddle
+	buf := qp.recvs
+	if qp.msg != msgSend || n > mtu || (!last && n != mtu) || len(buf) == 0 || n > uint64(len(buf[0])-qp.sLen) {
+		return rocev2.SyndromeNAKInvalidRequest
+	}
+	copy(buf[0][qp.sLen:], p.Payload)
+	qp.sLen += int(n)
+	if last {
+		qp.msg = msgNone
+		qp.completeSend(op == rocev2.RCSendLastImm, p.ImmDt.Data)
+	}
+	return executed
+}
+
+// atomic performs a FETCH_ADD or CMP_SWAP and returns its saved result, to
+// be acknowledged, or the NAK that refuses it.
+func (qp *QP) atomic(p *rocev2.Packet) (*atomicResult, rocev2.Syndrome) {
+	a := &p.AtomicETH
+	if qp.msg != msgNone || a.VA&7 != 0 {
+		return nil, rocev2.SyndromeNAKInvalidRequest
+	}
+	r := qp.t.lookup(qp, a.RKey)
+	ok := r != nil && r.access&RemoteAtomic != 0
+	var off uint64
+	if ok {
+		off, ok = r.span(a.VA, 8)
+	}
+	if !ok {
+		return nil, rocev2.SyndromeNAKRemoteAccessError
+	}
+	// The region's base address is 8-byte aligned (Register checks it)
+	// and VAs are page-aligned, so off keeps the VA's alignment.
+	word := (*uint64)(unsafe.Pointer(&r.mem[off]))
+	var orig uint64
+	if p.BTH.Opcode == rocev2.RCFetchAdd {
+		orig = atomic.AddUint64(word, a.SwapAddData) - a.SwapAddData
+	} else {
+		for {
+			orig = atomic.LoadUint64(word)
+			if orig != a.CompareData || atomic.CompareAndSwapUint64(word, orig, a.SwapAddData) {
+				break
 			}
 		}
-		qp.c.Atomics++
-		qp.complete(nil)
-		if qp.atomics == nil {
-			qp.atomics = new([atomicResources]atomicResult)
-		}
-		res := &qp.atomics[psn&(atomicResources-1)]
-		*res = atomicResult{psn: psn, valid: true, msn: qp.msn, orig: orig}
-		qp.atomicAck(res, src, out)
-		return true
 	}
-	// RDMA READ, SEND with Invalidate and responses the peer has no reason
-	// to send: this responder does not implement them.
-	qp.fail(rocev2.SyndromeNAKInvalidRequest, psn, src, out)
-	return false
+	qp.c.Atomics++
+	qp.complete(nil)
+	if qp.atomics == nil {
+		qp.atomics = new([atomicResources]atomicResult)
+	}
+	psn := p.BTH.PSN
+	res := &qp.atomics[psn&(atomicResources-1)]
+	*res = atomicResult{psn: psn, valid: true, msn: qp.msn, orig: orig}
+	return res, executed
 }
 
 // rnrTimer is the RNR NAK timer code: 14, 1.28 ms.
