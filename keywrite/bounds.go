@@ -204,28 +204,13 @@ func binom(n, k int) float64 {
 	return r
 }
 
-// Addressing says how the slots of a key's copies relate, for Size.
-type Addressing uint8
-
-const (
-	// PerCopyAddressing is the paper's model, copies hashed independently:
-	// tofino.PerCopy (the default) or a software hasher such as
-	// tofino.XXHash.
-	PerCopyAddressing Addressing = iota
-	// ReferenceAddressing is tofino.Reference, spec section 4 as written:
-	// copy slots are copy 0's XOR constants (see EmptyProbReference), and
-	// N = 1 is always best.
-	ReferenceAddressing
-)
-
-// AddressingOf returns the Addressing of a hasher: ReferenceAddressing for
-// tofino.Reference, PerCopyAddressing for any other (whose copies Size
-// assumes independent).
-func AddressingOf(h tofino.Hasher) Addressing {
-	if id, ok := tofino.HasherID(h); ok && id == tofino.ReferenceID {
-		return ReferenceAddressing
-	}
-	return PerCopyAddressing
+// isReference reports whether h is tofino.Reference, spec section 4 as
+// written, whose copy slots are copy 0's XOR constants (see
+// EmptyProbReference); Size takes the copies of any other hasher for
+// independent, the paper's model.
+func isReference(h tofino.Hasher) bool {
+	id, ok := tofino.HasherID(h)
+	return ok && id == tofino.ReferenceID
 }
 
 // MaxSizingRedundancy is the largest N Size considers. With independent
@@ -243,9 +228,10 @@ type Workload struct {
 	DataSize int
 	// Success is the probability with which a query must find the key.
 	Success float64
-	// Addressing is how the switch hashes copies (PerCopyAddressing, the
-	// default, or ReferenceAddressing for spec section 4 as written).
-	Addressing Addressing
+	// Hasher is how the switch hashes copies, as in Layout: nil for the
+	// default, tofino.PerCopy, or tofino.Reference for spec section 4 as
+	// written (with which N = 1 is always best).
+	Hasher tofino.Hasher
 }
 
 // Sizing is a region geometry that meets a workload's target.
@@ -270,14 +256,10 @@ func Size(w Workload) (Sizing, error) {
 		return Sizing{}, fmt.Errorf("size: %w: success probability %v not in (0, 1)", ErrSizing, w.Success)
 	}
 	maxN := MaxSizingRedundancy
-	l := Layout{Slots: 1, DataSize: w.DataSize, Hasher: tofino.PerCopy}
-	switch w.Addressing {
-	case PerCopyAddressing:
-	case ReferenceAddressing:
+	l := Layout{Slots: 1, DataSize: w.DataSize, Hasher: tofino.OrPerCopy(w.Hasher)}
+	ref := isReference(l.Hasher)
+	if ref {
 		maxN = MaxReferenceAnalysisRedundancy
-		l.Hasher = tofino.Reference
-	default:
-		return Sizing{}, fmt.Errorf("size: %w: unknown addressing %d", ErrSizing, w.Addressing)
 	}
 	if err := l.Validate(); err != nil {
 		return Sizing{}, fmt.Errorf("size: %w", err)
@@ -288,7 +270,7 @@ func Size(w Workload) (Sizing, error) {
 	var best Sizing
 	for n := 1; n <= maxN; n++ {
 		var covers []float64
-		if w.Addressing == ReferenceAddressing {
+		if ref {
 			covers = referenceCovers(n)
 		}
 		for e := 0; e <= 32; e++ {
@@ -298,7 +280,7 @@ func Size(w Workload) (Sizing, error) {
 				break
 			}
 			var p float64
-			if w.Addressing == PerCopyAddressing {
+			if !ref {
 				p = 1 - math.Pow(OverwriteProbSlots(n, w.Keys, slots), float64(n))
 			} else {
 				p = 1 - emptyFromCovers(covers, OverwriteProbSlots(1, w.Keys, slots))

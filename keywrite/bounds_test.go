@@ -256,7 +256,7 @@ func TestMonteCarloWrongOutput(t *testing.T) {
 }
 
 func TestSize(t *testing.T) {
-	sz, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4, Addressing: PerCopyAddressing})
+	sz, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,29 +273,28 @@ func TestSize(t *testing.T) {
 	}
 	t.Logf("1e6 later keys, 99%%: %+v", sz)
 
-	ref, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4, Addressing: ReferenceAddressing})
+	ref, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4, Hasher: tofino.Reference})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ref.N != 1 || ref.Success < 0.99 || ref.Bytes <= sz.Bytes {
 		t.Errorf("reference sizing %+v: want N=1, more memory than per-copy %d", ref, sz.Bytes)
 	}
-	if AddressingOf(tofino.Reference) != ReferenceAddressing || AddressingOf(tofino.PerCopy) != PerCopyAddressing ||
-		AddressingOf(tofino.XXHash) != PerCopyAddressing || AddressingOf(mustLayout(t, 1, 4).Hasher) != PerCopyAddressing {
-		t.Error("AddressingOf: want reference only for tofino.Reference; the default layout is per-copy")
+	if !isReference(tofino.Reference) || isReference(tofino.PerCopy) || isReference(tofino.XXHash) || isReference(nil) {
+		t.Error("isReference: want true for tofino.Reference alone")
+	}
+	if xx, err := Size(Workload{Keys: 1_000_000, Success: 0.99, DataSize: 4, Hasher: tofino.XXHash}); err != nil || xx.N != sz.N || xx.Layout.Hasher != tofino.XXHash {
+		t.Errorf("XXHash sizing %+v, %v: want per-copy's N %d and the hasher in the layout", xx, err, sz.N)
 	}
 	for _, bad := range []float64{0, 1, -1, math.NaN()} {
-		if _, err := Size(Workload{Keys: 10, Success: bad, DataSize: 4, Addressing: PerCopyAddressing}); !errors.Is(err, ErrSizing) {
+		if _, err := Size(Workload{Keys: 10, Success: bad, DataSize: 4}); !errors.Is(err, ErrSizing) {
 			t.Errorf("Size(success %v) error = %v, want ErrSizing", bad, err)
 		}
 	}
-	if _, err := Size(Workload{Keys: 10, Success: 0.9, DataSize: 6, Addressing: PerCopyAddressing}); !errors.Is(err, ErrLayout) {
+	if _, err := Size(Workload{Keys: 10, Success: 0.9, DataSize: 6}); !errors.Is(err, ErrLayout) {
 		t.Errorf("Size(data 6) error = %v, want ErrLayout", err)
 	}
-	if _, err := Size(Workload{Keys: 10, Success: 0.9, DataSize: 4, Addressing: Addressing(9)}); !errors.Is(err, ErrSizing) {
-		t.Errorf("unknown addressing: error = %v, want ErrSizing", err)
-	}
-	if _, err := Size(Workload{Keys: 1 << 40, Success: 0.999999, DataSize: 4, Addressing: PerCopyAddressing}); !errors.Is(err, ErrSizing) {
+	if _, err := Size(Workload{Keys: 1 << 40, Success: 0.999999, DataSize: 4}); !errors.Is(err, ErrSizing) {
 		t.Errorf("impossible target: error = %v, want ErrSizing", err)
 	}
 }

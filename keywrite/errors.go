@@ -28,8 +28,7 @@ var (
 	// built in).
 	ErrGeometry = errors.New("keywrite: bad layout geometry")
 	// ErrSizing: a Size target it cannot meet (more than 2^32 slots) or
-	// understand (a success probability outside (0, 1), an unknown
-	// Addressing).
+	// understand (a success probability outside (0, 1)).
 	ErrSizing = errors.New("keywrite: cannot size")
 	// ErrScan: a Scan the layout cannot do (its hasher cannot recover keys
 	// from checksums) or a start past the region.

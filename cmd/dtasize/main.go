@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/dtakit/dtakit/appendlist"
+	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/internal/units"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
@@ -146,7 +147,7 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 		}
 		w := keywrite.Workload{Keys: max(keys, 1) - 1, DataSize: int(value), Success: *success}
 		if *ref {
-			w.Addressing = keywrite.ReferenceAddressing
+			w.Hasher = tofino.Reference
 		}
 		sz, err := keywrite.Size(w)
 		if err != nil {
