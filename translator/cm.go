@@ -54,9 +54,9 @@ func (e *Engine) connect(in *instance) {
 	start := rocev2.PSN(e.randPSN() & rocev2.PSNMask)
 	q := &qp{
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
-		localCommID: e.nextComm, tid: e.tid,
-		respPSN: start,
-		fin:     fin,
+		localCommID: e.nextComm,
+		respPSN:     start,
+		fin:         fin,
 	}
 	in.qp = q
 	e.qps[q.qpn] = q
@@ -89,49 +89,37 @@ func (e *Engine) connect(in *instance) {
 		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
 		return
 	}
-	q.cmPkt = e.appendCM(q.cmPkt[:0], q, cm.Header(q.tid, cm.AttrREQ), &req)
+	d, mad, err := cm.Dial(cm.DialConfig{Request: req, TID: e.tid, Timeout: e.cfg.CMTimeout, Tries: e.cfg.CMTries}, e.now)
+	if err != nil {
+		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
+		return
+	}
+	q.dial = d
 	q.state = qpConnecting
-	q.cmTries = 1
-	q.cmAt = e.now
-	e.out = append(e.out, Datagram{Addr: remote, Buf: q.cmPkt})
+	e.sendMAD(q, mad)
 }
 
-// appendCM appends the datagram carrying m to q's target.
-func (e *Engine) appendCM(b []byte, q *qp, h cm.MADHeader, m cm.Message) []byte {
-	var mad [cm.MADLen]byte
-	mb, err := cm.AppendMAD(mad[:0], h, m)
-	if err != nil {
-		e.c.EncodeErrors++
-		return b
-	}
-	p := cm.Packet(mb, e.cmPSN)
+// sendMAD queues a CM MAD to QP 1 of q's target.
+func (e *Engine) sendMAD(q *qp, mad []byte) {
+	p := cm.Packet(mad, e.cmPSN)
 	e.cmPSN = e.cmPSN.Next()
-	out, err := p.AppendDatagram(b, e.cfg.Local, q.remote)
+	b, err := p.AppendDatagram(make([]byte, 0, 512), e.cfg.Local, q.remote)
 	if err != nil {
 		e.c.EncodeErrors++
-		return b
+		return
 	}
-	return out
-}
-
-// sendCM queues a one-shot CM message (RTU, DREQ, DREP) to q's target.
-func (e *Engine) sendCM(q *qp, h cm.MADHeader, m cm.Message) []byte {
-	b := e.appendCM(make([]byte, 0, 512), q, h, m)
 	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
-	return b
 }
 
 // tickCM resends a REQ, or gives up on a connection that does not answer.
 func (e *Engine) tickCM(q *qp) {
 	switch q.state {
 	case qpConnecting:
-		if e.now-q.cmAt < int64(e.cfg.CMTimeout) {
-			return
+		ev, mad := q.dial.Tick(e.now)
+		if mad != nil {
+			e.sendMAD(q, mad)
 		}
-		if q.cmTries < e.cfg.CMTries {
-			q.cmTries++
-			q.cmAt = e.now
-			e.out = append(e.out, Datagram{Addr: q.remote, Buf: q.cmPkt})
+		if ev != cm.GaveUp {
 			return
 		}
 		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: no answer to %d requests %v apart",
@@ -200,13 +188,17 @@ func (e *Engine) reconnect(in *instance) {
 }
 
 func (e *Engine) sendDREQ(q *qp) {
+	if q.dial == nil {
+		return // made without the CM exchange: none to end
+	}
 	e.tid++
-	e.sendCM(q, cm.Header(e.tid, cm.AttrDREQ), &cm.DisconnectRequest{
-		LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID, RemoteQPN: q.remoteQPN,
-	})
+	if mad := q.dial.Disconnect(e.tid); mad != nil {
+		e.sendMAD(q, mad)
+	}
 }
 
-// handleCM processes a CM MAD from src.
+// handleCM processes a CM MAD from src: the connection it names (by our
+// comm ID) takes it (cm.Dialer), and the translator acts on what it means.
 func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 	h, msg, err := cm.DecodeMAD(mad)
 	if err != nil {
@@ -214,63 +206,56 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		return
 	}
 	e.c.CMMessages++
+	var ours uint32
 	switch m := msg.(type) {
 	case *cm.ConnectReply:
-		q := e.byComm[m.RemoteCommID]
-		if q == nil || q.remote.Addr() != src.Addr() {
-			e.c.BadRoCE++
-			return
-		}
-		switch q.state {
-		case qpConnecting:
-			q.remoteQPN = m.LocalQPN
-			q.remoteCommID = m.LocalCommID
-			// Each side's starting PSN is the one it expects to receive, as
-			// the Linux CM and librdmacm use them (section 8.3): the
-			// translator sends from the REP's.
-			q.startPSN = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
-			q.msn = 0
-			q.rtuPkt = e.sendCM(q, cm.Header(h.TransactionID, cm.AttrRTU),
-				&cm.ReadyToUse{LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID})
-			q.state = qpWaitAdvert
-			q.cmAt = e.now
-			if col := q.inst.col; col.probe == q.inst {
-				col.probe = nil
-				col.err, col.backoff = nil, 0
-				col.instances = append(col.instances, q.inst)
-				e.probe(col)
-			}
-		case qpWaitAdvert, qpReady:
-			if m.LocalCommID == q.remoteCommID && q.rtuPkt != nil {
-				e.out = append(e.out, Datagram{Addr: q.remote, Buf: q.rtuPkt})
-			}
-		}
+		ours = m.RemoteCommID
 	case *cm.Reject:
-		q := e.byComm[m.RemoteCommID]
-		if q == nil || q.remote.Addr() != src.Addr() || q.state != qpConnecting {
-			e.c.BadRoCE++
-			return
+		ours = m.RemoteCommID
+	case *cm.DisconnectRequest:
+		ours = m.RemoteCommID
+	case *cm.DisconnectReply:
+		return // nothing to do: the QP was forgotten when the DREQ was sent
+	default:
+		e.c.BadRoCE++ // a REQ or RTU: the translator is never the passive side
+		return
+	}
+	q := e.byComm[ours]
+	if q == nil || q.dial == nil || q.remote.Addr() != src.Addr() {
+		e.c.BadRoCE++
+		return
+	}
+	ev, answer := q.dial.Handle(h, msg)
+	if answer != nil {
+		e.sendMAD(q, answer)
+	}
+	in := q.inst
+	switch ev {
+	case cm.Foreign:
+		e.c.BadRoCE++
+	case cm.Established:
+		q.remoteQPN, q.startPSN = q.dial.RemoteQPN(), q.dial.StartPSN()
+		q.msn = 0
+		q.state = qpWaitAdvert
+		q.cmAt = e.now
+		if col := in.col; col.probe == in {
+			col.probe = nil
+			col.err, col.backoff = nil, 0
+			col.instances = append(col.instances, in)
+			e.probe(col)
 		}
-		in := q.inst
-		if col := in.col; col.probe == in && m.Reason == cm.RejectInvalidServiceID {
+	case cm.Rejected:
+		if col := in.col; col.probe == in && q.dial.Reason() == cm.RejectInvalidServiceID {
 			// No instance on this port: discovery is complete.
 			e.closeQP(q)
 			col.probe = nil
 			col.done = true
 			return
 		}
-		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: reason %d", ErrRejected, q.remote, in.port, m.Reason))
-	case *cm.DisconnectRequest:
-		q := e.byComm[m.RemoteCommID]
-		if q == nil || q.remote.Addr() != src.Addr() {
-			e.c.BadRoCE++
-			return
-		}
-		e.sendCM(q, cm.Header(h.TransactionID, cm.AttrDREP),
-			&cm.DisconnectReply{LocalCommID: q.localCommID, RemoteCommID: q.remoteCommID})
+		e.failConnect(q, fmt.Errorf("%w: %v, CM port %d: reason %d", ErrRejected, q.remote, in.port, q.dial.Reason()))
+	case cm.Closed:
 		// The collector closed the QP: open a new one, unless it was still
 		// being discovered.
-		in := q.inst
 		if q.state == qpReady {
 			e.c.Lost += uint64(q.req.InFlight())
 		}
@@ -279,10 +264,6 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 			e.c.Reconnects++
 			e.connect(in)
 		}
-	case *cm.DisconnectReply:
-		// Nothing to do: the QP was forgotten when the DREQ was sent.
-	default:
-		e.c.BadRoCE++ // a REQ or RTU: the translator is never the passive side
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
@@ -30,16 +31,12 @@ type qp struct {
 	state  qpState
 
 	// CM.
-	qpn          uint32 // ours
-	remoteQPN    uint32
-	localCommID  uint32
-	remoteCommID uint32
-	tid          uint64
-	cmTries      int
-	cmAt         int64      // when the last REQ (or the RTU) was sent
-	cmPkt        []byte     // the REQ datagram, kept for resends
-	rtuPkt       []byte     // the RTU datagram, resent on a repeated REP
-	startPSN     rocev2.PSN // the REP's: the requester's first
+	qpn         uint32 // ours
+	remoteQPN   uint32
+	localCommID uint32
+	dial        *cm.Dialer // the CM exchange
+	cmAt        int64      // when the REP came: the wait for the advertisement starts
+	startPSN    rocev2.PSN // the REP's: the requester's first
 
 	// Responder state for the SENDs the collector makes (the advertisement,
 	// then the Append heads when it says they follow).
