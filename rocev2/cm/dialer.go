@@ -47,7 +47,8 @@ type DialConfig struct {
 	Tries   int
 }
 
-// ErrDial is wrapped by the errors of Dial.
+// ErrDial is wrapped by the errors of Dial and Accept about their
+// configuration.
 var ErrDial = errors.New("cm: invalid dial")
 
 // Event is what a message or the passing of time means for a Dialer's

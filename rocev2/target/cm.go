@@ -147,7 +147,7 @@ func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, o
 // is counted and ignored. t.mu is held.
 func (t *Target) connection(local, remote uint32, src netip.AddrPort) *QP {
 	qp := t.byComm[local]
-	if qp == nil || qp.remoteCommID != remote {
+	if qp == nil || qp.acc.RemoteCommID() != remote {
 		return nil
 	}
 	if qp.peer.Addr().Unmap() != src.Addr().Unmap() {
@@ -161,7 +161,9 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	key := reqKey{commID: m.LocalCommID, from: src}
 	if qp := t.byReq[key]; qp != nil {
 		// A repeated REQ: our REP was lost or is slow. Same REP again.
-		t.sendMAD(cm.Header(qp.tid, cm.AttrREP), &qp.rep, src, out)
+		if rep, err := qp.acc.REP(); err == nil {
+			t.sendRawMAD(rep, src, out)
+		}
 		return
 	}
 	reject := func(reason uint16) {
@@ -215,21 +217,23 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 			break
 		}
 	}
-	qp.remoteCommID = m.LocalCommID
 	qp.req = key
-	qp.tid = h.TransactionID
-	qp.rep = cm.ConnectReply{
+	acc, rep, err := cm.Accept(h, m, cm.ConnectReply{
 		LocalCommID:        qp.localCommID,
-		RemoteCommID:       m.LocalCommID,
 		LocalQPN:           qp.qpn,
 		StartingPSN:        uint32(qp.epsn),
 		ResponderResources: m.InitiatorDepth, // any depth: see atomicResources
 		RNRRetryCount:      7,
 		LocalCAGUID:        t.guid(),
+	}, cm.AcceptConfig{Timeout: RetryInterval, Tries: MaxTries}, now.UnixNano())
+	if err != nil {
+		t.destroy(qp) // a REP of the target's own making always encodes
+		return
 	}
+	qp.acc = acc
 	t.byComm[qp.localCommID] = qp
 	t.byReq[key] = qp
-	t.sendREP(now, qp, out)
+	t.sendRawMAD(rep, src, out)
 }
 
 // guid returns the target's CA GUID, made from its address as a RoCE NIC
@@ -244,20 +248,6 @@ func (t *Target) guid() uint64 {
 	return g ^ uint64(addr.Port())<<48
 }
 
-func (t *Target) sendREP(now time.Time, qp *QP, out *Output) {
-	t.sendMAD(cm.Header(qp.tid, cm.AttrREP), &qp.rep, qp.req.from, out)
-	qp.cmTries++
-	qp.cmDeadline = now.Add(RetryInterval)
-}
-
-func (t *Target) sendDREQ(now time.Time, qp *QP, out *Output) {
-	t.sendMAD(cm.Header(uint64(qp.localCommID)<<32|uint64(qp.cmTries), cm.AttrDREQ),
-		&cm.DisconnectRequest{LocalCommID: qp.localCommID, RemoteCommID: qp.remoteCommID, RemoteQPN: qp.remoteQPN},
-		qp.peer, out)
-	qp.cmTries++
-	qp.cmDeadline = now.Add(RetryInterval)
-}
-
 // sendMAD sends a CM message to QP 1 of dst.
 func (t *Target) sendMAD(h cm.MADHeader, m cm.Message, dst netip.AddrPort, out *Output) {
 	var buf [cm.MADLen]byte
@@ -265,6 +255,11 @@ func (t *Target) sendMAD(h cm.MADHeader, m cm.Message, dst netip.AddrPort, out *
 	if err != nil {
 		return // the target's messages are valid
 	}
+	t.sendRawMAD(mad, dst, out)
+}
+
+// sendRawMAD sends a MAD to QP 1 of dst.
+func (t *Target) sendRawMAD(mad []byte, dst netip.AddrPort, out *Output) {
 	p := cm.Packet(mad, t.udPSN)
 	t.udPSN = t.udPSN.Next()
 	out.add(&p, t.local(), t.replyTo(dst))

@@ -205,18 +205,18 @@ func (t *Target) tick(now time.Time, qp *QP, out *Output) {
 	}
 	switch qp.state {
 	case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
-		if now.Before(qp.cmDeadline) {
-			return
-		}
-		if qp.cmTries >= MaxTries {
+		ev, mad := qp.acc.Tick(now.UnixNano())
+		if ev == cm.GaveUp {
 			t.c.CMTimeouts++
 			t.destroy(qp)
 			return
 		}
-		if qp.state == qpWaitRTU {
-			t.sendREP(now, qp, out)
-		} else {
-			t.sendDREQ(now, qp, out)
+		if mad != nil {
+			dst := qp.peer
+			if qp.state == qpWaitRTU {
+				dst = qp.req.from
+			}
+			t.sendRawMAD(mad, dst, out)
 		}
 	case qpReady:
 		if len(qp.sends) > 0 {
@@ -230,7 +230,7 @@ func (t *Target) tick(now time.Time, qp *QP, out *Output) {
 				t.destroy(qp)
 			} else {
 				qp.state = qpClosing
-				qp.cmDeadline, qp.cmTries = time.Time{}, 0
+				qp.acc.Close()
 			}
 		}
 	case qpError:

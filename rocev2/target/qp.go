@@ -105,13 +105,9 @@ type QP struct {
 
 	// Connection manager: the first five fixed from the REQ on, the
 	// timers under mu.
-	localCommID  uint32
-	remoteCommID uint32
-	req          reqKey
-	tid          uint64
-	rep          cm.ConnectReply
-	cmDeadline   time.Time
-	cmTries      int
+	localCommID uint32 // 0: made by NewQP, no CM
+	req         reqKey
+	acc         *cm.Acceptor
 }
 
 // atomicResult is a saved atomic response, to answer a duplicate.
@@ -261,7 +257,7 @@ func (qp *QP) Disconnect() error {
 		return nil
 	}
 	qp.state = qpClosing
-	qp.cmDeadline, qp.cmTries = time.Time{}, 0
+	qp.acc.Close()
 	return nil
 }
 
@@ -594,6 +590,9 @@ func (qp *QP) completeSend(imm bool, data uint32) {
 // establish completes the connection and sends the listener's greeting.
 func (qp *QP) establish(now time.Time, out *Output) {
 	qp.state = qpReady
+	if qp.acc != nil {
+		qp.acc.Up()
+	}
 	qp.c.Connections++
 	l := qp.listener
 	if l != nil && l.cfg.OnConnect != nil {
