@@ -9,6 +9,11 @@
 // RDMA_PS_TCP listener and the 36-byte [IPHeader] that opens a REQ's private
 // data.
 //
+// Each side's exchange for one connection is a small state machine that
+// deals in MADs and events: [Dialer] for the active side (a translator),
+// [Acceptor] for the passive side (a target). Neither touches a socket or
+// knows what the queue pair carries.
+//
 // Byte offsets in comments count from the end of the 24-byte MAD header; bit
 // positions from the most significant bit.
 package cm
