@@ -322,11 +322,7 @@ func (e *Engine) handleSend(q *qp) {
 		return // more heads to come
 	}
 	in.err = nil
-	req, err := rc.New(rc.Config{
-		Local: e.cfg.Local, Remote: q.remote, RemoteQPN: q.remoteQPN, StartPSN: q.startPSN,
-		Ring: e.cfg.RingSize, MaxPacket: in.maxPacket(), AckReqEvery: AckReqInterval,
-		AckTimeout: e.cfg.AckTimeout, MaxRetries: e.cfg.MaxRetries, DeadAfter: e.cfg.DeadAfter,
-	}, e.now)
+	req, err := e.newRequester(q)
 	if err != nil {
 		in.err = fmt.Errorf("%v, CM port %d: %w", q.remote, in.port, err)
 		e.sendDREQ(q)
@@ -338,6 +334,16 @@ func (e *Engine) handleSend(q *qp) {
 	q.lastRefill = e.now
 	q.state = qpReady
 	e.assign(in.col)
+}
+
+// newRequester returns the requester of q, a connected QP of q.inst, from
+// its REP's starting PSN.
+func (e *Engine) newRequester(q *qp) (*rc.Requester, error) {
+	return rc.New(rc.Config{
+		Local: e.cfg.Local, Remote: q.remote, RemoteQPN: q.remoteQPN, StartPSN: q.startPSN,
+		Ring: e.cfg.RingSize, MaxPacket: q.inst.maxPacket(), AckReqEvery: AckReqInterval,
+		AckTimeout: e.cfg.AckTimeout, MaxRetries: e.cfg.MaxRetries, DeadAfter: e.cfg.DeadAfter,
+	}, e.now)
 }
 
 // takeHeads sets the Append heads of q's instance from a ListHeads SEND,

@@ -795,14 +795,7 @@ func TestAppendLinger(t *testing.T) {
 		h.report(r)
 		h.pump()
 	}
-	h.advance(3*time.Millisecond, time.Millisecond)
-	if top, got := h.topAck(); got {
-		t.Fatalf("ack %d before the batches were written", top)
-	}
-	h.advance(5*time.Millisecond, time.Millisecond)
-	if top, got := h.topAck(); !got || top != 12 {
-		t.Fatalf("ack %d (%v) after AppendLinger, want 12", top, got)
-	}
+	h.ackedAfterLinger(12)
 	if c := h.e.Counters(); c.Lingered != 2 || c.Writes != 2 {
 		t.Fatalf("counters %+v: want the two partial batches written", c)
 	}
@@ -954,14 +947,7 @@ func TestPostcardLinger(t *testing.T) {
 	}
 	send(10, 42, 1, 7, 3)
 	send(11, 42, 2, 8, 3)
-	h.advance(3*time.Millisecond, time.Millisecond)
-	if a, got := h.topAck(); got {
-		t.Fatalf("ack %d before the flow was written", a)
-	}
-	h.advance(5*time.Millisecond, time.Millisecond)
-	if a, got := h.topAck(); !got || a != 11 {
-		t.Fatalf("ack %d (%v) after PostcardLinger, want 11", a, got)
-	}
+	h.ackedAfterLinger(11)
 	if c := h.e.Counters(); c.Lingered != 1 || c.Writes != 2 {
 		t.Fatalf("counters %+v: want the flow's two copies written once", c)
 	}
@@ -997,6 +983,20 @@ func TestPostcardLinger(t *testing.T) {
 }
 
 // topAck returns the highest cumulative ack sent so far, if any.
+// ackedAfterLinger checks that no report is acknowledged within 3 ms, before
+// a 5 ms linger wrote what it held, and that want is 5 ms later.
+func (h *harness) ackedAfterLinger(want uint32) {
+	h.t.Helper()
+	h.advance(3*time.Millisecond, time.Millisecond)
+	if top, got := h.topAck(); got {
+		h.t.Fatalf("ack %d before the linger wrote what it held", top)
+	}
+	h.advance(5*time.Millisecond, time.Millisecond)
+	if top, got := h.topAck(); !got || top != want {
+		h.t.Fatalf("ack %d (%v) after the linger, want %d", top, got, want)
+	}
+}
+
 func (h *harness) topAck() (uint32, bool) {
 	top, got := uint32(0), false
 	for _, d := range h.nacks {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/rocev2"
-	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 // StartCollector is startCollector for the external tests.
@@ -33,17 +32,12 @@ func (e *Engine) attach(c int, ad dta.Advertisement, remoteQPN uint32, start roc
 	if e.nextQPN < 2 {
 		e.nextQPN = 2
 	}
-	req, err := rc.New(rc.Config{
-		Local: e.cfg.Local, Remote: col.addr, RemoteQPN: remoteQPN, StartPSN: start,
-		Ring: e.cfg.RingSize, MaxPacket: in.maxPacket(), AckReqEvery: AckReqInterval,
-		AckTimeout: e.cfg.AckTimeout, MaxRetries: e.cfg.MaxRetries, DeadAfter: e.cfg.DeadAfter,
-	}, e.now)
-	if err != nil {
-		return 0, err
-	}
 	q := &qp{
 		inst: in, remote: col.addr, qpn: e.nextQPN, remoteQPN: remoteQPN, state: qpReady,
-		startPSN: start, req: req, tokens: float64(e.cfg.RateBurst), lastRefill: e.now,
+		startPSN: start, tokens: float64(e.cfg.RateBurst), lastRefill: e.now,
+	}
+	if q.req, err = e.newRequester(q); err != nil {
+		return 0, err
 	}
 	in.qp = q
 	e.qps[q.qpn] = q
