@@ -18,6 +18,9 @@ func FuzzINT(f *testing.F) {
 	f.Add(serialize(f, in, gopacket.Payload("x")), uint8(0))
 	f.Add(serialize(f, &INT{Type: TypeMX, Version: 2, Stack: []byte{1, 2, 3, 4}}), uint8(0))
 	f.Add([]byte{0x10, 3, 0, 0, 0x20, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 0}, uint8(4))
+	// INT 0.5 (one hop of node ID, the tail) and 1.0 (one hop of node ID).
+	f.Add(words(1<<24|5<<8, 1<<16|8<<8|1, 0x8000<<16, 7, 17<<24|80<<8), uint8(0))
+	f.Add(words(1<<24|4<<8|3<<2, 1<<28|1<<8|5, 0x8000<<16, 7), uint8(0))
 	f.Fuzz(func(t *testing.T, b []byte, sourceOnly uint8) {
 		var i INT
 		if err := i.DecodeFromBytes(b, gopacket.NilDecodeFeedback); err != nil {
@@ -51,6 +54,9 @@ func FuzzINT(f *testing.F) {
 func FuzzReport(f *testing.F) {
 	f.Add(serialize(f, report()))
 	f.Add([]byte{0x20, 0, 0, 0, 0, 0, 0, 1, 0x14, 0xFF, 0, 0, 1, 2, 3, 4})
+	f.Add(words(1<<28|6<<24|1<<21|0x21<<15|1<<6|3, 9, 1, 2, 3<<16|4, 80, 0x45000014))
+	f.Add(words(2<<24|1<<22, 1, 2, 42, 1<<16|2, 3<<24|4000, 5555, 0xAAAAAAAA))
+	f.Add(words(1<<28|1<<21, 0, 1524138290, 0xAAAAAAAA))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Report
 		if err := r.DecodeFromBytes(b, gopacket.NilDecodeFeedback); err != nil {
@@ -68,7 +74,8 @@ func FuzzReport(f *testing.F) {
 		if err := again.DecodeFromBytes(enc, gopacket.NilDecodeFeedback); err != nil {
 			t.Fatalf("re-encoded %x does not decode: %v", enc, err)
 		}
-		if again.HardwareID != r.HardwareID || again.Sequence != r.Sequence || again.NodeID != r.NodeID || len(again.Individuals) != len(r.Individuals) {
+		if again.Version != r.Version || again.Format != r.Format || again.HardwareID != r.HardwareID || again.Sequence != r.Sequence ||
+			again.NodeID != r.NodeID || again.IngressTimestamp != r.IngressTimestamp || len(again.Individuals) != len(r.Individuals) {
 			t.Fatalf("decoded %+v\nre-decoded %+v", r, again)
 		}
 		for k := range r.Individuals {

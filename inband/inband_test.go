@@ -196,7 +196,7 @@ func TestReportErrors(t *testing.T) {
 		err error
 	}{
 		"short":         {enc[:7], ErrTruncated},
-		"version 1":     {append([]byte{0x10}, enc[1:]...), ErrVersion},
+		"version 3":     {append([]byte{0x30}, enc[1:]...), ErrVersion},
 		"indiv short":   {enc[:10], ErrTruncated},
 		"length past":   {enc[:len(enc)-4], ErrLength},
 		"md past":       {[]byte{0x20, 0, 0, 0, 0, 0, 0, 1, 0x10, 2, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ErrLength},
@@ -343,11 +343,20 @@ func TestDecodeAllocs(t *testing.T) {
 	}
 	ib := serialize(t, in)
 	var i INT
+	v1 := words(1<<28|6<<24|1<<21|0x21<<15|1<<6|3, 9, 1, 2, 3<<16|4, 80, 0x45000014)
+	v05 := words(2<<24|1<<22, 1, 2, 42, 1<<16|2, 3<<24|4000, 5555, 0xAAAAAAAA)
+	i05 := words(1<<24|5<<8, 1<<16|8<<8|1, 0x8000<<16, 7, 17<<24|80<<8)
 	if a := testing.AllocsPerRun(100, func() {
 		r.DecodeFromBytes(enc, gopacket.NilDecodeFeedback)
 		r.Individuals[0].Metadata(&m)
 		i.DecodeFromBytes(ib, gopacket.NilDecodeFeedback)
 		i.Hop(2, &m)
+		r.DecodeFromBytes(v1, gopacket.NilDecodeFeedback)
+		r.Individuals[0].Metadata(&m)
+		r.DecodeFromBytes(v05, gopacket.NilDecodeFeedback)
+		r.Individuals[0].Metadata(&m)
+		i.DecodeFromBytes(i05, gopacket.NilDecodeFeedback)
+		i.Hop(0, &m)
 	}); a != 0 {
 		t.Fatalf("decoding allocates %v times", a)
 	}
@@ -366,6 +375,31 @@ func BenchmarkReportDecode(b *testing.B) {
 		r.Individuals[0].Metadata(&m)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(r.Individuals)), "ns/report")
+}
+
+// BenchmarkReportDecodeVersions decodes one report of each version and
+// its metadata.
+func BenchmarkReportDecodeVersions(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		pkt  []byte
+	}{
+		{"v0.5", words(2<<24|1<<22, 1, 2, 42, 1<<16|2, 3<<24|4000, 5555, 0xAAAAAAAA)},
+		{"v1.0", words(1<<28|6<<24|1<<21|0x21<<15|1<<6|3, 9, 1, 2, 3<<16|4, 80, 0x45000014)},
+		{"v2.0", serialize(b, report())},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var r Report
+			var m Metadata
+			b.ReportAllocs()
+			for range b.N {
+				if err := r.DecodeFromBytes(c.pkt, gopacket.NilDecodeFeedback); err != nil {
+					b.Fatal(err)
+				}
+				r.Individuals[0].Metadata(&m)
+			}
+		})
+	}
 }
 
 func BenchmarkINTDecode(b *testing.B) {

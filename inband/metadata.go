@@ -33,27 +33,79 @@ const (
 	maxInstruction = 15
 )
 
-// wordsOf returns the 4-byte words instruction bit b requests: 2 for the
-// timestamps and level 2 ports, 1 for every other bit (reserved bits
-// included, as the INT specification has transit hops fill them).
-func wordsOf(b int) int {
-	if b >= BitIngressTS && b <= BitL2Ports {
-		return 2
-	}
-	return 1
-}
+// BitQueueCongestion is the Present bit of INT 0.5's queue congestion
+// status (its instruction bit 6). INT 2.x reserves bit 9, so decoding INT
+// 2.x never sets it.
+const BitQueueCongestion = 9
 
-// BaselineWords returns the words of metadata an instruction bitmap
-// requests per hop.
-func BaselineWords(bitmap uint16) int {
+// field is a kind of metadata field: what it means and how long it is.
+type field uint8
+
+const (
+	fReserved     field = iota // one word, skipped
+	fNodeID                    // node (switch) ID
+	fL1Ports                   // ingress (16) + egress (16) port IDs
+	fHopLatency                // hop latency
+	fQueue                     // queue ID (8) + occupancy (24)
+	fQueue16                   // queue ID (16) + occupancy (16): INT 0.5
+	fIngressTS32               // ingress timestamp, 4 bytes
+	fIngressTS64               // ingress timestamp, 8 bytes
+	fEgressTS32                // egress timestamp, 4 bytes
+	fEgressTS64                // egress timestamp, 8 bytes
+	fL2Ports                   // level 2 ingress + egress port IDs, 4 bytes each
+	fTxUtil                    // egress port Tx utilization
+	fBuffer                    // buffer ID (8) + occupancy (24)
+	fChecksum                  // INT-MD checksum complement
+	fDrop                      // queue ID (8) + drop reason (8) + padding (16)
+	fCongestion16              // queue ID (16) + congestion status (16): INT 0.5
+)
+
+// presentBit is the Present bit each field kind sets (-1: none).
+var presentBit = [...]int8{fReserved: -1, fNodeID: BitNodeID, fL1Ports: BitL1Ports, fHopLatency: BitHopLatency,
+	fQueue: BitQueue, fQueue16: BitQueue, fIngressTS32: BitIngressTS, fIngressTS64: BitIngressTS,
+	fEgressTS32: BitEgressTS, fEgressTS64: BitEgressTS, fL2Ports: BitL2Ports, fTxUtil: BitTxUtil,
+	fBuffer: BitBuffer, fChecksum: 15, fDrop: BitDropReason, fCongestion16: BitQueueCongestion}
+
+// fieldWords is each kind's length in words.
+var fieldWords = [...]uint8{fReserved: 1, fNodeID: 1, fL1Ports: 1, fHopLatency: 1, fQueue: 1, fQueue16: 1,
+	fIngressTS32: 1, fIngressTS64: 2, fEgressTS32: 1, fEgressTS64: 2, fL2Ports: 2, fTxUtil: 1, fBuffer: 1,
+	fChecksum: 1, fDrop: 1, fCongestion16: 1}
+
+// layout is what each bit of a bitmap requests, bit 0 the most
+// significant of 16 (Telemetry Report 1.0's 6-bit RepMdBits is shifted
+// left by 10 to read it).
+type layout [16]field
+
+var (
+	// layoutINT2 is INT 2.x's instruction bitmap.
+	layoutINT2 = layout{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fChecksum}
+	// layoutReport2 is Telemetry Report 2.0's RepMdBits: bit 0 reserved
+	// (the node ID is the group header's), bit 15 the drop word.
+	layoutReport2 = layout{fReserved, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fDrop}
+	// layoutINT1 is INT 1.0's: timestamps of 4 bytes.
+	layoutINT1 = layout{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS32, fEgressTS32, fL2Ports, fTxUtil, 15: fChecksum}
+	// layoutINT05 is INT 0.5's: every field one word, bit 6 the queue
+	// congestion status; queue ID and value split 16/16 as INTCollector
+	// reads them (INT 0.5 leaves the split to the device).
+	layoutINT05 = layout{fNodeID, fL1Ports, fHopLatency, fQueue16, fIngressTS32, fEgressTS32, fCongestion16, fTxUtil}
+	// layoutReport1 is Telemetry Report 1.0's 6-bit RepMdBits.
+	layoutReport1 = layout{fL1Ports, fHopLatency, fQueue, fEgressTS32, fDrop, fTxUtil}
+)
+
+// words returns the words of metadata bitmap requests under l.
+func (l *layout) words(bitmap uint16) int {
 	n := 0
-	for b := 0; b <= maxInstruction; b++ {
-		if bitmap&(0x8000>>b) != 0 {
-			n += wordsOf(b)
-		}
+	for bm := bitmap; bm != 0; {
+		bit := bits.LeadingZeros16(bm)
+		bm &^= 0x8000 >> bit
+		n += int(fieldWords[l[bit]])
 	}
 	return n
 }
+
+// BaselineWords returns the words of metadata an INT 2.x instruction
+// bitmap (or a Telemetry Report 2.0 RepMdBits) requests per hop.
+func BaselineWords(bitmap uint16) int { return layoutINT2.words(bitmap) }
 
 // Metadata is one hop's (or one report's) metadata, decoded by an
 // instruction bitmap. Present has bit b (numbered as the bitmap, 0 the
@@ -76,9 +128,13 @@ type Metadata struct {
 	BufferOccupancy  uint32 // 24 bits
 	// Checksum is INT-MD's checksum complement (bit 15).
 	Checksum uint32
-	// DropQueueID and DropReason are a report's RepMdBits bit 15.
+	// DropQueueID and DropReason are a report's drop word (Telemetry
+	// Report 2.0 RepMdBits bit 15, 1.0 bit 4, a 0.5 drop report).
 	DropQueueID uint8
 	DropReason  uint8
+	// QueueCongestion is INT 0.5's queue congestion status
+	// (BitQueueCongestion).
+	QueueCongestion uint32
 	// DomainSpecific is the hop's domain-specific metadata (the words
 	// after the baseline ones). It aliases the decoded bytes.
 	DomainSpecific []byte
@@ -87,106 +143,113 @@ type Metadata struct {
 // Has reports whether field bit b was present and available.
 func (m *Metadata) Has(b int) bool { return m.Present&(0x8000>>b) != 0 }
 
-// decodeMetadata fills m from b, laid out by bitmap (report selects the
-// Telemetry Report meanings of bits 0 and 15). b must hold at least
-// BaselineWords(bitmap)·4 bytes; the rest is domain-specific.
-func decodeMetadata(m *Metadata, bitmap uint16, b []byte, report bool) {
+// decodeMetadata fills m from b, laid out by bitmap under l. b must hold
+// at least l.words(bitmap)·4 bytes; the rest is domain-specific.
+func decodeMetadata(m *Metadata, l *layout, bitmap uint16, b []byte) {
 	*m = Metadata{}
 	off := 0
 	for bm := bitmap; bm != 0; {
 		bit := bits.LeadingZeros16(bm)
-		mask := uint16(0x8000) >> bit
-		bm &^= mask
-		n := 4 * wordsOf(bit)
+		bm &^= 0x8000 >> bit
+		k := l[bit]
+		n := 4 * int(fieldWords[k])
 		f := b[off : off+n]
 		off += n
-		if allOnes(f) {
-			continue // the hop could not provide it
+		if k == fReserved || allOnes(f) {
+			continue // reserved, or the hop could not provide it
 		}
 		w := binary.BigEndian.Uint32(f)
-		known := true
-		switch bit {
-		case BitNodeID:
-			if known = !report; known {
-				m.NodeID = w
-			}
-		case BitL1Ports:
+		switch k {
+		case fNodeID:
+			m.NodeID = w
+		case fL1Ports:
 			m.L1Ingress, m.L1Egress = uint16(w>>16), uint16(w)
-		case BitHopLatency:
+		case fHopLatency:
 			m.HopLatency = w
-		case BitQueue:
+		case fQueue:
 			m.QueueID, m.QueueOccupancy = uint8(w>>24), w&0xFFFFFF
-		case BitIngressTS:
+		case fQueue16:
+			m.QueueID, m.QueueOccupancy = uint8(w>>16), w&0xFFFF
+		case fIngressTS32:
+			m.IngressTimestamp = uint64(w)
+		case fIngressTS64:
 			m.IngressTimestamp = binary.BigEndian.Uint64(f)
-		case BitEgressTS:
+		case fEgressTS32:
+			m.EgressTimestamp = uint64(w)
+		case fEgressTS64:
 			m.EgressTimestamp = binary.BigEndian.Uint64(f)
-		case BitL2Ports:
+		case fL2Ports:
 			m.L2Ingress, m.L2Egress = w, binary.BigEndian.Uint32(f[4:])
-		case BitTxUtil:
+		case fTxUtil:
 			m.TxUtilization = w
-		case BitBuffer:
+		case fBuffer:
 			m.BufferID, m.BufferOccupancy = uint8(w>>24), w&0xFFFFFF
-		case 15:
-			if report {
-				m.DropQueueID, m.DropReason = uint8(w>>24), uint8(w>>16)
-			} else {
-				m.Checksum = w
-			}
-		default:
-			known = false // reserved: skipped
+		case fChecksum:
+			m.Checksum = w
+		case fDrop:
+			m.DropQueueID, m.DropReason = uint8(w>>24), uint8(w>>16)
+		case fCongestion16:
+			m.QueueID, m.QueueCongestion = uint8(w>>16), w&0xFFFF
 		}
-		if known {
-			m.Present |= mask
-		}
+		m.Present |= 0x8000 >> presentBit[k]
 	}
 	if off < len(b) {
 		m.DomainSpecific = b[off:]
 	}
 }
 
-// appendMetadata appends m's fields requested by bitmap: fields not in
-// m.Present are written as all ones (not available), reserved bits too.
-func appendMetadata(dst []byte, m *Metadata, bitmap uint16, report bool) []byte {
+// appendMetadata appends m's fields requested by bitmap under l: fields
+// not in m.Present are written as all ones (not available), reserved bits
+// too.
+func appendMetadata(dst []byte, m *Metadata, l *layout, bitmap uint16) []byte {
 	for bit := 0; bit <= maxInstruction; bit++ {
-		mask := uint16(0x8000) >> bit
-		if bitmap&mask == 0 {
+		if bitmap&(0x8000>>bit) == 0 {
 			continue
 		}
-		if m.Present&mask == 0 {
-			for range 4 * wordsOf(bit) {
+		k := l[bit]
+		if k == fReserved || !m.Has(int(presentBit[k])) {
+			for range 4 * int(fieldWords[k]) {
 				dst = append(dst, 0xFF)
 			}
 			continue
 		}
-		switch bit {
-		case BitNodeID:
-			dst = binary.BigEndian.AppendUint32(dst, m.NodeID)
-		case BitL1Ports:
-			dst = binary.BigEndian.AppendUint32(dst, uint32(m.L1Ingress)<<16|uint32(m.L1Egress))
-		case BitHopLatency:
-			dst = binary.BigEndian.AppendUint32(dst, m.HopLatency)
-		case BitQueue:
-			dst = binary.BigEndian.AppendUint32(dst, uint32(m.QueueID)<<24|m.QueueOccupancy&0xFFFFFF)
-		case BitIngressTS:
+		var w uint32
+		switch k {
+		case fNodeID:
+			w = m.NodeID
+		case fL1Ports:
+			w = uint32(m.L1Ingress)<<16 | uint32(m.L1Egress)
+		case fHopLatency:
+			w = m.HopLatency
+		case fQueue:
+			w = uint32(m.QueueID)<<24 | m.QueueOccupancy&0xFFFFFF
+		case fQueue16:
+			w = uint32(m.QueueID)<<16 | m.QueueOccupancy&0xFFFF
+		case fIngressTS32:
+			w = uint32(m.IngressTimestamp)
+		case fIngressTS64:
 			dst = binary.BigEndian.AppendUint64(dst, m.IngressTimestamp)
-		case BitEgressTS:
+			continue
+		case fEgressTS32:
+			w = uint32(m.EgressTimestamp)
+		case fEgressTS64:
 			dst = binary.BigEndian.AppendUint64(dst, m.EgressTimestamp)
-		case BitL2Ports:
+			continue
+		case fL2Ports:
 			dst = binary.BigEndian.AppendUint32(dst, m.L2Ingress)
-			dst = binary.BigEndian.AppendUint32(dst, m.L2Egress)
-		case BitTxUtil:
-			dst = binary.BigEndian.AppendUint32(dst, m.TxUtilization)
-		case BitBuffer:
-			dst = binary.BigEndian.AppendUint32(dst, uint32(m.BufferID)<<24|m.BufferOccupancy&0xFFFFFF)
-		case 15:
-			if report {
-				dst = binary.BigEndian.AppendUint32(dst, uint32(m.DropQueueID)<<24|uint32(m.DropReason)<<16)
-			} else {
-				dst = binary.BigEndian.AppendUint32(dst, m.Checksum)
-			}
-		default:
-			dst = append(dst, 0xFF, 0xFF, 0xFF, 0xFF)
+			w = m.L2Egress
+		case fTxUtil:
+			w = m.TxUtilization
+		case fBuffer:
+			w = uint32(m.BufferID)<<24 | m.BufferOccupancy&0xFFFFFF
+		case fChecksum:
+			w = m.Checksum
+		case fDrop:
+			w = uint32(m.DropQueueID)<<24 | uint32(m.DropReason)<<16
+		case fCongestion16:
+			w = uint32(m.QueueID)<<16 | m.QueueCongestion&0xFFFF
 		}
+		dst = binary.BigEndian.AppendUint32(dst, w)
 	}
 	return append(dst, m.DomainSpecific...)
 }
