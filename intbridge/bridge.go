@@ -1,16 +1,21 @@
-// Package intbridge turns Telemetry Reports into DTA reports, the mapping
-// of the DTA paper's Table 2:
+// Package intbridge turns Telemetry Reports (0.5, 1.0, 2.0) and raw INT
+// data packets into DTA reports, the mapping of the DTA paper's Table 2:
 //
 //   - an INT-MD path trace (a report whose truncated packet carries an INT-MD
-//     stack) becomes a Key-Write of the flow's path, the hops' node IDs from
-//     the source, under the flow's key (inband.FlowKey);
-//   - a per-hop report of INT-XD or INT-MX (RepType INT, no stack) becomes a
+//     stack, over UDP or TCP) becomes a Key-Write of the flow's path, the
+//     hops' node IDs from the source, under the flow's key (inband.FlowKey);
+//   - a per-hop report (INT-XD or INT-MX, a 0.5 local or drop report, a 1.0
+//     report: the reporting node's own metadata, no stack) becomes a
 //     Postcard: hop number from the inner packet's TTL, value the reporting
 //     node's ID;
 //   - a report with the D (dropped) or Q (congested) flag becomes an Append
 //     to the drop or congestion list: node, flow key, and the drop reason or
 //     queue occupancy;
 //   - every report of a flow becomes a Key-Increment of the flow's counter.
+//
+// Beside the DTA reports, the bridge hands analytics every hop's metadata
+// in one type, inband.Metadata: Traces for INT-MD stacks (and the sink's
+// own metadata), HopReports for per-hop reports.
 //
 // A report the bridge cannot map (no flow in it, a stack it cannot split) is
 // counted, never silently dropped.
@@ -36,13 +41,21 @@ var ErrConfig = errors.New("intbridge: invalid configuration")
 // Config configures a Bridge. The zero value of each field takes the
 // default beside it.
 type Config struct {
-	// INTPort is the UDP port that carries INT over UDP inside the reports'
-	// truncated packets (0: INT is looked for on no port, and no path
-	// trace is made).
+	// INTPort is the UDP destination port that marks INT over UDP in the
+	// inner packets (0: no port marks INT).
 	INTPort uint16
+	// INTDSCP under INTDSCPMask is the IP DSCP that marks INT after a TCP
+	// or UDP header (INT over TCP/UDP marked by DSCP; mask 0: DSCP marks
+	// nothing).
+	INTDSCP, INTDSCPMask uint8
+	// INTAfterL4 looks for INT after every TCP and UDP header, as
+	// INTCollector does; bytes there that do not decode as INT-MD or
+	// INT-MX are taken as no INT.
+	INTAfterL4 bool
 	// PathHops is the hops a Key-Write path value holds (default 5): 4-byte
-	// node IDs, source first, zero where the path is shorter; longer paths
-	// keep their last PathHops hops.
+	// node IDs, source first, zero where the path is shorter; a longer
+	// path keeps its PathHops hops nearest the source and is counted in
+	// PathTruncated (its Trace keeps every hop).
 	PathHops int
 	// PathRedundancy and CountRedundancy are the N of the path Key-Writes
 	// and of the flow counters' Key-Increments (default 2).
@@ -57,6 +70,9 @@ type Config struct {
 	// DropList and CongestionList are the Append lists of drop and
 	// congestion events (default 0 and 1).
 	DropList, CongestionList uint32
+	// SinkNode is the node ID HandlePacket, the bridge acting as INT sink,
+	// reports its traces under.
+	SinkNode uint32
 }
 
 // EventEntrySize is the bytes of a drop or congestion entry: node ID, flow
@@ -66,47 +82,57 @@ const EventEntrySize = 12
 
 // Counters count what the bridge did.
 type Counters struct {
-	Packets     uint64 // Telemetry Report packets handled
-	Malformed   uint64 // packets that did not decode (Handle returned the error)
-	Individuals uint64 // individual reports
-	NoFlow      uint64 // individual reports without a flow (no IP in the truncated packet)
-	BadStack    uint64 // INT-MD stacks that do not split into hops
-	HopRange    uint64 // postcards whose hop falls outside 1..PostcardHops
-	KeyWrites   uint64
-	Postcards   uint64
-	Appends     uint64
-	Increments  uint64
+	Packets       uint64 // Telemetry Report packets and raw INT packets handled
+	Malformed     uint64 // packets that did not decode (Handle returned the error)
+	Individuals   uint64 // individual reports
+	NoFlow        uint64 // individual reports without a flow (no IP in the truncated packet)
+	BadStack      uint64 // INT-MD stacks that do not split into hops
+	HopRange      uint64 // postcards whose hop falls outside 1..PostcardHops
+	PathTruncated uint64 // paths longer than PathHops (their hops nearest the source written)
+	NoINT         uint64 // raw packets (HandlePacket) without INT-MD
+	KeyWrites     uint64
+	Postcards     uint64
+	Appends       uint64
+	Increments    uint64
 }
 
 // Bridge maps Telemetry Reports to DTA reports. It is not safe for
 // concurrent use; give each goroutine its own.
 type Bridge struct {
-	cfg Config
-	rep inband.Report
-	// parsers by the truncated packet's first header.
-	parsers map[gopacket.LayerType]*gopacket.DecodingLayerParser
-	eth     layers.Ethernet
-	ip4     layers.IPv4
-	ip6     layers.IPv6
-	udp     layers.UDP
-	tcp     layers.TCP
-	decs    []gopacket.LayerType
-	in      inband.INT
-	out     []dta.Report
-	arena   []byte
-	traces  []Trace
-	hops    []inband.Metadata // the traces' hops
-	c       Counters
+	cfg    Config
+	rep    inband.Report
+	in     inband.INT
+	out    []dta.Report
+	arena  []byte
+	traces []Trace
+	hops   []inband.Metadata // the traces' hops
+	perHop []HopReport
+	c      Counters
 }
 
-// Trace is an INT-MD path trace Handle decoded: the flow, its key, the
-// node that sent the Telemetry Report, and each hop's metadata, source
-// first.
+// Trace is an INT-MD path trace the bridge decoded: the flow, its key, the
+// node that sent the Telemetry Report (the sink), each hop's metadata from
+// the stack, source first, and the sink's own metadata when the report
+// carried it (Sink.Present 0 otherwise; Sink.NodeID is Node).
 type Trace struct {
 	Flow inband.FiveTuple
 	Key  uint32
 	Node uint32
 	Hops []inband.Metadata
+	Sink inband.Metadata
+}
+
+// HopReport is a per-hop report the bridge decoded (INT-XD, INT-MX, a 0.5
+// local or drop report, a 1.0 report): the flow, its key, the hop number
+// from the inner packet's TTL (1 + InitialTTL - TTL, unchecked), the
+// report's D and Q flags, and the reporting node's metadata, whose NodeID
+// is always present.
+type HopReport struct {
+	Flow               inband.FiveTuple
+	Key                uint32
+	Hop                int
+	Dropped, Congested bool
+	Meta               inband.Metadata
 }
 
 // New returns a bridge with cfg.
@@ -129,77 +155,114 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.CongestionList == 0 && cfg.DropList == 0 {
 		cfg.CongestionList = 1
 	}
-	if cfg.PathHops < 1 || cfg.PathHops > 64 || cfg.PostcardHops < 1 || cfg.PostcardHops > 255 || cfg.DropList == cfg.CongestionList {
-		return nil, fmt.Errorf("%w: path hops %d (1..64), postcard hops %d (1..255), drop list %d and congestion list %d must differ",
-			ErrConfig, cfg.PathHops, cfg.PostcardHops, cfg.DropList, cfg.CongestionList)
+	if cfg.PathHops < 1 || cfg.PathHops > 64 || cfg.PostcardHops < 1 || cfg.PostcardHops > 255 || cfg.DropList == cfg.CongestionList || cfg.INTDSCPMask > 0x3F {
+		return nil, fmt.Errorf("%w: path hops %d (1..64), postcard hops %d (1..255), drop list %d and congestion list %d must differ, DSCP mask %#x (6 bits)",
+			ErrConfig, cfg.PathHops, cfg.PostcardHops, cfg.DropList, cfg.CongestionList, cfg.INTDSCPMask)
 	}
-	b := &Bridge{cfg: cfg, parsers: map[gopacket.LayerType]*gopacket.DecodingLayerParser{}}
-	for _, first := range []gopacket.LayerType{layers.LayerTypeEthernet, layers.LayerTypeIPv4, layers.LayerTypeIPv6} {
-		p := gopacket.NewDecodingLayerParser(first, &b.eth, &b.ip4, &b.ip6, &b.udp, &b.tcp)
-		p.IgnoreUnsupported = true
-		b.parsers[first] = p
-	}
-	return b, nil
+	return &Bridge{cfg: cfg}, nil
 }
 
 // Counters returns the counters.
 func (b *Bridge) Counters() Counters { return b.c }
 
-// Handle maps the Telemetry Report in payload (a UDP payload) to DTA
-// reports. The reports and their data are valid until the next call. It
-// allocates nothing once its buffers have grown to the largest packet.
-func (b *Bridge) Handle(payload []byte) ([]dta.Report, error) {
+// start resets the per-call outputs.
+func (b *Bridge) start() {
 	b.c.Packets++
-	b.out, b.arena, b.traces, b.hops = b.out[:0], b.arena[:0], b.traces[:0], b.hops[:0]
+	b.out, b.arena, b.traces, b.hops, b.perHop = b.out[:0], b.arena[:0], b.traces[:0], b.hops[:0], b.perHop[:0]
+}
+
+// Handle maps the Telemetry Report in payload (a UDP payload; any version)
+// to DTA reports. The reports and their data are valid until the next
+// call. It allocates nothing once its buffers have grown to the largest
+// packet.
+func (b *Bridge) Handle(payload []byte) ([]dta.Report, error) {
+	b.start()
 	if err := b.rep.DecodeFromBytes(payload, gopacket.NilDecodeFeedback); err != nil {
 		b.c.Malformed++
 		return nil, err
 	}
-	// Reports point into the arena: size it first so appends never move
-	// it (three entries and a path per individual report at most).
-	need := len(b.rep.Individuals) * (2*EventEntrySize + 4*b.cfg.PathHops)
-	if cap(b.arena) < need {
-		b.arena = make([]byte, 0, need)
-	}
+	b.reserve(len(b.rep.Individuals))
 	for k := range b.rep.Individuals {
 		b.individual(&b.rep.Individuals[k])
 	}
 	return b.out, nil
 }
 
-// flow is what the bridge learned from a truncated packet.
-type flow struct {
-	ok    bool
-	tuple inband.FiveTuple
-	ttl   uint8
-	md    bool // an INT-MD stack was found (in b.in)
+// reserve sizes the arena for n reports so appends never move it (reports
+// point into it): two entries and a path each at most.
+func (b *Bridge) reserve(n int) {
+	if need := n * (2*EventEntrySize + 4*b.cfg.PathHops); cap(b.arena) < need {
+		b.arena = make([]byte, 0, need)
+	}
+}
+
+// HandlePacket is the bridge as INT sink ("bump in the wire"): frame is a
+// data packet (first is layers.LayerTypeEthernet, LayerTypeIPv4 or
+// LayerTypeIPv6) that may carry INT over UDP or TCP, found as Config's
+// INTPort, INTDSCP and INTAfterL4 say. A packet with an INT-MD stack
+// becomes a path Key-Write and a Trace under Config.SinkNode, and a
+// Key-Increment of its flow; any other packet is counted in NoINT (or
+// NoFlow) and yields nothing. The reports are valid until the next call.
+func (b *Bridge) HandlePacket(frame []byte, first gopacket.LayerType) ([]dta.Report, error) {
+	b.start()
+	var start uint8
+	switch first {
+	case layers.LayerTypeEthernet:
+		start = inband.InEthernet
+	case layers.LayerTypeIPv4:
+		start = inband.InIPv4
+	case layers.LayerTypeIPv6:
+		start = inband.InIPv6
+	default:
+		return nil, fmt.Errorf("%w: first layer %v: want Ethernet, IPv4 or IPv6", ErrConfig, first)
+	}
+	b.reserve(1)
+	f := b.inner(start, frame)
+	switch {
+	case !f.ok:
+		b.c.NoFlow++
+	case !f.md:
+		b.c.NoINT++
+	default:
+		key := inband.FlowKey(f.tuple)
+		b.path(key)
+		b.trace(f.tuple, key, b.cfg.SinkNode, nil)
+		b.increment(key)
+	}
+	return b.out, nil
 }
 
 func (b *Bridge) individual(r *inband.Individual) {
 	b.c.Individuals++
-	f := b.inner(r)
+	f := b.inner(r.InType, r.Inner)
 	if !f.ok {
 		b.c.NoFlow++
 		return
 	}
 	key := inband.FlowKey(f.tuple)
 	node := b.rep.NodeID
+	var m inband.Metadata
+	local := r.RepType == inband.RepINT && r.Metadata(&m) == nil
+	if local && !m.Has(inband.BitNodeID) {
+		m.NodeID, m.Present = node, m.Present|0x8000>>inband.BitNodeID
+	}
 	switch {
 	case f.md:
 		b.path(key)
-		b.trace(f.tuple, key, node)
-	case r.RepType == inband.RepINT:
+		var sink *inband.Metadata
+		if local {
+			sink = &m
+		}
+		b.trace(f.tuple, key, node, sink)
+	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
+		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
 		if hop < 1 || hop > b.cfg.PostcardHops {
 			b.c.HopRange++
 		} else {
-			b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: node}})
+			b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: m.NodeID}})
 			b.c.Postcards++
 		}
-	}
-	var m inband.Metadata
-	if r.RepType == inband.RepINT {
-		r.Metadata(&m)
 	}
 	if r.Dropped {
 		b.event(b.cfg.DropList, node, key, uint32(m.DropQueueID)<<24|uint32(m.DropReason)<<16)
@@ -207,15 +270,19 @@ func (b *Bridge) individual(r *inband.Individual) {
 	if r.Congested {
 		b.event(b.cfg.CongestionList, node, key, uint32(m.QueueID)<<24|m.QueueOccupancy&0xFFFFFF)
 	}
+	b.increment(key)
+}
+
+func (b *Bridge) increment(key uint32) {
 	b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: b.cfg.CountRedundancy, Key: key, Counter: 1}})
 	b.c.Increments++
 }
 
 func (b *Bridge) emit(r dta.Report) { b.out = append(b.out, r) }
 
-// Traces returns the INT-MD path traces the last Handle decoded, for
-// analytics beside the DTA reports (Detector, Aggregator). They are valid
-// until the next Handle.
+// Traces returns the INT-MD path traces the last Handle or HandlePacket
+// decoded, for analytics beside the DTA reports (Detector, Aggregator).
+// They are valid until the next call.
 func (b *Bridge) Traces() []Trace {
 	// b.hops may have grown after a trace was recorded: slice it now.
 	at := 0
@@ -227,8 +294,13 @@ func (b *Bridge) Traces() []Trace {
 	return b.traces
 }
 
+// HopReports returns the per-hop reports the last Handle decoded (those
+// whose hop falls outside 1..PostcardHops included). They are valid until
+// the next call.
+func (b *Bridge) HopReports() []HopReport { return b.perHop }
+
 // trace records the INT-MD stack in b.in as a Trace.
-func (b *Bridge) trace(flow inband.FiveTuple, key, node uint32) {
+func (b *Bridge) trace(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata) {
 	n, err := b.in.Hops()
 	if err != nil {
 		return // counted by path
@@ -238,24 +310,32 @@ func (b *Bridge) trace(flow inband.FiveTuple, key, node uint32) {
 	for i := range n {
 		b.in.Hop(n-1-i, &b.hops[start+i])
 	}
-	b.traces = append(b.traces, Trace{Flow: flow, Key: key, Node: node, Hops: b.hops[start : start+n]})
+	t := Trace{Flow: flow, Key: key, Node: node, Hops: b.hops[start : start+n]}
+	if sink != nil {
+		t.Sink = *sink
+	}
+	b.traces = append(b.traces, t)
 }
 
-// path emits the Key-Write of the INT-MD stack in b.in.
+// path emits the Key-Write of the INT-MD stack in b.in: the PathHops hops
+// nearest the source, source first.
 func (b *Bridge) path(key uint32) {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
 		return
 	}
+	if n > b.cfg.PathHops {
+		b.c.PathTruncated++
+	}
 	start := len(b.arena)
 	b.arena = b.arena[:start+4*b.cfg.PathHops]
 	v := b.arena[start:]
 	clear(v)
 	var m inband.Metadata
-	// Hop n-1 is the source: it goes first.
-	for i := 0; i < min(n, b.cfg.PathHops); i++ {
-		b.in.Hop(min(n, b.cfg.PathHops)-1-i, &m)
+	// Hop n-1 (the bottom of the stack) is the source: it goes first.
+	for i := range min(n, b.cfg.PathHops) {
+		b.in.Hop(n-1-i, &m)
 		binary.BigEndian.PutUint32(v[4*i:], m.NodeID)
 	}
 	b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: b.cfg.PathRedundancy, Key: key, Data: v}})
@@ -273,58 +353,124 @@ func (b *Bridge) event(list, node, key, detail uint32) {
 	b.c.Appends++
 }
 
-// inner decodes a report's truncated packet: its flow, its TTL, and an
-// INT-MD stack over UDP on INTPort.
-func (b *Bridge) inner(r *inband.Individual) (f flow) {
-	var first gopacket.LayerType
-	switch r.InType {
+// flow is what the bridge learned from an inner packet.
+type flow struct {
+	ok    bool
+	tuple inband.FiveTuple
+	ttl   uint8
+	md    bool // an INT-MD stack was found (in b.in)
+}
+
+// Header sizes and values of the inner packets' headers.
+const (
+	ethLen, vlanLen, ip4Len, ip6Len, udpLen, tcpLen = 14, 4, 20, 40, 8, 20
+	etherIPv4, etherIPv6, etherVLAN, etherQinQ      = 0x0800, 0x86DD, 0x8100, 0x88A8
+	protoTCP, protoUDP                              = 6, 17
+)
+
+// inner reads an inner packet (a report's truncated packet of InType typ,
+// or a raw frame): its flow, its TTL, and INT after its TCP or UDP header
+// where Config marks it. A truncated packet ends where the switch cut it:
+// whatever headers are whole are used.
+func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
+	switch typ {
 	case inband.InEthernet:
-		first = layers.LayerTypeEthernet
-	case inband.InIPv4:
-		first = layers.LayerTypeIPv4
-	case inband.InIPv6:
-		first = layers.LayerTypeIPv6
+		if len(p) < ethLen {
+			return f
+		}
+		et, off := binary.BigEndian.Uint16(p[12:]), ethLen
+		for (et == etherVLAN || et == etherQinQ) && len(p) >= off+vlanLen {
+			et, off = binary.BigEndian.Uint16(p[off+2:]), off+vlanLen
+		}
+		switch et {
+		case etherIPv4:
+			typ = inband.InIPv4
+		case etherIPv6:
+			typ = inband.InIPv6
+		default:
+			return f
+		}
+		p = p[off:]
+	case inband.InIPv4, inband.InIPv6:
 	default:
 		return f
 	}
-	// A truncated packet ends where the switch cut it: use what decoded.
-	_ = b.parsers[first].DecodeLayers(r.Inner, &b.decs)
+	var dscp uint8
 	var l4 []byte
-	for _, t := range b.decs {
-		switch t {
-		case layers.LayerTypeIPv4:
-			f.ok, f.ttl = true, b.ip4.TTL
-			f.tuple.Src, _ = netip.AddrFromSlice(b.ip4.SrcIP.To4())
-			f.tuple.Dst, _ = netip.AddrFromSlice(b.ip4.DstIP.To4())
-			f.tuple.Proto = uint8(b.ip4.Protocol)
-		case layers.LayerTypeIPv6:
-			f.ok, f.ttl = true, b.ip6.HopLimit
-			f.tuple.Src, _ = netip.AddrFromSlice(b.ip6.SrcIP)
-			f.tuple.Dst, _ = netip.AddrFromSlice(b.ip6.DstIP)
-			f.tuple.Proto = uint8(b.ip6.NextHeader)
-		case layers.LayerTypeUDP:
-			f.tuple.SrcPort, f.tuple.DstPort = uint16(b.udp.SrcPort), uint16(b.udp.DstPort)
-			l4 = b.udp.Payload
-		case layers.LayerTypeTCP:
-			f.tuple.SrcPort, f.tuple.DstPort = uint16(b.tcp.SrcPort), uint16(b.tcp.DstPort)
+	if typ == inband.InIPv4 {
+		if len(p) < ip4Len || p[0]>>4 != 4 {
+			return f
 		}
+		ihl := 4 * int(p[0]&0xF)
+		f.ok, f.ttl, dscp = true, p[8], p[1]>>2
+		f.tuple.Src = netip.AddrFrom4([4]byte(p[12:16]))
+		f.tuple.Dst = netip.AddrFrom4([4]byte(p[16:20]))
+		f.tuple.Proto = p[9]
+		// A later fragment has no L4 header.
+		if ihl >= ip4Len && len(p) >= ihl && binary.BigEndian.Uint16(p[6:])&0x1FFF == 0 {
+			l4 = p[ihl:]
+		}
+	} else {
+		if len(p) < ip6Len || p[0]>>4 != 6 {
+			return f
+		}
+		f.ok, f.ttl, dscp = true, p[7], uint8(binary.BigEndian.Uint16(p)>>6)&0x3F
+		f.tuple.Src = netip.AddrFrom16([16]byte(p[8:24]))
+		f.tuple.Dst = netip.AddrFrom16([16]byte(p[24:40]))
+		f.tuple.Proto = p[6]
+		l4 = p[ip6Len:]
 	}
-	if !f.ok || b.cfg.INTPort == 0 || l4 == nil || f.tuple.DstPort != b.cfg.INTPort {
+	var payload []byte
+	switch f.tuple.Proto {
+	case protoUDP:
+		if len(l4) < udpLen {
+			return f
+		}
+		payload = l4[udpLen:]
+	case protoTCP:
+		off := 4 * int(l4Byte(l4, 12)>>4)
+		if len(l4) < tcpLen || off < tcpLen || len(l4) < off {
+			return f
+		}
+		payload = l4[off:]
+	default:
 		return f
 	}
-	if b.in.DecodeFromBytes(l4, gopacket.NilDecodeFeedback) != nil || b.in.Type != inband.TypeMD {
+	f.tuple.SrcPort, f.tuple.DstPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
+	marked := b.cfg.INTAfterL4 ||
+		b.cfg.INTPort != 0 && f.tuple.Proto == protoUDP && f.tuple.DstPort == b.cfg.INTPort ||
+		b.cfg.INTDSCPMask != 0 && dscp&b.cfg.INTDSCPMask == b.cfg.INTDSCP&b.cfg.INTDSCPMask
+	if !marked || b.in.DecodeFromBytes(payload, gopacket.NilDecodeFeedback) != nil {
 		return f
 	}
-	f.md = true
+	switch b.in.Type {
+	case inband.TypeMD:
+		f.md = true
+	default:
+		return f
+	}
 	// The flow is the original one the INT headers were inserted into.
-	switch b.in.NPT {
-	case inband.NPTUDPPayload:
+	switch {
+	case b.in.Legacy && b.in.Version == 0:
+		if f.tuple.Proto == protoUDP && f.tuple.DstPort == b.cfg.INTPort && b.cfg.INTPort != 0 {
+			f.tuple.DstPort = b.in.TailPort
+		}
+	case b.in.Legacy:
+	case b.in.NPT == inband.NPTUDPPayload:
 		f.tuple.DstPort = b.in.Field
-	case inband.NPTL4Header:
+	case b.in.NPT == inband.NPTL4Header:
 		f.tuple.Proto = uint8(b.in.Field)
 		if p := b.in.Payload; len(p) >= 4 {
 			f.tuple.SrcPort, f.tuple.DstPort = binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
 		}
 	}
 	return f
+}
+
+// l4Byte returns b[i], or 0 when b is shorter.
+func l4Byte(b []byte, i int) byte {
+	if i < len(b) {
+		return b[i]
+	}
+	return 0
 }

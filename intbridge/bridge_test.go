@@ -156,8 +156,8 @@ func TestBridge(t *testing.T) {
 
 func TestBridgeErrors(t *testing.T) {
 	b, _ := New(Config{INTPort: intPort})
-	if _, err := b.Handle([]byte{0x10, 0, 0, 0, 0, 0, 0, 0}); !errors.Is(err, inband.ErrVersion) || b.Counters().Malformed != 1 {
-		t.Fatalf("a version-1 report: %v %+v", err, b.Counters())
+	if _, err := b.Handle([]byte{0x30, 0, 0, 0, 0, 0, 0, 0}); !errors.Is(err, inband.ErrVersion) || b.Counters().Malformed != 1 {
+		t.Fatalf("a version-3 report: %v %+v", err, b.Counters())
 	}
 	// An INT-MD stack that is not whole hops (source-only metadata of a
 	// domain the bridge does not know): counted, the counter still made.
