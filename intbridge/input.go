@@ -33,6 +33,52 @@ type ReplayStats struct {
 // IP) and its capture time; the payload is valid during the call. It stops
 // at the end of the capture or at fn's first error, which it returns.
 func Replay(r io.Reader, port uint16, fn func(payload []byte, ts time.Time) error) (ReplayStats, error) {
+	var (
+		eth  layers.Ethernet
+		ip4  layers.IPv4
+		ip6  layers.IPv6
+		udp  layers.UDP
+		decs []gopacket.LayerType
+	)
+	parsers := map[gopacket.LayerType]*gopacket.DecodingLayerParser{}
+	for _, first := range []gopacket.LayerType{layers.LayerTypeEthernet, layers.LayerTypeIPv4, layers.LayerTypeIPv6} {
+		p := gopacket.NewDecodingLayerParser(first, &eth, &ip4, &ip6, &udp)
+		p.IgnoreUnsupported = true
+		parsers[first] = p
+	}
+	return replay(r, func(st *ReplayStats, data []byte, first gopacket.LayerType, ts time.Time) error {
+		_ = parsers[first].DecodeLayers(data, &decs) // what decoded is enough
+		isUDP := false
+		for _, t := range decs {
+			if t == layers.LayerTypeUDP {
+				isUDP = true
+			}
+		}
+		if !isUDP || uint16(udp.DstPort) != port {
+			st.Skipped++
+			return nil
+		}
+		st.Reports++
+		return fn(udp.Payload, ts)
+	})
+}
+
+// ReplayFrames reads a capture, pcap or pcapng, from r and calls fn with
+// every frame, the layer it starts with (layers.LayerTypeEthernet,
+// LayerTypeIPv4 or LayerTypeIPv6) and its capture time: the raw INT input,
+// data packets for Bridge.HandlePacket. The frame is valid during the
+// call; every frame counts in Reports. It stops at the end of the capture
+// or at fn's first error, which it returns.
+func ReplayFrames(r io.Reader, fn func(frame []byte, first gopacket.LayerType, ts time.Time) error) (ReplayStats, error) {
+	return replay(r, func(st *ReplayStats, data []byte, first gopacket.LayerType, ts time.Time) error {
+		st.Reports++
+		return fn(data, first, ts)
+	})
+}
+
+// replay reads a capture and calls each with every packet and its first
+// layer (raw IP by its version nibble).
+func replay(r io.Reader, each func(st *ReplayStats, data []byte, first gopacket.LayerType, ts time.Time) error) (ReplayStats, error) {
 	var st ReplayStats
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
@@ -56,26 +102,14 @@ func Replay(r io.Reader, port uint16, fn func(payload []byte, ts time.Time) erro
 		}
 		src = p
 	}
-	var (
-		eth  layers.Ethernet
-		ip4  layers.IPv4
-		ip6  layers.IPv6
-		udp  layers.UDP
-		decs []gopacket.LayerType
-	)
-	var first gopacket.LayerType
+	raw := false
 	switch lt := src.LinkType(); lt {
 	case layers.LinkTypeEthernet:
-		first = layers.LayerTypeEthernet
 	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6:
-		first = layers.LayerTypeIPv4 // raw IP: the version nibble is checked below
+		raw = true // the version nibble says which IP
 	default:
 		return st, fmt.Errorf("%w: link type %v (Ethernet or raw IP)", ErrCapture, lt)
 	}
-	parser := gopacket.NewDecodingLayerParser(first, &eth, &ip4, &ip6, &udp)
-	parser.IgnoreUnsupported = true
-	raw6 := gopacket.NewDecodingLayerParser(layers.LayerTypeIPv6, &ip6, &udp)
-	raw6.IgnoreUnsupported = true
 	for {
 		data, ci, err := src.ZeroCopyReadPacketData()
 		if err == io.EOF {
@@ -85,23 +119,14 @@ func Replay(r io.Reader, port uint16, fn func(payload []byte, ts time.Time) erro
 			return st, fmt.Errorf("%w: packet %d: %w", ErrCapture, st.Packets+1, err)
 		}
 		st.Packets++
-		p := parser
-		if first == layers.LayerTypeIPv4 && len(data) > 0 && data[0]>>4 == 6 {
-			p = raw6
-		}
-		_ = p.DecodeLayers(data, &decs) // what decoded is enough
-		isUDP := false
-		for _, t := range decs {
-			if t == layers.LayerTypeUDP {
-				isUDP = true
+		first := layers.LayerTypeEthernet
+		if raw {
+			first = layers.LayerTypeIPv4
+			if len(data) > 0 && data[0]>>4 == 6 {
+				first = layers.LayerTypeIPv6
 			}
 		}
-		if !isUDP || uint16(udp.DstPort) != port {
-			st.Skipped++
-			continue
-		}
-		st.Reports++
-		if err := fn(udp.Payload, ci.Timestamp); err != nil {
+		if err := each(&st, data, first, ci.Timestamp); err != nil {
 			return st, err
 		}
 	}

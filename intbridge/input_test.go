@@ -181,3 +181,36 @@ func TestInfluxDB(t *testing.T) {
 		t.Fatalf("no scheme: %v", err)
 	}
 }
+
+// TestReplayFrames: a raw-IP capture of data packets carrying INT, through
+// ReplayFrames into the bridge as INT sink.
+func TestReplayFrames(t *testing.T) {
+	var buf bytes.Buffer
+	w := pcapgo.NewWriter(&buf)
+	w.WriteFileHeader(65535, layers.LinkTypeRaw)
+	pkts := [][]byte{tcpINTPacket(t, []uint32{4, 5, 6}, 61), tcpINTPacket(t, []uint32{4, 7, 6}, 61)}
+	for _, p := range pkts {
+		w.WritePacket(gopacket.CaptureInfo{CaptureLength: len(p), Length: len(p)}, p)
+	}
+	b, _ := New(Config{INTDSCP: intDSCP, INTDSCPMask: 0x3F, SinkNode: 3})
+	var paths [][]uint32
+	st, err := ReplayFrames(&buf, func(frame []byte, first gopacket.LayerType, _ time.Time) error {
+		if first != layers.LayerTypeIPv4 {
+			t.Fatalf("first layer %v", first)
+		}
+		if _, err := b.HandlePacket(frame, first); err != nil {
+			return err
+		}
+		for _, tr := range b.Traces() {
+			var p []uint32
+			for _, h := range tr.Hops {
+				p = append(p, h.NodeID)
+			}
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil || st != (ReplayStats{Packets: 2, Reports: 2}) || len(paths) != 2 || paths[1][1] != 7 || b.Counters().KeyWrites != 2 {
+		t.Fatalf("%v %+v %v %+v", err, st, paths, b.Counters())
+	}
+}
