@@ -13,6 +13,7 @@ import (
 var (
 	reportPort = flag.Uint("report-port", 32766, "UDP port of Telemetry Reports (0: none)")
 	intPort    = flag.Uint("int-port", 0, "UDP port that carries INT over UDP (0: none)")
+	intAfterL4 = flag.Bool("int-after-l4", false, "in reports' inner packets, decode INT after every TCP/UDP header (INT over TCP, INTCollector's frames)")
 )
 
 // registerInband registers the inband layers on the ports the flags name.
@@ -48,6 +49,7 @@ func metadataFields(m *inband.Metadata) object {
 		o = append(o, field{"l2_ingress", m.L2Ingress}, field{"l2_egress", m.L2Egress})
 	}
 	add(inband.BitTxUtil, "tx_utilization", m.TxUtilization)
+	add(inband.BitQueueCongestion, "queue_congestion", m.QueueCongestion)
 	if m.Has(inband.BitBuffer) {
 		o = append(o, field{"buffer_id", m.BufferID}, field{"buffer_occupancy", m.BufferOccupancy})
 	}
@@ -60,6 +62,14 @@ func metadataFields(m *inband.Metadata) object {
 func intFields(l gopacket.Layer) object {
 	i := l.(*inband.INT)
 	o := object{{"type", i.Type}, {"npt", i.NPT}, {"length", i.Length}, {"field", i.Field}}
+	if i.Legacy {
+		// INT 0.5 or 1.0: an 8-bit shim Type.
+		o = append(o, field{"legacy", true}, field{"rep", i.Replication}, field{"c", i.Copy})
+		if i.Type == inband.TypeMD && i.Version == 0 {
+			o = append(o, field{"max_hop_count", i.MaxHopCount}, field{"total_hop_count", i.TotalHopCount},
+				field{"tail_proto", i.TailProto}, field{"tail_port", i.TailPort}, field{"tail_dscp", i.TailDSCP})
+		}
+	}
 	if i.Type == inband.TypeDestination {
 		return append(o, field{"data", hex.EncodeToString(i.Stack)})
 	}
@@ -88,17 +98,26 @@ func intFields(l gopacket.Layer) object {
 func telemetryReportFields(l gopacket.Layer) object {
 	r := l.(*inband.Report)
 	o := object{{"version", r.Version}, {"hw_id", r.HardwareID}, {"seq", r.Sequence}, {"node_id", r.NodeID}}
+	if r.Format != inband.FormatV2 {
+		o = append(o, field{"format", map[inband.Format]string{inband.FormatV1: "1.0", inband.FormatV05: "0.5"}[r.Format]}, field{"ingress_timestamp", r.IngressTimestamp})
+	}
 	reports := make([]object, len(r.Individuals))
 	for k := range r.Individuals {
 		ind := &r.Individuals[k]
 		ro := object{{"rep_type", ind.RepType}, {"in_type", ind.InType}, {"length", ind.Length}, {"md_length", ind.MDLength},
 			{"d", ind.Dropped}, {"q", ind.Congested}, {"f", ind.Tracked}, {"i", ind.Intermediate}}
+		if r.Format != inband.FormatV2 {
+			ro = append(ro, field{"nproto", ind.NProto})
+		}
 		if ind.RepType == inband.RepINT {
 			var m inband.Metadata
 			ind.Metadata(&m)
-			ro = append(ro, field{"rep_md_bits", ind.RepMdBits}, field{"domain_id", ind.DomainID}, field{"ds_md_bits", ind.DSMdBits},
-				field{"ds_md_status", ind.DSMdStatus}, field{"metadata", metadataFields(&m)})
-			if m.DropReason != 0 || ind.RepMdBits&1 != 0 {
+			ro = append(ro, field{"rep_md_bits", ind.RepMdBits})
+			if r.Format == inband.FormatV2 {
+				ro = append(ro, field{"domain_id", ind.DomainID}, field{"ds_md_bits", ind.DSMdBits}, field{"ds_md_status", ind.DSMdStatus})
+			}
+			ro = append(ro, field{"metadata", metadataFields(&m)})
+			if m.Has(inband.BitDropReason) {
 				ro = append(ro, field{"drop_queue_id", m.DropQueueID}, field{"drop_reason", m.DropReason})
 			}
 		}
@@ -121,9 +140,17 @@ func innerFields(ind *inband.Individual) object {
 	}
 	p := gopacket.NewPacket(ind.Inner, first, gopacket.DecodeOptions{NoCopy: true, Lazy: false})
 	o := object{}
+	hasINT := false
 	for _, l := range p.Layers() {
 		if pr, ok := printers[l.LayerType()]; ok {
 			o = append(o, field{pr.name, pr.fields(l)})
+		}
+		hasINT = hasINT || l.LayerType() == inband.LayerTypeINT
+	}
+	if tl := p.TransportLayer(); *intAfterL4 && !hasINT && tl != nil {
+		var in inband.INT
+		if in.DecodeFromBytes(tl.LayerPayload(), gopacket.NilDecodeFeedback) == nil {
+			o = append(o, field{printers[inband.LayerTypeINT].name, intFields(&in)})
 		}
 	}
 	if el := p.ErrorLayer(); el != nil {

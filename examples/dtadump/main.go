@@ -40,7 +40,7 @@ import (
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: dtadump [-report-port P] [-int-port P] [capture.pcap|capture.pcapng|-]\n\nWith no file or -, reads standard input.\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: dtadump [-report-port P] [-int-port P] [-int-after-l4] [capture.pcap|capture.pcapng|-]\n\nWith no file or -, reads standard input.\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
