@@ -1,12 +1,14 @@
-// Package pint is PINT's per-flow path tracing (Ben Basat et al., "PINT:
-// Probabilistic In-band Network Telemetry", SIGCOMM 2020) stored in DTA's
-// Key-Write.
+// Package pint is PINT (Ben Basat et al., "PINT: Probabilistic In-band
+// Network Telemetry", SIGCOMM 2020) stored in DTA's Key-Write: per-flow
+// path tracing and per-hop latency quantiles from per-packet digests.
 //
-// Each packet carries one 1-byte digest. Switch i of a k-hop path (i from
-// 1) overwrites it with Digest(pid, switch ID) when a global hash of the
-// packet ID says so (Overwrites: probability 1/i, reservoir sampling), so
-// the digest that reaches the sink is hop Carrier(pid, k)'s, each hop
+// Each packet carries one digest of b bits (1..16; DigestBits by default).
+// Switch i of a k-hop path (i from 1) overwrites it when a global hash of
+// the packet ID says so (Overwrites: probability 1/i, reservoir sampling),
+// so the digest that reaches the sink is hop Carrier(pid, k)'s, each hop
 // equally likely, and anyone who knows pid and k knows which hop it is.
+// For path tracing the digest is Digest(pid, switch ID, b); for the
+// latency query it is the hop's latency, log-encoded (EncodeValue).
 //
 // The sink reports (pid, digest, k) as a Key-Write of the flow's key that
 // writes only copy Copy(pid, N) of the N (dart.Reporter.KeyWriteCopy), so
@@ -14,10 +16,18 @@
 // by packet ID. A Decoder reads the copies (keywrite.Store.Copy) and keeps,
 // per hop, the switches whose digests match every packet carried from that
 // hop; the path is decoded when one is left per hop. How many packets that
-// takes is DecodeProb and ExpectedPackets.
+// takes is DecodeProb and ExpectedPackets. A Quantiles reads the same
+// entries of a latency query and answers each hop's latency quantiles.
 //
-// The hashes are the package's own (seeded 64-bit mixes): switches, sinks
-// and decoders must all use these.
+// The hashes are switch-feasible: no multiply. The packet ID goes through
+// the hash unit's CRC-32C (dta/tofino), then through simple tabulation
+// (four 256-entry tables XORed, one per byte), which a switch holds as
+// match tables; the hop decision compares the result with a per-hop
+// threshold 2^32/i from a table. Tabulation makes the digests nonlinear: a
+// CRC alone is affine, so two switch IDs whose CRCs differ by a multiple of
+// 2^b would share their digest on every packet and never be told apart.
+// Switches, sinks and decoders must all use these (HashTables gives the
+// tables' contents).
 package pint
 
 import (
@@ -28,15 +38,19 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/keywrite"
 )
 
-// DataSize is the Key-Write data size of a PINT entry: be32(pid) ‖ digest ‖
-// hops ‖ two zero bytes.
+// DataSize is the Key-Write data size of a PINT entry: be32(pid) ‖ digest
+// low byte ‖ hops ‖ digest high byte ‖ digest bits (0 for 8).
 const DataSize = 8
 
-// DigestBits is the bits of a digest.
-const DigestBits = 8
+// DigestBits is the default bits of a digest; MaxDigestBits the most.
+const (
+	DigestBits    = 8
+	MaxDigestBits = 16
+)
 
 // MaxHops is the longest path an entry or a Decoder takes.
 const MaxHops = 64
@@ -48,26 +62,76 @@ var (
 	// ErrInconsistent: a digest matches no switch left for its hop: the
 	// path changed, or the universe lacks a switch. Reset the Decoder.
 	ErrInconsistent = errors.New("pint: inconsistent digest")
-	// ErrConfig: a Decoder's switch list is empty or repeats a switch.
+	// ErrConfig: a Decoder's switch list is empty or repeats a switch, or
+	// a digest width is outside 1..MaxDigestBits.
 	ErrConfig = errors.New("pint: invalid configuration")
 )
 
-// Seeds of the global hashes: the hop decision, the digest and the copy
-// must be independent of each other.
-const (
-	seedHop    = 0x9E3779B97F4A7C15
-	seedDigest = 0xC2B2AE3D27D4EB4F
-	seedCopy   = 0x165667B19E3779F9
+// tab is a simple tabulation hash of 32-bit keys: one table per byte.
+type tab [4][256]uint32
+
+func (t *tab) sum(z uint32) uint32 {
+	return t[0][byte(z)] ^ t[1][byte(z>>8)] ^ t[2][byte(z>>16)] ^ t[3][z>>24]
+}
+
+var (
+	// pidCRC is the hash unit's CRC over be32(pid).
+	pidCRC *tofino.Hash
+	// The three global hashes' tables: the hop decision, the digest and
+	// the copy must be independent of each other.
+	hopTab, digestTab, copyTab tab
+	// threshold[i] is 2^32/i: hop i overwrites when its hash is below.
+	threshold [MaxHops + 1]uint64
 )
 
-// mix is a 64-bit finaliser (SplitMix64's): every input bit reaches every
-// output bit.
-func mix(x uint64) uint64 {
+func init() {
+	var err error
+	if pidCRC, err = tofino.NewPredefined(32, "crc_32c"); err != nil {
+		panic(err)
+	}
+	// The tables' contents are constants, drawn once from SplitMix64 with
+	// fixed seeds (a switch's control plane loads them).
+	for i, t := range []*tab{&hopTab, &digestTab, &copyTab} {
+		x := uint64(0x9E3779B97F4A7C15) + uint64(i)<<32
+		for j := range t {
+			for k := range t[j] {
+				x += 0x9E3779B97F4A7C15
+				t[j][k] = uint32(splitmix(x))
+			}
+		}
+	}
+	for i := 1; i <= MaxHops; i++ {
+		threshold[i] = (1 << 32) / uint64(i)
+	}
+}
+
+// splitmix is SplitMix64's finaliser; it only fills the tables.
+func splitmix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xBF58476D1CE4E5B9
 	x ^= x >> 27
 	x *= 0x94D049BB133111EB
 	return x ^ x>>31
+}
+
+// HashTables returns the contents of the hop, digest and copy tabulation
+// tables (table j is indexed by byte j of the key, least significant
+// first), for a switch's control plane.
+func HashTables() (hop, digest, copies [4][256]uint32) { return hopTab, digestTab, copyTab }
+
+// PacketHash is the hash unit's CRC-32C of be32(pid), the key every
+// tabulation hash starts from.
+func PacketHash(pid uint32) uint32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], pid)
+	return uint32(pidCRC.SumBytes(b[:]))
+}
+
+// hopKey spreads hop over every byte, so each hop reads other entries of
+// every table.
+func hopKey(hop int) uint32 {
+	h := uint32(hop)
+	return h | h<<8 | h<<16 | h<<24
 }
 
 // Overwrites reports whether the switch at hop (1-based) overwrites the
@@ -77,9 +141,10 @@ func Overwrites(pid uint32, hop int) bool {
 	if hop <= 1 {
 		return true
 	}
-	u := mix(uint64(pid)<<8 ^ uint64(hop) ^ seedHop)
-	hi, _ := bits.Mul64(u, uint64(hop)) // u/2^64 < 1/hop
-	return hi == 0
+	if hop > MaxHops {
+		return false
+	}
+	return uint64(hopTab.sum(PacketHash(pid)^hopKey(hop))) < threshold[hop]
 }
 
 // Carrier returns the hop (1..k) whose digest packet pid carries at the end
@@ -93,51 +158,73 @@ func Carrier(pid uint32, k int) int {
 	return 1
 }
 
-// Digest returns switch's digest for packet pid.
-func Digest(pid, switchID uint32) uint8 {
-	return uint8(mix(uint64(pid)<<32 | uint64(switchID) ^ seedDigest))
+// Digest returns switch's b-bit digest for packet pid: the digest
+// tabulation of PacketHash(pid) XOR PacketHash(switchID), the switch's
+// constant (its CRC spreads IDs that differ in one byte over all four, so
+// every pair of switches collides with probability 2^-b per packet).
+func Digest(pid, switchID uint32, b int) uint16 {
+	return uint16(digestTab.sum(PacketHash(pid)^PacketHash(switchID))) & uint16(1<<b-1)
 }
 
-// Encode returns the digest packet pid carries after path (the switch IDs
-// from the source): what the switches do hop by hop.
-func Encode(pid uint32, path []uint32) uint8 {
-	var d uint8
+// Encode returns the b-bit digest packet pid carries after path (the
+// switch IDs from the source): what the switches do hop by hop.
+func Encode(pid uint32, path []uint32, b int) uint16 {
+	var d uint16
 	for i, s := range path {
 		if Overwrites(pid, i+1) {
-			d = Digest(pid, s)
+			d = Digest(pid, s, b)
 		}
 	}
 	return d
 }
 
 // Copy returns the Key-Write copy, of n, that packet pid's entry is
-// written to.
+// written to. The sink chooses it, so the reduction is a remainder.
 func Copy(pid uint32, n uint8) uint8 {
 	if n == 0 {
 		return 0
 	}
-	hi, _ := bits.Mul64(mix(uint64(pid)^seedCopy), uint64(n))
-	return uint8(hi)
+	return uint8(copyTab.sum(PacketHash(pid)) % uint32(n))
 }
 
-// AppendEntry appends the Key-Write data of packet pid carrying digest
-// over a path of hops hops.
-func AppendEntry(dst []byte, pid uint32, digest uint8, hops int) []byte {
+// Entry is one packet's PINT entry.
+type Entry struct {
+	PID    uint32
+	Digest uint16
+	Bits   int // digest bits, 1..MaxDigestBits
+	Hops   int
+}
+
+// AppendEntry appends the Key-Write data of packet pid carrying a
+// digest of b bits over a path of hops hops.
+func AppendEntry(dst []byte, pid uint32, digest uint16, b, hops int) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, pid)
-	return append(dst, digest, uint8(hops), 0, 0)
+	wb := uint8(b)
+	if b == DigestBits {
+		wb = 0
+	}
+	return append(dst, byte(digest), uint8(hops), byte(digest>>8), wb)
 }
 
 // ParseEntry decodes an entry AppendEntry wrote.
-func ParseEntry(b []byte) (pid uint32, digest uint8, hops int, err error) {
-	if len(b) != DataSize || b[6] != 0 || b[7] != 0 || b[5] == 0 || b[5] > MaxHops {
-		return 0, 0, 0, fmt.Errorf("%w: % x (want %d bytes, hops 1..%d, two zero bytes)", ErrEntry, b, DataSize, MaxHops)
+func ParseEntry(b []byte) (Entry, error) {
+	if len(b) != DataSize {
+		return Entry{}, fmt.Errorf("%w: %d bytes, want %d", ErrEntry, len(b), DataSize)
 	}
-	return binary.BigEndian.Uint32(b), b[4], int(b[5]), nil
+	e := Entry{PID: binary.BigEndian.Uint32(b), Digest: uint16(b[6])<<8 | uint16(b[4]), Bits: int(b[7]), Hops: int(b[5])}
+	if e.Bits == 0 {
+		e.Bits = DigestBits
+	}
+	if e.Hops == 0 || e.Hops > MaxHops || e.Bits > MaxDigestBits || e.Digest>>e.Bits != 0 {
+		return Entry{}, fmt.Errorf("%w: % x (want hops 1..%d, digest bits 1..%d, a digest that fits them)", ErrEntry, b, MaxHops, MaxDigestBits)
+	}
+	return e, nil
 }
 
 // Decoder reconstructs one flow's path from its packets' digests, among a
 // known universe of switch IDs. It is not safe for concurrent use.
 type Decoder struct {
+	bits     int
 	switches []uint32
 	words    int
 	hops     int
@@ -147,8 +234,15 @@ type Decoder struct {
 	last     []uint32 // pid last read from each copy (Read), +1 (0: none)
 }
 
-// NewDecoder returns a decoder for paths through switches.
-func NewDecoder(switches []uint32) (*Decoder, error) {
+// NewDecoder returns a decoder for paths through switches with b-bit
+// digests (0: DigestBits).
+func NewDecoder(switches []uint32, b int) (*Decoder, error) {
+	if b == 0 {
+		b = DigestBits
+	}
+	if b < 1 || b > MaxDigestBits {
+		return nil, fmt.Errorf("%w: %d-bit digests (1..%d)", ErrConfig, b, MaxDigestBits)
+	}
 	if len(switches) == 0 {
 		return nil, fmt.Errorf("%w: no switches", ErrConfig)
 	}
@@ -160,7 +254,7 @@ func NewDecoder(switches []uint32) (*Decoder, error) {
 		seen[s] = true
 	}
 	words := (len(switches) + 63) / 64
-	return &Decoder{switches: append([]uint32(nil), switches...), words: words, next: make([]uint64, words)}, nil
+	return &Decoder{bits: b, switches: append([]uint32(nil), switches...), words: words, next: make([]uint64, words)}, nil
 }
 
 // Reset forgets every packet, as for a new flow or a changed path.
@@ -174,7 +268,7 @@ func (d *Decoder) Reset() {
 // hops hops. The first packet fixes the path length; a packet of another
 // length, or a digest no remaining switch of its hop has, is an error
 // wrapping ErrInconsistent, and changes nothing.
-func (d *Decoder) Observe(pid uint32, digest uint8, hops int) error {
+func (d *Decoder) Observe(pid uint32, digest uint16, hops int) error {
 	if hops < 1 || hops > MaxHops {
 		return fmt.Errorf("%w: %d hops (1..%d)", ErrEntry, hops, MaxHops)
 	}
@@ -202,7 +296,7 @@ func (d *Decoder) Observe(pid uint32, digest uint8, hops int) error {
 		d.next[w] = 0
 		for ; word != 0; word &= word - 1 {
 			b := bits.TrailingZeros64(word)
-			if Digest(pid, d.switches[w*64+b]) == digest {
+			if Digest(pid, d.switches[w*64+b], d.bits) == digest {
 				d.next[w] |= 1 << b
 				keep++
 			}
@@ -232,17 +326,20 @@ func (d *Decoder) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
 		if !ok {
 			continue
 		}
-		pid, digest, hops, err := ParseEntry(b)
+		e, err := ParseEntry(b)
 		if err != nil {
 			return seen, err
 		}
-		if d.last[c] == pid+1 && pid+1 != 0 {
+		if e.Bits != d.bits {
+			return seen, fmt.Errorf("%w: a %d-bit digest for a %d-bit decoder", ErrEntry, e.Bits, d.bits)
+		}
+		if d.last[c] == e.PID+1 && e.PID+1 != 0 {
 			continue
 		}
-		if err := d.Observe(pid, digest, hops); err != nil {
+		if err := d.Observe(e.PID, e.Digest, e.Hops); err != nil {
 			return seen, err
 		}
-		d.last[c] = pid + 1
+		d.last[c] = e.PID + 1
 		seen++
 	}
 	return seen, nil

@@ -1,7 +1,9 @@
 package pint
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -29,7 +31,7 @@ func TestCarrierUniform(t *testing.T) {
 func TestEncodeIsCarriersDigest(t *testing.T) {
 	path := []uint32{11, 22, 33, 44, 55}
 	for pid := range uint32(1000) {
-		if got, want := Encode(pid, path), Digest(pid, path[Carrier(pid, len(path))-1]); got != want {
+		if got, want := Encode(pid, path, DigestBits), Digest(pid, path[Carrier(pid, len(path))-1], DigestBits); got != want {
 			t.Fatalf("packet %d: digest %#x, carrier's %#x", pid, got, want)
 		}
 	}
@@ -55,17 +57,23 @@ func universe(rng *rand.Rand, v int) []uint32 {
 // to decode a k-hop path among v switches have the mean and distribution
 // DecodeProb gives, and the path decoded is always the true one.
 func TestMonteCarlo(t *testing.T) {
+	for _, c := range []struct{ k, b int }{{1, 8}, {3, 8}, {5, 8}, {8, 8}, {10, 8}, {5, 4}, {10, 4}, {5, 12}, {10, 16}} {
+		monteCarlo(t, c.k, c.b)
+	}
+}
+
+func monteCarlo(t *testing.T, k, bits int) {
 	const v, copies = 300, 4
 	trials := 2000
 	if testing.Short() {
 		trials = 600
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(1, uint64(k*100+bits)))
 	switches := universe(rng, v)
 	l := keywrite.Layout{Slots: 1 << 14, DataSize: DataSize}
 	st, _ := keywrite.NewStore(l, nil)
-	for _, k := range []int{1, 3, 5, 8} {
-		mean, sd := ExpectedPackets(k, v, DigestBits)
+	{
+		mean, sd := ExpectedPackets(k, v, bits)
 		needed := make([]int, trials)
 		var sum float64
 		for trial := range trials {
@@ -75,11 +83,11 @@ func TestMonteCarlo(t *testing.T) {
 			for i := range path {
 				path[i] = switches[perm[i]]
 			}
-			d, _ := NewDecoder(switches)
+			d, _ := NewDecoder(switches, bits)
 			var buf []byte
 			for m := 1; ; m++ {
 				pid := rng.Uint32()
-				buf = AppendEntry(buf[:0], pid, Encode(pid, path), k)
+				buf = AppendEntry(buf[:0], pid, Encode(pid, path, bits), bits, k)
 				w, _, _ := l.AppendCopy(nil, nil, key, buf, copies, int(Copy(pid, copies)))
 				st.Apply(w[0])
 				if _, err := d.Read(st, key, copies); err != nil {
@@ -93,20 +101,20 @@ func TestMonteCarlo(t *testing.T) {
 					sum += float64(m)
 					break
 				}
-				if m > 100*k+100 {
-					t.Fatalf("k=%d: not decoded after %d packets", k, m)
+				if m > 400*k+400 {
+					t.Fatalf("k=%d b=%d: not decoded after %d packets", k, bits, m)
 				}
 			}
 		}
 		got := sum / float64(trials)
 		tol := 4.5 * sd / math.Sqrt(float64(trials))
-		t.Logf("k=%d hops, %d switches: %.2f packets on average (analysis %.2f ± %.2f, sd %.2f)", k, v, got, mean, tol, sd)
+		t.Logf("k=%d hops, %d switches, %d-bit digests: %.2f packets on average (analysis %.2f ± %.2f, sd %.2f)", k, v, bits, got, mean, tol, sd)
 		if math.Abs(got-mean) > tol {
-			t.Fatalf("k=%d: mean %.3f packets, analysis %.3f ± %.3f", k, got, mean, tol)
+			t.Fatalf("k=%d b=%d: mean %.3f packets, analysis %.3f ± %.3f", k, bits, got, mean, tol)
 		}
 		// The distribution too: the fraction decoded within m packets, at
 		// the analysis's quartiles.
-		p := decodeProbs(k, v, DigestBits, 100*k+100)
+		p := decodeProbs(k, v, bits, 400*k+400)
 		for _, q := range []float64{0.25, 0.5, 0.75, 0.95} {
 			m := 0
 			for p[m] < q {
@@ -121,7 +129,7 @@ func TestMonteCarlo(t *testing.T) {
 			frac := float64(within) / float64(trials)
 			ptol := 4.5 * math.Sqrt(p[m]*(1-p[m])/float64(trials))
 			if math.Abs(frac-p[m]) > ptol {
-				t.Fatalf("k=%d: %.3f decoded within %d packets, analysis %.3f ± %.3f", k, frac, m, p[m], ptol)
+				t.Fatalf("k=%d b=%d: %.3f decoded within %d packets, analysis %.3f ± %.3f", k, bits, frac, m, p[m], ptol)
 			}
 		}
 	}
@@ -154,14 +162,14 @@ func TestAnalysis(t *testing.T) {
 // keeps its state.
 func TestInconsistent(t *testing.T) {
 	switches := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
-	d, err := NewDecoder(switches)
+	d, err := NewDecoder(switches, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := []uint32{3, 5, 7}
 	pid := uint32(0)
 	for ; ; pid++ {
-		if err := d.Observe(pid, Encode(pid, path), 3); err != nil {
+		if err := d.Observe(pid, Encode(pid, path, DigestBits), 3); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := d.Path(); ok {
@@ -169,9 +177,9 @@ func TestInconsistent(t *testing.T) {
 		}
 	}
 	// A packet over a path through a switch hop 1 does not have.
-	for pid++; Carrier(pid, 3) != 1 || Digest(pid, 3) == Digest(pid, 8); pid++ {
+	for pid++; Carrier(pid, 3) != 1 || Digest(pid, 3, DigestBits) == Digest(pid, 8, DigestBits); pid++ {
 	}
-	if err := d.Observe(pid, Encode(pid, []uint32{8, 5, 7}), 3); !errors.Is(err, ErrInconsistent) {
+	if err := d.Observe(pid, Encode(pid, []uint32{8, 5, 7}, DigestBits), 3); !errors.Is(err, ErrInconsistent) {
 		t.Fatalf("changed path: %v", err)
 	}
 	if err := d.Observe(pid, 0, 4); !errors.Is(err, ErrInconsistent) {
@@ -184,47 +192,106 @@ func TestInconsistent(t *testing.T) {
 	if _, ok := d.Path(); ok || d.Hops() != 0 {
 		t.Fatal("Reset kept the path")
 	}
-	if _, err := NewDecoder([]uint32{1, 1}); !errors.Is(err, ErrConfig) {
+	if _, err := NewDecoder([]uint32{1, 1}, 0); !errors.Is(err, ErrConfig) {
 		t.Fatalf("repeated switch: %v", err)
 	}
-	if _, err := NewDecoder(nil); !errors.Is(err, ErrConfig) {
+	if _, err := NewDecoder(nil, 0); !errors.Is(err, ErrConfig) {
 		t.Fatalf("no switches: %v", err)
+	}
+	if _, err := NewDecoder([]uint32{1}, 17); !errors.Is(err, ErrConfig) {
+		t.Fatalf("17-bit digests: %v", err)
 	}
 }
 
 func TestEntry(t *testing.T) {
-	b := AppendEntry(nil, 0xDEADBEEF, 0x42, 5)
-	pid, dg, hops, err := ParseEntry(b)
-	if err != nil || pid != 0xDEADBEEF || dg != 0x42 || hops != 5 {
-		t.Fatalf("%x: %x %x %d %v", b, pid, dg, hops, err)
+	for _, c := range []Entry{{0xDEADBEEF, 0x42, 8, 5}, {1, 0xABC, 12, 64}, {2, 0xFFFF, 16, 1}, {3, 1, 1, 2}} {
+		b := AppendEntry(nil, c.PID, c.Digest, c.Bits, c.Hops)
+		if e, err := ParseEntry(b); err != nil || e != c {
+			t.Fatalf("%x: %+v %v, want %+v", b, e, err, c)
+		}
 	}
-	for _, bad := range [][]byte{b[:7], append(b, 0), {0, 0, 0, 1, 1, 0, 0, 0}, {0, 0, 0, 1, 1, 65, 0, 0}, {0, 0, 0, 1, 1, 2, 0, 1}} {
-		if _, _, _, err := ParseEntry(bad); !errors.Is(err, ErrEntry) {
+	// An 8-bit entry is the layout of 8-bit digests before widths: two
+	// zero bytes last.
+	if b := AppendEntry(nil, 7, 9, 8, 3); b[6] != 0 || b[7] != 0 {
+		t.Fatalf("8-bit entry %x", b)
+	}
+	for _, bad := range [][]byte{make([]byte, 7), make([]byte, 9), {0, 0, 0, 1, 1, 0, 0, 0}, {0, 0, 0, 1, 1, 65, 0, 0}, {0, 0, 0, 1, 1, 2, 1, 0}, {0, 0, 0, 1, 4, 2, 0, 2}, {0, 0, 0, 1, 1, 2, 0, 17}} {
+		if _, err := ParseEntry(bad); !errors.Is(err, ErrEntry) {
 			t.Fatalf("% x: %v", bad, err)
 		}
 	}
 	l := keywrite.Layout{Slots: 64, DataSize: 4}
 	st, _ := keywrite.NewStore(l, nil)
-	d, _ := NewDecoder([]uint32{1})
+	d, _ := NewDecoder([]uint32{1}, 0)
 	if _, err := d.Read(st, 1, 2); !errors.Is(err, ErrConfig) {
 		t.Fatalf("a 4-byte store: %v", err)
+	}
+}
+
+// TestPacketHash: the packet hash is the hash unit's CRC-32C of be32(pid),
+// checked against the standard library's Castagnoli CRC.
+func TestPacketHash(t *testing.T) {
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	for _, pid := range []uint32{0, 1, 0xDEADBEEF, 0xFFFFFFFF} {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], pid)
+		if got, want := PacketHash(pid), crc32.Checksum(b[:], tab); got != want {
+			t.Fatalf("pid %#x: %#x, want %#x", pid, got, want)
+		}
+	}
+}
+
+// TestDigestPairs: no two switches share their digest on more packets
+// than chance says, whatever their IDs (a CRC alone would make some pairs
+// collide on every packet).
+func TestDigestPairs(t *testing.T) {
+	const packets, v = 4000, 64
+	ids := make([]uint32, 0, 2*v)
+	for i := range uint32(v) {
+		ids = append(ids, i+1, 1<<31|i<<8) // sequential IDs and IDs differing in one byte
+	}
+	for _, b := range []int{4, 8} {
+		d := make([][]uint16, len(ids))
+		for i, s := range ids {
+			d[i] = make([]uint16, packets)
+			for pid := range uint32(packets) {
+				d[i][pid] = Digest(pid*2654435761, s, b)
+			}
+		}
+		p := math.Ldexp(1, -b)
+		limit := packets*p + 6*math.Sqrt(packets*p*(1-p))
+		for i := range ids {
+			for j := i + 1; j < len(ids); j++ {
+				n := 0
+				for k := range packets {
+					if d[i][k] == d[j][k] {
+						n++
+					}
+				}
+				if float64(n) > limit {
+					t.Fatalf("%d-bit digests: switches %#x and %#x share %d of %d packets (chance %.0f, limit %.0f)", b, ids[i], ids[j], n, packets, packets*p, limit)
+				}
+			}
+		}
 	}
 }
 
 // FuzzDecoder feeds arbitrary memory, as a Key-Write slot could hold, to a
 // decoder: errors, never a panic, and a refused entry changes nothing.
 func FuzzDecoder(f *testing.F) {
-	f.Add(AppendEntry(nil, 7, 9, 3), AppendEntry(nil, 8, 1, 3))
+	f.Add(AppendEntry(nil, 7, 9, 8, 3), AppendEntry(nil, 8, 1, 8, 3))
 	f.Add([]byte{0, 0, 0, 0, 0, 64, 0, 0}, []byte{})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		d, _ := NewDecoder([]uint32{1, 2, 3, 4, 5, 70, 80})
+		d, _ := NewDecoder([]uint32{1, 2, 3, 4, 5, 70, 80}, 0)
+		q, _ := NewQuantiles(0, 16)
 		for _, e := range [][]byte{a, b} {
-			pid, dg, hops, err := ParseEntry(e)
-			if err != nil {
+			en, err := ParseEntry(e)
+			if err != nil || en.Bits != DigestBits {
 				continue
 			}
+			q.Observe(en.PID, en.Digest, en.Hops)
 			before := slices.Clone(d.cand)
-			if err := d.Observe(pid, dg, hops); err != nil && !slices.Equal(before, d.cand) && before != nil {
+			if err := d.Observe(en.PID, en.Digest, en.Hops); err != nil && !slices.Equal(before, d.cand) && before != nil {
 				t.Fatalf("a refused entry changed the decoder")
 			}
 		}
@@ -235,13 +302,13 @@ func FuzzDecoder(f *testing.F) {
 func BenchmarkObserve(b *testing.B) {
 	switches := universe(rand.New(rand.NewPCG(3, 4)), 1000)
 	path := switches[:5]
-	d, _ := NewDecoder(switches)
+	d, _ := NewDecoder(switches, 0)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if i%64 == 0 {
 			d.Reset()
 		}
 		pid := uint32(i) * 2654435761
-		d.Observe(pid, Encode(pid, path), 5)
+		d.Observe(pid, Encode(pid, path, DigestBits), 5)
 	}
 }
