@@ -163,8 +163,11 @@ func Carrier(pid uint32, k int) int {
 // constant (its CRC spreads IDs that differ in one byte over all four, so
 // every pair of switches collides with probability 2^-b per packet).
 func Digest(pid, switchID uint32, b int) uint16 {
-	return uint16(digestTab.sum(PacketHash(pid)^PacketHash(switchID))) & uint16(1<<b-1)
+	return digestOf(PacketHash(pid), PacketHash(switchID), uint16(1<<b-1))
 }
+
+// digestOf is Digest from the packet's and the switch's hashes.
+func digestOf(u, sw uint32, mask uint16) uint16 { return uint16(digestTab.sum(u^sw)) & mask }
 
 // Encode returns the b-bit digest packet pid carries after path (the
 // switch IDs from the source): what the switches do hop by hop.
@@ -226,6 +229,7 @@ func ParseEntry(b []byte) (Entry, error) {
 type Decoder struct {
 	bits     int
 	switches []uint32
+	swHash   []uint32 // PacketHash of each switch ID, Digest's constant
 	words    int
 	hops     int
 	cand     []uint64 // hops × words bitset: switch s still possible at hop h
@@ -254,7 +258,11 @@ func NewDecoder(switches []uint32, b int) (*Decoder, error) {
 		seen[s] = true
 	}
 	words := (len(switches) + 63) / 64
-	return &Decoder{bits: b, switches: append([]uint32(nil), switches...), words: words, next: make([]uint64, words)}, nil
+	sw := make([]uint32, len(switches))
+	for i, s := range switches {
+		sw[i] = PacketHash(s)
+	}
+	return &Decoder{bits: b, switches: append([]uint32(nil), switches...), swHash: sw, words: words, next: make([]uint64, words)}, nil
 }
 
 // Reset forgets every packet, as for a new flow or a changed path.
@@ -292,11 +300,12 @@ func (d *Decoder) Observe(pid uint32, digest uint16, hops int) error {
 	// The survivors go to scratch first, so that a contradiction changes
 	// nothing.
 	keep := 0
+	u, mask := PacketHash(pid), uint16(1<<d.bits-1)
 	for w, word := range set {
 		d.next[w] = 0
 		for ; word != 0; word &= word - 1 {
 			b := bits.TrailingZeros64(word)
-			if Digest(pid, d.switches[w*64+b], d.bits) == digest {
+			if digestOf(u, d.swHash[w*64+b], mask) == digest {
 				d.next[w] |= 1 << b
 				keep++
 			}
