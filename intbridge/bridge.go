@@ -225,8 +225,7 @@ func (b *Bridge) HandlePacket(frame []byte, first gopacket.LayerType) ([]dta.Rep
 		b.c.NoINT++
 	default:
 		key := inband.FlowKey(f.tuple)
-		b.path(key)
-		b.trace(f.tuple, key, b.cfg.SinkNode, nil)
+		b.stack(f.tuple, key, b.cfg.SinkNode, nil)
 		b.increment(key)
 	}
 	return b.out, nil
@@ -248,19 +247,18 @@ func (b *Bridge) individual(r *inband.Individual) {
 	}
 	switch {
 	case f.md:
-		b.path(key)
 		var sink *inband.Metadata
 		if local {
 			sink = &m
 		}
-		b.trace(f.tuple, key, node, sink)
+		b.stack(f.tuple, key, node, sink)
 	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
 		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
 		if hop < 1 || hop > b.cfg.PostcardHops {
 			b.c.HopRange++
 		} else {
-			b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: m.NodeID}})
+			*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: m.NodeID}}
 			b.c.Postcards++
 		}
 	}
@@ -274,11 +272,19 @@ func (b *Bridge) individual(r *inband.Individual) {
 }
 
 func (b *Bridge) increment(key uint32) {
-	b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: b.cfg.CountRedundancy, Key: key, Counter: 1}})
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: b.cfg.CountRedundancy, Key: key, Counter: 1}}
 	b.c.Increments++
 }
 
-func (b *Bridge) emit(r dta.Report) { b.out = append(b.out, r) }
+// next returns the next report's slot in b.out, to be written whole.
+func (b *Bridge) next() *dta.Report {
+	n := len(b.out)
+	if n == cap(b.out) {
+		b.out = slices.Grow(b.out, 1)
+	}
+	b.out = b.out[:n+1]
+	return &b.out[n]
+}
 
 // Traces returns the INT-MD path traces the last Handle or HandlePacket
 // decoded, for analytics beside the DTA reports (Detector, Aggregator).
@@ -299,46 +305,38 @@ func (b *Bridge) Traces() []Trace {
 // the next call.
 func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
-// trace records the INT-MD stack in b.in as a Trace.
-func (b *Bridge) trace(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata) {
-	n, err := b.in.Hops()
-	if err != nil {
-		return // counted by path
-	}
-	start := len(b.hops)
-	b.hops = slices.Grow(b.hops, n)[:start+n]
-	for i := range n {
-		b.in.Hop(n-1-i, &b.hops[start+i])
-	}
-	t := Trace{Flow: flow, Key: key, Node: node, Hops: b.hops[start : start+n]}
-	if sink != nil {
-		t.Sink = *sink
-	}
-	b.traces = append(b.traces, t)
-}
-
-// path emits the Key-Write of the INT-MD stack in b.in: the PathHops hops
-// nearest the source, source first.
-func (b *Bridge) path(key uint32) {
+// stack decodes the INT-MD stack in b.in once: a Trace of every hop, and
+// the path Key-Write of the PathHops hops nearest the source, source first.
+func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata) {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
 		return
 	}
+	start := len(b.hops)
+	b.hops = slices.Grow(b.hops, n)[:start+n]
+	hops := b.hops[start : start+n]
+	// Hop n-1 (the bottom of the stack) is the source: it goes first.
+	for i := range hops {
+		b.in.Hop(n-1-i, &hops[i])
+	}
+	t := Trace{Flow: flow, Key: key, Node: node, Hops: hops}
+	if sink != nil {
+		t.Sink = *sink
+	}
+	b.traces = append(b.traces, t)
+
 	if n > b.cfg.PathHops {
 		b.c.PathTruncated++
 	}
-	start := len(b.arena)
-	b.arena = b.arena[:start+4*b.cfg.PathHops]
-	v := b.arena[start:]
+	at := len(b.arena)
+	b.arena = b.arena[:at+4*b.cfg.PathHops]
+	v := b.arena[at:]
 	clear(v)
-	var m inband.Metadata
-	// Hop n-1 (the bottom of the stack) is the source: it goes first.
 	for i := range min(n, b.cfg.PathHops) {
-		b.in.Hop(n-1-i, &m)
-		binary.BigEndian.PutUint32(v[4*i:], m.NodeID)
+		binary.BigEndian.PutUint32(v[4*i:], hops[i].NodeID)
 	}
-	b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: b.cfg.PathRedundancy, Key: key, Data: v}})
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: b.cfg.PathRedundancy, Key: key, Data: v}}
 	b.c.KeyWrites++
 }
 
@@ -349,7 +347,7 @@ func (b *Bridge) event(list, node, key, detail uint32) {
 	binary.BigEndian.PutUint32(v, node)
 	binary.BigEndian.PutUint32(v[4:], key)
 	binary.BigEndian.PutUint32(v[8:], detail)
-	b.emit(dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: list, Data: v}})
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: list, Data: v}}
 	b.c.Appends++
 }
 

@@ -259,3 +259,78 @@ func TestHandlePacket(t *testing.T) {
 		t.Fatal("a UDP first layer was accepted")
 	}
 }
+
+// BenchmarkBridgeVersions: one report of each kind through the bridge,
+// decode included: 2.0 INT-MD sink reports (3 hops over UDP, 5 over TCP),
+// a 2.0 per-hop report, a 1.0 report of INT 1.0 over TCP and INTCollector's
+// 0.5 frame of INT 0.5 over UDP; and a raw INT packet (HandlePacket).
+func BenchmarkBridgeVersions(b *testing.B) {
+	sink := inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, RepMdBits: 0x1000, Inner: mdPacket(b, []uint32{11, 22, 33})}
+	sink.SetMetadata(&inband.Metadata{Present: 0x1000, QueueOccupancy: 7})
+	tcp := inband.Individual{RepType: inband.RepINT, InType: inband.InIPv4, RepMdBits: 0x1000, Inner: tcpINTPacket(b, []uint32{1, 2, 3, 4, 5}, 59)}
+	tcp.SetMetadata(&inband.Metadata{Present: 0x1000, QueueOccupancy: 7})
+	ip := ipv4(62, layers.IPProtocolTCP)
+	th := &layers.TCP{SrcPort: 1000, DstPort: 80, DataOffset: 5}
+	th.SetNetworkLayerForChecksum(ip)
+	xd := inband.Individual{RepType: inband.RepINT, InType: inband.InIPv4, RepMdBits: 0x7000, Inner: ser(b, ip, th)}
+	xd.SetMetadata(&inband.Metadata{Present: 0x7000, L1Ingress: 1, L1Egress: 2, HopLatency: 3, QueueOccupancy: 4})
+	in1 := &inband.INT{Legacy: true, Type: inband.TypeMD, Version: 1, HopML: 1, RemainingHopCount: 6, Instructions: 0x8000}
+	in05 := &inband.INT{Legacy: true, Type: inband.TypeMD, HopML: 1, MaxHopCount: 8, Instructions: 0x8000, TailProto: 17, TailPort: 5000}
+	for _, id := range []uint32{3, 2, 1} {
+		in1.AppendHop(&inband.Metadata{Present: 0x8000, NodeID: id})
+		in05.AppendHop(&inband.Metadata{Present: 0x8000, NodeID: id})
+	}
+	ip1 := ipv4(62, layers.IPProtocolTCP)
+	ip1.TOS = intDSCP << 2
+	th.SetNetworkLayerForChecksum(ip1)
+	eth := &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}
+	ip05 := ipv4(64, layers.IPProtocolUDP)
+	u := &layers.UDP{SrcPort: 5000, DstPort: 5000}
+	u.SetNetworkLayerForChecksum(ip05)
+	v1 := inband.Report{Format: inband.FormatV1, NodeID: 4, Individuals: []inband.Individual{{NProto: inband.NProtoIPv4, Inner: ser(b, ip1, th, in1)}}}
+	v05 := inband.Report{Format: inband.FormatV05, Version: 1, Individuals: []inband.Individual{{Tracked: true, Inner: ser(b, eth, ip05, u, in05)}}}
+	cfg := Config{INTPort: intPort, INTDSCP: intDSCP, INTDSCPMask: 0x3F}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		pkt  []byte
+	}{
+		{"2.0-md-udp-3hops", cfg, encode(b, &inband.Report{NodeID: 7, Individuals: []inband.Individual{sink}})},
+		{"2.0-md-tcp-5hops", cfg, encode(b, &inband.Report{NodeID: 7, Individuals: []inband.Individual{tcp}})},
+		{"2.0-perhop", cfg, encode(b, &inband.Report{NodeID: 7, Individuals: []inband.Individual{xd}})},
+		{"1.0-md-tcp-3hops", cfg, encode(b, &v1)},
+		{"0.5-md-udp-3hops", Config{INTAfterL4: true}, encode(b, &v05)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			br, _ := New(c.cfg)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := br.Handle(c.pkt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("raw-tcp-5hops", func(b *testing.B) {
+		br, _ := New(cfg)
+		frame := tcpINTPacket(b, []uint32{1, 2, 3, 4, 5}, 59)
+		b.ReportAllocs()
+		for b.Loop() {
+			br.HandlePacket(frame, layers.LayerTypeIPv4)
+		}
+	})
+}
+
+func TestBridgeVersionsAllocs(t *testing.T) {
+	b, _ := New(Config{INTDSCP: intDSCP, INTDSCPMask: 0x3F})
+	pkt := encode(t, &inband.Report{Format: inband.FormatV1, NodeID: 4, Individuals: []inband.Individual{{NProto: inband.NProtoIPv4, Inner: tcpINTPacket(t, []uint32{1, 2, 3}, 60)}}})
+	frame := tcpINTPacket(t, []uint32{1, 2, 3, 4, 5}, 59)
+	b.Handle(pkt)
+	b.HandlePacket(frame, layers.LayerTypeIPv4)
+	if a := testing.AllocsPerRun(100, func() {
+		b.Handle(pkt)
+		b.HandlePacket(frame, layers.LayerTypeIPv4)
+	}); a != 0 {
+		t.Fatalf("%v allocations", a)
+	}
+}
