@@ -1,11 +1,12 @@
-// Package inband decodes and encodes In-band Network Telemetry (INT v2.x,
-// the p4.org dataplane specification) and Telemetry Reports (v2.0, the
-// p4.org report format), the telemetry that DTA's reporters carry: the
-// INT shim header over TCP or UDP, the INT-MD header with its per-hop
-// metadata stack, the INT-MX header, and the Telemetry Report group header
-// with its individual reports. Every type is a gopacket layer; decoding
-// allocates nothing. See docs/DTA-WIRE.md section 8.9 for the decisions
-// made where the specifications leave room.
+// Package inband decodes and encodes In-band Network Telemetry (INT 2.x,
+// 1.0 and 0.5, the p4.org dataplane specification) and Telemetry Reports
+// (2.0, 1.0 and 0.5, the p4.org report format), the telemetry that DTA's
+// reporters carry: the INT shim header over TCP or UDP, the INT-MD header
+// with its per-hop metadata stack, the INT-MX header, and the Telemetry
+// Report headers with their reports. Every hop's and every report's
+// metadata decodes into one type, Metadata. Every header is a gopacket
+// layer; decoding allocates nothing. See docs/DTA-WIRE.md section 8.9 for
+// the decisions made where the specifications leave room.
 package inband
 
 import (
