@@ -94,6 +94,7 @@ type Individual struct {
 	// metadata (0.5: a drop or local report header; 1.0: always, the
 	// switch ID and ingress timestamp), RepMdBits is 1.0's 6-bit bitmap,
 	// and MD the drop or local header (0.5) or the optional metadata (1.0).
+	// Decoding sets InType from NProto; encoding writes NProto.
 	NProto uint8
 
 	// Set by decoding a 0.5 or 1.0 report, for Metadata.

@@ -111,9 +111,10 @@ type Bridge struct {
 }
 
 // Trace is an INT-MD path trace the bridge decoded: the flow, its key, the
-// node that sent the Telemetry Report (the sink), each hop's metadata from
-// the stack, source first, and the sink's own metadata when the report
-// carried it (Sink.Present 0 otherwise; Sink.NodeID is Node).
+// node that sent the Telemetry Report (the sink, or a transit node for an
+// intermediate report), each hop's metadata from the stack, source first,
+// and the reporting node's own metadata when the report carried it
+// (Sink.Present 0 otherwise; Sink.NodeID is Node).
 type Trace struct {
 	Flow inband.FiveTuple
 	Key  uint32
@@ -225,7 +226,7 @@ func (b *Bridge) HandlePacket(frame []byte, first gopacket.LayerType) ([]dta.Rep
 		b.c.NoINT++
 	default:
 		key := inband.FlowKey(f.tuple)
-		b.stack(f.tuple, key, b.cfg.SinkNode, nil)
+		b.stack(f.tuple, key, b.cfg.SinkNode, nil, true)
 		b.increment(key)
 	}
 	return b.out, nil
@@ -251,7 +252,10 @@ func (b *Bridge) individual(r *inband.Individual) {
 		if local {
 			sink = &m
 		}
-		b.stack(f.tuple, key, node, sink)
+		// An intermediate report (I) holds the stack as far as a transit
+		// node: a Trace, but not the flow's path, which the sink's report
+		// writes whole.
+		b.stack(f.tuple, key, node, sink, !r.Intermediate)
 	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
 		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
@@ -306,8 +310,9 @@ func (b *Bridge) Traces() []Trace {
 func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
 // stack decodes the INT-MD stack in b.in once: a Trace of every hop, and
-// the path Key-Write of the PathHops hops nearest the source, source first.
-func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata) {
+// (with path) the path Key-Write of the PathHops hops nearest the source,
+// source first.
+func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata, path bool) {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
@@ -325,7 +330,9 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Met
 		t.Sink = *sink
 	}
 	b.traces = append(b.traces, t)
-
+	if !path {
+		return
+	}
 	if n > b.cfg.PathHops {
 		b.c.PathTruncated++
 	}

@@ -334,3 +334,18 @@ func TestBridgeVersionsAllocs(t *testing.T) {
 		t.Fatalf("%v allocations", a)
 	}
 }
+
+// TestIntermediateReport: a transit node's intermediate report (I) of an
+// INT-MD stack is a Trace, and does not overwrite the flow's path with the
+// hops so far.
+func TestIntermediateReport(t *testing.T) {
+	b, _ := New(Config{INTPort: intPort})
+	ind := inband.Individual{RepType: inband.RepInnerOnly, InType: inband.InEthernet, Intermediate: true, Inner: mdPacket(t, []uint32{1, 2})}
+	out, err := b.Handle(encode(t, &inband.Report{NodeID: 2, Individuals: []inband.Individual{ind}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(only(t, out, dta.OpKeyWrite)) != 0 || len(only(t, out, dta.OpKeyIncrement)) != 1 || len(b.Traces()) != 1 || len(b.Traces()[0].Hops) != 2 {
+		t.Fatalf("%+v, traces %+v", out, b.Traces())
+	}
+}
