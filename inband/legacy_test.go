@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 )
 
 func words(ws ...uint32) []byte {
@@ -231,6 +232,26 @@ func TestINTV1(t *testing.T) {
 	} {
 		if err := i.DecodeFromBytes(b, gopacket.NilDecodeFeedback); err == nil {
 			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+// TestGopacketVersions: on the registered report port, gopacket decodes
+// 1.0 and 0.5 reports as the same TelemetryReport layer.
+func TestGopacketVersions(t *testing.T) {
+	RegisterReportPort(32766)
+	eth := &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}
+	udp := &layers.UDP{SrcPort: 1, DstPort: 32766}
+	udp.SetNetworkLayerForChecksum(ip)
+	for _, r := range []*Report{
+		{Format: FormatV1, NodeID: 5, Individuals: []Individual{{NProto: NProtoIPv4, Inner: make([]byte, 20)}}},
+		{Format: FormatV05, Individuals: []Individual{{NProto: NProtoLocal, MD: words(5, 0, 0, 0), Inner: make([]byte, 14)}}},
+	} {
+		p := gopacket.NewPacket(serialize(t, eth, ip, udp, r), layers.LayerTypeEthernet, gopacket.Default)
+		got, ok := p.Layer(LayerTypeReport).(*Report)
+		if !ok || p.ErrorLayer() != nil || got.Format != r.Format || got.NodeID != 5 || len(got.Individuals) != 1 {
+			t.Fatalf("format %d: %v", r.Format, p)
 		}
 	}
 }
