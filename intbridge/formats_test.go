@@ -349,3 +349,53 @@ func TestIntermediateReport(t *testing.T) {
 		t.Fatalf("%+v, traces %+v", out, b.Traces())
 	}
 }
+
+// TestInnerHeaders: the bridge's own parser of inner packets reads a
+// VLAN-tagged Ethernet frame and IPv6, and takes no L4 header from a later
+// IPv4 fragment.
+func TestInnerHeaders(t *testing.T) {
+	md := &inband.INT{Type: inband.TypeMD, NPT: inband.NPTL4Header, Field: 6, Version: 2, HopML: 1, RemainingHopCount: 8, Instructions: 0x8000}
+	for _, id := range []uint32{3, 2, 1} {
+		md.AppendHop(&inband.Metadata{Present: 0x8000, NodeID: id})
+	}
+	tcp := make([]byte, 20)
+	binary.BigEndian.PutUint16(tcp, 1000)
+	binary.BigEndian.PutUint16(tcp[2:], 80)
+	tcp[12] = 5 << 4
+	u := &layers.UDP{SrcPort: 9, DstPort: intPort}
+
+	eth := &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeDot1Q}
+	vlan := &layers.Dot1Q{VLANIdentifier: 10, Type: layers.EthernetTypeIPv4}
+	ip4 := ipv4(60, layers.IPProtocolUDP)
+	u.SetNetworkLayerForChecksum(ip4)
+	tagged := ser(t, eth, vlan, ip4, u, md, gopacket.Payload(tcp))
+
+	ip6 := &layers.IPv6{Version: 6, HopLimit: 60, NextHeader: layers.IPProtocolUDP, SrcIP: netip.MustParseAddr("2001:db8::1").AsSlice(), DstIP: netip.MustParseAddr("2001:db8::2").AsSlice()}
+	u.SetNetworkLayerForChecksum(ip6)
+	v6 := ser(t, ip6, u, md, gopacket.Payload(tcp))
+	flow6 := inband.FiveTuple{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Proto: 6, SrcPort: 1000, DstPort: 80}
+
+	frag := ipv4(60, layers.IPProtocolUDP)
+	frag.FragOffset = 100
+	u.SetNetworkLayerForChecksum(frag)
+	later := ser(t, frag, u, md, gopacket.Payload(tcp))
+
+	b, _ := New(Config{INTPort: intPort, SinkNode: 9})
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		first gopacket.LayerType
+		flow  inband.FiveTuple
+	}{
+		{"vlan", tagged, layers.LayerTypeEthernet, tcpFlow},
+		{"ipv6", v6, layers.LayerTypeIPv6, flow6},
+	} {
+		out, err := b.HandlePacket(c.frame, c.first)
+		if err != nil || len(only(t, out, dta.OpKeyWrite)) != 1 || len(b.Traces()) != 1 || b.Traces()[0].Flow != c.flow || len(b.Traces()[0].Hops) != 3 {
+			t.Fatalf("%s: %v %+v %+v", c.name, err, out, b.Traces())
+		}
+	}
+	if out, _ := b.HandlePacket(later, layers.LayerTypeIPv4); len(out) != 0 || b.Counters().NoINT != 1 {
+		t.Fatalf("a later fragment: %+v %+v", out, b.Counters())
+	}
+}
