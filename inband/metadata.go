@@ -108,10 +108,20 @@ func (l *layout) words(bitmap uint16) int {
 // bitmap (or a Telemetry Report 2.0 RepMdBits) requests per hop.
 func BaselineWords(bitmap uint16) int { return layoutINT2.words(bitmap) }
 
-// Metadata is one hop's (or one report's) metadata, decoded by an
-// instruction bitmap. Present has bit b (numbered as the bitmap, 0 the
-// most significant) set for each field that was in the bytes and not the
-// specification's all-ones "not available" value.
+// Metadata is one hop's metadata: the per-hop type every format decodes
+// into, an INT-MD stack's hops (INT.Hop, any INT version) as well as a
+// Telemetry Report's own (Individual.Metadata: INT-XD/MX per-hop reports,
+// a sink's metadata, 0.5 drop and local reports, 1.0 reports). It holds
+// the node (switch) ID, level 1 and 2 ingress and egress ports, hop
+// latency, queue ID and occupancy (and INT 0.5's congestion status),
+// ingress and egress timestamps (32-bit in 0.5 and 1.0, 64-bit in 2.x),
+// egress Tx utilisation, buffer ID and occupancy, and a report's drop
+// queue and reason; units are the device's, as the specifications leave
+// them. Present has bit b set for each field that was in the bytes and not
+// the specification's all-ones "not available" value, b numbered as the
+// INT 2.x instruction bitmap (0 the most significant: BitNodeID ...
+// BitBuffer, 15 the checksum of a hop or the drop word of a report) in
+// every version, and BitQueueCongestion for 0.5's congestion status.
 type Metadata struct {
 	Present          uint16
 	NodeID           uint32
