@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -221,8 +222,13 @@ func (r *Report) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 		if len(r.Individuals) == MaxIndividual {
 			return errIndivMany
 		}
-		r.Individuals = append(r.Individuals, Individual{})
-		n, err := r.Individuals[len(r.Individuals)-1].decode(rest)
+		// decode writes the whole report: grow without zeroing it first.
+		k := len(r.Individuals)
+		if k == cap(r.Individuals) {
+			r.Individuals = slices.Grow(r.Individuals, 1)
+		}
+		r.Individuals = r.Individuals[:k+1]
+		n, err := r.Individuals[k].decode(rest)
 		if err != nil {
 			r.Individuals = r.Individuals[:len(r.Individuals)-1]
 			return err
