@@ -3,9 +3,11 @@
 // on UDP port 40040, acknowledgements on 40044), and the RoCEv2 packets a
 // translator sends and receives (UDP port 4791): the BTH and extension
 // headers, the payload, whether the ICRC is right, and the RDMA CM messages
-// on QP 1, and INT and Telemetry Reports (v2.0, on UDP port 32766 or
-// -report-port; INT over UDP on -int-port), with each individual report's
-// metadata and its truncated inner packet, INT hops included. A packet
+// on QP 1, and INT (2.x, 1.0, 0.5) and Telemetry Reports (2.0, 1.0, 0.5, on
+// UDP port 32766 or -report-port; INT over UDP on -int-port, and with
+// -int-after-l4 after any TCP or UDP header of a report's inner packet),
+// with each report's metadata and its truncated inner packet, INT hops
+// included. A packet
 // that decodes as none of these gets an "error" field saying why; dtadump
 // goes on to the next one.
 //
