@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/sim"
 )
 
@@ -29,6 +30,7 @@ func run() int {
 	out := flag.String("out", "figures", "output directory")
 	only := flag.String("only", "", "comma-separated figure names (default: all)")
 	list := flag.Bool("list", false, "list the figures and exit")
+	cli.Usage(flag.CommandLine, synopsis, exitStatus)
 	flag.Parse()
 	if *list {
 		for _, f := range sim.Figures {

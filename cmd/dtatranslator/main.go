@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 	"github.com/dtakit/dtakit/internal/promname"
 	"github.com/dtakit/dtakit/translator"
@@ -70,6 +71,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
+	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file")
 	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
 	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
@@ -78,8 +80,8 @@ func run(args []string) int {
 	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := cli.Parse(fs, args); !ok {
+		return code
 	}
 	log, err := daemonlog.New(*level)
 	if err != nil {
