@@ -171,7 +171,7 @@ func (s *Store) Put(key uint32, data []byte, n int) error {
 		return errRedundancy
 	}
 	if len(data) != l.DataSize {
-		return errDataSize
+		return errDataSize(len(data), l.DataSize)
 	}
 	sum := l.Hasher.Checksum(key)
 	for i := range n {
