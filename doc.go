@@ -38,9 +38,13 @@
 // # The four primitives
 //
 // Each primitive has one name in prose and one identifier, the same in a
-// collector's JSON configuration, its HTTP paths, dtasize's subcommands and
-// Parquet file names. Go package names differ where Go asks for it (append
-// is a built-in function):
+// collector's JSON configuration, its logs, its HTTP paths and answers,
+// /metrics labels, dtareport's -mix, dtasize's subcommands, Parquet file
+// names and dta.Opcode's String. A configuration may still use the old
+// spellings (key-write, key-increment, postcarding, keyincr, appendlist):
+// the collector accepts them and logs a warning naming the identifier. Go
+// package names differ where Go asks for it (append is a built-in
+// function):
 //
 //	prose          identifier     Go package   what it keeps
 //	Key-Write      keywrite       keywrite     a value per key, in N copies

@@ -73,7 +73,9 @@ type Config struct {
 
 // Instance is one primitive instance, in CM port order.
 type Instance struct {
-	// Primitive is "keywrite", "keyincrement", "postcard" or "append".
+	// Primitive is "keywrite", "keyincrement", "postcard" or "append"
+	// (case does not matter). The old spellings key-write, key-increment,
+	// postcarding, keyincr and appendlist are accepted with a warning.
 	Primitive string `json:"primitive"`
 	// Key-Write and Key-Increment: slots (a power of two) and the
 	// redundancy queries assume; Key-Write: data bytes per entry.

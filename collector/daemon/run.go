@@ -39,6 +39,7 @@ type Daemon struct {
 // New builds the collector and its instances and binds the HTTP address; it
 // serves nothing until Run.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	cfg.Instances = canonicalPrimitives(cfg.Instances, log)
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func (d *Daemon) instances(w http.ResponseWriter, _ *http.Request) {
 	type out struct {
 		Index     int    `json:"index"`
 		Primitive string `json:"primitive"`
-		Kind      string `json:"kind"` // the API's name: keywrite, keyincrement, postcard, append
+		Kind      string `json:"kind"` // the same as Primitive, for clients that read it
 		CMPort    uint16 `json:"cm_port"`
 		Bytes     uint32 `json:"bytes"`
 		Restored  bool   `json:"restored"`
@@ -241,7 +242,8 @@ func (d *Daemon) instanceFor(r *http.Request) (*instance, string, error) {
 	if err != nil || i < 0 || i >= len(d.insts) {
 		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("no instance %q", r.PathValue("i"))}
 	}
-	in, prim := d.insts[i], r.PathValue("prim")
+	in := d.insts[i]
+	prim, _ := primitiveName(r.PathValue("prim")) // old spellings are aliases
 	served := map[string]bool{"keywrite": in.kw != nil, "keyincrement": in.ki != nil, "postcard": in.pc != nil, "append": in.al != nil}
 	if !served[prim] {
 		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("instance %d is not a %s instance", i, prim)}
