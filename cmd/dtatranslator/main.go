@@ -263,7 +263,11 @@ func handler(t *translator.Translator) http.Handler {
 }
 
 // metrics exports every translator counter as
-// dtakit_translator_<counter>_total; reports are labelled by primitive.
+// dtakit_translator_<counter>_total. Translator.Counters' Reports counts
+// report datagrams, a resend or a duplicate again each time: it is
+// dtakit_translator_report_datagrams_total, labelled by primitive, beside
+// nacks_total (refused, to be resent) and duplicates_total (resends of
+// reports already applied).
 type metrics struct{ t *translator.Translator }
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
@@ -271,7 +275,7 @@ func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCol
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	c := m.t.Counters()
 	promname.Counters(ch, "dtakit_translator", "translator counter", c)
-	desc := prometheus.NewDesc("dtakit_translator_reports_total", "translator counter Reports by primitive", []string{"primitive"}, nil)
+	desc := prometheus.NewDesc("dtakit_translator_report_datagrams_total", "report datagrams decoded, by primitive; each resend and duplicate counts again", []string{"primitive"}, nil)
 	for op := dta.OpKeyWrite; op <= dta.OpPostcard; op++ {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.Reports[op]), op.String())
 	}

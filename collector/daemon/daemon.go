@@ -10,23 +10,43 @@
 //	GET  /v1/collector                              its name, RoCEv2 address and backend
 //	GET  /v1/instances                              the instances and their regions
 //	GET  /v1/instances/{i}/keywrite?key=K[&n=N]     a Key-Write query (plurality vote)
-//	POST /v1/instances/{i}/keywrite   {"keys":[..]} many keys at once
+//	POST /v1/instances/{i}/keywrite   {"keys":[..]} many keys at once: {"results":[..]}
 //	GET  /v1/instances/{i}/keyincrement?key=K[&n=N] a count-min query
 //	POST /v1/instances/{i}/keyincrement {"keys":[..]}
 //	GET  /v1/instances/{i}/postcard?key=F           a flow's path
 //	POST /v1/instances/{i}/postcard {"keys":[..]}
-//	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list
+//	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list, consumed
+//	GET  /v1/instances/{i}/append?list=L&peek=true  the same entries, left for the next read
 //	POST /v1/export   [{"keys":[..]}]               end the epoch and export it now (ExportConfig)
 //	GET  /v1/export                                 the export under way and the last one
 //	GET  /metrics                                   Prometheus counters
 //
-// N defaults to the instance's configured redundancy. Reading an Append
-// list consumes what it returns (the collector's reader zeroes what it
-// read): give each list one consumer (an epoch export drains the lists
-// through the same readers, so an entry goes either to a GET or to a file).
-// Its "cursor" is the list position the next read starts at (entries read
-// or exported, plus those lost), "lost" the entries a lapping writer
-// overwrote before a GET could read them.
+// N defaults to the instance's configured redundancy. Every key's answer
+// (KeyResult) has the same shape: the key, a status, "found", "not found"
+// or "conflict" for every primitive, and the primitive's fields, present
+// even when the key is not found:
+//
+//	{"key":7,"status":"found","data":"b428d15a","votes":2}   Key-Write
+//	{"key":9,"status":"not found","data":"","votes":0}
+//	{"key":7,"status":"found","count":7}                     Key-Increment
+//	{"key":9,"status":"not found","count":0}
+//	{"key":7,"status":"found","path":[3,1,4,1,5]}            Postcarding
+//	{"key":9,"status":"not found","path":[]}
+//
+// An Append read (ListResult) consumes what it returns unless peek=true
+// (the collector's reader zeroes what it read): give each list one
+// consumer (an epoch export drains the lists through the same readers, so
+// an entry goes either to a GET or to a file); peek to look without
+// taking. Its "status" is "found" or "empty", "count" the entries
+// returned, "cursor" the list position the next read starts at (entries
+// read or exported, plus those lost), "lost" the entries a lapping writer
+// overwrote before a GET could read them, "consumed" whether this read took
+// them.
+//
+// An export keeps Key-Write and Postcarding memory as it is, zeroes every
+// Key-Increment counter (each epoch counts from zero) and drains the
+// Append lists; each file in POST /v1/export's answer says which
+// ("memory": "kept", "zeroed" or "drained").
 package daemon
 
 import (
