@@ -267,7 +267,8 @@ func handler(t *translator.Translator) http.Handler {
 // report datagrams, a resend or a duplicate again each time: it is
 // dtakit_translator_report_datagrams_total, labelled by primitive, beside
 // nacks_total (refused, to be resent) and duplicates_total (resends of
-// reports already applied).
+// reports already applied); Translated, each report once, is
+// dtakit_translator_reports_total, labelled by primitive.
 type metrics struct{ t *translator.Translator }
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
@@ -276,8 +277,10 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	c := m.t.Counters()
 	promname.Counters(ch, "dtakit_translator", "translator counter", c)
 	desc := prometheus.NewDesc("dtakit_translator_report_datagrams_total", "report datagrams decoded, by primitive; each resend and duplicate counts again", []string{"primitive"}, nil)
+	translated := prometheus.NewDesc("dtakit_translator_reports_total", "reports translated, by primitive: each once, however many datagrams it took", []string{"primitive"}, nil)
 	for op := dta.OpKeyWrite; op <= dta.OpPostcard; op++ {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.Reports[op]), op.String())
+		ch <- prometheus.MustNewConstMetric(translated, prometheus.CounterValue, float64(c.Translated[op]), op.String())
 	}
 	var ready float64
 	for _, in := range m.t.Instances() {
