@@ -240,7 +240,7 @@ func (in *instance) build(c *collector.Collector) (err error) {
 		if err == nil {
 			return nil
 		}
-		return fmt.Errorf("%w: instance %d (%s): %w", ErrConfig, in.index, in.Primitive, err)
+		return fmt.Errorf("%w: instance %d: %w", ErrConfig, in.index, err)
 	}
 	if in.Redundancy == 0 {
 		in.Redundancy = 2
