@@ -335,12 +335,9 @@ func (in *instance) one(prim string, key uint32, n int) (KeyResult, error) {
 		if err != nil {
 			return r, badRequest("%v", err)
 		}
-		r.Votes = res.Votes
-		switch res.Status {
-		case keywrite.Found:
-			r.Status, r.Data = StatusFound, hex.EncodeToString(res.Data)
-		case keywrite.Ambiguous, keywrite.NoConsensus:
-			r.Status = StatusConflict
+		r.Status, r.Votes = res.Status.Verdict(), res.Votes
+		if res.Status == keywrite.Found {
+			r.Data = hex.EncodeToString(res.Data)
 		}
 	case "keyincrement":
 		v, err := in.ki.Query(key, n)
