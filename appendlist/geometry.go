@@ -31,7 +31,7 @@ const geometryMarkers = 1
 // error (wrapping ErrLayout) and b is returned unchanged.
 func (l Layout) AppendBinary(b []byte) ([]byte, error) {
 	if err := l.Validate(); err != nil {
-		return b, fmt.Errorf("append binary: %w", err)
+		return b, err
 	}
 	l = l.withDefaults()
 	var flags byte

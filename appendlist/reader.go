@@ -141,17 +141,28 @@ func (rd *Reader) Tail() uint64 { return rd.tail }
 // a *LapError (matching ErrLapped) with the number of entries lost; entries
 // read before the loss are returned first, the error by the next call.
 // Without Markers lapping cannot be seen. It does not allocate.
-func (rd *Reader) Read(dst []byte) (int, error) {
+func (rd *Reader) Read(dst []byte) (int, error) { return rd.read(dst, true) }
+
+// Peek copies the entries Read would return next into dst, without zeroing
+// their slots or moving past them: a Read after it returns them again. A
+// writer that lapped the reader is handled as Read does (the reader skips
+// to the oldest entry still in memory and Peek returns the *LapError),
+// since the entries lost are gone either way. It does not allocate.
+func (rd *Reader) Peek(dst []byte) (int, error) { return rd.read(dst, false) }
+
+// read is Read, or Peek when consume is false.
+func (rd *Reader) read(dst []byte, consume bool) (int, error) {
 	defer func() { rd.r.tails[rd.list].Store(rd.tail) }()
 	if rd.r.l.Markers {
-		return rd.readMarked(dst)
+		return rd.readMarked(dst, consume)
 	}
 	e := rd.r.l.EntrySize
 	max := len(dst) / e
 	ents := uint64(rd.r.l.Entries)
 	n := 0
+	tail := rd.tail
 	for n < max {
-		slot := int(rd.tail & (ents - 1))
+		slot := int(tail & (ents - 1))
 		run := min(max-n, int(ents)-slot)
 		src := rd.mem[slot*e : (slot+run)*e]
 		k := written(src, e)
@@ -159,12 +170,17 @@ func (rd *Reader) Read(dst []byte) (int, error) {
 			break
 		}
 		copy(dst[n*e:], src[:k*e])
-		clear(src[:k*e])
+		if consume {
+			clear(src[:k*e])
+		}
 		n += k
-		rd.tail += uint64(k)
+		tail += uint64(k)
 		if k < run {
 			break
 		}
+	}
+	if consume {
+		rd.tail = tail
 	}
 	return n, nil
 }
@@ -196,16 +212,17 @@ func written(b []byte, e int) int {
 	return len(b) / e
 }
 
-func (rd *Reader) readMarked(dst []byte) (int, error) {
+func (rd *Reader) readMarked(dst []byte, consume bool) (int, error) {
 	l := &rd.r.l
 	e, ss := l.EntrySize, l.SlotSize()
 	ents := uint64(l.Entries)
 	logE := rd.r.logE
 	max := len(dst) / e
 	n := 0
+	tail := rd.tail
 	for n < max {
-		slot := int(rd.tail & (ents - 1))
-		want := marker(rd.tail, logE)
+		slot := int(tail & (ents - 1))
+		want := marker(tail, logE)
 		run := min(max-n, int(ents)-slot)
 		k := 0
 		if e == 4 { // 8-byte slots: data and marker in one load
@@ -230,12 +247,17 @@ func (rd *Reader) readMarked(dst []byte) (int, error) {
 			}
 			copy(dst[(n+k)*e:], s[:e])
 		}
-		clear(rd.mem[slot*ss : (slot+k)*ss])
+		if consume {
+			clear(rd.mem[slot*ss : (slot+k)*ss])
+		}
 		n += k
-		rd.tail += uint64(k)
+		tail += uint64(k)
 		if k < run {
 			break
 		}
+	}
+	if consume {
+		rd.tail = tail
 	}
 	return n, nil
 }

@@ -118,8 +118,16 @@ func Size(w Workload) (Sizing, error) {
 		}
 		mean := w.Rate * w.Lag.Seconds()
 		return Sizing{Layout: l, Bytes: l.RegionSize(), Success: p, Loss: l.LossFraction(w.Rate, w.Lag),
-			Why: fmt.Sprintf("%d entries per list (%s in all): a %v lag brings %.0f entries on average; P(more than fit) = %.3g.",
-				l.Entries, units.Bytes(l.RegionSize()), w.Lag, mean, 1-p)}, nil
+			Why: fmt.Sprintf("%d entries per list of %s, %s in all: a %v lag brings %.0f entries on average; P(more than fit) = %.3g.",
+				l.Entries, slotWhy(l), units.Bytes(l.RegionSize()), w.Lag, mean, 1-p)}, nil
 	}
 	return Sizing{}, fmt.Errorf("size: %w: %v entries/s over %v need more than 2^30 entries per list", ErrSizing, w.Rate, w.Lag)
+}
+
+// slotWhy says what an entry's slot holds.
+func slotWhy(l Layout) string {
+	if l.Markers {
+		return fmt.Sprintf("%d-byte slots (%d bytes of data and a %d-byte lap marker)", l.SlotSize(), l.EntrySize, MarkerSize)
+	}
+	return fmt.Sprintf("%d bytes", l.EntrySize)
 }

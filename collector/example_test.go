@@ -38,7 +38,7 @@ func Example() {
 	fmt.Println(res.Status, count)
 	c.Close()
 	// Output:
-	// instance 0: key-write on CM port 40050, 524288 bytes
-	// instance 1: key-increment on CM port 40051, 524288 bytes
+	// instance 0: keywrite on CM port 40050, 524288 bytes
+	// instance 1: keyincrement on CM port 40051, 524288 bytes
 	// empty 0
 }

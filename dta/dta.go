@@ -48,18 +48,19 @@ const (
 // IsValid reports whether op is one of the four defined opcodes.
 func (op Opcode) IsValid() bool { return op >= OpKeyWrite && op <= OpPostcard }
 
-// String returns the primitive's name ("key-write", "append",
-// "key-increment", "postcarding"), or "opcode(0xNN)" for an unknown opcode.
+// String returns the primitive's identifier ("keywrite", "append",
+// "keyincrement", "postcard": the names collector configurations, HTTP
+// paths, logs and metrics use), or "opcode(0xNN)" for an unknown opcode.
 func (op Opcode) String() string {
 	switch op {
 	case OpKeyWrite:
-		return "key-write"
+		return "keywrite"
 	case OpAppend:
 		return "append"
 	case OpKeyIncrement:
-		return "key-increment"
+		return "keyincrement"
 	case OpPostcard:
-		return "postcarding"
+		return "postcard"
 	}
 	return fmt.Sprintf("opcode(%#02x)", uint8(op))
 }
@@ -85,7 +86,7 @@ var (
 // allocated once, at package initialisation, so rejecting a packet does not
 // allocate either.
 type Error struct {
-	Op  string // "base header", "key-write", "key-increment", "append", "postcarding", "ack", "frame"
+	Op  string // "base header", "keywrite", "keyincrement", "append", "postcard", "ack", "frame"
 	Err error  // the sentinel
 	msg string
 }
@@ -113,22 +114,22 @@ var (
 	errHeaderWideShort   = newError("base header", ErrTruncated, "S and W flags set, need 6 bytes")
 	errUnknownOpcode     [256]*Error
 
-	errKeyWriteShort      = newError("key-write", ErrTruncated, "need 5 bytes before the data")
-	errKeyWriteRedundancy = newError("key-write", ErrRedundancy, "")
-	errKeyWriteNoData     = newError("key-write", ErrDataLength, "no data, want a positive multiple of 4 bytes")
-	errKeyWriteDataAlign  = newError("key-write", ErrDataLength, "not a multiple of 4 bytes")
+	errKeyWriteShort      = newError("keywrite", ErrTruncated, "need 5 bytes before the data")
+	errKeyWriteRedundancy = newError("keywrite", ErrRedundancy, "")
+	errKeyWriteNoData     = newError("keywrite", ErrDataLength, "no data, want a positive multiple of 4 bytes")
+	errKeyWriteDataAlign  = newError("keywrite", ErrDataLength, "not a multiple of 4 bytes")
 
-	errKeyIncrementShort      = newError("key-increment", ErrTruncated, "need 13 bytes")
-	errKeyIncrementTrailing   = newError("key-increment", ErrTrailingBytes, "sub-header is 13 bytes")
-	errKeyIncrementRedundancy = newError("key-increment", ErrRedundancy, "")
+	errKeyIncrementShort      = newError("keyincrement", ErrTruncated, "need 13 bytes")
+	errKeyIncrementTrailing   = newError("keyincrement", ErrTrailingBytes, "sub-header is 13 bytes")
+	errKeyIncrementRedundancy = newError("keyincrement", ErrRedundancy, "")
 
 	errAppendShort     = newError("append", ErrTruncated, "need 4 bytes before the data")
 	errAppendNoData    = newError("append", ErrDataLength, "no data, want a positive multiple of 4 bytes")
 	errAppendDataAlign = newError("append", ErrDataLength, "not a multiple of 4 bytes")
 
-	errPostcardShort    = newError("postcarding", ErrTruncated, "need 9 bytes")
-	errPostcardTrailing = newError("postcarding", ErrTrailingBytes, "sub-header is at most 10 bytes")
-	errPostcardHopZero  = newError("postcarding", ErrHopZero, "")
+	errPostcardShort    = newError("postcard", ErrTruncated, "need 9 bytes")
+	errPostcardTrailing = newError("postcard", ErrTrailingBytes, "sub-header is at most 10 bytes")
+	errPostcardHopZero  = newError("postcard", ErrHopZero, "")
 
 	errAckShort    = newError("ack", ErrTruncated, "need 2 bytes")
 	errAckTrailing = newError("ack", ErrTrailingBytes, "header is 2 bytes (8 when wide)")

@@ -27,7 +27,7 @@ func TestEncodingVectors(t *testing.T) {
 		r    Report
 		hex  string
 	}{
-		{"key-write", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 4, Key: 0x01020304, Data: []byte{0xa, 0xb, 0xc, 0xd}}},
+		{"keywrite", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 4, Key: 0x01020304, Data: []byte{0xa, 0xb, 0xc, 0xd}}},
 			"01 00 04 01020304 0a0b0c0d"},
 		{"key-write immediate sequenced", Report{Header: Header{Opcode: OpKeyWrite, Immediate: true, Sequenced: true, Seq: 0x7e}, KeyWrite: KeyWrite{Redundancy: 255, Key: 0xfffffffe, Data: make([]byte, 8)}},
 			"01 c0 7e ff fffffffe 0000000000000000"},
@@ -35,7 +35,7 @@ func TestEncodingVectors(t *testing.T) {
 			"02 00 00000007 00000009"},
 		{"append sequenced", Report{Header: Header{Opcode: OpAppend, Sequenced: true, Seq: 1}, Append: Append{ListID: 0x10000, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}},
 			"02 40 01 00010000 0102030405060708"},
-		{"key-increment", Report{Header: Header{Opcode: OpKeyIncrement, Immediate: true}, KeyIncrement: KeyIncrement{Redundancy: 2, Key: 0xdeadbeef, Counter: 0x0102030405060708}},
+		{"keyincrement", Report{Header: Header{Opcode: OpKeyIncrement, Immediate: true}, KeyIncrement: KeyIncrement{Redundancy: 2, Key: 0xdeadbeef, Counter: 0x0102030405060708}},
 			"03 80 02 deadbeef 0102030405060708"},
 		{"postcard", Report{Header: Header{Opcode: OpPostcard}, Postcard: Postcard{Key: 0x0a000001, Hop: 3, Value: 0x11223344}},
 			"04 00 0a000001 03 11223344"},
@@ -188,26 +188,26 @@ func TestMalformed(t *testing.T) {
 		{"opcode 5", "05 00 01 00000000 00000000", ErrUnknownOpcode, "base header"},
 		{"opcode 0xff", "ff 80", ErrUnknownOpcode, "base header"},
 
-		{"key-write no sub-header", "01 00", ErrTruncated, "key-write"},
-		{"key-write short key", "01 00 01 000000", ErrTruncated, "key-write"},
-		{"key-write short key sequenced", "01 40 09 01 000000", ErrTruncated, "key-write"},
-		{"key-write redundancy 0", "01 00 00 00000001 00000002", ErrRedundancy, "key-write"},
-		{"key-write no data", "01 00 01 00000001", ErrDataLength, "key-write"},
-		{"key-write 3 data bytes", "01 00 01 00000001 000002", ErrDataLength, "key-write"},
-		{"key-write 5 data bytes", "01 00 01 00000001 0000000203", ErrDataLength, "key-write"},
+		{"key-write no sub-header", "01 00", ErrTruncated, "keywrite"},
+		{"key-write short key", "01 00 01 000000", ErrTruncated, "keywrite"},
+		{"key-write short key sequenced", "01 40 09 01 000000", ErrTruncated, "keywrite"},
+		{"key-write redundancy 0", "01 00 00 00000001 00000002", ErrRedundancy, "keywrite"},
+		{"key-write no data", "01 00 01 00000001", ErrDataLength, "keywrite"},
+		{"key-write 3 data bytes", "01 00 01 00000001 000002", ErrDataLength, "keywrite"},
+		{"key-write 5 data bytes", "01 00 01 00000001 0000000203", ErrDataLength, "keywrite"},
 
-		{"key-increment short", "03 00 01 00000001 00000000000000", ErrTruncated, "key-increment"},
-		{"key-increment trailing", "03 00 01 00000001 0000000000000001 00", ErrTrailingBytes, "key-increment"},
-		{"key-increment redundancy 0", "03 00 00 00000001 0000000000000001", ErrRedundancy, "key-increment"},
+		{"key-increment short", "03 00 01 00000001 00000000000000", ErrTruncated, "keyincrement"},
+		{"key-increment trailing", "03 00 01 00000001 0000000000000001 00", ErrTrailingBytes, "keyincrement"},
+		{"key-increment redundancy 0", "03 00 00 00000001 0000000000000001", ErrRedundancy, "keyincrement"},
 
 		{"append short list", "02 00 000001", ErrTruncated, "append"},
 		{"append no data", "02 00 00000001", ErrDataLength, "append"},
 		{"append 6 data bytes", "02 00 00000001 000000000001", ErrDataLength, "append"},
 
-		{"postcard short", "04 00 00000001 01 000000", ErrTruncated, "postcarding"},
-		{"postcard trailing", "04 00 00000001 01 00000002 05 00", ErrTrailingBytes, "postcarding"},
-		{"postcard hop 0", "04 00 00000001 00 00000002", ErrHopZero, "postcarding"},
-		{"postcard hop 0 with path length", "04 00 00000001 00 00000002 05", ErrHopZero, "postcarding"},
+		{"postcard short", "04 00 00000001 01 000000", ErrTruncated, "postcard"},
+		{"postcard trailing", "04 00 00000001 01 00000002 05 00", ErrTrailingBytes, "postcard"},
+		{"postcard hop 0", "04 00 00000001 00 00000002", ErrHopZero, "postcard"},
+		{"postcard hop 0 with path length", "04 00 00000001 00 00000002 05", ErrHopZero, "postcard"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,12 +320,12 @@ func TestValidate(t *testing.T) {
 		{"zero report", Report{}, ErrUnknownOpcode, "base header"},
 		{"reserved too wide", Report{Header: Header{Opcode: OpKeyIncrement, Reserved: 0x40}, KeyIncrement: KeyIncrement{Redundancy: 1}}, ErrInvalidField, "base header"},
 		{"seq without S", Report{Header: Header{Opcode: OpKeyIncrement, Seq: 3}, KeyIncrement: KeyIncrement{Redundancy: 1}}, ErrInvalidField, "base header"},
-		{"key-write redundancy 0", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Data: make([]byte, 4)}}, ErrRedundancy, "key-write"},
-		{"key-write no data", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 1}}, ErrDataLength, "key-write"},
-		{"key-write 2 bytes", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 1, Data: make([]byte, 2)}}, ErrDataLength, "key-write"},
+		{"key-write redundancy 0", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Data: make([]byte, 4)}}, ErrRedundancy, "keywrite"},
+		{"key-write no data", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 1}}, ErrDataLength, "keywrite"},
+		{"key-write 2 bytes", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 1, Data: make([]byte, 2)}}, ErrDataLength, "keywrite"},
 		{"append 7 bytes", Report{Header: Header{Opcode: OpAppend}, Append: Append{Data: make([]byte, 7)}}, ErrDataLength, "append"},
-		{"key-increment redundancy 0", Report{Header: Header{Opcode: OpKeyIncrement}}, ErrRedundancy, "key-increment"},
-		{"postcard hop 0", Report{Header: Header{Opcode: OpPostcard}}, ErrHopZero, "postcarding"},
+		{"key-increment redundancy 0", Report{Header: Header{Opcode: OpKeyIncrement}}, ErrRedundancy, "keyincrement"},
+		{"postcard hop 0", Report{Header: Header{Opcode: OpPostcard}}, ErrHopZero, "postcard"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,7 +343,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestOpcodeString(t *testing.T) {
-	for op, want := range map[Opcode]string{OpKeyWrite: "key-write", OpAppend: "append", OpKeyIncrement: "key-increment", OpPostcard: "postcarding", 0: "opcode(0x00)", 0x9a: "opcode(0x9a)"} {
+	for op, want := range map[Opcode]string{OpKeyWrite: "keywrite", OpAppend: "append", OpKeyIncrement: "keyincrement", OpPostcard: "postcard", 0: "opcode(0x00)", 0x9a: "opcode(0x9a)"} {
 		if got := op.String(); got != want {
 			t.Errorf("Opcode(%d).String() = %q, want %q", op, got, want)
 		}

@@ -29,7 +29,7 @@ func ExampleParseReport() {
 	fmt.Println(got.Header.Opcode, got.Header.Seq, got.KeyWrite.Redundancy, got.KeyWrite.Key, got.KeyWrite.Data)
 	// Output:
 	// 01 40 07 04 0a 00 00 01 00 00 00 2a
-	// key-write 7 4 167772161 [0 0 0 42]
+	// keywrite 7 4 167772161 [0 0 0 42]
 }
 
 // Frames built by a FrameBuilder decode through a DecodingLayerParser over

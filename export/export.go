@@ -23,7 +23,7 @@
 // checksum names its key (tofino.KeyRecoverer), so KeyWrite with nil keys
 // exports every key that has a verifying copy, found by keywrite's
 // Store.Scan, with the vote's verdict; given keys, it exports exactly those
-// (a key with no copy left is a row with verdict "empty").
+// (a key with no copy left is a row with verdict "not found").
 package export
 
 import (
@@ -202,7 +202,7 @@ type KeyWriteRow struct {
 	Value   []byte `parquet:"value,optional"` // null unless verdict is "found"
 	Copies  int32  `parquet:"copies"`         // matching copies that hold Value (the vote)
 	Matches int32  `parquet:"matches"`        // copies whose checksum matched Key
-	Verdict string `parquet:"verdict,dict"`   // found, ambiguous or empty
+	Verdict string `parquet:"verdict,dict"`   // found, not found or conflict (keywrite.Status.Verdict)
 }
 
 // KeyIncrementRow is a row of a Key-Increment export: Key's count-min
@@ -312,7 +312,7 @@ func KeyWrite(out io.Writer, s *keywrite.Store, n int, keys Keys, m Meta, o Opti
 		}
 		for i, k := range buf[:c] {
 			r := &res[i]
-			row := KeyWriteRow{Epoch: ep, Key: k, Matches: int32(r.Matches), Verdict: r.Status.String()}
+			row := KeyWriteRow{Epoch: ep, Key: k, Matches: int32(r.Matches), Verdict: r.Status.Verdict()}
 			if r.Status == keywrite.Found {
 				row.Value, row.Copies = r.Data, int32(r.Votes)
 			}

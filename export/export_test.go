@@ -93,7 +93,7 @@ func TestKeyWriteScanned(t *testing.T) {
 		}
 		seen[r.Key] = true
 		q, _ := s.Query(r.Key, 2, keywrite.Plurality)
-		if r.Verdict != q.Status.String() || !bytes.Equal(r.Value, q.Data) || r.Matches != int32(q.Matches) {
+		if r.Verdict != q.Status.Verdict() || !bytes.Equal(r.Value, q.Data) || r.Matches != int32(q.Matches) {
 			t.Fatalf("row %+v, query %+v", r, q)
 		}
 		if q.Status == keywrite.Found {
@@ -123,7 +123,7 @@ func TestKeyWriteGivenKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, _ := read[KeyWriteRow](t, buf.Bytes())
-	if len(rows) != 2 || rows[0].Verdict != "found" || rows[0].Copies != 2 || rows[1].Verdict != "empty" || rows[1].Value != nil {
+	if len(rows) != 2 || rows[0].Verdict != "found" || rows[0].Copies != 2 || rows[1].Verdict != "not found" || rows[1].Value != nil {
 		t.Fatalf("rows %+v", rows)
 	}
 	if _, err := KeyWrite(&buf, s, 0, nil, meta, Options{}); !errors.Is(err, ErrArgument) {

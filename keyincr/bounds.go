@@ -113,7 +113,7 @@ func Size(w Workload) (Sizing, error) {
 		return Sizing{}, fmt.Errorf("size: %w: epsilon %v at success %v needs more than 2^32 counters", ErrSizing, w.Epsilon, w.Success)
 	}
 	best.Layout = Layout{Slots: best.Slots}
-	best.Why = fmt.Sprintf("N=%d rows over %d counters (%s): P(error > %.3g·total) ≤ %.3g.", best.N, best.Slots, units.Bytes(best.Bytes), w.Epsilon, 1-best.Success)
+	best.Why = fmt.Sprintf("N=%d rows over %d counters of %d bytes (%s): P(error > %.3g·total) ≤ %.3g.", best.N, best.Slots, CounterSize, units.Bytes(best.Bytes), w.Epsilon, 1-best.Success)
 	var alt []string
 	for _, n := range []int{best.N - 1, best.N + 1} {
 		if n >= 1 && n <= MaxSizingRedundancy && perN[n].N != 0 {

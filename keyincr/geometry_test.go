@@ -60,8 +60,8 @@ func TestGeometryUnencodable(t *testing.T) {
 	if !errors.Is(err, ErrGeometry) || !bytes.Equal(b, []byte{7}) {
 		t.Errorf("custom hasher: % x, %v, want ErrGeometry and b unchanged", b, err)
 	}
-	if _, err := (Layout{}).AppendBinary(nil); !errors.Is(err, ErrGeometry) {
-		t.Errorf("zero layout: %v, want ErrGeometry", err)
+	if _, err := (Layout{}).AppendBinary(nil); !errors.Is(err, ErrLayout) {
+		t.Errorf("zero layout: %v, want ErrLayout", err)
 	}
 }
 

@@ -51,10 +51,10 @@ type Layout struct {
 // ErrLayout, or nil.
 func (l Layout) Validate() error {
 	if l.Slots == 0 || l.Slots > MaxSlots || l.Slots&(l.Slots-1) != 0 {
-		return fmt.Errorf("layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, l.Slots)
+		return fmt.Errorf("%w: slot count %d is not a power of two in 1..2^32", ErrLayout, l.Slots)
 	}
 	if l.Slots > uint64(^uint(0)>>1)/CounterSize {
-		return fmt.Errorf("layout: %w: %d counters do not fit in memory", ErrLayout, l.Slots)
+		return fmt.Errorf("%w: %d counters do not fit in memory", ErrLayout, l.Slots)
 	}
 	return nil
 }

@@ -312,6 +312,11 @@ func why(best Sizing, perN []Sizing) string {
 		return "needs " + units.Bytes(perN[n].Bytes)
 	}
 	s := fmt.Sprintf("N=%d: %d slots of %d bytes (%s) reach %.4g.", best.N, best.Slots, best.SlotSize, units.Bytes(best.Bytes), best.Success)
+	s += fmt.Sprintf(" A slot is a %d-byte checksum and %d data bytes", checksumSize, best.Layout.DataSize)
+	if pad := best.SlotSize - best.Layout.PayloadSize(); pad > 0 {
+		s += fmt.Sprintf(", padded with %d bytes to a power of two", pad)
+	}
+	s += "."
 	var alt []string
 	for _, n := range []int{1, best.N - 1, best.N + 1} {
 		if n >= 1 && n != best.N && (len(alt) == 0 || n != 1) {

@@ -3,6 +3,7 @@ package keywrite
 import (
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Errors returned by this package, wrapped with what was wrong. Match them
@@ -41,7 +42,39 @@ var (
 var (
 	errRedundancy   = fmt.Errorf("%w: N must be 1..255", ErrRedundancy)
 	errCopy         = fmt.Errorf("%w: the copy must be 0..N-1", ErrRedundancy)
-	errDataSize     = fmt.Errorf("%w: data length differs from the layout's data size", ErrDataSize)
 	errOutOfRegion  = fmt.Errorf("%w: write extends past the end of the region", ErrOutOfRegion)
 	errResultsShort = fmt.Errorf("%w: fewer results than keys", ErrResults)
 )
+
+// dataSizeErrs holds the data-size errors made so far, one per pair of
+// sizes, so that rejecting the same mismatch again does not allocate.
+var dataSizeErrs struct {
+	sync.RWMutex
+	m map[[2]int]error
+}
+
+// maxDataSizeErrs bounds dataSizeErrs: reports of many sizes cost an
+// allocation each beyond it, not memory.
+const maxDataSizeErrs = 1024
+
+// errDataSize is the error for got bytes of data where the layout holds
+// want, naming both.
+func errDataSize(got, want int) error {
+	k := [2]int{got, want}
+	dataSizeErrs.RLock()
+	err := dataSizeErrs.m[k]
+	dataSizeErrs.RUnlock()
+	if err != nil {
+		return err
+	}
+	err = fmt.Errorf("%w: %d bytes of data, the layout's data size is %d", ErrDataSize, got, want)
+	dataSizeErrs.Lock()
+	if dataSizeErrs.m == nil {
+		dataSizeErrs.m = map[[2]int]error{}
+	}
+	if len(dataSizeErrs.m) < maxDataSizeErrs {
+		dataSizeErrs.m[k] = err
+	}
+	dataSizeErrs.Unlock()
+	return err
+}

@@ -22,17 +22,17 @@ const GeometryLen = 7
 //	2  u8   hasher ID (tofino.HasherID: 0 Reference, 1 PerCopy, 2 XXHash)
 //	3  le32 data size D, a positive multiple of 4 up to 2^30
 
-// AppendBinary appends l's geometry to b. A layout whose hasher is not one
-// of tofino's built-ins has no encoding; AppendBinary then reports an error
-// wrapping ErrGeometry and returns b unchanged, as it does for an invalid
-// layout.
+// AppendBinary appends l's geometry to b. An invalid layout gets Validate's
+// error (wrapping ErrLayout); a layout whose hasher is not one of tofino's
+// built-ins has no encoding and gets an error wrapping ErrGeometry; either
+// way b is returned unchanged.
 func (l Layout) AppendBinary(b []byte) ([]byte, error) {
 	if err := l.Validate(); err != nil {
-		return b, fmt.Errorf("append binary: %w: %w", ErrGeometry, err)
+		return b, err
 	}
 	id, ok := tofino.HasherID(l.hasher())
 	if !ok {
-		return b, fmt.Errorf("append binary: %w: hasher %T is not built in (tofino.HasherID)", ErrGeometry, l.Hasher)
+		return b, fmt.Errorf("%w: hasher %T is not built in (tofino.HasherID)", ErrGeometry, l.Hasher)
 	}
 	b = append(b, GeometryVersion, byte(bits.Len64(l.Slots)-1), id)
 	return binary.LittleEndian.AppendUint32(b, uint32(l.DataSize)), nil

@@ -42,16 +42,16 @@ type Layout struct {
 // ErrLayout, or nil.
 func (l Layout) Validate() error {
 	if l.Slots == 0 || l.Slots > MaxSlots || l.Slots&(l.Slots-1) != 0 {
-		return fmt.Errorf("layout: %w: slot count %d is not a power of two in 1..2^32", ErrLayout, l.Slots)
+		return fmt.Errorf("%w: slot count %d is not a power of two in 1..2^32", ErrLayout, l.Slots)
 	}
 	if l.DataSize <= 0 || l.DataSize%4 != 0 {
-		return fmt.Errorf("layout: %w: data size %d is not a positive multiple of 4", ErrLayout, l.DataSize)
+		return fmt.Errorf("%w: data size %d is not a positive multiple of 4", ErrLayout, l.DataSize)
 	}
 	if l.DataSize > 1<<30 {
-		return fmt.Errorf("layout: %w: data size %d above 2^30", ErrLayout, l.DataSize)
+		return fmt.Errorf("%w: data size %d above 2^30", ErrLayout, l.DataSize)
 	}
 	if bits.Len64(l.Slots)-1+int(l.slotShift()) > bits.Len64(math.MaxInt)-1 {
-		return fmt.Errorf("layout: %w: %d slots of %d bytes do not fit in memory", ErrLayout, l.Slots, l.SlotSize())
+		return fmt.Errorf("%w: %d slots of %d bytes do not fit in memory", ErrLayout, l.Slots, l.SlotSize())
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ type Write struct {
 // le32(checksum(key)) ‖ data, to dst. It does not allocate when dst has room.
 func (l Layout) AppendPayload(dst []byte, key uint32, data []byte) ([]byte, error) {
 	if len(data) != l.DataSize {
-		return dst, errDataSize
+		return dst, errDataSize(len(data), l.DataSize)
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, l.hasher().Checksum(key))
 	return append(dst, data...), nil

@@ -86,6 +86,19 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
+// Verdict returns s in the words every primitive's answers share (the
+// collector's HTTP API, exported files, Postcarding's outcomes): "found",
+// "not found" (Empty) or "conflict" (Ambiguous, NoConsensus).
+func (s Status) Verdict() string {
+	switch s {
+	case Found:
+		return "found"
+	case Empty:
+		return "not found"
+	}
+	return "conflict"
+}
+
 // Result is the answer to one query.
 type Result struct {
 	// Data is the value when Status is Found, otherwise nil. It aliases the
@@ -171,7 +184,7 @@ func (s *Store) Put(key uint32, data []byte, n int) error {
 		return errRedundancy
 	}
 	if len(data) != l.DataSize {
-		return errDataSize
+		return errDataSize(len(data), l.DataSize)
 	}
 	sum := l.Hasher.Checksum(key)
 	for i := range n {

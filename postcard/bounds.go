@@ -131,6 +131,9 @@ func Size(w Workload) (Sizing, error) {
 	}
 	l := best.Layout
 	best.Why = fmt.Sprintf("N=%d copies of %d chunks of %d bytes (%d-bit slots, %s) reach %.4g.", best.N, l.Chunks, l.ChunkSize(), l.SlotBits, units.Bytes(best.Bytes), best.Success)
+	if hop := l.Hops * l.SlotBits / 8; hop < l.ChunkSize() {
+		best.Why += fmt.Sprintf(" A chunk is %d hops of %d bytes, padded with %d bytes to a power of two.", l.Hops, l.SlotBits/8, l.ChunkSize()-hop)
+	}
 	var alt []string
 	for _, n := range []int{best.N - 1, best.N + 1} {
 		if sz, ok := perN[n]; ok {

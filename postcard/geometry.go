@@ -36,7 +36,7 @@ const ValueCodeDefault = 0
 // unchanged.
 func (l Layout) AppendBinary(b []byte) ([]byte, error) {
 	if err := l.Validate(); err != nil {
-		return b, fmt.Errorf("append binary: %w", err)
+		return b, err
 	}
 	l = l.withDefaults()
 	return append(b, GeometryVersion, byte(l.Hops), byte(l.SlotBits), byte(bits.Len32(l.Chunks)-1),

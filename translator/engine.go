@@ -75,6 +75,12 @@ type Counters struct {
 	DiscoveryRetries uint64
 	VerbsErrors      uint64 // verbs backend: work requests refused or completed with an error
 	EncodeErrors     uint64 // packets that failed to encode (a bug if not 0)
+
+	// Translated counts reports by opcode turned into operations (or held
+	// in a postcard cache or append batch): each report once, while its
+	// datagrams counted in Reports may be NACKed (then resent), duplicates,
+	// refused or translated.
+	Translated [5]uint64
 }
 
 // collector is one target and the instances discovered on it.
@@ -503,6 +509,7 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 	case rejected:
 		return errRejected
 	}
+	e.c.Translated[op]++
 	return nil
 }
 

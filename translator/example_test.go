@@ -70,7 +70,7 @@ func ExampleEngine() {
 	res, _ := store.Query(42, 2, keywrite.Plurality)
 	fmt.Printf("key 42: %v %x\n", res.Status, res.Data)
 	// Output:
-	// key-write instance ready
+	// keywrite instance ready
 	// 2 RDMA WRITEs
 	// key 42: found 01020304
 }

@@ -192,7 +192,8 @@ func TestCluster(t *testing.T) {
 			want = hex.EncodeToString(q.Data)
 			found++
 		}
-		if r := kwRes[i]; r.Key != k || r.Status != q.Status.String() || r.Data != want {
+		status := map[keywrite.Status]string{keywrite.Found: daemon.StatusFound, keywrite.Empty: daemon.StatusNotFound, keywrite.Ambiguous: daemon.StatusConflict}[q.Status]
+		if r := kwRes[i]; r.Key != k || r.Status != status || r.Data != want {
 			t.Fatalf("key %#x (collector %d): cluster answered %+v, model %v %s", k, c, r, q.Status, want)
 		}
 		est, _ := kiModel[c].Query(k, 2)
@@ -216,7 +217,7 @@ func TestCluster(t *testing.T) {
 		var resp struct{ Results []daemon.KeyResult }
 		postJSON(t, p.base+"/v1/instances/0/keywrite", string(body), &resp)
 		for _, r := range resp.Results {
-			if r.Status != "empty" {
+			if r.Status != daemon.StatusNotFound {
 				t.Fatalf("collector %d holds key %#x, which the choice sends elsewhere: %+v", ci, r.Key, r)
 			}
 		}
@@ -352,7 +353,7 @@ func checkDuckDB(t *testing.T, files [3]map[string]string, keys []uint32, kwRes,
 	var joinN, joinSum uint64
 	wantValues := map[string]string{}
 	for i, k := range keys {
-		if kwRes[i].Status == "empty" {
+		if kwRes[i].Status == daemon.StatusNotFound {
 			continue
 		}
 		ranked = append(ranked, kc{k, kiRes[i].Count})

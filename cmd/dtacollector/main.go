@@ -24,6 +24,7 @@ import (
 
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/collector/daemon"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 )
 
@@ -33,13 +34,14 @@ func main() {
 
 func run() int {
 	fs := flag.NewFlagSet("dtacollector", flag.ContinueOnError)
+	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file (required)")
 	httpAddr := fs.String("http", "", "HTTP address for queries and /metrics (overrides the file's)")
 	addr := fs.String("addr", "", "RoCEv2 address (overrides the file's)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for requests under way")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return 2
+	if code, ok := cli.Parse(fs, os.Args[1:]); !ok {
+		return code
 	}
 	log, err := daemonlog.New(*level)
 	if err != nil {

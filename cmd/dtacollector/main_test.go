@@ -165,10 +165,10 @@ func TestBadConfig(t *testing.T) {
 	bin := build(t)
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ file, want string }{
-		"unknown field":     {`{"instances": [], "bogus": 1}`, "bogus"},
+		"unknown field":     {`{"instances": [], "bogus": 1}`, `unknown-field.json:1:19: json: unknown field \"bogus\"`},
 		"no instances":      {`{"instances": []}`, "no instances"},
 		"unknown primitive": {`{"instances": [{"primitive": "keyread"}]}`, "unknown primitive"},
-		"bad layout":        {`{"instances": [{"primitive": "keywrite", "slots": 1000, "data_size": 4}]}`, "instance 0 (keywrite)"},
+		"bad layout":        {`{"instances": [{"primitive": "keywrite", "slots": 1000, "data_size": 4}]}`, "bad configuration: instance 0: collector.AddKeyWrite: keywrite: invalid layout: slot count 1000 is not a power of two in 1..2^32"},
 		"bad backend":       {`{"backend": "fpga", "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "backend"},
 		"bad interval":      {`{"export": {"dir": "/tmp", "interval": "soon"}, "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "interval"},
 		"export no dir":     {`{"export": {}, "instances": [{"primitive": "keyincrement", "slots": 64}]}`, "dir is required"},

@@ -38,6 +38,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/stream"
 	"github.com/dtakit/dtakit/reporter"
 )
@@ -55,6 +56,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dtareport", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cli.Usage(fs, synopsis, exitStatus)
 	to := fs.String("translator", "127.0.0.1:40040", "the translator's report address")
 	local := fs.String("local", "127.0.0.1:0", "the address reports are sent from (a specific one with -nacks)")
 	count := fs.Int("count", 100000, "reports to send (with -pcap, 0 replays the file once)")
@@ -72,8 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
 	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line (with -nacks)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := cli.Parse(fs, args); !ok {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)

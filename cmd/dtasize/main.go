@@ -9,8 +9,8 @@
 // -json prints the answer as one JSON object. Counts take K, M, G
 // suffixes (decimal); sizes B, KiB, MiB, GiB or KB, MB, GB.
 //
-// Exit status: 0 with an answer, 2 for bad arguments, 1 for a target no
-// geometry reaches.
+// Exit status: 0 with an answer (or for -h), 2 for bad arguments, 1 for a
+// target no geometry reaches.
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/units"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
@@ -72,10 +73,17 @@ func usage(w io.Writer) {
   keyincrement  -epsilon E | -reports T -error E   -success P
   postcard      -flows F -hops B -values V -success P
   append        -rate R -lag D -lists L -entry SIZE [-batch B] -success P
-add -json for a JSON answer`)
+add -json for a JSON answer
+
+Exit status:
+`+exitStatus)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		usage(stdout)
+		return 0
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		usage(stderr)
 		return 2
@@ -86,7 +94,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		asJSON = asJSON || a == "-json" || a == "--json" || a == "-json=true"
 	}
 	switch {
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
 		if msg, ok := strings.CutPrefix(fmt.Sprint(err), errUsage.Error()+": "); ok {
 			fmt.Fprintln(stderr, "dtasize:", msg)
 		}
@@ -118,6 +128,7 @@ func isSizing(err error) bool {
 func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 	fs := flag.NewFlagSet("dtasize "+prim, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cli.Usage(fs, "dtasize "+prim+" [flags]", exitStatus)
 	fs.Bool("json", false, "print the answer as JSON")
 	success := fs.Float64("success", 0.99, "target: the probability a query succeeds")
 	need := func(names ...string) error {
@@ -140,7 +151,7 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 		fs.Var(bytesFlag{&value}, "value", "data bytes per key, a multiple of 4")
 		ref := fs.Bool("reference", false, "copies hashed as spec section 4 writes it (tofino.Reference)")
 		if err := fs.Parse(args); err != nil {
-			return Answer{}, errUsage
+			return Answer{}, usageErr(err)
 		}
 		if err := need("keys", "value"); err != nil {
 			return Answer{}, err
@@ -161,7 +172,7 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 		fs.Var(countFlag{&reports}, "reports", "total count per epoch (with -error)")
 		fs.Var(countFlag{&errAbs}, "error", "allowed overestimate in counts (with -reports)")
 		if err := fs.Parse(args); err != nil {
-			return Answer{}, errUsage
+			return Answer{}, usageErr(err)
 		}
 		if *eps == 0 {
 			if err := need("reports", "error"); err != nil {
@@ -186,7 +197,7 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 		hops := fs.Int("hops", 5, "the longest path")
 		values := fs.Int("values", 0, "distinct hop values (switch IDs)")
 		if err := fs.Parse(args); err != nil {
-			return Answer{}, errUsage
+			return Answer{}, usageErr(err)
 		}
 		if err := need("flows", "values"); err != nil {
 			return Answer{}, err
@@ -206,7 +217,7 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 		fs.Var(bytesFlag{&entry}, "entry", "bytes per entry, a multiple of 4")
 		batch := fs.Int("batch", 1, "entries the translator writes at once")
 		if err := fs.Parse(args); err != nil {
-			return Answer{}, errUsage
+			return Answer{}, usageErr(err)
 		}
 		if err := need("rate", "lag", "entry"); err != nil {
 			return Answer{}, err

@@ -47,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 	"github.com/dtakit/dtakit/p4"
 )
@@ -156,11 +157,12 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("dtaswitchcp", flag.ContinueOnError)
+	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file (required)")
 	once := fs.Bool("once", false, "exit after writing the plan")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := cli.Parse(fs, args); !ok {
+		return code
 	}
 	log, err := daemonlog.New(*level)
 	if err != nil {

@@ -111,7 +111,7 @@ func TestAgainstCollector(t *testing.T) {
 			qps = append(qps, e)
 		}
 	}
-	if len(qps) != 3 || !strings.Contains(sw.Logs(), `"why":"postcarding is not compiled into translator.p4"`) {
+	if len(qps) != 3 || !strings.Contains(sw.Logs(), `"why":"postcard is not compiled into translator.p4"`) {
 		t.Fatalf("%d queue pairs planned, want 3 (Postcarding skipped)\n%s", len(qps), sw.Logs())
 	}
 

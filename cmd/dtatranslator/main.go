@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 	"github.com/dtakit/dtakit/internal/promname"
 	"github.com/dtakit/dtakit/translator"
@@ -70,6 +71,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
+	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file")
 	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
 	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
@@ -78,8 +80,8 @@ func run(args []string) int {
 	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := cli.Parse(fs, args); !ok {
+		return code
 	}
 	log, err := daemonlog.New(*level)
 	if err != nil {
@@ -261,7 +263,12 @@ func handler(t *translator.Translator) http.Handler {
 }
 
 // metrics exports every translator counter as
-// dtakit_translator_<counter>_total; reports are labelled by primitive.
+// dtakit_translator_<counter>_total. Translator.Counters' Reports counts
+// report datagrams, a resend or a duplicate again each time: it is
+// dtakit_translator_report_datagrams_total, labelled by primitive, beside
+// nacks_total (refused, to be resent) and duplicates_total (resends of
+// reports already applied); Translated, each report once, is
+// dtakit_translator_reports_total, labelled by primitive.
 type metrics struct{ t *translator.Translator }
 
 func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
@@ -269,9 +276,11 @@ func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCol
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	c := m.t.Counters()
 	promname.Counters(ch, "dtakit_translator", "translator counter", c)
-	desc := prometheus.NewDesc("dtakit_translator_reports_total", "translator counter Reports by primitive", []string{"primitive"}, nil)
+	desc := prometheus.NewDesc("dtakit_translator_report_datagrams_total", "report datagrams decoded, by primitive; each resend and duplicate counts again", []string{"primitive"}, nil)
+	translated := prometheus.NewDesc("dtakit_translator_reports_total", "reports translated, by primitive: each once, however many datagrams it took", []string{"primitive"}, nil)
 	for op := dta.OpKeyWrite; op <= dta.OpPostcard; op++ {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.Reports[op]), op.String())
+		ch <- prometheus.MustNewConstMetric(translated, prometheus.CounterValue, float64(c.Translated[op]), op.String())
 	}
 	var ready float64
 	for _, in := range m.t.Instances() {

@@ -101,7 +101,7 @@ func TestDaemons(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{`dtakit_translator_reports_total{primitive="key-write"} 3000`, "dtakit_translator_ready_instances 2", "dtakit_translator_dropped_total 0"} {
+	for _, m := range []string{`dtakit_translator_report_datagrams_total{primitive="keywrite"} 3000`, `dtakit_translator_reports_total{primitive="keywrite"} 3000`, "dtakit_translator_ready_instances 2", "dtakit_translator_dropped_total 0"} {
 		if !strings.Contains(string(metrics), m) {
 			t.Fatalf("/metrics lacks %q:\n%s", m, metrics)
 		}

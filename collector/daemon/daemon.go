@@ -10,29 +10,51 @@
 //	GET  /v1/collector                              its name, RoCEv2 address and backend
 //	GET  /v1/instances                              the instances and their regions
 //	GET  /v1/instances/{i}/keywrite?key=K[&n=N]     a Key-Write query (plurality vote)
-//	POST /v1/instances/{i}/keywrite   {"keys":[..]} many keys at once
+//	POST /v1/instances/{i}/keywrite   {"keys":[..]} many keys at once: {"results":[..]}
 //	GET  /v1/instances/{i}/keyincrement?key=K[&n=N] a count-min query
 //	POST /v1/instances/{i}/keyincrement {"keys":[..]}
 //	GET  /v1/instances/{i}/postcard?key=F           a flow's path
 //	POST /v1/instances/{i}/postcard {"keys":[..]}
-//	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list
+//	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list, consumed
+//	GET  /v1/instances/{i}/append?list=L&peek=true  the same entries, left for the next read
 //	POST /v1/export   [{"keys":[..]}]               end the epoch and export it now (ExportConfig)
 //	GET  /v1/export                                 the export under way and the last one
 //	GET  /metrics                                   Prometheus counters
 //
-// N defaults to the instance's configured redundancy. Reading an Append
-// list consumes what it returns (the collector's reader zeroes what it
-// read): give each list one consumer (an epoch export drains the lists
-// through the same readers, so an entry goes either to a GET or to a file).
-// Its "cursor" is the list position the next read starts at (entries read
-// or exported, plus those lost), "lost" the entries a lapping writer
-// overwrote before a GET could read them.
+// N defaults to the instance's configured redundancy. Every key's answer
+// (KeyResult) has the same shape: the key, a status, "found", "not found"
+// or "conflict" for every primitive, and the primitive's fields, present
+// even when the key is not found:
+//
+//	{"key":7,"status":"found","data":"b428d15a","votes":2}   Key-Write
+//	{"key":9,"status":"not found","data":"","votes":0}
+//	{"key":7,"status":"found","count":7}                     Key-Increment
+//	{"key":9,"status":"not found","count":0}
+//	{"key":7,"status":"found","path":[3,1,4,1,5]}            Postcarding
+//	{"key":9,"status":"not found","path":[]}
+//
+// An Append read (ListResult) consumes what it returns unless peek=true
+// (the collector's reader zeroes what it read): give each list one
+// consumer (an epoch export drains the lists through the same readers, so
+// an entry goes either to a GET or to a file); peek to look without
+// taking. Its "status" is "found" or "empty", "count" the entries
+// returned, "cursor" the list position the next read starts at (entries
+// read or exported, plus those lost), "lost" the entries a lapping writer
+// overwrote before a GET could read them, "consumed" whether this read took
+// them.
+//
+// An export keeps Key-Write and Postcarding memory as it is, zeroes every
+// Key-Increment counter (each epoch counts from zero) and drains the
+// Append lists; each file in POST /v1/export's answer says which
+// ("memory": "kept", "zeroed" or "drained").
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -71,7 +93,9 @@ type Config struct {
 
 // Instance is one primitive instance, in CM port order.
 type Instance struct {
-	// Primitive is "keywrite", "keyincrement", "postcard" or "append".
+	// Primitive is "keywrite", "keyincrement", "postcard" or "append"
+	// (case does not matter). The old spellings key-write, key-increment,
+	// postcarding, keyincr and appendlist are accepted with a warning.
 	Primitive string `json:"primitive"`
 	// Key-Write and Key-Increment: slots (a power of two) and the
 	// redundancy queries assume; Key-Write: data bytes per entry.
@@ -96,19 +120,59 @@ type Instance struct {
 }
 
 // LoadConfig reads a JSON configuration file; unknown fields are errors.
+// An error in the JSON names the file, line and column (path:line:col).
 func LoadConfig(path string) (Config, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var c Config
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
+		line, col := jsonPosition(b, err)
+		return Config{}, fmt.Errorf("%w: %s:%d:%d: %w", ErrConfig, path, line, col, err)
+	}
+	if dec.More() {
+		line, col := position(b, dec.InputOffset())
+		return Config{}, fmt.Errorf("%w: %s:%d:%d: more after the configuration's object", ErrConfig, path, line, col)
 	}
 	return c, nil
+}
+
+// jsonPosition is the line and column (from 1) where err, an error of
+// json.Decoder.Decode over b, was found.
+func jsonPosition(b []byte, err error) (line, col int) {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return position(b, syntax.Offset-1)
+	case errors.As(err, &typ):
+		// The offset is past the value; the field's name starts it.
+		off := typ.Offset
+		if i := bytes.LastIndex(b[:off], []byte(`"`+typ.Field[strings.LastIndex(typ.Field, ".")+1:]+`"`)); i >= 0 {
+			off = int64(i)
+		}
+		return position(b, off)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return position(b, int64(len(b)))
+	}
+	// An unknown field: json says only its name.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if i := bytes.Index(b, []byte(name)); i >= 0 {
+			return position(b, int64(i))
+		}
+	}
+	return position(b, 0)
+}
+
+// position is the line and column (from 1) of byte off of b.
+func position(b []byte, off int64) (line, col int) {
+	off = max(0, min(off, int64(len(b))))
+	before := b[:off]
+	nl := bytes.LastIndexByte(before, '\n')
+	return 1 + bytes.Count(before, []byte("\n")), int(off) - nl
 }
 
 func (c *Config) withDefaults() error {
@@ -176,7 +240,7 @@ func (in *instance) build(c *collector.Collector) (err error) {
 		if err == nil {
 			return nil
 		}
-		return fmt.Errorf("%w: instance %d (%s): %w", ErrConfig, in.index, in.Primitive, err)
+		return fmt.Errorf("%w: instance %d: %w", ErrConfig, in.index, err)
 	}
 	if in.Redundancy == 0 {
 		in.Redundancy = 2

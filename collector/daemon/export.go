@@ -48,7 +48,16 @@ type ExportFile struct {
 	Bytes     int64  `json:"bytes"`
 	Keys      string `json:"keys,omitempty"`    // where the keys came from
 	Skipped   string `json:"skipped,omitempty"` // why no file was written
+	// Memory says what the export left in the instance's memory: "kept"
+	// (Key-Write and Postcarding: the next epoch starts from the current
+	// values), "zeroed" (Key-Increment: every counter starts the next
+	// epoch from zero) or "drained" (Append: the entries exported are read
+	// out of the lists, so GETs do not see them).
+	Memory string `json:"memory"`
 }
+
+// afterExport is ExportFile.Memory by primitive.
+var afterExport = map[string]string{"keywrite": "kept", "postcard": "kept", "keyincrement": "zeroed", "append": "drained"}
 
 // ExportResult describes a finished epoch export.
 type ExportResult struct {
@@ -237,7 +246,7 @@ func (d *Daemon) export(epoch uint64, start time.Time, keys []uint32) (*ExportRe
 			e.progress.total.Store(p.Total)
 			e.progress.rows.Store(p.Rows)
 		}
-		f := ExportFile{Instance: in.index, Primitive: in.kind()}
+		f := ExportFile{Instance: in.index, Primitive: in.kind(), Memory: afterExport[in.kind()]}
 		src := func(n int) export.Keys {
 			if keys != nil {
 				f.Keys = "given"

@@ -21,6 +21,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
 )
 
 // Daemon is a running collector with its HTTP server.
@@ -39,6 +40,7 @@ type Daemon struct {
 // New builds the collector and its instances and binds the HTTP address; it
 // serves nothing until Run.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	cfg.Instances = canonicalPrimitives(cfg.Instances, log)
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
@@ -195,7 +197,7 @@ func (d *Daemon) instances(w http.ResponseWriter, _ *http.Request) {
 	type out struct {
 		Index     int    `json:"index"`
 		Primitive string `json:"primitive"`
-		Kind      string `json:"kind"` // the API's name: keywrite, keyincrement, postcard, append
+		Kind      string `json:"kind"` // the same as Primitive, for clients that read it
 		CMPort    uint16 `json:"cm_port"`
 		Bytes     uint32 `json:"bytes"`
 		Restored  bool   `json:"restored"`
@@ -241,7 +243,8 @@ func (d *Daemon) instanceFor(r *http.Request) (*instance, string, error) {
 	if err != nil || i < 0 || i >= len(d.insts) {
 		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("no instance %q", r.PathValue("i"))}
 	}
-	in, prim := d.insts[i], r.PathValue("prim")
+	in := d.insts[i]
+	prim, _ := primitiveName(r.PathValue("prim")) // old spellings are aliases
 	served := map[string]bool{"keywrite": in.kw != nil, "keyincrement": in.ki != nil, "postcard": in.pc != nil, "append": in.al != nil}
 	if !served[prim] {
 		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("instance %d is not a %s instance", i, prim)}
@@ -264,26 +267,75 @@ func uintParam(r *http.Request, name string, def uint64, max uint64) (uint64, er
 	return v, nil
 }
 
-// KeyResult is one key's answer.
+// KeyResult is one key's answer, in the same shape for every primitive:
+// the key, its status, and the primitive's own fields, present whether or
+// not the key was found (Key-Write: data, "" unless found, and votes;
+// Key-Increment: count; Postcarding: path, [] unless found).
 type KeyResult struct {
 	Key uint32 `json:"key"`
-	// Key-Write: found, empty, ambiguous...; Postcarding: the outcome.
+	// Status is StatusFound, StatusNotFound or StatusConflict.
 	Status string   `json:"status,omitempty"`
-	Data   string   `json:"data,omitempty"` // Key-Write: hex
-	Votes  uint8    `json:"votes,omitempty"`
-	Count  uint64   `json:"count,omitempty"` // Key-Increment
-	Path   []uint32 `json:"path,omitempty"`  // Postcarding
+	Data   string   `json:"data,omitempty"`  // Key-Write: the value, hex
+	Votes  uint8    `json:"votes,omitempty"` // Key-Write: copies that hold it (each tied value's, for a conflict)
+	Count  uint64   `json:"count,omitempty"` // Key-Increment: the count-min estimate
+	Path   []uint32 `json:"path,omitempty"`  // Postcarding: the hops' values
+	prim   string   // the primitive that answered; MarshalJSON writes its fields
+}
+
+// The statuses of a KeyResult, the same for every primitive.
+const (
+	// StatusFound: an answer (Key-Increment: a count above zero).
+	StatusFound = "found"
+	// StatusNotFound: nothing held for the key: no Key-Write copy or
+	// Postcarding chunk copy is the key's (never written, or overwritten
+	// since), or a Key-Increment count of zero (count-min never counts
+	// low, so the key was not counted this epoch).
+	StatusNotFound = "not found"
+	// StatusConflict: the key's copies hold different values: no answer.
+	StatusConflict = "conflict"
+)
+
+// MarshalJSON writes the key, the status and the answering primitive's
+// fields, each present even when zero.
+func (r KeyResult) MarshalJSON() ([]byte, error) {
+	type plain KeyResult
+	switch r.prim {
+	case "keywrite":
+		return json.Marshal(struct {
+			Key    uint32 `json:"key"`
+			Status string `json:"status"`
+			Data   string `json:"data"`
+			Votes  uint8  `json:"votes"`
+		}{r.Key, r.Status, r.Data, r.Votes})
+	case "keyincrement":
+		return json.Marshal(struct {
+			Key    uint32 `json:"key"`
+			Status string `json:"status"`
+			Count  uint64 `json:"count"`
+		}{r.Key, r.Status, r.Count})
+	case "postcard":
+		path := r.Path
+		if path == nil {
+			path = []uint32{}
+		}
+		return json.Marshal(struct {
+			Key    uint32   `json:"key"`
+			Status string   `json:"status"`
+			Path   []uint32 `json:"path"`
+		}{r.Key, r.Status, path})
+	}
+	return json.Marshal(plain(r))
 }
 
 func (in *instance) one(prim string, key uint32, n int) (KeyResult, error) {
-	r := KeyResult{Key: key}
+	r := KeyResult{Key: key, Status: StatusNotFound, prim: prim}
 	switch prim {
 	case "keywrite":
 		res, err := in.kw.Query(key, n, keywrite.Plurality)
 		if err != nil {
 			return r, badRequest("%v", err)
 		}
-		r.Status, r.Votes = res.Status.String(), res.Votes
+		r.Status, r.Votes = res.Status.Verdict(), res.Votes
 		if res.Status == keywrite.Found {
 			r.Data = hex.EncodeToString(res.Data)
 		}
@@ -292,10 +344,17 @@ func (in *instance) one(prim string, key uint32, n int) (KeyResult, error) {
 		if err != nil {
 			return r, badRequest("%v", err)
 		}
-		r.Count = v
+		if r.Count = v; v > 0 {
+			r.Status = StatusFound
+		}
 	case "postcard":
 		p, o := in.pc.Query(in.table, key)
-		r.Status, r.Path = o.String(), p.Values()
+		switch o {
+		case postcard.Found:
+			r.Status, r.Path = StatusFound, p.Values()
+		case postcard.Conflict:
+			r.Status = StatusConflict
+		}
 	}
 	return r, nil
 }
@@ -358,7 +417,31 @@ func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
 	reply(w, map[string]any{"results": out}, nil)
 }
 
-// readList returns the next entries of an Append list (consuming them).
+// ListResult is an Append read's answer.
+type ListResult struct {
+	List uint32 `json:"list"`
+	// Status is StatusFound when Entries holds entries, StatusEmpty when
+	// the list has nothing new.
+	Status  string   `json:"status"`
+	Entries []string `json:"entries"` // hex, in append order; [] when empty
+	Count   int      `json:"count"`   // len(Entries)
+	// Cursor is the list position the next read starts at: entries read
+	// or exported, plus those lost.
+	Cursor uint64 `json:"cursor"`
+	// Lost counts the entries a lapping writer overwrote before they
+	// were read.
+	Lost uint64 `json:"lost"`
+	// Consumed says whether the read took the entries (the default: the
+	// next read returns the ones after them) or peeked (peek=true: they
+	// stay for the next read).
+	Consumed bool `json:"consumed"`
+}
+
+// StatusEmpty: an Append list with nothing new to read.
+const StatusEmpty = "empty"
+
+// readList returns the next entries of an Append list, consuming them
+// unless peek=true.
 func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 	list, err := uintParam(r, "list", ^uint64(0), uint64(in.Lists-1))
 	if err != nil {
@@ -368,6 +451,12 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	peek := false
+	if s := r.URL.Query().Get("peek"); s != "" {
+		if peek, err = strconv.ParseBool(s); err != nil {
+			return nil, badRequest("peek=%q: want true or false", s)
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	lr, err := d.listReader(in, uint32(list))
@@ -375,9 +464,13 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 		return nil, badRequest("%v", err)
 	}
 	buf := make([]byte, int(max)*in.EntrySize)
-	var entries []string
+	read := lr.rd.Read
+	if peek {
+		read = lr.rd.Peek
+	}
+	entries := []string{}
 	for len(entries) < int(max) {
-		n, err := lr.rd.Read(buf[:(int(max)-len(entries))*in.EntrySize])
+		n, err := read(buf[:(int(max)-len(entries))*in.EntrySize])
 		var lap *appendlist.LapError
 		if errors.As(err, &lap) {
 			lr.lost += uint64(lap.Lost)
@@ -392,8 +485,15 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 		for i := range n {
 			entries = append(entries, hex.EncodeToString(buf[i*in.EntrySize:(i+1)*in.EntrySize]))
 		}
+		if peek {
+			break // a peek does not move on: one call returns all it can
+		}
 	}
-	return map[string]any{"list": list, "entries": entries, "cursor": lr.rd.Tail(), "lost": lr.lost}, nil
+	res := ListResult{List: uint32(list), Status: StatusEmpty, Entries: entries, Count: len(entries), Cursor: lr.rd.Tail(), Lost: lr.lost, Consumed: !peek}
+	if len(entries) > 0 {
+		res.Status = StatusFound
+	}
+	return res, nil
 }
 
 // listReader returns the reader of an Append list, made at first use;

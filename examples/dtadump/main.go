@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/gopacket/gopacket"
@@ -41,10 +42,7 @@ import (
 )
 
 func main() {
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: dtadump [-report-port P] [-int-port P] [-int-after-l4] [capture.pcap|capture.pcapng|-]\n\nWith no file or -, reads standard input.\n")
-		flag.PrintDefaults()
-	}
+	cli.Usage(flag.CommandLine, synopsis, exitStatus)
 	flag.Parse()
 	registerInband()
 	in := io.Reader(os.Stdin)

@@ -32,6 +32,7 @@ import (
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/inband"
 	"github.com/dtakit/dtakit/intbridge"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/reporter"
@@ -39,7 +40,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "int-collector:", err)
 		os.Exit(1)
 	}
@@ -52,6 +53,7 @@ const (
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("int-collector", flag.ContinueOnError)
+	cli.Usage(fs, synopsis, exitStatus)
 	pcap := fs.String("pcap", "", "capture of Telemetry Reports to replay (default: generate one)")
 	intPort := fs.Uint("int-port", 5000, "UDP port of INT over UDP inside the reports' packets")
 	reportPort := fs.Uint("report-port", 32766, "UDP port the Telemetry Reports are sent to")

@@ -40,6 +40,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+
+	"github.com/dtakit/dtakit/internal/cli"
 )
 
 func main() {
@@ -52,6 +54,7 @@ func main() {
 	flag.BoolVar(&cfg.Quiet, "quiet", cfg.Quiet, "no progress line")
 	flag.BoolVar(&cfg.Bench, "bench", cfg.Bench, "throughput run: Key-Write and Append reports only")
 	flag.BoolVar(&cfg.verbose, "v", false, "print every counter")
+	cli.Usage(flag.CommandLine, synopsis, exitStatus)
 	flag.Parse()
 	if flag.NArg() != 0 {
 		flag.Usage()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/reporter"
 )
 
 // smallConfig is a run of a second or two: the same loads as the default
@@ -175,8 +176,15 @@ func TestProgressLine(t *testing.T) {
 	pt := progress{w: &term, terminal: true, total: 10, start: time.Now()}
 	pp := progress{w: &plain, total: 10, start: time.Now()}
 	for i := range 3 {
-		pt.show(uint64(i), uint64(i), i == 2)
-		pp.show(uint64(i), uint64(i), i == 2)
+		pt.show(uint64(i), uint64(i+1), uint64(i), i == 2)
+		pp.show(uint64(i), uint64(i+1), uint64(i), i == 2)
+	}
+	if !strings.Contains(plain.String(), "sent 2/10 reports in 3 datagrams (1 resends and probes), translator received 2 datagrams, ") {
+		t.Errorf("plain: %q: want reports, datagrams and resends apart", plain.String())
+	}
+	// 110 datagrams: 100 reports, 8 resends after NACKs, 2 probes.
+	if r, d := sentBy(reporter.Counters{Sent: 110, Resent: 8, Probes: 2}); r != 100 || d != 110 {
+		t.Errorf("sentBy: %d reports in %d datagrams, want 100 in 110", r, d)
 	}
 	if got := strings.Count(term.String(), "\r"); got != 3 {
 		t.Errorf("terminal: %d carriage returns, want 3: %q", got, term.String())
@@ -191,7 +199,7 @@ func TestProgressLine(t *testing.T) {
 	}
 	q := progress{w: &plain, quiet: true}
 	plain.Reset()
-	q.show(1, 1, true)
+	q.show(1, 1, 1, true)
 	if plain.Len() != 0 {
 		t.Errorf("quiet printed %q", plain.String())
 	}

@@ -334,13 +334,14 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		lists, p.entries, tr.ReportAddr(), p.streams(), nacks)
 
 	// Send phase.
-	sentSoFar := func() (n uint64) {
+	sentSoFar := func() (reports, datagrams uint64) {
 		for _, r := range reps {
 			if r != nil {
-				n += r.Counters().Sent
+				rep, dg := sentBy(r.Counters())
+				reports, datagrams = reports+rep, datagrams+dg
 			}
 		}
-		return n
+		return reports, datagrams
 	}
 	start := time.Now()
 	errs := make(chan error, len(reps))
@@ -368,7 +369,8 @@ sending:
 		case <-sendersDone:
 			break sending
 		case <-tick.C:
-			prog.show(sentSoFar(), decoded(tr.Counters()), false)
+			reports, datagrams := sentSoFar()
+			prog.show(reports, datagrams, decoded(tr.Counters()), false)
 		}
 	}
 	select {
@@ -384,11 +386,12 @@ sending:
 	last, lastMove := uint64(0), time.Now()
 	for {
 		tc := tr.Counters()
-		var sent, nackd uint64
+		var reports, sent, nackd uint64
 		for _, r := range reps {
 			if r != nil {
 				rc := r.Counters()
-				sent += rc.Sent
+				rep, dg := sentBy(rc)
+				reports, sent = reports+rep, sent+dg
 				nackd += rc.NACKs
 			}
 		}
@@ -405,7 +408,7 @@ sending:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			prog.show(sent, got, false)
+			prog.show(reports, sent, got, false)
 		default:
 			time.Sleep(time.Millisecond)
 		}
@@ -427,11 +430,12 @@ sending:
 	elapsed := time.Since(start)
 	tc := tr.Counters()
 	cc := c.Counters() // also orders this goroutine after the target's writes
-	var sentAll uint64
+	var reportsAll, sentAll uint64
 	for _, rc := range repc {
-		sentAll += rc.Sent
+		rep, dg := sentBy(rc)
+		reportsAll, sentAll = reportsAll+rep, sentAll+dg
 	}
-	prog.show(sentAll, decoded(tc), true)
+	prog.show(reportsAll, sentAll, decoded(tc), true)
 
 	if cfg.beforeQuery != nil {
 		cfg.beforeQuery(&in)
@@ -586,12 +590,23 @@ type progress struct {
 	lastLine time.Time
 }
 
-func (pr *progress) show(sent, received uint64, final bool) {
+// sentBy returns the reports a reporter sent and the datagrams they took:
+// each report once, plus its resends after NACKs and the probes of the
+// last report.
+func sentBy(c reporter.Counters) (reports, datagrams uint64) {
+	return c.Sent - min(c.Sent, c.Resent+c.Probes), c.Sent
+}
+
+// show prints the progress: reports sent of the total, the datagrams
+// they took (resends and probes apart) and the datagrams the translator
+// received.
+func (pr *progress) show(reports, datagrams, received uint64, final bool) {
 	if pr.quiet {
 		return
 	}
 	el := time.Since(pr.start)
-	line := fmt.Sprintf("sent %d/%d reports, translator received %d, %.0f reports/s", sent, pr.total, received, float64(received)/el.Seconds())
+	line := fmt.Sprintf("sent %d/%d reports in %d datagrams (%d resends and probes), translator received %d datagrams, %.0f datagrams/s",
+		reports, pr.total, datagrams, datagrams-reports, received, float64(received)/el.Seconds())
 	switch {
 	case pr.terminal:
 		fmt.Fprintf(pr.w, "\r%-80s", line)

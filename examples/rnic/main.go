@@ -39,6 +39,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -50,6 +51,7 @@ func main() {
 	addr := flag.String("addr", "", "IPv4 address of the RDMA device's netdev (required)")
 	keys := flag.Int("keys", 2000, "Key-Write and Key-Increment keys, postcard flows and Append entries")
 	software := flag.Bool("software", false, "serve and translate in software instead of on the NIC")
+	cli.Usage(flag.CommandLine, synopsis, exitStatus)
 	flag.Parse()
 	a, err := netip.ParseAddr(*addr)
 	if err != nil {

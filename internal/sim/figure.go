@@ -13,11 +13,16 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Config chooses the scale of a run.
@@ -57,13 +62,16 @@ type Figure struct {
 	Title          string
 	XLabel, YLabel string
 	LogX, LogY     bool
-	Legend         string // "top-left", "top-right"; default bottom left
-	Series         []Series
-	Marks          []Mark
-	Note           string // how the run was scaled, for the CSV's header and the README
+	// XTicks, if set, are the x axis's labelled ticks (the values the
+	// points sit at, say; those beyond the data are left out); otherwise
+	// the axis chooses its own.
+	XTicks []float64
+	Series []Series
+	Marks  []Mark
+	Note   string // how the run was scaled, for the CSV's header and the README
 }
 
-// Series returns the series named name, or nil.
+// Find returns the series named name, or nil.
 func (f *Figure) Find(name string) *Series {
 	for i := range f.Series {
 		if f.Series[i].Name == name {
@@ -95,68 +103,82 @@ func (f *Figure) WriteCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// logTicks are gonum's log ticks with labels like 1e-05, not 9.9999e-06.
-type logTicks struct{}
-
-func (logTicks) Ticks(min, max float64) []plot.Tick {
-	ts := plot.LogTicks{Prec: -1}.Ticks(min, max)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 2, 64)
-		}
-	}
-	return ts
-}
+// The figures' size, a two-column-wide figure, and the PNG's resolution:
+// 7 in at 300 dpi is 2100 px wide.
+const (
+	figWidth, figHeight = 7 * vg.Inch, 4.5 * vg.Inch
+	pngDPI              = 300
+)
 
 // Render draws the figure in format ("svg" or "png").
 func (f *Figure) Render(format string) ([]byte, error) {
+	var c vg.CanvasWriterTo
+	switch format {
+	case "svg":
+		c = vgsvg.New(figWidth, figHeight)
+	case "png":
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(figWidth, figHeight), vgimg.UseDPI(pngDPI))}
+	default:
+		return nil, fmt.Errorf("sim: render %s: unknown format %q", f.Name, format)
+	}
+	if _, err := f.draw(draw.New(c)); err != nil {
+		return nil, fmt.Errorf("sim: render %s: %w", f.Name, err)
+	}
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return nil, fmt.Errorf("sim: render %s: %w", f.Name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// draw draws the figure on dc and returns how many marks each series got
+// on it (a point, a point's upper bound, or a line's vertex).
+func (f *Figure) draw(dc draw.Canvas) (map[string]int, error) {
+	dc = draw.Crop(dc, vg.Points(4), -vg.Points(4), vg.Points(4), -vg.Points(4))
 	p := plot.New()
 	p.Title.Text = f.Title
-	p.X.Label.Text = f.XLabel
-	p.Y.Label.Text = f.YLabel
-	p.Legend.Top = f.Legend == "top-left" || f.Legend == "top-right"
-	p.Legend.Left = f.Legend != "top-right"
-	if f.LogX {
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = logTicks{}
-	}
-	if f.LogY {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = logTicks{}
-	}
-	// On a log axis, zero (a lower confidence limit with no event) shows
-	// a decade below the smallest positive value.
-	// Analytic lines are cut there too: the figure is about what was
-	// measured.
-	floor := math.Inf(1)
+	p.Title.Padding = vg.Points(6)
+	// The legend goes beside the axes, where it hides no data and no
+	// mark's label.
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.TextStyle.Font.Size = vg.Points(10)
+	drawn := map[string]int{}
+
+	// On a log axis, zero (a measured share with no event) cannot be
+	// drawn: the point is drawn at its 95 % upper bound instead, as an
+	// open downward triangle, and the axis starts a decade below the
+	// smallest value drawn.
+	lowest := math.Inf(1)
 	for _, s := range f.Series {
 		for _, pt := range s.Points {
-			if pt.Y > 0 && !s.Analytic {
-				floor = math.Min(floor, pt.Y/10)
+			switch {
+			case s.Analytic:
+			case pt.Y > 0:
+				lowest = math.Min(lowest, pt.Y)
+			case pt.Hi > 0:
+				lowest = math.Min(lowest, pt.Hi)
 			}
 		}
 	}
+	floor := math.Pow(10, math.Floor(math.Log10(lowest/2)))
 	p.Add(plotter.NewGrid())
-	clamp := func(v float64) float64 {
-		if f.LogY && v < floor {
-			return floor
-		}
-		return v
-	}
+	var bounds plotter.XYs // no event: the upper bounds, in every series' colour
+	var boundColors []color.Color
 	measured := 0
 	for i, s := range f.Series {
 		c := palette[i%len(palette)]
-		xys := make(plotter.XYs, 0, len(s.Points))
-		for _, pt := range s.Points {
-			if f.LogY && pt.Y <= 0 && !s.Analytic {
-				continue // no event: the CSV has its upper bound
-			}
-			xys = append(xys, plotter.XY{X: pt.X, Y: clamp(pt.Y)})
-		}
-		if len(xys) == 0 {
-			continue
-		}
 		if s.Analytic {
+			xys := make(plotter.XYs, 0, len(s.Points))
+			for _, pt := range s.Points {
+				if f.LogY && pt.Y <= 0 {
+					continue // below every axis; the CSV has it
+				}
+				xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
+			}
+			if len(xys) == 0 {
+				continue
+			}
 			l, err := plotter.NewLine(xys)
 			if err != nil {
 				return nil, err
@@ -164,65 +186,250 @@ func (f *Figure) Render(format string) ([]byte, error) {
 			l.Color, l.Width = c, vg.Points(1.2)
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			p.Add(l)
-			p.Legend.Add(s.Name, l)
+			leg.Add(s.Name, l)
+			drawn[s.Name] += len(xys)
 			continue
 		}
+		var xys plotter.XYs
 		var errs errPoints
 		for _, pt := range s.Points {
 			if f.LogY && pt.Y <= 0 {
+				bounds = append(bounds, plotter.XY{X: pt.X, Y: pt.Hi})
+				boundColors = append(boundColors, c)
+				drawn[s.Name]++
 				continue
 			}
-			errs = append(errs, errPoint{pt.X, clamp(pt.Y), clamp(pt.Y) - clamp(pt.Lo), clamp(pt.Hi) - clamp(pt.Y)})
+			xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
+			lo := pt.Lo
+			if f.LogY && lo < floor {
+				lo = floor // the axis's bottom
+			}
+			errs = append(errs, errPoint{pt.X, pt.Y, pt.Y - lo, pt.Hi - pt.Y})
+			drawn[s.Name]++
 		}
+		shape := shapes[measured%len(shapes)]
+		measured++
 		sc, err := plotter.NewScatter(xys)
 		if err != nil {
 			return nil, err
 		}
-		sc.Color = c
-		sc.Shape = shapes[measured%len(shapes)]
-		sc.Radius = vg.Points(2.5)
+		sc.Color, sc.Shape, sc.Radius = c, shape, vg.Points(2.5)
+		leg.Add(s.Name, sc)
+		if len(xys) == 0 {
+			continue
+		}
 		eb, err := plotter.NewYErrorBars(errs)
 		if err != nil {
 			return nil, err
 		}
 		eb.Color = c
 		p.Add(eb, sc)
-		p.Legend.Add(s.Name, sc)
-		measured++
 	}
-	if len(f.Marks) > 0 {
-		ymin, ymax := p.Y.Min, p.Y.Max
-		var lx plotter.XYLabels
-		for _, m := range f.Marks {
-			l, err := plotter.NewLine(plotter.XYs{{X: m.X, Y: ymin}, {X: m.X, Y: ymax}})
-			if err != nil {
-				return nil, err
-			}
-			l.Color = color.Gray{Y: 120}
-			l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
-			p.Add(l)
-			lx.XYs = append(lx.XYs, plotter.XY{X: m.X, Y: ymin})
-			lx.Labels = append(lx.Labels, m.Label)
+	if len(bounds) > 0 {
+		// Bounds that coincide (several series with no event at the
+		// same x, out of as many trials) stand side by side.
+		type at struct{ x, y float64 }
+		count, seen := map[at]int{}, map[at]int{}
+		for _, b := range bounds {
+			count[at{b.X, b.Y}]++
 		}
-		labels, err := plotter.NewLabels(lx)
+		styles := make([]draw.GlyphStyle, len(bounds))
+		r := vg.Points(3)
+		for i, b := range bounds {
+			k := at{b.X, b.Y}
+			dx := (vg.Length(seen[k]) - vg.Length(count[k]-1)/2) * 2.4 * r
+			seen[k]++
+			styles[i] = draw.GlyphStyle{Color: boundColors[i], Radius: r, Shape: downTriangle{dx}}
+		}
+		sc, err := plotter.NewScatter(bounds)
 		if err != nil {
 			return nil, err
 		}
-		for i := range labels.TextStyle {
-			labels.TextStyle[i].Rotation = math.Pi / 2
-			labels.TextStyle[i].Font.Size = vg.Points(8)
+		sc.GlyphStyleFunc = func(i int) draw.GlyphStyle { return styles[i] }
+		p.Add(sc)
+		thumb, err := plotter.NewScatter(plotter.XYs{{}})
+		if err != nil {
+			return nil, err
 		}
-		p.Add(labels)
+		thumb.Shape, thumb.Radius, thumb.Color = downTriangle{}, r, color.Black
+		leg.Add("none seen: 95 % upper bound", thumb)
 	}
-	wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, format)
-	if err != nil {
-		return nil, err
+
+	setRange(&p.X, f.LogX, f.XTicks)
+	setRange(&p.Y, f.LogY, nil)
+	if f.LogY && !math.IsInf(lowest, 1) {
+		p.Y.Min = floor
 	}
-	var b bytes.Buffer
-	if _, err := wt.WriteTo(&b); err != nil {
-		return nil, err
+	for _, m := range f.Marks {
+		l, err := plotter.NewLine(plotter.XYs{{X: m.X, Y: p.Y.Min}, {X: m.X, Y: p.Y.Max}})
+		if err != nil {
+			return nil, err
+		}
+		l.Color = color.Gray{Y: 120}
+		l.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+		p.Add(l)
 	}
-	return b.Bytes(), nil
+
+	// The axes' labels are drawn here, not by gonum, which pads a log
+	// axis for its label as if it sat at the data's arithmetic mean (a
+	// fifth of the height left blank).
+	xl, yl := labelStyle(), labelStyle()
+	xl.XAlign, xl.YAlign = draw.XCenter, draw.YBottom
+	yl.XAlign, yl.YAlign, yl.Rotation = draw.XCenter, draw.YTop, math.Pi/2
+	gap := vg.Points(6)
+	legW := leg.Rectangle(dc).Size().X
+	pc := draw.Crop(dc, yl.Height(f.YLabel)+gap, -(legW + 3*gap), xl.Height(f.XLabel)+gap, 0)
+	p.Draw(pc)
+	da := p.DataCanvas(pc)
+	dc.FillText(xl, vg.Point{X: da.Center().X, Y: dc.Min.Y}, f.XLabel)
+	dc.FillText(yl, vg.Point{X: dc.Min.X, Y: da.Center().Y}, f.YLabel)
+	leg.Draw(draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+		Min: vg.Point{X: da.Max.X + 3*gap, Y: da.Min.Y}, Max: vg.Point{X: dc.Max.X, Y: da.Max.Y}}})
+
+	// Marks' labels run up from the bottom, right of their line.
+	ml := labelStyle()
+	ml.Font.Size = vg.Points(9)
+	ml.XAlign, ml.YAlign, ml.Rotation = draw.XLeft, draw.YTop, math.Pi/2
+	for _, m := range f.Marks {
+		x := da.X(p.X.Norm(m.X))
+		da.FillText(ml, vg.Point{X: x + vg.Points(2), Y: da.Min.Y + vg.Points(4)}, m.Label)
+	}
+	return drawn, nil
+}
+
+// labelStyle is the axes' label style.
+func labelStyle() text.Style {
+	return plot.New().X.Label.TextStyle
+}
+
+// setRange gives an axis its ticks, each axis one format: a linear axis
+// spans whole steps of 1, 2 or 5 times a power of ten, each labelled with
+// the step's decimals; a log axis is labelled at each power of ten as
+// 10^k; explicit ticks are labelled in plain decimals.
+func setRange(a *plot.Axis, log bool, ticks []float64) {
+	switch {
+	case ticks != nil:
+		var ts plot.ConstantTicks
+		for _, v := range ticks {
+			if v >= a.Min && v <= a.Max {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+			}
+		}
+		a.Tick.Marker = ts
+	case log:
+		a.Min = math.Pow(10, math.Floor(math.Log10(a.Min)))
+		a.Max = math.Pow(10, math.Ceil(math.Log10(a.Max)))
+		a.Tick.Marker = powerTicks{}
+		a.Tick.Label.Handler = powers{text.Plain{Fonts: a.Tick.Label.Handler.Cache()}}
+	default:
+		step := niceStep((a.Max - a.Min) / 7)
+		a.Min = math.Floor(a.Min/step+1e-9) * step
+		a.Max = math.Ceil(a.Max/step-1e-9) * step
+		a.Tick.Marker = stepTicks(step)
+	}
+	if log {
+		a.Scale = plot.LogScale{}
+	}
+}
+
+// niceStep is the least of 1, 2 and 5 times a power of ten at least raw.
+func niceStep(raw float64) float64 {
+	if raw <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= raw*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// stepTicks labels every multiple of the step with the step's decimals.
+type stepTicks float64
+
+func (s stepTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := float64(s)
+	dec := max(int(-math.Floor(math.Log10(step)+1e-9)), 0)
+	var ts []plot.Tick
+	for i := math.Ceil(lo/step - 1e-9); i*step <= hi+step*1e-9; i++ {
+		v := i * step
+		if v == 0 {
+			v = 0 // not -0
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', dec, 64)})
+	}
+	return ts
+}
+
+// powerTicks labels each power of ten as 10^k, with minor ticks between.
+type powerTicks struct{}
+
+func (powerTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for k := math.Floor(math.Log10(min) + 1e-9); math.Pow(10, k) <= max*(1+1e-9); k++ {
+		v := math.Pow(10, k)
+		ts = append(ts, plot.Tick{Value: v, Label: strings.Replace(fmt.Sprintf("10^%d", int(k)), "-", "−", 1)})
+		for m := 2.0; m < 10 && m*v <= max; m++ {
+			ts = append(ts, plot.Tick{Value: m * v})
+		}
+	}
+	return ts
+}
+
+// powers draws "10^k" as 10 with k raised and smaller (the fonts have
+// no superscript minus), other text as text.Plain does. Tick labels only:
+// it does not rotate.
+type powers struct{ text.Plain }
+
+const supScale, supRise = 0.7, 0.45
+
+func (h powers) Box(txt string, fnt font.Font) (w, ht, d vg.Length) {
+	base, exp, ok := strings.Cut(txt, "^")
+	w, ht, d = h.Plain.Box(base, fnt)
+	if ok {
+		ew, eh, _ := h.Plain.Box(exp, small(fnt))
+		w += ew
+		ht = max(ht, fnt.Size*supRise+eh)
+	}
+	return w, ht, d
+}
+
+func (h powers) Draw(c vg.Canvas, txt string, sty text.Style, pt vg.Point) {
+	base, exp, ok := strings.Cut(txt, "^")
+	if !ok {
+		h.Plain.Draw(c, txt, sty, pt)
+		return
+	}
+	f := h.Fonts.Lookup(sty.Font, sty.Font.Size)
+	x := pt.X + vg.Length(sty.XAlign)*sty.Width(txt)
+	y := pt.Y + vg.Length(sty.YAlign)*sty.Height(txt) - f.Extents().Ascent + sty.Font.Size
+	c.SetColor(sty.Color)
+	c.FillString(f, vg.Point{X: x, Y: y}, base)
+	sf := small(sty.Font)
+	c.FillString(h.Fonts.Lookup(sf, sf.Size), vg.Point{X: x + f.Width(base), Y: y + sty.Font.Size*supRise}, exp)
+}
+
+func small(f font.Font) font.Font {
+	f.Size *= supScale
+	return f
+}
+
+// downTriangle is an open triangle pointing down, a value at most here,
+// drawn dx to the right of its point.
+type downTriangle struct{ dx vg.Length }
+
+func (d downTriangle) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	pt.X += d.dx
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: vg.Points(0.8)})
+	r := sty.Radius
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X - r, Y: pt.Y + r*0.6})
+	p.Line(vg.Point{X: pt.X + r, Y: pt.Y + r*0.6})
+	p.Line(vg.Point{X: pt.X, Y: pt.Y - r*1.1})
+	p.Close()
+	c.Stroke(p)
 }
 
 type errPoint struct{ x, y, lo, hi float64 }

@@ -169,7 +169,8 @@ func KeyWriteAge(c Config) (*Figure, error) {
 	sizes := []uint64{uint64(rate) / 2, uint64(rate), uint64(rate) * 2}
 	f := &Figure{Name: "keywrite-age", Title: "Key-Write: keys found vs key age (N=2)",
 		XLabel: "key age (s)", YLabel: "share of keys found", LogX: true,
-		Note: fmt.Sprintf("%d keys/s for %d s into S = %d, %d, %d slots (a switch's rate and memory scaled down by the same factor keep these curves); %d keys per age bin", rate, seconds, sizes[0], sizes[1], sizes[2], perBin)}
+		XTicks: []float64{0.0625, 0.125, 0.25, 0.5, 1, 2, 4, 8},
+		Note:   fmt.Sprintf("%d keys/s for %d s into S = %d, %d, %d slots (a switch's rate and memory scaled down by the same factor keep these curves); %d keys per age bin", rate, seconds, sizes[0], sizes[1], sizes[2], perBin)}
 	ages := []float64{0.0625, 0.125, 0.25, 0.5, 1, 2, 4, 8}
 	for si, slots := range sizes {
 		r, err := newKWRun(slots, n, nil, uint32(c.Seed)*0x01000193+uint32(si)<<28)
@@ -257,7 +258,8 @@ func KeyWriteWrong(c Config) (*Figure, error) {
 	later := int(alpha * float64(slots))
 	f := &Figure{Name: "keywrite-wrong", Title: "Key-Write: wrong answers vs checksum bits (α = 1)",
 		XLabel: "checksum bits b", YLabel: "share of queries answered wrongly", LogY: true,
-		Note: fmt.Sprintf("S = %d slots, %d probe queries per point (%d runs of %d probes written before %d others), plurality vote; b-bit checksums from XXH64, independent of the slot CRCs as eq. 4 assumes (the last series truncates the switch's CRC32 checksum instead); analysis: eq. 4 upper bound at each probe's load", slots, trials*probes, trials, probes, later)}
+		XTicks: []float64{8, 10, 12, 14, 16, 32},
+		Note:   fmt.Sprintf("S = %d slots, %d probe queries per point (%d runs of %d probes written before %d others), plurality vote; b-bit checksums from XXH64, independent of the slot CRCs as eq. 4 assumes (the last series truncates the switch's CRC32 checksum instead); analysis: eq. 4 upper bound at each probe's load", slots, trials*probes, trials, probes, later)}
 	bitsList := []int{8, 10, 12, 14, 16, 32}
 	for _, n := range []int{1, 2, 4, -2} {
 		independent := n > 0

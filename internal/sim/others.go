@@ -189,7 +189,7 @@ func PostcardFlows(c Config) (*Figure, error) {
 }
 
 // AppendLoss: the share of entries lost against the reader's lag, for
-// three ring sizes at one rate, beside LossFraction. Each lag window sends
+// three ring sizes at one rate, beside the analysis (Layout.LossFraction). Each lag window sends
 // a Poisson number of entries through the translator's batcher into the
 // region; the reader then drains the list and counts what lapping lost.
 func AppendLoss(c Config) (*Figure, error) {
@@ -200,14 +200,14 @@ func AppendLoss(c Config) (*Figure, error) {
 	const rate = 100_000
 	rings := []int{256, 512, 1024}
 	f := &Figure{Name: "append-loss", Title: "Append: entries lost vs reader lag (100 k entries/s)",
-		XLabel: "reader lag (ms)", YLabel: "share of entries lost", Legend: "top-left",
+		XLabel: "reader lag (ms)", YLabel: "share of entries lost",
 		Note: fmt.Sprintf("%d entries/s per list (Poisson), batch 1, markers on; the reader drains the list every lag; %d lag windows per point", rate, windows)}
 	lags := []float64{1, 2, 3, 4, 5, 6, 8, 10, 12, 15}
 	rng := rand.New(rand.NewPCG(c.Seed, 7))
 	for _, e := range rings {
 		l := appendlist.Layout{Lists: 1, Entries: e, EntrySize: 4, Markers: true}
 		m := Series{Name: fmt.Sprintf("E=%d measured", e)}
-		a := Series{Name: fmt.Sprintf("E=%d LossFraction", e), Analytic: true}
+		a := Series{Name: fmt.Sprintf("E=%d analysis", e), Analytic: true}
 		for _, lagMS := range lags {
 			lag := time.Duration(lagMS * float64(time.Millisecond))
 			r, err := appendlist.NewStore(l, make([]byte, l.RegionSize()))
@@ -298,7 +298,8 @@ func KeyIncrementError(c Config) (*Figure, error) {
 	const eps = 1e-3
 	f := &Figure{Name: "keyincr-error", Title: "Key-Increment: estimates off by more than ε·T (ε = 0.001)",
 		XLabel: "counters S", YLabel: "share of keys over ε·T", LogX: true, LogY: true,
-		Note: fmt.Sprintf("%d keys with counts 1 + Geometric(1/8) added through the translator's fetch-and-adds; bound: keyincr.FailureProb", keys)}
+		XTicks: []float64{1 << 10, 1 << 11, 1 << 12, 1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 17},
+		Note:   fmt.Sprintf("%d keys with counts 1 + Geometric(1/8) added through the translator's fetch-and-adds; bound: keyincr.FailureProb", keys)}
 	rng := rand.New(rand.NewPCG(c.Seed, 11))
 	counts := make([]uint64, keys)
 	var total uint64

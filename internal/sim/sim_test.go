@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bytes"
+	"html"
+	"image/png"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +14,8 @@ import (
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // z is how many standard errors a measured point may stray from the
@@ -22,10 +26,16 @@ const z = 4.5
 // sigma is the standard error of a proportion p measured over n trials.
 func sigma(p float64, n int) float64 { return math.Sqrt(p * (1 - p) / float64(n)) }
 
+// quickFigs are the quick figures, made once for every test.
+var quickFigs map[string]*Figure
+
 func quick(t *testing.T) map[string]*Figure {
 	t.Helper()
 	if raceEnabled {
 		t.Skip("the simulations take minutes under the race detector; go test without -race runs them")
+	}
+	if quickFigs != nil {
+		return quickFigs
 	}
 	figs := map[string]*Figure{}
 	for _, spec := range Figures {
@@ -35,6 +45,7 @@ func quick(t *testing.T) map[string]*Figure {
 		}
 		figs[spec.Name] = f
 	}
+	quickFigs = figs
 	return figs
 }
 
@@ -99,7 +110,7 @@ func TestFiguresMatchAnalysis(t *testing.T) {
 		t.Errorf("a 128-entry cache loses no more paths than a 65536-entry one: %v vs %v", small[0], big[0])
 	}
 	for _, e := range []string{"E=256", "E=512", "E=1024"} {
-		pairs(t, figs["append-loss"], e+" measured", e+" LossFraction", func(m, a Point) bool {
+		pairs(t, figs["append-loss"], e+" measured", e+" analysis", func(m, a Point) bool {
 			return math.Abs(m.Y-a.Y) <= z*(m.Hi-m.Y)/1.96+2e-4
 		})
 	}
@@ -279,6 +290,55 @@ func TestCheckedInFigures(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Errorf("docs/figures/%s%s differs from what dtasim -quick -seed 1 makes now: regenerate with go run ./cmd/dtasim -quick -out docs/figures -only %s", name, ext, name)
+			}
+		}
+	}
+}
+
+// TestRender draws every quick figure as SVG and PNG: the PNG is at print
+// resolution, and every point of every measured series and at least two of
+// every analytic line are on the figure (a measured share of zero on a log
+// axis as its upper bound).
+func TestRender(t *testing.T) {
+	for name, f := range quick(t) {
+		for _, s := range f.Series {
+			if len(s.Points) == 0 {
+				t.Errorf("%s: series %q has no points", name, s.Name)
+			}
+		}
+		drawn, err := f.draw(draw.New(vgsvg.New(figWidth, figHeight)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, s := range f.Series {
+			if want := len(s.Points); !s.Analytic && drawn[s.Name] != want {
+				t.Errorf("%s: %d of series %q's %d points drawn", name, drawn[s.Name], s.Name, want)
+			}
+			if s.Analytic && drawn[s.Name] < 2 {
+				t.Errorf("%s: line %q has %d points drawn", name, s.Name, drawn[s.Name])
+			}
+		}
+		b, err := f.Render("png")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s.png: %v", name, err)
+		}
+		if cfg.Width < 1600 || cfg.Height < 1000 {
+			t.Errorf("%s.png is %d×%d px: want at least 1600 wide for print", name, cfg.Width, cfg.Height)
+		}
+		b, err = f.Render("svg")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Contains(b, []byte(`width="504pt" height="324pt"`)) {
+			t.Errorf("%s.svg: want 7 × 4.5 in:\n%.300s", name, b)
+		}
+		for _, s := range f.Series {
+			if !bytes.Contains(b, []byte(html.EscapeString(s.Name))) {
+				t.Errorf("%s.svg: no legend entry %q", name, s.Name)
 			}
 		}
 	}
