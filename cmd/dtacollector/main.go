@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ func run() int {
 	config := fs.String("config", "", "JSON configuration file (required)")
 	httpAddr := fs.String("http", "", "HTTP address for queries and /metrics (overrides the file's)")
 	addr := fs.String("addr", "", "RoCEv2 address (overrides the file's)")
+	translators := fs.String("translators", "", "addresses or prefixes translators connect from, comma-separated (overrides the file's; default loopback)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for requests under way")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -60,6 +62,9 @@ func run() int {
 	}
 	if *addr != "" {
 		cfg.Addr = *addr
+	}
+	if *translators != "" {
+		cfg.Translators = strings.Split(*translators, ",")
 	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {

@@ -62,6 +62,11 @@ type Config struct {
 	Backend string `json:"backend"`
 	// RegionDir backs the regions with files there, kept across restarts.
 	RegionDir string `json:"region_dir"`
+	// Translators are the addresses or prefixes ("10.0.0.5",
+	// "10.0.1.0/24") translators connect from; a connection request from
+	// elsewhere is rejected and counted
+	// (dtakit_collector_refused_peer_total). Absent means loopback only.
+	Translators []string `json:"translators"`
 	// ReplyPort: see collector.Config.ReplyPort.
 	ReplyPort uint16     `json:"reply_port"`
 	Instances []Instance `json:"instances"`

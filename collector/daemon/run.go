@@ -20,6 +20,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/keywrite"
 )
 
@@ -42,7 +43,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort}
+	peers, err := netguard.ParsePrefixes("translators", cfg.Translators)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort, Translators: peers}
 	if cfg.Backend == "verbs" {
 		ccfg.Backend = collector.BackendVerbs
 	}

@@ -151,7 +151,7 @@ func (w *worker) handle(t *Target, now time.Time, b []byte, src netip.AddrPort, 
 			w.lastQP = qp
 		}
 		if src.Addr().Unmap() != qp.peer.Addr().Unmap() {
-			w.refuse(b).Unknown++
+			w.refuse(b).Foreign++
 			return
 		}
 		qp.mu.Lock()
