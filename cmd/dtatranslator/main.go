@@ -8,7 +8,7 @@
 //
 // The configuration file (every field optional; flags override it):
 //
-//	{"report": "127.0.0.1:40040", "local": "127.0.0.1:0",
+//	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
 //	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
@@ -42,13 +42,18 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/promname"
 	"github.com/dtakit/dtakit/translator"
 )
 
 // Config is the configuration file.
 type Config struct {
-	Report     string   `json:"report"`
+	Report string `json:"report"`
+	// Reporters are the addresses or prefixes reports are taken from
+	// (default loopback); reports from elsewhere are dropped and counted
+	// (dtakit_translator_refused_source_total).
+	Reporters  []string `json:"reporters"`
 	Local      string   `json:"local"`
 	Collectors []string `json:"collectors"`
 	CMPort     uint16   `json:"cm_port"`
@@ -72,6 +77,7 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
 	config := fs.String("config", "", "JSON configuration file")
 	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
+	reporters := fs.String("reporters", "", "addresses or prefixes reports are taken from, comma-separated (default loopback)")
 	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
 	collectors := fs.String("collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
 	cmPort := fs.Uint("cm-port", 0, "CM port of the collectors' first instance (default 40050)")
@@ -104,6 +110,9 @@ func run(args []string) int {
 	}
 	if *local != "" {
 		cfg.Local = *local
+	}
+	if *reporters != "" {
+		cfg.Reporters = strings.Split(*reporters, ",")
 	}
 	if *collectors != "" {
 		cfg.Collectors = strings.Split(*collectors, ",")
@@ -186,6 +195,9 @@ func (cfg Config) translator() (translator.Config, error) {
 		if tc.Local, err = netip.ParseAddrPort(cfg.Local); err != nil {
 			return tc, fmt.Errorf("local address: %w", err)
 		}
+	}
+	if tc.Reporters, err = netguard.ParsePrefixes("reporters", cfg.Reporters); err != nil {
+		return tc, err
 	}
 	if len(cfg.Collectors) == 0 {
 		return tc, errors.New("no collectors (-collectors or \"collectors\")")

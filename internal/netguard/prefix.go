@@ -1,6 +1,6 @@
-// Package netguard holds what dtakit's daemons share to keep strangers
-// out: the address lists that say who may send (ParsePrefixes) and the
-// rule and wrapping of their HTTP APIs (HTTPConfig, Listen).
+// Package netguard holds the address lists that say who may send to
+// dtakit's daemons: translators to a collector, reporters to a
+// translator.
 package netguard
 
 import (

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 )
@@ -163,7 +164,7 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 		t.sendMAD(cm.Header(h.TransactionID, cm.AttrREJ),
 			&cm.Reject{RemoteCommID: m.LocalCommID, MessageRejected: 0, Reason: reason}, src, out)
 	}
-	if !t.allowed(src.Addr()) {
+	if !netguard.Contains(t.peers, src.Addr()) {
 		// Refused before any state: a REJ the size of the REQ, so a
 		// forged source gains no amplification, and a misconfigured
 		// translator learns why at once.
@@ -246,17 +247,6 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	t.byComm[qp.localCommID] = qp
 	t.byReq[key] = qp
 	t.sendRawMAD(rep, src, out)
-}
-
-// allowed reports whether a is among the configured peers.
-func (t *Target) allowed(a netip.Addr) bool {
-	a = a.Unmap()
-	for _, p := range t.peers {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // halfOpen returns the connections from src's address still waiting for
