@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,4 +88,46 @@ func metricLine(t *testing.T, base, name string) string {
 	}
 	t.Fatalf("no metric %s:\n%s", name, b)
 	return ""
+}
+
+// TestHTTPGuard: dtatranslator refuses an HTTP address beyond loopback
+// without a token and TLS (exit 2, saying so), and with a token answers
+// 401 to a request without it. Fails on the code before (it served
+// 0.0.0.0 unprotected and had no token).
+func TestHTTPGuard(t *testing.T) {
+	tbin := proctest.Build(t, ".", "dtatranslator")
+	report := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))
+	out, err := exec.Command(tbin, "-collectors", "127.0.0.1:4791", "-report", report, "-http", "0.0.0.0:0").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "beyond loopback needs a bearer token and TLS") {
+		t.Errorf("-http 0.0.0.0:0: exit %v, output %s; want status 2 saying a token and TLS are needed", err, out)
+	}
+	const token = "a-token-of-enough-length"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte(token), 0o600)
+	thttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	tr := proctest.Start(t, tbin, "-collectors", "127.0.0.1:4791", "-report", report, "-http", thttp, "-http-token-file", tokenFile)
+	proctest.WaitFor(t, "translator up", 10*time.Second, func() bool { return proctest.GetJSON("http://"+thttp+"/healthz", nil) == nil }, tr)
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/v1/translator", "", http.StatusUnauthorized},
+		{"/v1/translator", "not-the-token-at-all-no", http.StatusUnauthorized},
+		{"/v1/translator", token, http.StatusOK},
+		{"/metrics", token, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+thttp+c.path, nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("GET %s with token %q: %d, want %d", c.path, c.token, resp.StatusCode, c.want)
+		}
+	}
 }

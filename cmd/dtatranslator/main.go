@@ -14,10 +14,17 @@
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
 //
+// Reports are taken from loopback unless -reporters (or "reporters") names
+// the reporters' addresses or prefixes. The HTTP address, like the
+// collector's, needs a bearer token and TLS beyond loopback
+// (-http-token-file, -http-cert and -http-key, or http_token_file,
+// http_cert_file and http_key_file), or -http-insecure.
+//
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: cached postcards
 // and partial Append batches are flushed and every packet is acknowledged
 // before the QPs are disconnected), 4 when some packets were still
-// unacknowledged after -drain, 2 for bad flags or configuration, 1 for any
+// unacknowledged after -drain, 2 for bad flags or configuration (an HTTP
+// address beyond loopback without a token and TLS among them), 1 for any
 // other failure.
 package main
 
@@ -28,7 +35,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -42,6 +48,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/promname"
 	"github.com/dtakit/dtakit/translator"
@@ -68,7 +75,12 @@ type Config struct {
 	// DeadAfter is how long a collector's QP may make no progress before
 	// it is given up and its pending reports NACKed unconfirmed ("1s").
 	DeadAfter string `json:"dead_after"`
-	HTTP      string `json:"http"`
+	// HTTP is the address of /metrics, /v1/translator and /healthz (none
+	// by default). Beyond loopback it needs a bearer token and TLS, or
+	// http_insecure.
+	HTTP string `json:"http"`
+	// The bearer token, the TLS certificate pair and http_insecure.
+	httpguard.Config
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -84,6 +96,8 @@ func run(args []string) int {
 	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var web httpguard.Config
+	webFlags := web.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -127,6 +141,9 @@ func run(args []string) int {
 	if *httpAddr != "" {
 		cfg.HTTP = *httpAddr
 	}
+	web = cfg.Config
+	webFlags()
+	cfg.Config = web
 	tcfg, err := cfg.translator()
 	if err != nil {
 		log.Error("configuration", "err", err)
@@ -142,17 +159,19 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var srv *http.Server
+	var srv *httpguard.Server
 	if cfg.HTTP != "" {
-		ln, err := net.Listen("tcp", cfg.HTTP)
+		srv, err = httpguard.Listen(cfg.HTTP, cfg.Config, handler(t))
 		if err != nil {
 			log.Error("http", "err", err)
 			t.Close(0)
+			if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
+				return 2
+			}
 			return 1
 		}
-		srv = &http.Server{Handler: handler(t), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		log.Info("http", "addr", ln.Addr().String())
+		go srv.Serve()
+		log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
 	}
 	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors)
 	// Start returns once every collector answered or failed; the

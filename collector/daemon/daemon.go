@@ -39,10 +39,14 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 )
+
+// DefaultMaxBatchKeys is Config.MaxBatchKeys' default.
+const DefaultMaxBatchKeys = 65536
 
 // ErrConfig is wrapped by every error about the configuration.
 var ErrConfig = errors.New("dtacollector: bad configuration")
@@ -57,7 +61,15 @@ type Config struct {
 	// CMPort is the first instance's CM port (default 40050).
 	CMPort uint16 `json:"cm_port"`
 	// HTTP is the query and metrics address (default 127.0.0.1:8040).
+	// Beyond loopback it needs a bearer token and TLS, or http_insecure
+	// (package internal/httpguard; docs/DTA-WIRE.md section 8.6).
 	HTTP string `json:"http"`
+	// The bearer token, the TLS certificate pair and http_insecure.
+	httpguard.Config
+	// MaxBatchKeys bounds the keys of one batch query (default
+	// DefaultMaxBatchKeys) and the entries one Append read returns: a
+	// batch beyond it is refused with 413 naming the limit.
+	MaxBatchKeys int `json:"max_batch_keys"`
 	// Backend is "software" (default) or "verbs" (an RDMA NIC).
 	Backend string `json:"backend"`
 	// RegionDir backs the regions with files there, kept across restarts.
@@ -122,6 +134,12 @@ func (c *Config) withDefaults() error {
 	}
 	if c.HTTP == "" {
 		c.HTTP = "127.0.0.1:8040"
+	}
+	if c.MaxBatchKeys == 0 {
+		c.MaxBatchKeys = DefaultMaxBatchKeys
+	}
+	if c.MaxBatchKeys < 0 || c.MaxBatchKeys > 1<<24 {
+		return fmt.Errorf("%w: max_batch_keys %d: want 1..%d", ErrConfig, c.MaxBatchKeys, 1<<24)
 	}
 	if c.Backend == "" {
 		c.Backend = "software"

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/keywrite"
 )
@@ -33,9 +35,15 @@ type Daemon struct {
 	c     *collector.Collector
 	insts []*instance
 	mu    sync.Mutex // the Append readers
-	http  *http.Server
-	ln    net.Listener
+	http  *httpguard.Server
+	// batches holds a place for each batch query being answered: the
+	// others wait, their bodies unread, so memory is bounded whatever
+	// the number of clients.
+	batches chan struct{}
 }
+
+// maxBatches is the number of batch queries answered at once.
+const maxBatches = 4
 
 // New builds the collector and its instances and binds the HTTP address; it
 // serves nothing until Run.
@@ -55,7 +63,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, c: c, name: cfg.Name}
+	d := &Daemon{cfg: cfg, log: log, c: c, name: cfg.Name, batches: make(chan struct{}, maxBatches)}
 	if cfg.Export != nil {
 		if d.exp, err = newExporter(*cfg.Export); err != nil {
 			c.Close()
@@ -75,20 +83,22 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		c.Close()
 		return nil, err
 	}
-	if d.ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("dtacollector: http: %w", err)
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(d)
 	mux := d.Handler()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if d.http, err = httpguard.Listen(cfg.HTTP, cfg.Config, mux); err != nil {
+		c.Close()
+		if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
+			return nil, fmt.Errorf("%w: http: %w", ErrConfig, err)
+		}
+		return nil, fmt.Errorf("dtacollector: http: %w", err)
+	}
 	return d, nil
 }
 
 // HTTPAddr is the address the HTTP server listens on.
-func (d *Daemon) HTTPAddr() net.Addr { return d.ln.Addr() }
+func (d *Daemon) HTTPAddr() net.Addr { return d.http.Addr() }
 
 // RoCEAddr is the collector's RoCEv2 address.
 func (d *Daemon) RoCEAddr() netip.AddrPort { return d.c.Addr() }
@@ -101,7 +111,7 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 	defer stop()
 	go func() { errc <- d.c.Serve(sctx) }()
 	go func() {
-		if err := d.http.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := d.http.Serve(); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("dtacollector: http: %w", err)
 			return
 		}
@@ -111,7 +121,7 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 		d.log.Info("instance", "index", in.index, "primitive", in.info.Primitive.String(), "cm_port", in.info.CMPort,
 			"bytes", in.info.Length, "restored", in.info.Restored)
 	}
-	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.ln.Addr().String(), "backend", d.cfg.Backend)
+	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.http.Addr().String(), "tls", d.http.TLS(), "token", d.cfg.TokenFile != "", "backend", d.cfg.Backend)
 	if d.exp != nil && d.exp.interval > 0 {
 		go d.exportEvery(sctx, d.exp.interval)
 	}
@@ -152,7 +162,8 @@ func (d *Daemon) exportEvery(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Handler returns the query API's routes (without /metrics).
+// Handler returns the query API's routes (without /metrics), without the
+// bearer token check and server limits Run's server adds.
 func (d *Daemon) Handler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -339,28 +350,66 @@ func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
+	select {
+	case d.batches <- struct{}{}:
+		defer func() { <-d.batches }()
+	case <-r.Context().Done():
+		return
+	}
 	var body struct {
 		Keys []uint32 `json:"keys"`
 		N    int      `json:"n"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20))
+	limit := d.cfg.MaxBatchKeys
+	// Room for limit keys of ten digits with separators and spaces.
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)*16+4096))
 	if err := dec.Decode(&body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			reply(w, nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes: a batch holds at most %d keys (max_batch_keys)", tooBig.Limit, limit)})
+			return
+		}
 		reply(w, nil, badRequest("body: %v", err))
+		return
+	}
+	if len(body.Keys) > limit {
+		reply(w, nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("%d keys: a batch holds at most %d keys (max_batch_keys)", len(body.Keys), limit)})
 		return
 	}
 	if body.N == 0 {
 		body.N = in.Redundancy
 	}
-	out := make([]KeyResult, 0, len(body.Keys))
-	for _, k := range body.Keys {
-		res, err := in.one(prim, k, body.N)
-		if err != nil {
+	// The first answer decides the status (a bad n fails every key the
+	// same way); the rest stream as they are computed.
+	var first KeyResult
+	if len(body.Keys) > 0 {
+		if first, err = in.one(prim, body.Keys[0], body.N); err != nil {
 			reply(w, nil, err)
 			return
 		}
-		out = append(out, res)
 	}
-	reply(w, map[string]any{"results": out}, nil)
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := json.NewEncoder(bw)
+	bw.WriteString(`{"results":[`)
+	for i, k := range body.Keys {
+		res := first
+		if i > 0 {
+			if res, err = in.one(prim, k, body.N); err != nil {
+				break
+			}
+			bw.WriteByte(',')
+		}
+		enc.Encode(res)
+	}
+	bw.WriteByte(']')
+	if err != nil {
+		// Too late for a status: the answer says where it stopped.
+		msg, _ := json.Marshal(err.Error())
+		fmt.Fprintf(bw, `,"error":%s`, msg)
+	}
+	bw.WriteString("}\n")
+	bw.Flush()
 }
 
 // readList returns the next entries of an Append list (consuming them).
@@ -369,7 +418,7 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	max, err := uintParam(r, "max", 1024, 1<<20)
+	max, err := uintParam(r, "max", uint64(min(1024, d.cfg.MaxBatchKeys)), uint64(d.cfg.MaxBatchKeys))
 	if err != nil {
 		return nil, err
 	}
