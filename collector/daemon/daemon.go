@@ -27,6 +27,13 @@
 // Its "cursor" is the list position the next read starts at (entries read
 // or exported, plus those lost), "lost" the entries a lapping writer
 // overwrote before a GET could read them.
+//
+// A batch POST takes at most Config.MaxBatchKeys keys (413 beyond, naming
+// the limit) and streams its answer; should a key after the first fail,
+// the answer ends with an "error" field after the results so far. With a
+// token configured, every request but /healthz carries "Authorization:
+// Bearer <token>" (401 otherwise). docs/DTA-WIRE.md section 8.6, "Who may
+// send", has the rules.
 package daemon
 
 import (
