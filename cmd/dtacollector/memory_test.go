@@ -116,14 +116,17 @@ func TestBatchMemoryBounded(t *testing.T) {
 		t.Errorf("peak RSS grew by %d kB under 16 concurrent maximal clients, want under %d kB", grew, 150<<10)
 	}
 
-	// One key over the limit: 413, and the message names the limit.
-	resp, err := http.Post(url, "application/json", bytes.NewReader(tooMany))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(msg), "at most 65536 keys (max_batch_keys)") {
-		t.Errorf("65537 keys: %s %.200s, want 413 naming the limit", resp.Status, msg)
+	// One key over the limit, to a query or an export: 413, and the
+	// message names the limit.
+	for _, u := range []string{url, d.base + "/v1/export"} {
+		resp, err := http.Post(u, "application/json", bytes.NewReader(tooMany))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(msg), "at most 65536 keys (max_batch_keys)") {
+			t.Errorf("%s, 65537 keys: %s %.200s, want 413 naming the limit", u, resp.Status, msg)
+		}
 	}
 }

@@ -73,9 +73,9 @@ type Config struct {
 	HTTP string `json:"http"`
 	// The bearer token, the TLS certificate pair and http_insecure.
 	httpguard.Config
-	// MaxBatchKeys bounds the keys of one batch query (default
-	// DefaultMaxBatchKeys) and the entries one Append read returns: a
-	// batch beyond it is refused with 413 naming the limit.
+	// MaxBatchKeys bounds the keys of one batch query or export request
+	// (default DefaultMaxBatchKeys) and the entries one Append read
+	// returns: a request beyond it is refused with 413 naming the limit.
 	MaxBatchKeys int `json:"max_batch_keys"`
 	// Backend is "software" (default) or "verbs" (an RDMA NIC).
 	Backend string `json:"backend"`

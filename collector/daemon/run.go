@@ -239,9 +239,14 @@ func (d *Daemon) exportRequest(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Keys []uint32 `json:"keys"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
+	limit := d.cfg.MaxBatchKeys
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)*16+4096))
 	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		reply(w, nil, badRequest("body: %v", err))
+		reply(w, nil, bodyError(err, limit))
+		return
+	}
+	if len(body.Keys) > limit {
+		reply(w, nil, tooManyKeys(len(body.Keys), limit))
 		return
 	}
 	res, err := d.Export(body.Keys)
@@ -249,6 +254,21 @@ func (d *Daemon) exportRequest(w http.ResponseWriter, r *http.Request) {
 		err = &httpError{http.StatusConflict, err.Error()}
 	}
 	reply(w, res, err)
+}
+
+// bodyError is the answer to a request body of keys that did not decode:
+// 413 naming the limit when it was too long, 400 otherwise. Bodies are
+// read up to 16 bytes a key (ten digits, a separator, spaces) plus 4 KiB.
+func bodyError(err error, limit int) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes: a request holds at most %d keys (max_batch_keys)", tooBig.Limit, limit)}
+	}
+	return badRequest("body: %v", err)
+}
+
+func tooManyKeys(n, limit int) error {
+	return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("%d keys: a request holds at most %d keys (max_batch_keys)", n, limit)}
 }
 
 // instanceFor finds instance {i} serving prim.
@@ -364,16 +384,11 @@ func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
 	// Room for limit keys of ten digits with separators and spaces.
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)*16+4096))
 	if err := dec.Decode(&body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			reply(w, nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes: a batch holds at most %d keys (max_batch_keys)", tooBig.Limit, limit)})
-			return
-		}
-		reply(w, nil, badRequest("body: %v", err))
+		reply(w, nil, bodyError(err, limit))
 		return
 	}
 	if len(body.Keys) > limit {
-		reply(w, nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("%d keys: a batch holds at most %d keys (max_batch_keys)", len(body.Keys), limit)})
+		reply(w, nil, tooManyKeys(len(body.Keys), limit))
 		return
 	}
 	if body.N == 0 {
