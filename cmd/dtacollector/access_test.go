@@ -233,4 +233,7 @@ func TestHTTPExposed(t *testing.T) {
 	}
 	p := proctest.Start(t, bin, "-config", path, "-addr", roce, "-http", "0.0.0.0:0", "-http-insecure")
 	proctest.WaitFor(t, "serving with -http-insecure", 10*time.Second, func() bool { return strings.Contains(p.Logs(), `"msg":"serving"`) }, p)
+	if !strings.Contains(p.Logs(), "without a bearer token or TLS (http_insecure)") {
+		t.Errorf("-http-insecure on 0.0.0.0 logged no warning:\n%s", p.Logs())
+	}
 }

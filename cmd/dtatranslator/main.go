@@ -170,6 +170,9 @@ func run(args []string) int {
 			}
 			return 1
 		}
+		if srv.Unguarded() {
+			log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", srv.Addr().String())
+		}
 		go srv.Serve()
 		log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
 	}

@@ -121,6 +121,9 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 		d.log.Info("instance", "index", in.index, "primitive", in.info.Primitive.String(), "cm_port", in.info.CMPort,
 			"bytes", in.info.Length, "restored", in.info.Restored)
 	}
+	if d.http.Unguarded() {
+		d.log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", d.http.Addr().String())
+	}
 	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.http.Addr().String(), "tls", d.http.TLS(), "token", d.cfg.TokenFile != "", "backend", d.cfg.Backend)
 	if d.exp != nil && d.exp.interval > 0 {
 		go d.exportEvery(sctx, d.exp.interval)

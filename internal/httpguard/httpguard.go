@@ -86,9 +86,10 @@ func (c *Config) Flags(fs *flag.FlagSet) func() {
 
 // Server is a daemon's HTTP server, bound.
 type Server struct {
-	srv *http.Server
-	ln  net.Listener
-	tls bool
+	srv       *http.Server
+	ln        net.Listener
+	tls       bool
+	unguarded bool // beyond loopback without a token or TLS (Insecure)
 }
 
 // Listen checks c, binds addr and returns the server of h, not yet
@@ -120,8 +121,10 @@ func Listen(addr string, c Config, h http.Handler) (*Server, error) {
 	}
 	// The bound address decides: a host name, an empty host or a wildcard
 	// resolves to what the listener holds.
+	unguarded := false
 	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		if !c.Insecure && (token == nil || tcfg == nil) {
+		unguarded = token == nil || tcfg == nil
+		if unguarded && !c.Insecure {
 			ln.Close()
 			return nil, fmt.Errorf("%w: %s binds %v", ErrExposed, addr, ln.Addr())
 		}
@@ -129,7 +132,7 @@ func Listen(addr string, c Config, h http.Handler) (*Server, error) {
 	if token != nil {
 		h = bearer(token, h)
 	}
-	s := &Server{ln: ln, tls: tcfg != nil, srv: &http.Server{
+	s := &Server{ln: ln, tls: tcfg != nil, unguarded: unguarded, srv: &http.Server{
 		Handler:           h,
 		TLSConfig:         tcfg,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -143,6 +146,11 @@ func Listen(addr string, c Config, h http.Handler) (*Server, error) {
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Unguarded reports whether the server listens beyond loopback without a
+// token or without TLS, as Config.Insecure allowed: a daemon says so in
+// its log.
+func (s *Server) Unguarded() bool { return s.unguarded }
 
 // TLS reports whether the server serves TLS.
 func (s *Server) TLS() bool { return s.tls }

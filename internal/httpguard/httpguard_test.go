@@ -128,6 +128,9 @@ func TestExposed(t *testing.T) {
 		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
+		if s != nil && s.Unguarded() != c.cfg.Insecure {
+			t.Errorf("%s: Unguarded %v", c.name, s.Unguarded())
+		}
 		if s != nil {
 			s.ln.Close()
 		}
