@@ -133,3 +133,35 @@ func TestForeignSourceDoesNotWrite(t *testing.T) {
 	}
 	g.check(t)
 }
+
+// REQs from many allowed addresses, each within MaxHalfOpen, fill the
+// target; a REQ from a peer holding none then evicts a waiting connection
+// of the address holding the most, and the peer connects.
+func TestCMHalfOpenManyAddresses(t *testing.T) {
+	tg, err := New(Config{Addr: targetAddr, Peers: testPeers, MaxQPs: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 64 {
+		a := netip.AddrFrom4([4]byte{10, 0, 1, byte(i % 8)})
+		f := &cmPeer{peer: &peer{tb: t, t: tg, addr: netip.AddrPortFrom(a, uint16(10000+i)), qpn: 0x200, psn: 1}, commID: uint32(1000 + i), tid: uint64(i)}
+		if i == 0 {
+			if err := tg.Listen(40050, ListenConfig{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.send(f.req(40050))
+	}
+	if len(tg.qps) != 16 {
+		t.Fatalf("%d QPs after the flood, want the target full (16)", len(tg.qps))
+	}
+	reaped := tg.Counters().Reaped
+	c, _ := newCMPeerOn(t, tg)
+	rep, _ := c.connect(t)
+	if qp := tg.qps[rep.LocalQPN]; qp == nil || qp.state != qpReady {
+		t.Fatalf("peer not connected to a target full of waiting connections: %+v", qp)
+	}
+	if r := tg.Counters().Reaped; r != reaped+1 {
+		t.Errorf("Reaped %d -> %d, want one waiting connection evicted", reaped, r)
+	}
+}

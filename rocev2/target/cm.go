@@ -198,7 +198,7 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 		t.c.HalfOpen++
 		reject(rejectNoResources)
 		return
-	case len(t.qps) >= t.maxQPs && !t.evictIdle(now):
+	case len(t.qps) >= t.maxQPs && !t.evictIdle(now) && !t.evictHalfOpen(src):
 		reject(rejectNoResources)
 		return
 	}
