@@ -15,7 +15,10 @@
 // region: every RDMA operation is checked against the region its rkey names,
 // with overflow-safe arithmetic, before a byte moves. Bad input is answered
 // as a NIC answers it (a NAK) or dropped, and always counted ([Counters]).
-// docs/DTA-WIRE.md section 8.6 documents every decision.
+// Connections are accepted only from [Config.Peers] (loopback by default),
+// a few at a time per address, and a queue pair takes requests only from
+// its peer's address. docs/DTA-WIRE.md section 8.6 documents every
+// decision.
 package target
 
 import (
