@@ -81,6 +81,15 @@ type Config struct {
 	// MaxQPs bounds the connections the target accepts (0: the target's
 	// default).
 	MaxQPs int
+	// Translators are the addresses (or prefixes) connections are accepted
+	// from: the translators' RoCEv2 addresses. A connection request from
+	// elsewhere is rejected and counted (RefusedPeer with the software
+	// backend, Refused with verbs). Nil means loopback only
+	// (target.LoopbackPeers).
+	Translators []netip.Prefix
+	// MaxHalfOpen bounds the connections of one translator address that
+	// wait for their RTU (software backend; 0: target.DefaultMaxHalfOpen).
+	MaxHalfOpen int
 	// RegionDir, when set, backs each instance's region with a file there
 	// (instance-<i>.region, and instance-<i>.region.layout recording the
 	// primitive and geometry): on hugetlbfs the regions are hugepages, on
@@ -161,7 +170,7 @@ func New(cfg Config) (*Collector, error) {
 	switch cfg.Backend {
 	case BackendSoftware:
 	case BackendVerbs:
-		vb, err := newVerbsServer(cfg.Addr.Addr())
+		vb, err := newVerbsServer(cfg.Addr.Addr(), cfg.Translators)
 		if err != nil {
 			return nil, fmt.Errorf("collector.New: %w", err)
 		}
@@ -169,7 +178,7 @@ func New(cfg Config) (*Collector, error) {
 	default:
 		return nil, fmt.Errorf("collector.New: %w: backend %v", ErrConfig, cfg.Backend)
 	}
-	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs, ReplyPort: cfg.ReplyPort})
+	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs, ReplyPort: cfg.ReplyPort, Peers: cfg.Translators, MaxHalfOpen: cfg.MaxHalfOpen})
 	if err != nil {
 		return nil, fmt.Errorf("collector.New: %w: %w", ErrConfig, err)
 	}

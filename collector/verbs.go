@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/rocev2/target"
 	"github.com/dtakit/dtakit/verbs"
 )
@@ -45,7 +46,7 @@ var ErrNoRDMA = errors.New("collector: verbs backend: no RDMA device")
 // VerbsCounters counts what the verbs backend's CPU side did.
 type VerbsCounters struct {
 	Connections    uint64 // connections accepted
-	Refused        uint64 // connection requests refused (no such instance, QP creation failed)
+	Refused        uint64 // connection requests refused (not from Config.Translators, no such instance, QP creation failed)
 	Disconnects    uint64 // connections ended by the peer or an error
 	Advertisements uint64 // advertisements acknowledged by the translator
 	Immediates     uint64 // WRITEs with Immediate delivered to Append readers
@@ -79,6 +80,7 @@ const (
 // the collector's address to), one PD, one CQ for every connection.
 type verbsServer struct {
 	addr     netip.Addr
+	peers    []netip.Prefix // Config.Translators
 	ec       *verbs.EventChannel
 	anchor   *verbs.CMID // bound to the address, so the device is known before any listener
 	pd       *verbs.PD
@@ -106,14 +108,17 @@ type vconn struct {
 	in *instance
 }
 
-func newVerbsServer(addr netip.Addr) (v *verbsServer, err error) {
+func newVerbsServer(addr netip.Addr, peers []netip.Prefix) (v *verbsServer, err error) {
 	if _, err := verbs.Devices(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoRDMA, err)
 	}
 	if !addr.IsValid() || addr.IsUnspecified() {
 		return nil, fmt.Errorf("%w: the verbs backend needs the specific address of a netdev with an RDMA device, not %v", ErrConfig, addr)
 	}
-	v = &verbsServer{addr: addr, listeners: map[*verbs.CMID]*instance{}, conns: map[*verbs.CMID]*vconn{},
+	if peers == nil {
+		peers = target.LoopbackPeers
+	}
+	v = &verbsServer{addr: addr, peers: peers, listeners: map[*verbs.CMID]*instance{}, conns: map[*verbs.CMID]*vconn{},
 		byQPN: map[uint32]*vconn{}, mrs: map[*instance]*verbs.MR{},
 		greetBuf: make([]byte, greetingSize*maxGreetings), recvBuf: make([]byte, recvSize)}
 	defer func() {
@@ -235,7 +240,7 @@ func (v *verbsServer) handle(ev verbs.CMEvent) {
 	switch ev.Type {
 	case verbs.CMConnectRequest:
 		in := v.listeners[ev.Listen]
-		if in == nil || v.accept(ev.ID, in) != nil {
+		if in == nil || !netguard.Contains(v.peers, ev.ID.PeerAddr().Addr()) || v.accept(ev.ID, in) != nil {
 			v.c.refused.Add(1)
 			_ = ev.ID.Reject(nil)
 			_ = ev.ID.Close()

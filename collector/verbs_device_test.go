@@ -112,6 +112,10 @@ func TestDeviceVerbsTranslatorToVerbsCollector(t *testing.T) {
 		"DTAKIT_INTEROP_LOCAL="+addr.String(), "DTAKIT_INTEROP_VERBS=1")
 }
 
+// anyTranslator lets the device tests' translators, on the NIC's netdev
+// or a peer's, connect (the default is loopback).
+var anyTranslator = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+
 // runPair serves the four instances with the verbs backend at addr, runs
 // the translator process (argv, then its environment assignments), and
 // checks every query against what the process reported.
@@ -121,7 +125,7 @@ func runPair(t *testing.T, addr netip.Addr, argv ...string) {
 		env = append(env, argv[len(argv)-1])
 		argv = argv[:len(argv)-1]
 	}
-	c, f := serveFour(t, Config{Addr: netip.AddrPortFrom(addr, 4791), Backend: BackendVerbs})
+	c, f := serveFour(t, Config{Addr: netip.AddrPortFrom(addr, 4791), Backend: BackendVerbs, Translators: anyTranslator})
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "DTAKIT_INTEROP_CHILD=1", "DTAKIT_INTEROP_COLLECTOR="+addr.String()), env...)
 	out, err := cmd.CombinedOutput()
@@ -449,7 +453,7 @@ func TestInteropCollectorChild(t *testing.T) {
 		t.Skip("helper process of TestDeviceRXERequesterToSoftwareTarget")
 	}
 	addr := netip.MustParseAddr(os.Getenv("DTAKIT_INTEROP_ADDR"))
-	c, f := serveFour(t, Config{Addr: netip.AddrPortFrom(addr, 4791), ReplyPort: 4791})
+	c, f := serveFour(t, Config{Addr: netip.AddrPortFrom(addr, 4791), ReplyPort: 4791, Translators: anyTranslator})
 	fmt.Println("COLLECTOR READY")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		t.Fatalf("waiting for the translator: %v", err)

@@ -115,7 +115,7 @@ func attach(t *testing.T, tgt *target.Target, c *Connection, mem []byte, access 
 // and queries what landed with the collector's own packages.
 func TestTargetAcceptsCrafted(t *testing.T) {
 	tgtAddr := netip.MustParseAddrPort("10.0.0.2:4791")
-	tgt, err := target.New(target.Config{Addr: tgtAddr})
+	tgt, err := target.New(target.Config{Addr: tgtAddr, Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}

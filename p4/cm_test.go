@@ -17,7 +17,7 @@ import (
 func TestHandshakeWithTarget(t *testing.T) {
 	remote := netip.MustParseAddrPort("10.0.0.2:4791")
 	local := netip.MustParseAddrPort("10.0.0.1:4791")
-	tgt, err := target.New(target.Config{Addr: remote})
+	tgt, err := target.New(target.Config{Addr: remote, Peers: []netip.Prefix{netip.PrefixFrom(local.Addr(), 32)}})
 	if err != nil {
 		t.Fatal(err)
 	}

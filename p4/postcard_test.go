@@ -278,7 +278,7 @@ func TestHopEntries(t *testing.T) {
 // one postcard.Cache and Codec.Writes produce, and flows query back.
 func TestTargetAcceptsCraftedChunks(t *testing.T) {
 	tgtAddr := netip.MustParseAddrPort("10.0.0.2:4791")
-	tgt, err := target.New(target.Config{Addr: tgtAddr})
+	tgt, err := target.New(target.Config{Addr: tgtAddr, Peers: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,12 +33,20 @@ const (
 	MTU = 1024
 )
 
+// LoopbackReporters is Config.Reporters' default: 127.0.0.0/8 and ::1.
+var LoopbackReporters = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
 // Config configures an Engine and a Translator. The zero value of every
 // field but Collectors takes the default named beside it.
 type Config struct {
 	// ReportAddr is where the Translator receives reports (default
 	// 127.0.0.1:40040). The Engine ignores it.
 	ReportAddr netip.AddrPort
+	// Reporters are the addresses or prefixes the Translator takes
+	// reports from; a datagram from elsewhere is dropped unread and counted
+	// (Counters.RefusedSource). Nil means loopback only (LoopbackReporters).
+	// The Engine ignores it: its caller hands it reports.
+	Reporters []netip.Prefix
 	// NoReports makes the Translator take reports only from its caller
 	// (Submit): no report socket is bound and ReportAddr is ignored. A
 	// reporting host writing into collectors itself, as DART does
@@ -128,6 +136,9 @@ func (c Config) withDefaults() Config {
 	} else if !c.ReportAddr.IsValid() {
 		c.ReportAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), dta.ReportPort)
 	}
+	if c.Reporters == nil {
+		c.Reporters = LoopbackReporters
+	}
 	if c.CMPort == 0 {
 		c.CMPort = DefaultCMPort
 	}
@@ -192,6 +203,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: %d shards, want 1..256", ErrConfig, c.Shards)
 	case c.MaxInstances < 1 || int(c.CMPort)+c.MaxInstances > 1<<16:
 		return fmt.Errorf("%w: %d instances from CM port %d overflow the port range", ErrConfig, c.MaxInstances, c.CMPort)
+	}
+	for _, p := range c.Reporters {
+		if !p.IsValid() {
+			return fmt.Errorf("%w: reporter prefix %v", ErrConfig, p)
+		}
 	}
 	for i, a := range c.Collectors {
 		if !a.IsValid() || a.Addr().IsUnspecified() || a.Port() == 0 {

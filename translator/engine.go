@@ -27,7 +27,10 @@ type Datagram = udpio.Datagram
 type Counters struct {
 	Reports   [5]uint64 // decoded reports by opcode
 	Malformed uint64    // datagrams that are not DTA reports
-	Rejected  uint64    // reports the instance's geometry cannot take (data size, list, value 0, hop)
+	// RefusedSource counts datagrams on the report socket from an address
+	// outside Config.Reporters, dropped unread.
+	RefusedSource uint64
+	Rejected      uint64 // reports the instance's geometry cannot take (data size, list, value 0, hop)
 	// NoInstance counts reports for a primitive no ready instance serves.
 	NoInstance  uint64
 	RingFull    uint64 // reports refused because a retransmit ring was full

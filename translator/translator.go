@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 )
@@ -390,6 +391,10 @@ func (t *Translator) readReports(sh *shard) {
 		sh.e.setNow(now)
 		for i := range ms {
 			owners[i] = -1
+			if !netguard.Contains(sh.e.cfg.Reporters, ms[i].Addr.Addr()) {
+				sh.e.c.RefusedSource++
+				continue
+			}
 			if ms[i].Truncated { // longer than any report: cut, it could decode wrong
 				sh.e.c.Malformed++
 				continue

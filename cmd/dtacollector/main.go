@@ -6,9 +6,16 @@
 //
 //	dtacollector -config collector.json
 //
+// The HTTP API listens on loopback unless told otherwise; an address
+// beyond loopback needs a bearer token and TLS (-http-token-file, -http-cert
+// and -http-key, or the file's http_token_file, http_cert_file and
+// http_key_file), or -http-insecure. Translators connect from loopback
+// unless -translators (or "translators") names their addresses.
+//
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: requests under
 // way are finished, then the collector closes), 2 for bad flags or
-// configuration, 3 when the verbs backend finds no RDMA device, 1 for any
+// configuration (an HTTP address beyond loopback without a token and TLS
+// among them), 3 when the verbs backend finds no RDMA device, 1 for any
 // other failure.
 package main
 
@@ -19,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +34,7 @@ import (
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/httpguard"
 )
 
 func main() {
@@ -38,8 +47,11 @@ func run() int {
 	config := fs.String("config", "", "JSON configuration file (required)")
 	httpAddr := fs.String("http", "", "HTTP address for queries and /metrics (overrides the file's)")
 	addr := fs.String("addr", "", "RoCEv2 address (overrides the file's)")
+	translators := fs.String("translators", "", "addresses or prefixes translators connect from, comma-separated (overrides the file's; default loopback)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for requests under way")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var web httpguard.Config
+	webFlags := web.Flags(fs)
 	if code, ok := cli.Parse(fs, os.Args[1:]); !ok {
 		return code
 	}
@@ -60,8 +72,14 @@ func run() int {
 	if *httpAddr != "" {
 		cfg.HTTP = *httpAddr
 	}
+	web = cfg.Config
+	webFlags()
+	cfg.Config = web
 	if *addr != "" {
 		cfg.Addr = *addr
+	}
+	if *translators != "" {
+		cfg.Translators = strings.Split(*translators, ",")
 	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {

@@ -8,16 +8,23 @@
 //
 // The configuration file (every field optional; flags override it):
 //
-//	{"report": "127.0.0.1:40040", "local": "127.0.0.1:0",
+//	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
 //	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
 //
+// Reports are taken from loopback unless -reporters (or "reporters") names
+// the reporters' addresses or prefixes. The HTTP address, like the
+// collector's, needs a bearer token and TLS beyond loopback
+// (-http-token-file, -http-cert and -http-key, or http_token_file,
+// http_cert_file and http_key_file), or -http-insecure.
+//
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: cached postcards
 // and partial Append batches are flushed and every packet is acknowledged
 // before the QPs are disconnected), 4 when some packets were still
-// unacknowledged after -drain, 2 for bad flags or configuration, 1 for any
+// unacknowledged after -drain, 2 for bad flags or configuration (an HTTP
+// address beyond loopback without a token and TLS among them), 1 for any
 // other failure.
 package main
 
@@ -28,7 +35,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -43,13 +49,19 @@ import (
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/httpguard"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/promname"
 	"github.com/dtakit/dtakit/translator"
 )
 
 // Config is the configuration file.
 type Config struct {
-	Report     string   `json:"report"`
+	Report string `json:"report"`
+	// Reporters are the addresses or prefixes reports are taken from
+	// (default loopback); reports from elsewhere are dropped and counted
+	// (dtakit_translator_refused_source_total).
+	Reporters  []string `json:"reporters"`
 	Local      string   `json:"local"`
 	Collectors []string `json:"collectors"`
 	CMPort     uint16   `json:"cm_port"`
@@ -64,7 +76,12 @@ type Config struct {
 	// DeadAfter is how long a collector's QP may make no progress before
 	// it is given up and its pending reports NACKed unconfirmed ("1s").
 	DeadAfter string `json:"dead_after"`
-	HTTP      string `json:"http"`
+	// HTTP is the address of /metrics, /v1/translator and /healthz (none
+	// by default). Beyond loopback it needs a bearer token and TLS, or
+	// http_insecure.
+	HTTP string `json:"http"`
+	// The bearer token, the TLS certificate pair and http_insecure.
+	httpguard.Config
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -74,12 +91,15 @@ func run(args []string) int {
 	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file")
 	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
+	reporters := fs.String("reporters", "", "addresses or prefixes reports are taken from, comma-separated (default loopback)")
 	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
 	collectors := fs.String("collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
 	cmPort := fs.Uint("cm-port", 0, "CM port of the collectors' first instance (default 40050)")
 	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	var web httpguard.Config
+	webFlags := web.Flags(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
 		return code
 	}
@@ -107,6 +127,9 @@ func run(args []string) int {
 	if *local != "" {
 		cfg.Local = *local
 	}
+	if *reporters != "" {
+		cfg.Reporters = strings.Split(*reporters, ",")
+	}
 	if *collectors != "" {
 		cfg.Collectors = strings.Split(*collectors, ",")
 	}
@@ -120,6 +143,9 @@ func run(args []string) int {
 	if *httpAddr != "" {
 		cfg.HTTP = *httpAddr
 	}
+	web = cfg.Config
+	webFlags()
+	cfg.Config = web
 	tcfg, err := cfg.translator()
 	if err != nil {
 		log.Error("configuration", "err", err)
@@ -135,17 +161,22 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var srv *http.Server
+	var srv *httpguard.Server
 	if cfg.HTTP != "" {
-		ln, err := net.Listen("tcp", cfg.HTTP)
+		srv, err = httpguard.Listen(cfg.HTTP, cfg.Config, handler(t))
 		if err != nil {
 			log.Error("http", "err", err)
 			t.Close(0)
+			if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
+				return 2
+			}
 			return 1
 		}
-		srv = &http.Server{Handler: handler(t), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		log.Info("http", "addr", ln.Addr().String())
+		if srv.Unguarded() {
+			log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", srv.Addr().String())
+		}
+		go srv.Serve()
+		log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
 	}
 	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors)
 	// Start returns once every collector answered or failed; the
@@ -188,6 +219,9 @@ func (cfg Config) translator() (translator.Config, error) {
 		if tc.Local, err = netip.ParseAddrPort(cfg.Local); err != nil {
 			return tc, fmt.Errorf("local address: %w", err)
 		}
+	}
+	if tc.Reporters, err = netguard.ParsePrefixes("reporters", cfg.Reporters); err != nil {
+		return tc, err
 	}
 	if len(cfg.Collectors) == 0 {
 		return tc, errors.New("no collectors (-collectors or \"collectors\")")

@@ -6,6 +6,7 @@ const (
 	exitStatus = `  0  a clean shutdown (SIGINT or SIGTERM): everything flushed and
      acknowledged; or -h
   1  any other failure
-  2  bad flags or configuration
+  2  bad flags or configuration, among them an HTTP address beyond
+     loopback without a token and TLS (or -http-insecure)
   4  some packets were still unacknowledged after -drain`
 )

@@ -57,12 +57,21 @@ type Config struct {
 	Choice *dta.CollectorChoice
 	// HTTP is the client used (nil: http.DefaultClient).
 	HTTP *http.Client
+	// Token, when set, is the bearer token every request carries (the
+	// collectors' http_token_file).
+	Token string
+	// BatchKeys is the most keys one request asks a collector (default
+	// daemon.DefaultMaxBatchKeys, the collectors' default max_batch_keys);
+	// a query of more is split.
+	BatchKeys int
 }
 
 // Client queries a deployment's collectors.
 type Client struct {
 	choice dta.CollectorChoice
 	http   *http.Client
+	token  string
+	batch  int
 	colls  []coll
 }
 
@@ -82,7 +91,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.RoCEv2 != nil && len(cfg.RoCEv2) != n {
 		return nil, fmt.Errorf("cluster.New: %w: %d RoCEv2 addresses for %d collectors", ErrConfig, len(cfg.RoCEv2), n)
 	}
-	c := &Client{choice: dta.DefaultCollectorChoice(n), http: cfg.HTTP}
+	c := &Client{choice: dta.DefaultCollectorChoice(n), http: cfg.HTTP, token: cfg.Token, batch: cfg.BatchKeys}
+	if c.batch <= 0 {
+		c.batch = daemon.DefaultMaxBatchKeys
+	}
 	if cfg.Choice != nil {
 		for i, v := range cfg.Choice {
 			if int(v) >= n {
@@ -164,24 +176,33 @@ func (c *Client) query(ctx context.Context, prim string, keys []uint32) ([]daemo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ks := make([]uint32, len(pos))
-			for j, p := range pos {
-				ks[j] = keys[p]
-			}
-			var resp struct {
-				Results []daemon.KeyResult `json:"results"`
-			}
-			body, _ := json.Marshal(map[string]any{"keys": ks})
-			err := c.post(ctx, fmt.Sprintf("%s/v1/instances/%d/%s", co.base, inst, prim), body, &resp)
-			if err == nil && len(resp.Results) != len(ks) {
-				err = fmt.Errorf("%w: %d answers to %d keys", ErrCollector, len(resp.Results), len(ks))
-			}
-			if err != nil {
-				errs[ci] = fmt.Errorf("collector %d (%s): %w", ci, co.base, err)
-				return
-			}
-			for j, p := range pos {
-				out[p] = resp.Results[j]
+			for len(pos) > 0 {
+				chunk := pos[:min(len(pos), c.batch)]
+				pos = pos[len(chunk):]
+				ks := make([]uint32, len(chunk))
+				for j, p := range chunk {
+					ks[j] = keys[p]
+				}
+				var resp struct {
+					Results []daemon.KeyResult `json:"results"`
+					Error   string             `json:"error"` // a streamed answer cut short
+				}
+				body, _ := json.Marshal(map[string]any{"keys": ks})
+				err := c.post(ctx, fmt.Sprintf("%s/v1/instances/%d/%s", co.base, inst, prim), body, &resp)
+				switch {
+				case err != nil:
+				case resp.Error != "":
+					err = fmt.Errorf("%w: %s after %d of %d keys", ErrCollector, resp.Error, len(resp.Results), len(ks))
+				case len(resp.Results) != len(ks):
+					err = fmt.Errorf("%w: %d answers to %d keys", ErrCollector, len(resp.Results), len(ks))
+				}
+				if err != nil {
+					errs[ci] = fmt.Errorf("collector %d (%s): %w", ci, co.base, err)
+					return
+				}
+				for j, p := range chunk {
+					out[p] = resp.Results[j]
+				}
 			}
 		}()
 	}
@@ -210,6 +231,9 @@ func (c *Client) post(ctx context.Context, url string, body []byte, v any) error
 }
 
 func (c *Client) do(req *http.Request, v any) error {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCollector, err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync"
 	"testing"
 
 	"github.com/dtakit/dtakit/collector/daemon"
@@ -106,5 +107,62 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := New(ctx, Config{Collectors: []string{"http://127.0.0.1:1"}}); !errors.Is(err, ErrCollector) {
 		t.Errorf("a collector that does not answer: %v", err)
+	}
+}
+
+// A query of more keys than BatchKeys is split, and every request carries
+// the token.
+func TestBatchSplitAndToken(t *testing.T) {
+	var mu sync.Mutex
+	most, untokened := 0, 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			mu.Lock()
+			untokened++
+			mu.Unlock()
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/collector":
+			json.NewEncoder(w).Encode(daemon.CollectorInfo{Name: "a"})
+		case "/v1/instances":
+			json.NewEncoder(w).Encode([]map[string]any{{"index": 0, "kind": "keywrite"}})
+		default:
+			var body struct{ Keys []uint32 }
+			json.NewDecoder(r.Body).Decode(&body)
+			mu.Lock()
+			most = max(most, len(body.Keys))
+			mu.Unlock()
+			var res []daemon.KeyResult
+			for _, k := range body.Keys {
+				res = append(res, daemon.KeyResult{Key: k, Count: uint64(k) * 3})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"results": res})
+		}
+	})
+	s := httptest.NewServer(mux)
+	defer s.Close()
+	ctx := context.Background()
+	c, err := New(ctx, Config{Collectors: []string{s.URL}, Token: "s3cret", BatchKeys: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []uint32
+	for k := range uint32(95) {
+		keys = append(keys, k+1)
+	}
+	res, err := c.KeyWrite(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if res[i].Key != k || res[i].Count != uint64(k)*3 {
+			t.Fatalf("key %d: %+v", k, res[i])
+		}
+	}
+	if most != 10 || untokened != 0 {
+		t.Fatalf("largest request %d keys (want 10), %d requests without the token", most, untokened)
 	}
 }

@@ -47,6 +47,13 @@
 // Key-Increment counter (each epoch counts from zero) and drains the
 // Append lists; each file in POST /v1/export's answer says which
 // ("memory": "kept", "zeroed" or "drained").
+//
+// A batch POST takes at most Config.MaxBatchKeys keys (413 beyond, naming
+// the limit) and streams its answer; should a key after the first fail,
+// the answer ends with an "error" field after the results so far. With a
+// token configured, every request but /healthz carries "Authorization:
+// Bearer <token>" (401 otherwise). docs/DTA-WIRE.md section 8.6, "Who may
+// send", has the rules.
 package daemon
 
 import (
@@ -61,10 +68,14 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 )
+
+// DefaultMaxBatchKeys is Config.MaxBatchKeys' default.
+const DefaultMaxBatchKeys = 65536
 
 // ErrConfig is wrapped by every error about the configuration.
 var ErrConfig = errors.New("dtacollector: bad configuration")
@@ -79,11 +90,24 @@ type Config struct {
 	// CMPort is the first instance's CM port (default 40050).
 	CMPort uint16 `json:"cm_port"`
 	// HTTP is the query and metrics address (default 127.0.0.1:8040).
+	// Beyond loopback it needs a bearer token and TLS, or http_insecure
+	// (package internal/httpguard; docs/DTA-WIRE.md section 8.6).
 	HTTP string `json:"http"`
+	// The bearer token, the TLS certificate pair and http_insecure.
+	httpguard.Config
+	// MaxBatchKeys bounds the keys of one batch query or export request
+	// (default DefaultMaxBatchKeys) and the entries one Append read
+	// returns: a request beyond it is refused with 413 naming the limit.
+	MaxBatchKeys int `json:"max_batch_keys"`
 	// Backend is "software" (default) or "verbs" (an RDMA NIC).
 	Backend string `json:"backend"`
 	// RegionDir backs the regions with files there, kept across restarts.
 	RegionDir string `json:"region_dir"`
+	// Translators are the addresses or prefixes ("10.0.0.5",
+	// "10.0.1.0/24") translators connect from; a connection request from
+	// elsewhere is rejected and counted
+	// (dtakit_collector_refused_peer_total). Absent means loopback only.
+	Translators []string `json:"translators"`
 	// ReplyPort: see collector.Config.ReplyPort.
 	ReplyPort uint16     `json:"reply_port"`
 	Instances []Instance `json:"instances"`
@@ -181,6 +205,12 @@ func (c *Config) withDefaults() error {
 	}
 	if c.HTTP == "" {
 		c.HTTP = "127.0.0.1:8040"
+	}
+	if c.MaxBatchKeys == 0 {
+		c.MaxBatchKeys = DefaultMaxBatchKeys
+	}
+	if c.MaxBatchKeys < 0 || c.MaxBatchKeys > 1<<24 {
+		return fmt.Errorf("%w: max_batch_keys %d: want 1..%d", ErrConfig, c.MaxBatchKeys, 1<<24)
 	}
 	if c.Backend == "" {
 		c.Backend = "software"

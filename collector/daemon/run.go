@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
+	"github.com/dtakit/dtakit/internal/httpguard"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 )
@@ -33,9 +36,15 @@ type Daemon struct {
 	c     *collector.Collector
 	insts []*instance
 	mu    sync.Mutex // the Append readers
-	http  *http.Server
-	ln    net.Listener
+	http  *httpguard.Server
+	// batches holds a place for each batch query being answered: the
+	// others wait, their bodies unread, so memory is bounded whatever
+	// the number of clients.
+	batches chan struct{}
 }
+
+// maxBatches is the number of batch queries answered at once.
+const maxBatches = 4
 
 // New builds the collector and its instances and binds the HTTP address; it
 // serves nothing until Run.
@@ -44,7 +53,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort}
+	peers, err := netguard.ParsePrefixes("translators", cfg.Translators)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort, Translators: peers}
 	if cfg.Backend == "verbs" {
 		ccfg.Backend = collector.BackendVerbs
 	}
@@ -52,7 +65,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: log, c: c, name: cfg.Name}
+	d := &Daemon{cfg: cfg, log: log, c: c, name: cfg.Name, batches: make(chan struct{}, maxBatches)}
 	if cfg.Export != nil {
 		if d.exp, err = newExporter(*cfg.Export); err != nil {
 			c.Close()
@@ -72,20 +85,22 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		c.Close()
 		return nil, err
 	}
-	if d.ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("dtacollector: http: %w", err)
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(d)
 	mux := d.Handler()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if d.http, err = httpguard.Listen(cfg.HTTP, cfg.Config, mux); err != nil {
+		c.Close()
+		if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
+			return nil, fmt.Errorf("%w: http: %w", ErrConfig, err)
+		}
+		return nil, fmt.Errorf("dtacollector: http: %w", err)
+	}
 	return d, nil
 }
 
 // HTTPAddr is the address the HTTP server listens on.
-func (d *Daemon) HTTPAddr() net.Addr { return d.ln.Addr() }
+func (d *Daemon) HTTPAddr() net.Addr { return d.http.Addr() }
 
 // RoCEAddr is the collector's RoCEv2 address.
 func (d *Daemon) RoCEAddr() netip.AddrPort { return d.c.Addr() }
@@ -98,7 +113,7 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 	defer stop()
 	go func() { errc <- d.c.Serve(sctx) }()
 	go func() {
-		if err := d.http.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := d.http.Serve(); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("dtacollector: http: %w", err)
 			return
 		}
@@ -108,7 +123,10 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 		d.log.Info("instance", "index", in.index, "primitive", in.info.Primitive.String(), "cm_port", in.info.CMPort,
 			"bytes", in.info.Length, "restored", in.info.Restored)
 	}
-	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.ln.Addr().String(), "backend", d.cfg.Backend)
+	if d.http.Unguarded() {
+		d.log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", d.http.Addr().String())
+	}
+	d.log.Info("serving", "rocev2", d.c.Addr().String(), "http", d.http.Addr().String(), "tls", d.http.TLS(), "token", d.cfg.TokenFile != "", "backend", d.cfg.Backend)
 	if d.exp != nil && d.exp.interval > 0 {
 		go d.exportEvery(sctx, d.exp.interval)
 	}
@@ -149,7 +167,8 @@ func (d *Daemon) exportEvery(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Handler returns the query API's routes (without /metrics).
+// Handler returns the query API's routes (without /metrics), without the
+// bearer token check and server limits Run's server adds.
 func (d *Daemon) Handler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -225,9 +244,14 @@ func (d *Daemon) exportRequest(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Keys []uint32 `json:"keys"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20))
+	limit := d.cfg.MaxBatchKeys
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)*16+4096))
 	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		reply(w, nil, badRequest("body: %v", err))
+		reply(w, nil, bodyError(err, limit))
+		return
+	}
+	if len(body.Keys) > limit {
+		reply(w, nil, tooManyKeys(len(body.Keys), limit))
 		return
 	}
 	res, err := d.Export(body.Keys)
@@ -235,6 +259,21 @@ func (d *Daemon) exportRequest(w http.ResponseWriter, r *http.Request) {
 		err = &httpError{http.StatusConflict, err.Error()}
 	}
 	reply(w, res, err)
+}
+
+// bodyError is the answer to a request body of keys that did not decode:
+// 413 naming the limit when it was too long, 400 otherwise. Bodies are
+// read up to 16 bytes a key (ten digits, a separator, spaces) plus 4 KiB.
+func bodyError(err error, limit int) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes: a request holds at most %d keys (max_batch_keys)", tooBig.Limit, limit)}
+	}
+	return badRequest("body: %v", err)
+}
+
+func tooManyKeys(n, limit int) error {
+	return &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("%d keys: a request holds at most %d keys (max_batch_keys)", n, limit)}
 }
 
 // instanceFor finds instance {i} serving prim.
@@ -393,28 +432,61 @@ func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
+	select {
+	case d.batches <- struct{}{}:
+		defer func() { <-d.batches }()
+	case <-r.Context().Done():
+		return
+	}
 	var body struct {
 		Keys []uint32 `json:"keys"`
 		N    int      `json:"n"`
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<20))
+	limit := d.cfg.MaxBatchKeys
+	// Room for limit keys of ten digits with separators and spaces.
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, int64(limit)*16+4096))
 	if err := dec.Decode(&body); err != nil {
-		reply(w, nil, badRequest("body: %v", err))
+		reply(w, nil, bodyError(err, limit))
+		return
+	}
+	if len(body.Keys) > limit {
+		reply(w, nil, tooManyKeys(len(body.Keys), limit))
 		return
 	}
 	if body.N == 0 {
 		body.N = in.Redundancy
 	}
-	out := make([]KeyResult, 0, len(body.Keys))
-	for _, k := range body.Keys {
-		res, err := in.one(prim, k, body.N)
-		if err != nil {
+	// The first answer decides the status (a bad n fails every key the
+	// same way); the rest stream as they are computed.
+	var first KeyResult
+	if len(body.Keys) > 0 {
+		if first, err = in.one(prim, body.Keys[0], body.N); err != nil {
 			reply(w, nil, err)
 			return
 		}
-		out = append(out, res)
 	}
-	reply(w, map[string]any{"results": out}, nil)
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := json.NewEncoder(bw)
+	bw.WriteString(`{"results":[`)
+	for i, k := range body.Keys {
+		res := first
+		if i > 0 {
+			if res, err = in.one(prim, k, body.N); err != nil {
+				break
+			}
+			bw.WriteByte(',')
+		}
+		enc.Encode(res)
+	}
+	bw.WriteByte(']')
+	if err != nil {
+		// Too late for a status: the answer says where it stopped.
+		msg, _ := json.Marshal(err.Error())
+		fmt.Fprintf(bw, `,"error":%s`, msg)
+	}
+	bw.WriteString("}\n")
+	bw.Flush()
 }
 
 // ListResult is an Append read's answer.
@@ -447,7 +519,7 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	max, err := uintParam(r, "max", 1024, 1<<20)
+	max, err := uintParam(r, "max", uint64(min(1024, d.cfg.MaxBatchKeys)), uint64(d.cfg.MaxBatchKeys))
 	if err != nil {
 		return nil, err
 	}

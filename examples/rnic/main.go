@@ -68,7 +68,9 @@ func main() {
 }
 
 func run(addr netip.Addr, n int, nic bool) error {
-	ccfg := collector.Config{Addr: netip.AddrPortFrom(addr, 0)}
+	// The translator speaks RoCEv2 from addr: the collector takes it from
+	// there (its default is loopback).
+	ccfg := collector.Config{Addr: netip.AddrPortFrom(addr, 0), Translators: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())}}
 	if nic {
 		ccfg.Backend = collector.BackendVerbs
 	}

@@ -105,7 +105,7 @@ func TestProcessDoesNotAllocate(t *testing.T) {
 // operations/s over all goroutines; run it with -cpu 1,2.
 func BenchmarkProcessParallel(b *testing.B) {
 	n := runtime.GOMAXPROCS(0)
-	tg, err := New(Config{Addr: targetAddr})
+	tg, err := New(Config{Addr: targetAddr, Peers: testPeers})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 )
@@ -158,6 +159,19 @@ func (t *Target) connection(local, remote uint32, src netip.AddrPort) *QP {
 }
 
 func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src netip.AddrPort, out *Output) {
+	reject := func(reason uint16) {
+		t.c.Rejects++
+		t.sendMAD(cm.Header(h.TransactionID, cm.AttrREJ),
+			&cm.Reject{RemoteCommID: m.LocalCommID, MessageRejected: 0, Reason: reason}, src, out)
+	}
+	if !netguard.Contains(t.peers, src.Addr()) {
+		// Refused before any state: a REJ the size of the REQ, so a
+		// forged source gains no amplification, and a misconfigured
+		// translator learns why at once.
+		t.c.RefusedPeer++
+		reject(cm.RejectConsumer)
+		return
+	}
 	key := reqKey{commID: m.LocalCommID, from: src}
 	if qp := t.byReq[key]; qp != nil {
 		// A repeated REQ: our REP was lost or is slow. Same REP again.
@@ -165,11 +179,6 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 			t.sendRawMAD(rep, src, out)
 		}
 		return
-	}
-	reject := func(reason uint16) {
-		t.c.Rejects++
-		t.sendMAD(cm.Header(h.TransactionID, cm.AttrREJ),
-			&cm.Reject{RemoteCommID: m.LocalCommID, MessageRejected: 0, Reason: reason}, src, out)
 	}
 	var l *listener
 	if m.ServiceID>>16 == cm.ServiceID(0)>>16 {
@@ -185,7 +194,11 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	case m.PathMTU < cm.MTU256 || m.PathMTU > cm.MTU4096:
 		reject(cm.RejectInvalidMTU)
 		return
-	case len(t.qps) >= t.maxQPs && !t.evictIdle(now):
+	case t.halfOpen(src, l) >= t.maxHalfOpen:
+		t.c.HalfOpen++
+		reject(rejectNoResources)
+		return
+	case len(t.qps) >= t.maxQPs && !t.evictIdle(now) && !t.evictHalfOpen(src):
 		reject(rejectNoResources)
 		return
 	}
@@ -234,6 +247,23 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	t.byComm[qp.localCommID] = qp
 	t.byReq[key] = qp
 	t.sendRawMAD(rep, src, out)
+}
+
+// halfOpen returns the connections from src's address still waiting for
+// their RTU, but for the one a REQ from src to l replaces. t.mu is held.
+func (t *Target) halfOpen(src netip.AddrPort, l *listener) int {
+	n := 0
+	for _, qp := range t.qps {
+		if qp.peer.Addr().Unmap() != src.Addr().Unmap() || qp.listener == l && qp.peer == src {
+			continue
+		}
+		qp.mu.Lock()
+		if qp.state == qpWaitRTU {
+			n++
+		}
+		qp.mu.Unlock()
+	}
+	return n
 }
 
 // guid returns the target's CA GUID, made from its address as a RoCE NIC

@@ -12,7 +12,7 @@ import (
 // active-side peer.
 func newCMPeer(t *testing.T) (*cmPeer, *[]Completion) {
 	t.Helper()
-	tg, err := New(Config{Addr: targetAddr})
+	tg, err := New(Config{Addr: targetAddr, Peers: testPeers})
 	if err != nil {
 		t.Fatal(err)
 	}

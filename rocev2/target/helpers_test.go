@@ -13,6 +13,9 @@ var (
 	targetAddr = netip.MustParseAddrPort("10.0.0.1:4791")
 	peerAddr   = netip.MustParseAddrPort("10.0.0.2:50000")
 	t0         = time.Unix(1_000_000, 0)
+	// testPeers lets the tests' 10/8 peers connect (the default is
+	// loopback).
+	testPeers = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 )
 
 const guard = 64 // guard bytes on each side of a test region
@@ -61,7 +64,7 @@ type peer struct {
 // peer.
 func newPeer(tb testing.TB, mtu int) *peer {
 	tb.Helper()
-	tg, err := New(Config{Addr: targetAddr})
+	tg, err := New(Config{Addr: targetAddr, Peers: testPeers})
 	if err != nil {
 		tb.Fatal(err)
 	}

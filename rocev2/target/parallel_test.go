@@ -51,7 +51,7 @@ func TestProcessParallel(t *testing.T) {
 		batches = 100
 		writes  = ServeBatch - 4 // and 4 FETCH_ADDs per batch
 	)
-	tg, err := New(Config{Addr: targetAddr})
+	tg, err := New(Config{Addr: targetAddr, Peers: testPeers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestProcessParallel(t *testing.T) {
 // memory never changes again, and the writers' queue pairs get NAK remote
 // access error.
 func TestDeregisterStopsParallelWrites(t *testing.T) {
-	tg, err := New(Config{Addr: targetAddr})
+	tg, err := New(Config{Addr: targetAddr, Peers: testPeers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func (w *worker) handle(t *Target, now time.Time, b []byte, src netip.AddrPort, 
 			w.lastQP = qp
 		}
 		if src.Addr().Unmap() != qp.peer.Addr().Unmap() {
-			w.refuse(b).Unknown++
+			w.refuse(b).Foreign++
 			return
 		}
 		qp.mu.Lock()
@@ -268,5 +268,56 @@ func (t *Target) evictIdle(now time.Time) bool {
 	oldest.mu.Lock()
 	t.destroy(oldest)
 	oldest.mu.Unlock()
+	return true
+}
+
+// evictHalfOpen makes room for a REQ from src when the target is full and
+// no QP is idle: the address holding the most connections waiting for
+// their RTU, if it holds more than src's, loses its oldest (among equals,
+// the one waiting longest), so that REQs from many addresses cannot keep
+// a peer with few out. It reports whether
+// it evicted one. t.mu is held.
+func (t *Target) evictHalfOpen(src netip.AddrPort) bool {
+	type holder struct {
+		n        int
+		oldest   *QP
+		oldestRx time.Time
+	}
+	by := map[netip.Addr]*holder{}
+	for _, qp := range t.qps {
+		qp.mu.Lock()
+		waiting, rx := qp.state == qpWaitRTU, qp.lastRx
+		qp.mu.Unlock()
+		if !waiting {
+			continue
+		}
+		a := qp.peer.Addr().Unmap()
+		h := by[a]
+		if h == nil {
+			h = &holder{}
+			by[a] = h
+		}
+		h.n++
+		if h.oldest == nil || rx.Before(h.oldestRx) {
+			h.oldest, h.oldestRx = qp, rx
+		}
+	}
+	var most *holder
+	for _, h := range by {
+		if most == nil || h.n > most.n || h.n == most.n && h.oldestRx.Before(most.oldestRx) {
+			most = h
+		}
+	}
+	mine := 0
+	if h := by[src.Addr().Unmap()]; h != nil {
+		mine = h.n
+	}
+	if most == nil || most.n <= mine {
+		return false
+	}
+	t.c.Reaped++
+	most.oldest.mu.Lock()
+	t.destroy(most.oldest)
+	most.oldest.mu.Unlock()
 	return true
 }

@@ -15,7 +15,10 @@
 // region: every RDMA operation is checked against the region its rkey names,
 // with overflow-safe arithmetic, before a byte moves. Bad input is answered
 // as a NIC answers it (a NAK) or dropped, and always counted ([Counters]).
-// docs/DTA-WIRE.md section 8.6 documents every decision.
+// Connections are accepted only from [Config.Peers] (loopback by default),
+// a few at a time per address, and a queue pair takes requests only from
+// its peer's address. docs/DTA-WIRE.md section 8.6 documents every
+// decision.
 package target
 
 import (
@@ -101,7 +104,27 @@ type Config struct {
 	// which binds any port, expects; rocev2.UDPPort (4791) is what the RoCEv2
 	// annex says and what RDMA NICs and kernel stacks listen on.
 	ReplyPort uint16
+	// Peers are the addresses CM connections are accepted from: a
+	// translator's RoCEv2 address, or a prefix of them. A REQ from
+	// elsewhere is refused with a REJ (reason 28, consumer) before any
+	// state is kept, and counted (RefusedPeer). Nil means loopback only
+	// (LoopbackPeers); a QP made by NewQP names its peer itself.
+	Peers []netip.Prefix
+	// MaxHalfOpen bounds the connections from one peer address that wait
+	// for their RTU (0 means DefaultMaxHalfOpen): a REQ beyond it is
+	// rejected (reason 3, no resources) and counted (RefusedHalfOpen), so
+	// a flood of REQs from one address holds that many queue pairs at
+	// most, each for MaxTries REPs.
+	MaxHalfOpen int
 }
+
+// LoopbackPeers are Config.Peers' default: 127.0.0.0/8 and ::1.
+var LoopbackPeers = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// DefaultMaxHalfOpen is Config.MaxHalfOpen's default: more than the queue
+// pairs a translator opens to one collector at once (one per instance and
+// shard, a few instances) need only while they connect.
+const DefaultMaxHalfOpen = 8
 
 // Target is a software RoCEv2 target. Its methods are safe for concurrent
 // use. Process runs on the calling goroutine and several may run at once:
@@ -121,6 +144,8 @@ type Target struct {
 	byComm      map[uint32]*QP // by the target's local comm ID
 	byReq       map[reqKey]*QP // by the peer's comm ID and address
 	listen      map[uint16]*listener
+	peers       []netip.Prefix // Config.Peers
+	maxHalfOpen int
 	udPSN       rocev2.PSN // PSN of the target's QP 1 sends
 	c           Counters   // the CM's, the timers', each batch's and destroyed QPs' counts
 
@@ -160,6 +185,17 @@ func New(cfg Config) (*Target, error) {
 	if cfg.MaxQPs <= 0 {
 		cfg.MaxQPs = 1024
 	}
+	if cfg.Peers == nil {
+		cfg.Peers = LoopbackPeers
+	}
+	for _, p := range cfg.Peers {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("target.New: %w: peer prefix %v", ErrConfig, p)
+		}
+	}
+	if cfg.MaxHalfOpen <= 0 {
+		cfg.MaxHalfOpen = DefaultMaxHalfOpen
+	}
 	switch {
 	case cfg.IdleTimeout == 0:
 		cfg.IdleTimeout = DefaultIdleTimeout
@@ -180,6 +216,8 @@ func New(cfg Config) (*Target, error) {
 		byComm:      make(map[uint32]*QP),
 		byReq:       make(map[reqKey]*QP),
 		listen:      make(map[uint16]*listener),
+		peers:       append([]netip.Prefix(nil), cfg.Peers...),
+		maxHalfOpen: cfg.MaxHalfOpen,
 		udPSN:       rocev2.PSN(random32() & rocev2.PSNMask),
 	}
 	t.addr.Store(&cfg.Addr)
@@ -279,7 +317,8 @@ type Counters struct {
 
 	BadICRC   uint64 // dropped: ICRC mismatch
 	Malformed uint64 // dropped: not a packet this target decodes (truncated, reserved opcode, bad length) or a CM MAD it refuses
-	Unknown   uint64 // dropped: no such QP, a source other than the QP's peer, a P_Key other than 0xFFFF, or a non-RC opcode
+	Unknown   uint64 // dropped: no such QP, a P_Key other than 0xFFFF, or a non-RC opcode
+	Foreign   uint64 // dropped: a packet to a QP from an address other than its peer's (a NIC's responder checks the remote address too)
 	Flushed   uint64 // dropped: a packet to a QP in the error state or disconnecting
 
 	WritePackets uint64 // RDMA WRITE packets applied
@@ -311,6 +350,8 @@ type Counters struct {
 	Replaced    uint64 // connections dropped for a new one from the same peer address and port to the same listener
 	Reaped      uint64 // QPs destroyed idle past IdleTimeout, in error past ErrorLinger, or evicted for a new connection
 	ForeignCM   uint64 // RTU, DREQ, DREP or REJ for a connection from an address other than its peer's, ignored
+	RefusedPeer uint64 // REQs from an address outside Config.Peers, rejected
+	HalfOpen    uint64 // REQs beyond Config.MaxHalfOpen connections of one address waiting for their RTU, rejected
 	Truncated   uint64 // datagrams longer than the read buffer (marked Truncated), dropped unread
 }
 

@@ -35,7 +35,7 @@ func TestNewRejectsWildcard(t *testing.T) {
 }
 
 func TestRegister(t *testing.T) {
-	tg, _ := New(Config{Addr: targetAddr})
+	tg, _ := New(Config{Addr: targetAddr, Peers: testPeers})
 	g1, g2 := newGuarded(100), newGuarded(5000)
 	r1 := register(t, tg, g1, RemoteWrite)
 	r2 := register(t, tg, g2, RemoteWrite|RemoteAtomic)
