@@ -27,6 +27,7 @@ var testReports = []Report{
 	{Header: Header{Opcode: OpKeyIncrement}, KeyIncrement: KeyIncrement{Redundancy: 3, Key: 77, Counter: 1 << 40}},
 	{Header: Header{Opcode: OpPostcard, Immediate: true}, Postcard: Postcard{Key: 5, Hop: 2, Value: 1000}},
 	{Header: Header{Opcode: OpPostcard}, Postcard: Postcard{Key: 5, Hop: 5, Value: 1, PathLength: 5, HasPathLength: true}},
+	{Header: Header{Opcode: OpKeyIncrement, Sequenced: true, Wide: true, Seq: 0x01020304, Session: 0xfedcba9876543210}, KeyIncrement: KeyIncrement{Redundancy: 2, Key: 8, Counter: 1}},
 }
 
 // TestSerializeLayersMatchesFrameBuilder builds each report with
