@@ -37,6 +37,15 @@ type Counters struct {
 	// Duplicates counts wide sequenced reports already applied (a resend
 	// whose original arrived after all), dropped without a NACK.
 	Duplicates uint64
+	// Stale counts wide reports more than the window (4096 numbers) behind
+	// the newest of their source: whether they were applied is forgotten,
+	// so they are refused, NACKed with reason Unconfirmed.
+	Stale uint64
+	// SourcesEvicted counts sources of wide reports forgotten to make room
+	// for a new one, each silent for at least 2 s; SourcesRefused counts
+	// reports of new sources refused (NACKed busy) because every tracked
+	// source reported within the last 2 s.
+	SourcesEvicted, SourcesRefused uint64
 	// Missing counts wide sequence numbers a source skipped: each is NACKed
 	// with reason Missing.
 	Missing uint64
@@ -119,9 +128,9 @@ type Engine struct {
 	rep     dta.Report
 	c       Counters
 
-	seqs    map[netip.AddrPort]*seqState // wide sequence numbers by source (seqtrack.go)
-	seqTick uint64                       // counts admit calls, to age seqs
-	ackDue  []netip.AddrPort             // sources owed a cumulative ack
+	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
+	seqTick uint64               // counts admit calls, to age seqs
+	ackDue  []source             // sources owed a cumulative ack
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
@@ -432,7 +441,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		return
 	}
 	taken, tracked := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
-	e.applied(src, r.Header.Seq, taken)
+	s.setApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
 	case taken && tracked:
@@ -520,13 +529,13 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
-	e.nack(src, r.Header.Seq, r.Header.Wide, why)
+	e.nack(source{src, r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
 	e.c.NACKs++
 }
 
 // nack queues a NACK of number seq to src's address at the ack port, wide
-// with the reason when wide.
-func (e *Engine) nack(src netip.AddrPort, seq uint32, wide bool, why dta.Reason) {
+// with the reason and src's session when wide.
+func (e *Engine) nack(src source, seq uint32, wide bool, why dta.Reason) {
 	a := dta.Ack{Seq: seq, NACK: true, Wide: wide}
 	if wide {
 		a.Reason = why
@@ -535,15 +544,18 @@ func (e *Engine) nack(src netip.AddrPort, seq uint32, wide bool, why dta.Reason)
 }
 
 // toReporter queues a, a NACK or a cumulative ack, to src's address at the
-// ack port.
-func (e *Engine) toReporter(src netip.AddrPort, a dta.Ack) {
+// ack port; a wide one carries src's session.
+func (e *Engine) toReporter(src source, a dta.Ack) {
+	if a.Wide {
+		a.Session = src.session
+	}
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued acks keep the old array alive.
 		e.nacks = make([]byte, 0, 4096)
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

@@ -10,22 +10,36 @@ import (
 
 // Wide sequence numbers let the translator apply each report once and say
 // which ones never came (docs/DTA-WIRE.md, "Exactly once"). Per source
-// address and port it keeps the next number it expects and which of the
-// seqWindow numbers before it it applied.
+// address, port and session it keeps the next number it expects and which
+// of the seqWindow numbers before it it applied. The session, random and
+// chosen by the sender, keeps a sender that cannot see the traffic from
+// moving another's numbers or sending acks it believes ("Threat model").
 const (
 	// seqWindow is the span of numbers behind the newest that a source's
 	// state remembers: the reporter's resend window (reporter.WideWindow).
 	seqWindow = 4096
-	// maxSources bounds the sources tracked; beyond it the one silent
-	// longest is forgotten.
+	// maxSources bounds the sources tracked.
 	maxSources = 4096
+	// sourceIdle is how long a source must have been silent before a new
+	// one may take its place when maxSources are tracked: longer than a
+	// reporter waits for an ack before it counts its reports unconfirmed
+	// (a second), so that new sessions, forged or not, never push out one
+	// that is reporting.
+	sourceIdle = 2 * time.Second
 	// maxMissingNACKs bounds the NACKs one gap sends: a larger gap is more
 	// than the sender still holds.
 	maxMissingNACKs = seqWindow
 )
 
+// source names the sender of wide reports: its address and port, and the
+// session its reports carry.
+type source struct {
+	addr    netip.AddrPort
+	session uint64
+}
+
 type seqState struct {
-	src     netip.AddrPort
+	src     source
 	first   uint32 // the first number seen: the ack's span starts there
 	next    uint32 // one past the newest number seen
 	ackFrom uint32 // one past the number the last cumulative ack named
@@ -38,6 +52,7 @@ type seqState struct {
 	nacked  [seqWindow / 64]uint64
 	nackAt  int64  // engine time of the last NACK for a resend
 	lastUse uint64 // the engine's report count when last used
+	lastAt  int64  // engine time of its last report
 	ackDue  bool   // an ack may have moved since the last one sent
 }
 
@@ -256,20 +271,29 @@ func (e *Engine) ackResend(s *seqState, seq uint32) {
 	}
 }
 
-// admit decides about r, a wide report from src, before it is translated:
-// src's state, or nil for a duplicate of one applied (counted with the
-// reports, and in Duplicates; dropped without a NACK). A number past the
-// next expected one NACKs the numbers skipped, with reason Missing. e.seqs
-// tracks the source from its first report on.
-func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
+// admit decides about r, a wide report from addr, before it is translated:
+// the state of its source (addr and r's session), or nil when it is not to
+// be translated (counted with the reports): a duplicate of one applied
+// (Duplicates; dropped without a NACK), a copy older than the window
+// (Stale; NACKed unconfirmed), or a new source when no room is free
+// (SourcesRefused; NACKed busy). A number past the next expected one NACKs
+// the numbers skipped, with reason Missing. e.seqs tracks the source from
+// its first report on.
+func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 	seq := r.Header.Seq
+	src := source{addr, r.Header.Session}
 	s := e.seqs[src]
 	if s == nil {
-		s = e.newSource(src)
+		if s = e.newSource(src); s == nil {
+			e.nack(src, seq, true, dta.ReasonBusy)
+			e.c.SourcesRefused++
+			e.countRefused(r)
+			return nil
+		}
 		s.first, s.next, s.ackFrom = seq, seq, seq
 	}
 	e.seqTick++
-	s.lastUse = e.seqTick
+	s.lastUse, s.lastAt = e.seqTick, e.now
 	if !s.ackDue {
 		s.ackDue = true
 		e.ackDue = append(e.ackDue, src)
@@ -311,14 +335,25 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		default:
 			return s
 		}
-		if op := r.Header.Opcode; op.IsValid() {
-			e.c.Reports[op]++
-		} else {
-			e.c.Malformed++
-		}
+		e.countRefused(r)
 		return nil
 	}
-	return s // older than any resend: nothing to compare with
+	// Older than the window: whether it was applied is forgotten, so it
+	// is refused. Its sender holds no copy this old (its window is the
+	// same size), so it is a copy from the network, or a forgery.
+	e.nack(src, seq, true, dta.ReasonUnconfirmed)
+	e.c.Stale++
+	e.countRefused(r)
+	return nil
+}
+
+// countRefused counts r, a report admit refused, with the reports.
+func (e *Engine) countRefused(r *dta.Report) {
+	if op := r.Header.Opcode; op.IsValid() {
+		e.c.Reports[op]++
+	} else {
+		e.c.Malformed++
+	}
 }
 
 // sendAcks queues a cumulative ack (wide, NACK clear) to each source that
@@ -370,31 +405,36 @@ func (e *Engine) keepAlive() {
 	}
 }
 
-// applied records that the wide report numbered seq from src was taken
-// (or, taken false, that it was not after all).
-func (e *Engine) applied(src netip.AddrPort, seq uint32, taken bool) {
-	if s := e.seqs[src]; s != nil && s.inWindow(seq) {
+// setApplied records that the wide report numbered seq was taken (or,
+// taken false, that it was not after all).
+func (s *seqState) setApplied(seq uint32, taken bool) {
+	if s.inWindow(seq) {
 		mark(&s.applied, seq, taken)
 	}
 }
 
-// newSource starts tracking src, forgetting the source used least recently
-// when maxSources are tracked.
-func (e *Engine) newSource(src netip.AddrPort) *seqState {
+// newSource starts tracking src. When maxSources are tracked it forgets the
+// source used least recently if that one has been silent for sourceIdle
+// (counted in SourcesEvicted), and otherwise returns nil: a flood of new
+// sessions cannot push out a source that is reporting.
+func (e *Engine) newSource(src source) *seqState {
 	if e.seqs == nil {
-		e.seqs = make(map[netip.AddrPort]*seqState)
+		e.seqs = make(map[source]*seqState)
 	}
 	if len(e.seqs) >= maxSources {
-		var oldest netip.AddrPort
 		var s0 *seqState
-		for a, s := range e.seqs {
+		for _, s := range e.seqs {
 			if s0 == nil || s.lastUse < s0.lastUse {
-				oldest, s0 = a, s
+				s0 = s
 			}
 		}
-		delete(e.seqs, oldest)
+		if e.now-s0.lastAt < int64(sourceIdle) {
+			return nil
+		}
+		delete(e.seqs, s0.src)
+		e.c.SourcesEvicted++
 	}
-	s := &seqState{src: src}
+	s := &seqState{src: src, lastAt: e.now}
 	e.seqs[src] = s
 	return s
 }
