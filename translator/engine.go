@@ -131,6 +131,7 @@ type Engine struct {
 	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
 	seqTick uint64               // counts admit calls, to age seqs
 	ackDue  []source             // sources owed a cumulative ack
+	evictAt int64                // with seqs full, no source is idle before this engine time
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token

@@ -422,6 +422,9 @@ func (e *Engine) newSource(src source) *seqState {
 		e.seqs = make(map[source]*seqState)
 	}
 	if len(e.seqs) >= maxSources {
+		if e.now < e.evictAt {
+			return nil // no source can have been silent long enough yet
+		}
 		var s0 *seqState
 		for _, s := range e.seqs {
 			if s0 == nil || s.lastUse < s0.lastUse {
@@ -429,6 +432,10 @@ func (e *Engine) newSource(src source) *seqState {
 			}
 		}
 		if e.now-s0.lastAt < int64(sourceIdle) {
+			// Every other source reported after s0: none is idle
+			// before s0 would be, so a flood of new sessions does not
+			// cost a scan of the table each.
+			e.evictAt = s0.lastAt + int64(sourceIdle)
 			return nil
 		}
 		delete(e.seqs, s0.src)
