@@ -831,8 +831,12 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 		switch {
 		case h == nil || h.lost:
 			r.c.Unknown++ // never sent, no longer in the window, or already lost
-			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 {
-				r.lose(a.Seq, a.Reason) // sent, and gone from the window
+			// Sent, and gone from the window: lost, unless a cumulative
+			// ack or ackStall passed it (acknowledged, or counted
+			// unconfirmed already: a restarted translator NACKs as
+			// missing numbers it never saw).
+			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 && !(r.ackMode && int32(a.Seq-r.acked) < 0) {
+				r.lose(a.Seq, a.Reason)
 			}
 		case h.resends >= r.cfg.MaxResends:
 			r.c.GaveUp++

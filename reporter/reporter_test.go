@@ -404,3 +404,38 @@ func TestForeignSessionAcks(t *testing.T) {
 		t.Fatalf("counters %+v, acked to %d: want the ack of its own session taken, to %d", c, acked, seq)
 	}
 }
+
+// TestLateNACKOfSettledReport: a NACK for a number gone from the window
+// that a cumulative ack or the ack stall already passed (a restarted
+// translator NACKs as missing the numbers it never saw) is unknown: the
+// report was acknowledged, or counted unconfirmed, and is not counted
+// lost as well.
+func TestLateNACKOfSettledReport(t *testing.T) {
+	s := newSink(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, WideSequence: true, HandleNACKs: true, AckPort: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ack := func(a dta.Ack) {
+		a.Wide, a.Session = true, r.Session()
+		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
+	}
+	for i := range uint32(WideWindow + 100) {
+		if err := r.KeyIncrement(i, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i == 9:
+			ack(dta.Ack{Seq: 3, NACK: true, Reason: dta.ReasonUnconfirmed}) // 3 unconfirmed
+			ack(dta.Ack{Seq: 9})                                            // 0..9 acknowledged
+		case i%1000 == 999:
+			ack(dta.Ack{Seq: i})
+		}
+	}
+	ack(dta.Ack{Seq: 3, NACK: true, Reason: dta.ReasonMissing})
+	ack(dta.Ack{Seq: 5, NACK: true, Reason: dta.ReasonMissing})
+	if c := r.Counters(); c.Unconfirmed != 1 || c.Lost != 0 || c.Unknown != 2 {
+		t.Fatalf("counters %+v: want 3 unconfirmed once, and the late NACKs of 3 and 5 unknown", c)
+	}
+}
