@@ -427,10 +427,11 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // one gets a NACK to src's address at the ack port, an unsequenced one is
 // counted. It does not allocate.
 //
-// A report with a wide sequence number is applied at most once: one whose
-// number src's reports already had applied is counted in Duplicates and
-// dropped, and numbers src skipped are NACKed with reason Missing
-// (docs/DTA-WIRE.md, "Exactly once").
+// A report with a wide sequence number is applied at most once per source
+// (src and the report's session): one whose number its source's reports
+// already had applied is counted in Duplicates and dropped, one older than
+// the window is refused (Stale), and numbers the source skipped are NACKed
+// with reason Missing (docs/DTA-WIRE.md, "Exactly once").
 func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	e.setNow(now)
 	if !r.Header.Sequenced || !r.Header.Wide {
