@@ -452,8 +452,8 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		}
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
-	case s.inWindow(seq):
-		s.nack(seq, e.now) // NACKed: its sender resends it
+	default:
+		s.nackFor(seq, e.now) // NACKed: its sender resends it
 	}
 }
 

@@ -29,6 +29,9 @@ const (
 	// maxMissingNACKs bounds the NACKs one gap sends: a larger gap is more
 	// than the sender still holds.
 	maxMissingNACKs = seqWindow
+	// maxLate bounds the numbers a source keeps owed beyond the window
+	// (seqState.late).
+	maxLate = 256
 )
 
 // source names the sender of wide reports: its address and port, and the
@@ -49,8 +52,13 @@ type seqState struct {
 	pending [seqWindow / 64]uint64
 	// nacked marks numbers NACKed for a resend: their sender holds a copy,
 	// which it resends until that is acknowledged on its own (Resend).
-	nacked  [seqWindow / 64]uint64
-	nackAt  int64  // engine time of the last NACK for a resend
+	nacked [seqWindow / 64]uint64
+	nackAt int64 // engine time of the last NACK for a resend
+	// late holds numbers NACKed for a resend that left the window before
+	// their resend was applied, oldest first, with the engine time they
+	// left it: a resend of one is taken for owedFor, where any other
+	// number older than the window is refused (Stale).
+	late    []lateNACK
 	lastUse uint64 // the engine's report count when last used
 	lastAt  int64  // engine time of its last report
 	ackDue  bool   // an ack may have moved since the last one sent
@@ -60,6 +68,52 @@ type seqState struct {
 func (s *seqState) inWindow(seq uint32) bool {
 	d := int32(seq - s.next)
 	return d < 0 && d > -seqWindow
+}
+
+// lateNACK is a number NACKed for a resend, beyond the window.
+type lateNACK struct {
+	seq uint32
+	at  int64
+}
+
+// nackFor records that seq was NACKed for a resend at engine time now: in
+// the window, or among the late numbers when it is older.
+func (s *seqState) nackFor(seq uint32, now int64) {
+	if s.inWindow(seq) {
+		s.nack(seq, now)
+		return
+	}
+	if int32(seq-s.next) < 0 {
+		s.addLate(seq, now)
+	}
+}
+
+// addLate keeps seq among the late numbers, forgetting those older than
+// owedFor and, when maxLate are kept, the older half.
+func (s *seqState) addLate(seq uint32, now int64) {
+	i := 0
+	for i < len(s.late) && now-s.late[i].at > int64(owedFor) {
+		i++
+	}
+	if len(s.late)-i >= maxLate {
+		i = len(s.late) - maxLate/2
+	}
+	if i > 0 {
+		s.late = s.late[:copy(s.late, s.late[i:])]
+	}
+	s.late = append(s.late, lateNACK{seq, now})
+}
+
+// takeLate reports whether seq is a late number not older than owedFor,
+// and forgets it: its resend is taken once.
+func (s *seqState) takeLate(seq uint32, now int64) bool {
+	for i, l := range s.late {
+		if l.seq == seq {
+			s.late = append(s.late[:i], s.late[i+1:]...)
+			return now-l.at <= int64(owedFor)
+		}
+	}
+	return false
 }
 
 // setPending marks seq pending or not.
@@ -302,8 +356,12 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 	switch {
 	case d >= 0:
 		gap := uint32(d)
-		// The numbers now entering the window were not applied.
+		// The numbers now entering the window were not applied. Those
+		// leaving it NACKed for a resend and not applied stay owed.
 		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
+			if old := n - seqWindow; int32(old-s.first) >= 0 && marked(&s.nacked, n) && !marked(&s.applied, n) {
+				s.addLate(old, e.now)
+			}
 			mark(&s.applied, n, false)
 			mark(&s.pending, n, false)
 			mark(&s.nacked, n, false)
@@ -312,9 +370,7 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 		for i := uint32(0); i < min(gap, maxMissingNACKs); i++ {
 			n := seq - gap + i
 			e.nack(src, n, true, dta.ReasonMissing)
-			if s.inWindow(n) {
-				s.nack(n, e.now)
-			}
+			s.nackFor(n, e.now)
 			e.c.Missing++
 		}
 		return s
@@ -338,9 +394,12 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 		e.countRefused(r)
 		return nil
 	}
-	// Older than the window: whether it was applied is forgotten, so it
-	// is refused. Its sender holds no copy this old (its window is the
-	// same size), so it is a copy from the network, or a forgery.
+	// Older than the window: the resend of a report NACKed that left the
+	// window since is taken; any other number's fate is forgotten, so it
+	// is refused (a copy from the network, a replay or a forgery).
+	if s.takeLate(seq, e.now) {
+		return s
+	}
 	e.nack(src, seq, true, dta.ReasonUnconfirmed)
 	e.c.Stale++
 	e.countRefused(r)

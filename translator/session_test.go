@@ -164,3 +164,51 @@ func TestSourcesBounded(t *testing.T) {
 		t.Errorf("Duplicates %d: the reporting sources lost their numbers", c.Duplicates)
 	}
 }
+
+// TestLateResendTaken: a report NACKed for a resend whose number left the
+// window before its resend came (its sender went on meanwhile) is still
+// owed: its resend is applied once and acknowledged on its own; a second
+// copy of it, and a copy of a report applied before, are stale.
+func TestLateResendTaken(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 4}, ft)
+	h.connect()
+	const sess = 7
+	ft.noAck = true
+	for seq := uint32(0); seq < 5; seq++ { // a ring of 4: 4 is NACKed busy
+		h.sessionKI(testReporter, sess, seq)
+	}
+	ft.noAck = false
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	for seq := uint32(5); seq < 5+seqWindow+10; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	want := uint64(4 + seqWindow + 10)
+	if v := key7(t, ft); v != want {
+		t.Fatalf("key 7 counts %d, want %d", v, want)
+	}
+	h.acksSent()
+	h.sessionKI(testReporter, sess, 4) // the late resend
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v := key7(t, ft); v != want+1 {
+		t.Fatalf("key 7 counts %d after the late resend, want %d", v, want+1)
+	}
+	var got []dta.Ack
+	for _, a := range h.acksSent() {
+		if a.NACK || a.Resend {
+			got = append(got, a)
+		}
+	}
+	if wantAcks := []dta.Ack{{Seq: 4, Wide: true, Resend: true, Session: sess}}; !slices.Equal(got, wantAcks) {
+		t.Fatalf("acks %+v to the late resend, want %+v", got, wantAcks)
+	}
+	h.sessionKI(testReporter, sess, 4) // its copy
+	h.sessionKI(testReporter, sess, 3) // a copy of one applied
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v := key7(t, ft); v != want+1 {
+		t.Errorf("key 7 counts %d after stale copies, want %d", v, want+1)
+	}
+	if c := h.e.Counters(); c.Stale != 2 {
+		t.Errorf("Stale %d, want 2", c.Stale)
+	}
+}

@@ -437,9 +437,7 @@ func (t *Translator) readReports(sh *shard) {
 				}
 				if !taken[i] {
 					toks[i].s.setApplied(toks[i].seq, false)
-					if toks[i].s.inWindow(toks[i].seq) {
-						toks[i].s.nack(toks[i].seq, sh.e.now)
-					}
+					toks[i].s.nackFor(toks[i].seq, sh.e.now)
 				}
 				if !taken[i] || !tracked[i] {
 					sh.e.release(toks[i].s, toks[i].seq, taken[i])
