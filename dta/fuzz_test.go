@@ -192,3 +192,31 @@ func composeAppend(r *Report, b []byte) []byte {
 	}
 	return b
 }
+
+// FuzzAckLayer checks the acknowledgement's gopacket layer and frame
+// builder against ParseAck: an ack that decodes serializes back to its
+// bytes through SerializeTo, and AppendAckFrame carries exactly them.
+func FuzzAckLayer(f *testing.F) {
+	addSeeds(f, 2)
+	sbuf := gopacket.NewSerializeBuffer()
+	fb := FrameBuilder{SrcIP: testBuilder.DstIP, DstIP: testBuilder.SrcIP, SrcPort: ReportPort}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ParseAck(b)
+		var l AckLayer
+		var df feedback
+		if lerr := l.DecodeFromBytes(b, &df); lerr != err || l.Ack != a {
+			t.Fatalf("AckLayer = %+v, %v; ParseAck = %+v, %v", l.Ack, lerr, a, err)
+		}
+		if err != nil {
+			checkDecodeErr(t, err)
+			return
+		}
+		if err := gopacket.SerializeLayers(sbuf, gopacket.SerializeOptions{}, &l); err != nil || !bytes.Equal(sbuf.Bytes(), b) {
+			t.Fatalf("SerializeTo = % x, %v; input % x", sbuf.Bytes(), err, b)
+		}
+		frame, err := fb.AppendAckFrame(nil, a)
+		if err != nil || len(frame) != FrameOverhead+len(b) || !bytes.Equal(frame[FrameOverhead:], b) {
+			t.Fatalf("AppendAckFrame = % x, %v; input % x", frame, err, b)
+		}
+	})
+}
