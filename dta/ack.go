@@ -11,7 +11,7 @@ import "encoding/binary"
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 
 // With W (dtakit's wide sequence numbers, section 8.1) an acknowledgement is
-// 8 bytes and carries a reason:
+// 16 bytes and carries a reason and the session of the reports it answers:
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
@@ -19,6 +19,10 @@ import "encoding/binary"
 //	|                        seq (32 bits)                          |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|N|R| reserved  |    reason     |           span (16)           |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                    session (bits 63..32)                      |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                    session (bits 31..0)                       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
 // The two forms are told apart by their length.
@@ -42,6 +46,9 @@ type Ack struct {
 	// sequence for (capped at 65535): numbers before Seq-Span+1 it never
 	// saw, because it started after them. 0 says nothing.
 	Span uint16
+	// Session (bytes 8-15, Wide only) is the session of the reports it
+	// answers ([Header.Session]): a sender believes only acks of its own.
+	Session uint64
 	// Reserved is byte 1 bits 6..0 (byte 4 bits 5..0 when Wide), kept as
 	// received so a decoded ack re-encodes to its bytes. Senders leave it 0.
 	Reserved uint8
@@ -68,7 +75,7 @@ const (
 // the wide form.
 const (
 	AckLen     = 2
-	WideAckLen = 8
+	WideAckLen = 16
 )
 
 const (
@@ -87,7 +94,8 @@ func (a Ack) Len() int {
 
 // AppendTo appends the encoded header to b and returns the extended slice
 // (Reserved masked to 7 bits, 6 when Wide; without Wide, Seq's low 8
-// bits, no reason, span or Resend). It does not allocate when b has room.
+// bits, no reason, span, session or Resend). It does not allocate when b
+// has room.
 func (a Ack) AppendTo(b []byte) []byte {
 	flags := a.Reserved & ackReservedMask
 	if a.NACK {
@@ -99,19 +107,20 @@ func (a Ack) AppendTo(b []byte) []byte {
 			flags |= flagResend
 		}
 		b = binary.BigEndian.AppendUint32(b, a.Seq)
-		return binary.BigEndian.AppendUint16(append(b, flags, byte(a.Reason)), a.Span)
+		b = binary.BigEndian.AppendUint16(append(b, flags, byte(a.Reason)), a.Span)
+		return binary.BigEndian.AppendUint64(b, a.Session)
 	}
 	return append(b, byte(a.Seq), flags)
 }
 
 // Validate reports what is wrong with a, or nil: Reserved wider than 7
 // bits (6 when Wide), or a narrow ack with a Seq above 255, a Reason, a
-// Span or Resend.
+// Span, a Session or Resend.
 func (a Ack) Validate() error {
 	if a.Reserved&^ackReservedMask != 0 || a.Wide && a.Reserved&flagResend != 0 {
 		return errAckReserved
 	}
-	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Span != 0 || a.Resend) {
+	if !a.Wide && (a.Seq > 0xff || a.Reason != 0 || a.Span != 0 || a.Session != 0 || a.Resend) {
 		return errAckNarrow
 	}
 	return nil
@@ -124,7 +133,7 @@ func ParseAck(b []byte) (Ack, error) {
 	case len(b) == WideAckLen:
 		return Ack{Seq: binary.BigEndian.Uint32(b), NACK: b[4]&flagNACK != 0, Wide: true, Resend: b[4]&flagResend != 0,
 			Reserved: b[4] & ackReservedMask &^ flagResend,
-			Reason:   Reason(b[5]), Span: binary.BigEndian.Uint16(b[6:])}, nil
+			Reason:   Reason(b[5]), Span: binary.BigEndian.Uint16(b[6:]), Session: binary.BigEndian.Uint64(b[8:])}, nil
 	case len(b) < AckLen:
 		return Ack{}, errAckShort
 	case len(b) > AckLen:

@@ -106,13 +106,14 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // The errors the decoders and Validate methods return, allocated once.
 var (
-	errHeaderShort       = newError("base header", ErrTruncated, "need 2 bytes")
-	errHeaderSeqShort    = newError("base header", ErrTruncated, "S flag set, need 3 bytes")
-	errHeaderReserved    = newError("base header", ErrInvalidField, "reserved bits wider than 5 bits")
-	errHeaderSeqWithoutS = newError("base header", ErrInvalidField, "sequence number set without the S flag")
-	errHeaderSeqNarrow   = newError("base header", ErrInvalidField, "sequence number wider than 8 bits without the W flag")
-	errHeaderWideShort   = newError("base header", ErrTruncated, "S and W flags set, need 6 bytes")
-	errUnknownOpcode     [256]*Error
+	errHeaderShort         = newError("base header", ErrTruncated, "need 2 bytes")
+	errHeaderSeqShort      = newError("base header", ErrTruncated, "S flag set, need 3 bytes")
+	errHeaderReserved      = newError("base header", ErrInvalidField, "reserved bits wider than 5 bits")
+	errHeaderSeqWithoutS   = newError("base header", ErrInvalidField, "sequence number set without the S flag")
+	errHeaderSeqNarrow     = newError("base header", ErrInvalidField, "sequence number wider than 8 bits without the W flag")
+	errHeaderWideShort     = newError("base header", ErrTruncated, "S and W flags set, need 14 bytes")
+	errHeaderSessionNarrow = newError("base header", ErrInvalidField, "session set without the S and W flags")
+	errUnknownOpcode       [256]*Error
 
 	errKeyWriteShort      = newError("keywrite", ErrTruncated, "need 5 bytes before the data")
 	errKeyWriteRedundancy = newError("keywrite", ErrRedundancy, "")
@@ -132,8 +133,8 @@ var (
 	errPostcardHopZero  = newError("postcard", ErrHopZero, "")
 
 	errAckShort    = newError("ack", ErrTruncated, "need 2 bytes")
-	errAckTrailing = newError("ack", ErrTrailingBytes, "header is 2 bytes (8 when wide)")
-	errAckNarrow   = newError("ack", ErrInvalidField, "a 2-byte ack has an 8-bit sequence number and no reason")
+	errAckTrailing = newError("ack", ErrTrailingBytes, "header is 2 bytes (16 when wide)")
+	errAckNarrow   = newError("ack", ErrInvalidField, "a 2-byte ack has an 8-bit sequence number and no reason, span or session")
 	errAckReserved = newError("ack", ErrInvalidField, "reserved bits wider than 7 bits")
 
 	errFrameNotIPv4  = newError("frame", ErrInvalidField, "source and destination must be IPv4 addresses")

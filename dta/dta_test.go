@@ -43,6 +43,8 @@ func TestEncodingVectors(t *testing.T) {
 			"04 40 c8 00000001 05 00000002 05"},
 		{"postcard with path length 0", Report{Header: Header{Opcode: OpPostcard}, Postcard: Postcard{Key: 1, Hop: 1, Value: 2, HasPathLength: true}},
 			"04 00 00000001 01 00000002 00"},
+		{"wide key-write with a session", Report{Header: Header{Opcode: OpKeyWrite, Sequenced: true, Wide: true, Seq: 0x01020304, Session: 0xa1a2a3a4a5a6a7a8}, KeyWrite: KeyWrite{Redundancy: 2, Key: 7, Data: []byte{9, 9, 9, 9}}},
+			"01 60 01020304 a1a2a3a4a5a6a7a8 02 00000007 09090909"},
 		{"reserved bits kept", Report{Header: Header{Opcode: OpKeyIncrement, Reserved: 0x15}, KeyIncrement: KeyIncrement{Redundancy: 1}},
 			"03 15 01 00000000 0000000000000000"},
 	}
@@ -74,9 +76,9 @@ func TestEncodingVectors(t *testing.T) {
 		{Ack{Seq: 0}, "00 00"},
 		{Ack{Seq: 0x42, NACK: true}, "42 80"},
 		{Ack{Seq: 0xff, Reserved: 0x7f}, "ff 7f"},
-		{Ack{Seq: 0x01020304, Wide: true, Span: 0x0506}, "01 02 03 04 00 00 05 06"},
-		{Ack{Seq: 9, Wide: true, Resend: true}, "00 00 00 09 40 00 00 00"},
-		{Ack{Seq: 9, Wide: true, NACK: true, Reason: ReasonUnconfirmed, Reserved: 0x3f}, "00 00 00 09 bf 04 00 00"},
+		{Ack{Seq: 0x01020304, Wide: true, Span: 0x0506, Session: 0x1122334455667788}, "01 02 03 04 00 00 05 06 1122334455667788"},
+		{Ack{Seq: 9, Wide: true, Resend: true}, "00 00 00 09 40 00 00 00 0000000000000000"},
+		{Ack{Seq: 9, Wide: true, NACK: true, Reason: ReasonUnconfirmed, Reserved: 0x3f, Session: 1}, "00 00 00 09 bf 04 00 00 0000000000000001"},
 	}
 	for _, tt := range ackTests {
 		want := unhex(t, tt.hex)
@@ -132,6 +134,9 @@ func TestRoundTripAllFlags(t *testing.T) {
 					r.Header.Reserved = res
 					if sq.seq >= 0 {
 						r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, sq.wide, uint32(sq.seq)
+						if sq.wide {
+							r.Header.Session = 0x0102030405060708 * uint64(sq.seq&7)
+						}
 					}
 					if err := r.Validate(); err != nil {
 						t.Fatalf("%+v: Validate: %v", r, err)
@@ -295,13 +300,15 @@ func TestSubHeaderParsers(t *testing.T) {
 	if err != nil || h != (Header{Opcode: OpPostcard, Immediate: true, Sequenced: true, Seq: 9, Reserved: 0x1f}) || h.Len() != 3 {
 		t.Fatalf("ParseHeader = %+v, %v", h, err)
 	}
-	// W (byte 1 bit 5): a 4-byte sequence number.
-	h, err = ParseHeader(unhex(t, "04 e0 12345678"))
-	if err != nil || h != (Header{Opcode: OpPostcard, Immediate: true, Sequenced: true, Wide: true, Seq: 0x12345678}) || h.Len() != 6 {
+	// W (byte 1 bit 5): a 4-byte sequence number and an 8-byte session.
+	h, err = ParseHeader(unhex(t, "04 e0 12345678 a1a2a3a4a5a6a7a8"))
+	if err != nil || h != (Header{Opcode: OpPostcard, Immediate: true, Sequenced: true, Wide: true, Seq: 0x12345678, Session: 0xa1a2a3a4a5a6a7a8}) || h.Len() != 14 {
 		t.Fatalf("ParseHeader (wide) = %+v, %v", h, err)
 	}
-	if _, err := ParseHeader(unhex(t, "04 e0 123456")); !errors.Is(err, ErrTruncated) {
-		t.Errorf("a wide header cut short: %v, want ErrTruncated", err)
+	for _, short := range []string{"04 e0 123456", "04 e0 12345678", "04 e0 12345678 a1a2a3a4a5a6a7"} {
+		if _, err := ParseHeader(unhex(t, short)); !errors.Is(err, ErrTruncated) {
+			t.Errorf("a wide header cut short (%s): %v, want ErrTruncated", short, err)
+		}
 	}
 	// W without S means nothing, and is kept, like a reserved bit.
 	h, err = ParseHeader(unhex(t, "04 a0"))
@@ -320,6 +327,8 @@ func TestValidate(t *testing.T) {
 		{"zero report", Report{}, ErrUnknownOpcode, "base header"},
 		{"reserved too wide", Report{Header: Header{Opcode: OpKeyIncrement, Reserved: 0x40}, KeyIncrement: KeyIncrement{Redundancy: 1}}, ErrInvalidField, "base header"},
 		{"seq without S", Report{Header: Header{Opcode: OpKeyIncrement, Seq: 3}, KeyIncrement: KeyIncrement{Redundancy: 1}}, ErrInvalidField, "base header"},
+		{"session without W", Report{Header: Header{Opcode: OpKeyIncrement, Sequenced: true, Session: 3}, KeyIncrement: KeyIncrement{Redundancy: 1}}, ErrInvalidField, "base header"},
+		{"session without S", Report{Header: Header{Opcode: OpKeyIncrement, Wide: true, Session: 3}, KeyIncrement: KeyIncrement{Redundancy: 1}}, ErrInvalidField, "base header"},
 		{"key-write redundancy 0", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Data: make([]byte, 4)}}, ErrRedundancy, "keywrite"},
 		{"key-write no data", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 1}}, ErrDataLength, "keywrite"},
 		{"key-write 2 bytes", Report{Header: Header{Opcode: OpKeyWrite}, KeyWrite: KeyWrite{Redundancy: 1, Data: make([]byte, 2)}}, ErrDataLength, "keywrite"},
@@ -340,6 +349,7 @@ func TestValidate(t *testing.T) {
 	checkErr(t, Ack{Reserved: 0x80}.Validate(), ErrInvalidField, "ack")
 	checkErr(t, Ack{Resend: true}.Validate(), ErrInvalidField, "ack")
 	checkErr(t, Ack{Wide: true, Reserved: 0x40}.Validate(), ErrInvalidField, "ack")
+	checkErr(t, Ack{Session: 1}.Validate(), ErrInvalidField, "ack")
 }
 
 func TestOpcodeString(t *testing.T) {

@@ -52,7 +52,7 @@ func (f *FrameBuilder) AppendFrame(b []byte, r *Report) ([]byte, error) {
 // AppendAckFrame appends a whole frame carrying the acknowledgement a to b,
 // as a translator sends it, and returns the extended slice. A zero DstPort
 // means [AckPort] here. It does not allocate when b has room for
-// [FrameOverhead] + [AckLen] bytes.
+// [FrameOverhead] + a.Len() bytes.
 func (f *FrameBuilder) AppendAckFrame(b []byte, a Ack) ([]byte, error) {
 	if err := a.Validate(); err != nil {
 		return b, err
@@ -61,7 +61,7 @@ func (f *FrameBuilder) AppendAckFrame(b []byte, a Ack) ([]byte, error) {
 	if dport == 0 {
 		dport = AckPort
 	}
-	b, ip, err := f.appendHeaders(b, dport, AckLen)
+	b, ip, err := f.appendHeaders(b, dport, a.Len())
 	if err != nil {
 		return b, err
 	}

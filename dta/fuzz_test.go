@@ -20,7 +20,8 @@ func addSeeds(f *testing.F, after int) {
 		b := r.AppendTo(nil)
 		f.Add(b[min(after, len(b)):])
 	}
-	for _, s := range []string{"", "01", "0140", "0100", "ff80", "0300010000000100000000000000", "04000000000100000000020500"} {
+	for _, s := range []string{"", "01", "0140", "0100", "ff80", "0300010000000100000000000000", "04000000000100000000020500",
+		"0000000980040000a1a2a3a4a5a6a7a8", "0160000000070102030405060708040000000100000001"} {
 		f.Add(unhex(f, s))
 	}
 }
@@ -190,4 +191,32 @@ func composeAppend(r *Report, b []byte) []byte {
 		b = r.Postcard.AppendTo(b)
 	}
 	return b
+}
+
+// FuzzAckLayer checks the acknowledgement's gopacket layer and frame
+// builder against ParseAck: an ack that decodes serializes back to its
+// bytes through SerializeTo, and AppendAckFrame carries exactly them.
+func FuzzAckLayer(f *testing.F) {
+	addSeeds(f, 2)
+	sbuf := gopacket.NewSerializeBuffer()
+	fb := FrameBuilder{SrcIP: testBuilder.DstIP, DstIP: testBuilder.SrcIP, SrcPort: ReportPort}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ParseAck(b)
+		var l AckLayer
+		var df feedback
+		if lerr := l.DecodeFromBytes(b, &df); lerr != err || l.Ack != a {
+			t.Fatalf("AckLayer = %+v, %v; ParseAck = %+v, %v", l.Ack, lerr, a, err)
+		}
+		if err != nil {
+			checkDecodeErr(t, err)
+			return
+		}
+		if err := gopacket.SerializeLayers(sbuf, gopacket.SerializeOptions{}, &l); err != nil || !bytes.Equal(sbuf.Bytes(), b) {
+			t.Fatalf("SerializeTo = % x, %v; input % x", sbuf.Bytes(), err, b)
+		}
+		frame, err := fb.AppendAckFrame(nil, a)
+		if err != nil || len(frame) != FrameOverhead+len(b) || !bytes.Equal(frame[FrameOverhead:], b) {
+			t.Fatalf("AppendAckFrame = % x, %v; input % x", frame, err, b)
+		}
+	})
 }

@@ -2,7 +2,7 @@ package dta
 
 import "encoding/binary"
 
-// Base header (spec section 2), 2 bytes, or 3 when S is set, or 6 when S
+// Base header (spec section 2), 2 bytes, or 3 when S is set, or 14 when S
 // and W are set (section 8.1, dtakit's wide sequence numbers):
 //
 //	 0                   1                   2
@@ -11,7 +11,20 @@ import "encoding/binary"
 //	|    opcode     |I|S|W|reserved |  seq (if S)   |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
-// With W, seq is 4 bytes, big-endian (bytes 2-5).
+// With W, seq is 4 bytes, big-endian (bytes 2-5), and the sender's session
+// follows it (bytes 6-13):
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|    opcode     |I|1|1|reserved |        seq (bits 31..16)      |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|       seq (bits 15..0)        |    session (bits 63..48)      |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                   session (bits 47..16)                       |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|    session (bits 15..0)       |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 
 // Header is the DTA base header. The zero value is not valid (opcode 0);
 // a sender sets Opcode and, when it wants acknowledgements, Sequenced and Seq.
@@ -25,6 +38,12 @@ type Header struct {
 	// Seq is byte 2 (8 bits), or bytes 2-5 with Wide, present only when
 	// Sequenced.
 	Seq uint32
+	// Session is bytes 6-13 (64 bits, big-endian), present only when
+	// Sequenced and Wide: the sender's random identifier, chosen at its
+	// start, that the translator keys the sender's sequence state and
+	// acknowledgements by, so that a sender who cannot see the traffic
+	// cannot forge either (docs/DTA-WIRE.md, "Threat model").
+	Session uint64
 	// Reserved is byte 1 bits 4..0. Receivers ignore it; decoding keeps
 	// it so a decoded header re-encodes to the bytes it came from.
 	// Senders leave it 0.
@@ -38,11 +57,15 @@ const (
 	reservedMask  = 0x1f
 )
 
-// Len returns the encoded length: 2, 3 when Sequenced, 6 when also Wide.
+// WideHeaderLen is the length of a base header with S and W set.
+const WideHeaderLen = 14
+
+// Len returns the encoded length: 2, 3 when Sequenced, [WideHeaderLen]
+// when also Wide.
 func (h Header) Len() int {
 	switch {
 	case h.Sequenced && h.Wide:
-		return 6
+		return WideHeaderLen
 	case h.Sequenced:
 		return 3
 	}
@@ -51,7 +74,8 @@ func (h Header) Len() int {
 
 // AppendTo appends the encoded header to b and returns the extended slice.
 // It encodes the fields as they are (Reserved masked to 5 bits, Seq only
-// when Sequenced, its low 8 bits unless Wide); [Header.Validate] reports
+// when Sequenced, its low 8 bits unless Wide, Session only when Sequenced
+// and Wide); [Header.Validate] reports
 // fields out of range. It does not allocate when b has room.
 func (h Header) AppendTo(b []byte) []byte {
 	flags := h.Reserved & reservedMask
@@ -63,7 +87,8 @@ func (h Header) AppendTo(b []byte) []byte {
 	}
 	switch {
 	case h.Sequenced && h.Wide:
-		return binary.BigEndian.AppendUint32(append(b, byte(h.Opcode), flags|flagSequenced), h.Seq)
+		b = binary.BigEndian.AppendUint32(append(b, byte(h.Opcode), flags|flagSequenced), h.Seq)
+		return binary.BigEndian.AppendUint64(b, h.Session)
 	case h.Sequenced:
 		return append(b, byte(h.Opcode), flags|flagSequenced, byte(h.Seq))
 	}
@@ -71,9 +96,9 @@ func (h Header) AppendTo(b []byte) []byte {
 }
 
 // Validate reports what is wrong with h, or nil: an unknown opcode,
-// Reserved wider than 5 bits, a Seq without Sequenced, or a Seq wider than
-// 8 bits without Wide. (Wide without Sequenced means nothing and is kept,
-// like a reserved bit.)
+// Reserved wider than 5 bits, a Seq without Sequenced, a Seq wider than
+// 8 bits without Wide, or a Session without both. (Wide without Sequenced
+// means nothing and is kept, like a reserved bit.)
 func (h Header) Validate() error {
 	if !h.Opcode.IsValid() {
 		return errUnknownOpcode[h.Opcode]
@@ -87,25 +112,29 @@ func (h Header) Validate() error {
 	if !h.Wide && h.Seq > 0xff {
 		return errHeaderSeqNarrow
 	}
+	if h.Session != 0 && !(h.Sequenced && h.Wide) {
+		return errHeaderSessionNarrow
+	}
 	return nil
 }
 
-// seq decodes the sequence number after byte 1 when flags has S: rest is
-// what follows byte 1. It returns the number and what follows it.
-func seq(flags byte, rest []byte) (uint32, []byte, error) {
+// seq decodes the sequence number (and with W the session) after byte 1
+// when flags has S: rest is what follows byte 1. It returns the number, the
+// session and what follows them.
+func seq(flags byte, rest []byte) (uint32, uint64, []byte, error) {
 	switch {
 	case flags&flagSequenced == 0:
 		// W without S means nothing; like a reserved bit it is kept.
-		return 0, rest, nil
+		return 0, 0, rest, nil
 	case flags&flagWide != 0:
-		if len(rest) < 4 {
-			return 0, nil, errHeaderWideShort
+		if len(rest) < WideHeaderLen-2 {
+			return 0, 0, nil, errHeaderWideShort
 		}
-		return binary.BigEndian.Uint32(rest), rest[4:], nil
+		return binary.BigEndian.Uint32(rest), binary.BigEndian.Uint64(rest[4:]), rest[WideHeaderLen-2:], nil
 	case len(rest) == 0:
-		return 0, nil, errHeaderSeqShort
+		return 0, 0, nil, errHeaderSeqShort
 	}
-	return uint32(rest[0]), rest[1:], nil
+	return uint32(rest[0]), 0, rest[1:], nil
 }
 
 // ParseHeader decodes the base header at the start of b; the sub-header
@@ -125,10 +154,10 @@ func ParseHeader(b []byte) (Header, error) {
 	if !h.Opcode.IsValid() {
 		return Header{}, errUnknownOpcode[b[0]]
 	}
-	s, _, err := seq(b[1], b[2:])
+	s, sess, _, err := seq(b[1], b[2:])
 	if err != nil {
 		return Header{}, err
 	}
-	h.Seq = s
+	h.Seq, h.Session = s, sess
 	return h, nil
 }

@@ -154,7 +154,7 @@ func (l *AckLayer) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.Seriali
 	if err := l.Ack.Validate(); err != nil {
 		return err
 	}
-	buf, err := b.PrependBytes(AckLen)
+	buf, err := b.PrependBytes(l.Ack.Len())
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ var testReports = []Report{
 	{Header: Header{Opcode: OpKeyIncrement}, KeyIncrement: KeyIncrement{Redundancy: 3, Key: 77, Counter: 1 << 40}},
 	{Header: Header{Opcode: OpPostcard, Immediate: true}, Postcard: Postcard{Key: 5, Hop: 2, Value: 1000}},
 	{Header: Header{Opcode: OpPostcard}, Postcard: Postcard{Key: 5, Hop: 5, Value: 1, PathLength: 5, HasPathLength: true}},
+	{Header: Header{Opcode: OpKeyIncrement, Sequenced: true, Wide: true, Seq: 0x01020304, Session: 0xfedcba9876543210}, KeyIncrement: KeyIncrement{Redundancy: 2, Key: 8, Counter: 1}},
 }
 
 // TestSerializeLayersMatchesFrameBuilder builds each report with
@@ -92,6 +93,10 @@ func TestSerializeToRejectsInvalid(t *testing.T) {
 	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, &AckLayer{Ack: Ack{Seq: 7, NACK: true}}); err != nil || !bytes.Equal(buf.Bytes(), []byte{7, 0x80}) {
 		t.Errorf("SerializeLayers(ack) = % x, %v", buf.Bytes(), err)
 	}
+	wide := Ack{Seq: 7, NACK: true, Wide: true, Reason: ReasonBusy, Session: 0x0102030405060708}
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{}, &AckLayer{Ack: wide}); err != nil || !bytes.Equal(buf.Bytes(), wide.AppendTo(nil)) {
+		t.Errorf("SerializeLayers(wide ack) = % x, %v; want % x", buf.Bytes(), err, wide.AppendTo(nil))
+	}
 }
 
 // ackFrame builds an Ethernet/IPv4/UDP frame to the ack port.
@@ -130,6 +135,19 @@ func TestAppendAckFrame(t *testing.T) {
 	_ = udp.SetNetworkLayerForChecksum(p.NetworkLayer())
 	if err, res := udp.VerifyChecksum(); err != nil || !res.Valid || udp.DstPort != AckPort || udp.SrcPort != ReportPort {
 		t.Errorf("ports %d -> %d, checksum %v %+v", udp.SrcPort, udp.DstPort, err, res)
+	}
+	wide := Ack{Seq: 70000, Wide: true, Span: 9, Session: 0xa1a2a3a4a5a6a7a8}
+	if frame, err = f.AppendAckFrame(nil, wide); err != nil || len(frame) != FrameOverhead+WideAckLen {
+		t.Fatalf("wide ack frame: %d bytes, %v", len(frame), err)
+	}
+	p = gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	if l, ok := p.Layer(LayerTypeAck).(*AckLayer); !ok || l.Ack != wide {
+		t.Fatalf("decoded wide ack frame %v", p)
+	}
+	udp = p.Layer(layers.LayerTypeUDP).(*layers.UDP)
+	_ = udp.SetNetworkLayerForChecksum(p.NetworkLayer())
+	if err, res := udp.VerifyChecksum(); err != nil || !res.Valid || int(udp.Length) != UDPLen+WideAckLen {
+		t.Errorf("wide ack frame: UDP length %d, checksum %v %+v", udp.Length, err, res)
 	}
 	if b, err := f.AppendAckFrame([]byte("x"), Ack{Reserved: 0x80}); !errors.Is(err, ErrInvalidField) || string(b) != "x" {
 		t.Errorf("bad ack: %q, %v", b, err)

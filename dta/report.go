@@ -41,35 +41,16 @@ func (r *Report) Len() int {
 // unknown opcode). It does not check the fields ([Report.Validate] does)
 // and does not allocate when b has room for [Report.Len] more bytes.
 //
-// It grows b once and writes at fixed offsets: this is a reporter's hot
-// path. TestRoundTripAllFlags and FuzzParseReport check it against the
+// It grows b once and writes the sub-header at fixed offsets: this is a
+// reporter's hot path. TestRoundTripAllFlags and FuzzParseReport check it against the
 // headers' own AppendTo methods.
 func (r *Report) AppendTo(b []byte) []byte {
 	n := r.Len()
 	off := len(b)
 	b = slices.Grow(b, n)[:off+n]
 	p := b[off:]
+	p = p[len(r.Header.AppendTo(p[:0])):]
 	h := &r.Header
-	p[0] = byte(h.Opcode)
-	p[1] = h.Reserved & reservedMask
-	if h.Immediate {
-		p[1] |= flagImmediate
-	}
-	if h.Wide {
-		p[1] |= flagWide
-	}
-	i := 2
-	switch {
-	case h.Sequenced && h.Wide:
-		p[1] |= flagSequenced
-		binary.BigEndian.PutUint32(p[2:6], h.Seq)
-		i = 6
-	case h.Sequenced:
-		p[1] |= flagSequenced
-		p[2] = byte(h.Seq)
-		i = 3
-	}
-	p = p[i:]
 	switch h.Opcode {
 	case OpKeyWrite:
 		_ = p[4]
@@ -146,7 +127,7 @@ func (r *Report) Decode(b []byte) error {
 	if !op.IsValid() {
 		return errUnknownOpcode[op]
 	}
-	sq, rest, err := seq(flags, b[2:])
+	sq, sess, rest, err := seq(flags, b[2:])
 	if err != nil {
 		return err
 	}
@@ -201,6 +182,7 @@ func (r *Report) Decode(b []byte) error {
 	r.Header.Sequenced = flags&flagSequenced != 0
 	r.Header.Wide = flags&flagWide != 0
 	r.Header.Seq = sq
+	r.Header.Session = sess
 	r.Header.Reserved = flags & reservedMask
 	return nil
 }

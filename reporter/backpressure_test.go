@@ -41,6 +41,8 @@ type fakeTranslator struct {
 	// ms to peer, as the translator does.
 	owed map[uint32]bool
 	peer netip.AddrPort
+	// sess is the session of the last report, which every ack carries.
+	sess uint64
 
 	mu       sync.Mutex
 	attempts map[uint32]int
@@ -69,7 +71,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 			acks = acks[:0]
 			ft.mu.Lock()
 			if len(ms) == 0 && (len(ft.owed) > 0 || ft.next != ft.ackedTo) && !ft.down && !ft.noAcks {
-				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first)}.AppendTo(nil)
+				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first), Session: ft.sess}.AppendTo(nil)
 				acks = append(acks, udpio.Datagram{Buf: ack, Addr: ft.peer})
 			}
 			for _, m := range ms {
@@ -83,6 +85,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				if ft.down {
 					continue
 				}
+				ft.sess = h.Session
 				if ft.fresh {
 					ft.next, ft.first, ft.fresh = h.Seq, h.Seq, false
 				}
@@ -92,7 +95,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				}
 				for ; int32(h.Seq-ft.next) > 0; ft.next++ {
 					ft.owed[ft.next] = true
-					nack := dta.Ack{Seq: ft.next, NACK: true, Wide: true, Reason: dta.ReasonMissing}.AppendTo(nil)
+					nack := dta.Ack{Seq: ft.next, NACK: true, Wide: true, Reason: dta.ReasonMissing, Session: ft.sess}.AppendTo(nil)
 					acks = append(acks, udpio.Datagram{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 				}
 				if h.Seq == ft.next {
@@ -104,7 +107,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				// it is acknowledged on its own.
 				resendAck := func() {
 					if int32(h.Seq-ft.ackedTo) < 0 {
-						a := dta.Ack{Seq: h.Seq, Wide: true, Resend: true}.AppendTo(nil)
+						a := dta.Ack{Seq: h.Seq, Wide: true, Resend: true, Session: ft.sess}.AppendTo(nil)
 						acks = append(acks, udpio.Datagram{Buf: a, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 					}
 				}
@@ -127,14 +130,14 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				if why == 0 {
 					why = dta.ReasonBusy
 				}
-				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: why}.AppendTo(nil)
+				nack := dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: why, Session: ft.sess}.AppendTo(nil)
 				acks = append(acks, udpio.Datagram{Buf: nack, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 			}
 			if len(ms) > 0 && !ft.noAcks && !ft.down {
 				if !ft.holdAcks {
 					ft.ackedTo = ft.next
 				}
-				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first)}.AppendTo(nil)
+				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first), Session: ft.sess}.AppendTo(nil)
 				acks = append(acks, udpio.Datagram{Buf: ack, Addr: netip.AddrPortFrom(ms[0].Addr.Addr(), ft.ack)})
 			}
 			ft.mu.Unlock()
@@ -270,7 +273,7 @@ func TestOnLoss(t *testing.T) {
 	}})
 	var sent [][]byte
 	for i := range 5 {
-		rep := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Wide: true, Seq: uint32(i)},
+		rep := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Wide: true, Seq: uint32(i), Session: r.Session()},
 			KeyWrite: dta.KeyWrite{Redundancy: 1, Key: uint32(i), Data: []byte{byte(i), 2, 3, 4}}}
 		b, err := dta.AppendPayload(nil, &rep)
 		if err != nil {

@@ -15,8 +15,9 @@ import (
 //
 //	flags (1) · reports sent (1) · then per ack: source (1) · length (1) · bytes
 //
-// flags bit 0 selects wide sequence numbers; an ack's source byte, when
-// odd, makes it come from another address than the translator. Whatever
+// flags bit 0 selects wide sequence numbers (of session 0); an ack's source
+// byte, when odd, makes it come from another address than the translator.
+// A wide reporter takes only wide acks of its session. Whatever
 // the acks say, the reporter resends only reports it sent, each the report
 // whose number a NACK from the translator named, never more than
 // MaxResends times, and counts every ack it cannot use.
@@ -29,6 +30,8 @@ func FuzzNACKs(f *testing.F) {
 	f.Add(append([]byte{0, 10, 0, byte(len(n5))}, n5...))
 	f.Add(append([]byte{1, 10, 0, byte(len(w5))}, w5...))
 	f.Add(append([]byte{1, 10, 1, byte(len(w5))}, w5...))
+	other := dta.Ack{Seq: 5, NACK: true, Wide: true, Session: 1}.AppendTo(nil)
+	f.Add(append(append([]byte{1, 10, 0, byte(len(other))}, other...), append([]byte{0, byte(len(w5))}, w5...)...))
 	f.Add(append(append([]byte{0, 255, 0, byte(len(n5))}, n5...), append([]byte{0, byte(len(n5))}, n5...)...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 2 || len(in) > 1024 {
@@ -41,6 +44,7 @@ func FuzzNACKs(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer r.Close()
+		r.session = 0               // the session the inputs' acks can name
 		sent := map[uint32][]byte{} // by sequence number, as sent
 		for i := range int(in[1]) + 300*int(in[0]>>7) {
 			if err := r.KeyWrite(uint32(i), []byte{byte(i), 1, 2, 3}, 1); err != nil {
@@ -97,14 +101,14 @@ func FuzzNACKs(f *testing.F) {
 			named := false
 			for _, m := range ms {
 				a, err := dta.ParseAck(m.Buf)
-				named = named || (err == nil && m.Addr == s.addr() && a.NACK && a.Seq == h.Seq && a.Wide == wide)
+				named = named || (err == nil && m.Addr == s.addr() && a.NACK && a.Seq == h.Seq && a.Wide == wide && a.Session == 0)
 			}
 			if !named {
 				t.Fatalf("number %d resent, but no NACK from the translator names it", h.Seq)
 			}
 		}
-		if c.Foreign != foreign(ms, s.addr()) {
-			t.Fatalf("foreign %d, want %d", c.Foreign, foreign(ms, s.addr()))
+		if c.Foreign != foreign(ms, s.addr(), wide) {
+			t.Fatalf("foreign %d, want %d", c.Foreign, foreign(ms, s.addr(), wide))
 		}
 	})
 }
@@ -115,7 +119,7 @@ func unconfirmedNACKs(ms []udpio.Datagram, from netip.AddrPort, wide bool) uint6
 	n := uint64(0)
 	for _, m := range ms {
 		a, err := dta.ParseAck(m.Buf)
-		if err == nil && m.Addr == from && wide && a.NACK && a.Wide && a.Reason == dta.ReasonUnconfirmed {
+		if err == nil && m.Addr == from && wide && a.NACK && a.Wide && a.Session == 0 && a.Reason == dta.ReasonUnconfirmed {
 			n++
 		}
 	}
@@ -133,10 +137,13 @@ func malformed(ms []udpio.Datagram, from netip.AddrPort) uint64 {
 	return n
 }
 
-func foreign(ms []udpio.Datagram, from netip.AddrPort) uint64 {
+// foreign counts the acks a reporter ignores: from another address than
+// from, or when wide, narrow or of another session than 0.
+func foreign(ms []udpio.Datagram, from netip.AddrPort, wide bool) uint64 {
 	n := uint64(0)
 	for _, m := range ms {
-		if m.Addr != from {
+		a, err := dta.ParseAck(m.Buf)
+		if m.Addr != from || wide && err == nil && (!a.Wide || a.Session != 0) {
 			n++
 		}
 	}

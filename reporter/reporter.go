@@ -16,6 +16,8 @@
 package reporter
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -174,7 +176,10 @@ type Counters struct {
 	Resent  uint64 // reports resent after a NACK
 	NACKs   uint64 // NACKs received
 	Unknown uint64 // NACKs for a sequence number not in the window or already lost, and malformed acks
-	Foreign uint64 // acks from an address other than the translator's report socket, ignored
+	// Foreign counts acks ignored: from an address other than the
+	// translator's report socket, or (WideSequence) narrow or of another
+	// session than the reporter's (a forgery, or the answer to one).
+	Foreign uint64
 	GaveUp  uint64 // NACKs not answered: the report was resent MaxResends times
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
@@ -211,6 +216,7 @@ type Reporter struct {
 	batch   []udpio.Datagram
 	slab    []byte // the batch's bytes
 	seq     uint32
+	session uint64 // WideSequence: random, the session of every report
 	window  []sent // by sequence number modulo its length
 	c       Counters
 	closed  bool
@@ -316,6 +322,15 @@ func New(cfg Config) (*Reporter, error) {
 		r.window = make([]sent, 256)
 		if cfg.WideSequence {
 			r.window = make([]sent, WideWindow)
+			// Unpredictable, so that a sender that cannot see the
+			// reports cannot forge acks the reporter believes nor move
+			// its numbers at the translator (docs/DTA-WIRE.md, "Threat
+			// model").
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, fmt.Errorf("reporter: session: %w", err)
+			}
+			r.session = binary.BigEndian.Uint64(b[:])
 		}
 	}
 	if cfg.HandleNACKs {
@@ -335,6 +350,10 @@ func New(cfg Config) (*Reporter, error) {
 	}
 	return r, nil
 }
+
+// Session returns the session the reporter's wide reports carry, chosen
+// at random by New (0 without WideSequence).
+func (r *Reporter) Session() uint64 { return r.session }
 
 // LocalAddr returns the address reports are sent from.
 func (r *Reporter) LocalAddr() netip.AddrPort {
@@ -361,7 +380,7 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	r.scratch = *rep
 	h := &r.scratch.Header
 	if r.cfg.Sequenced {
-		h.Sequenced, h.Wide, h.Seq = true, r.cfg.WideSequence, r.seq
+		h.Sequenced, h.Wide, h.Seq, h.Session = true, r.cfg.WideSequence, r.seq, r.session
 		if !r.cfg.WideSequence {
 			h.Seq &= 0xff
 		}
@@ -746,6 +765,12 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 			r.c.Unknown++
 			continue
 		}
+		if r.cfg.WideSequence && (!a.Wide || a.Session != r.session) {
+			// Not about this reporter's reports: not believed, and no
+			// sign that the translator is there.
+			r.c.Foreign++
+			continue
+		}
 		if !a.NACK {
 			if a.Wide && r.cfg.WideSequence && a.Resend {
 				// A resend applied: its copy is done.
@@ -806,8 +831,12 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 		switch {
 		case h == nil || h.lost:
 			r.c.Unknown++ // never sent, no longer in the window, or already lost
-			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 {
-				r.lose(a.Seq, a.Reason) // sent, and gone from the window
+			// Sent, and gone from the window: lost, unless a cumulative
+			// ack or ackStall passed it (acknowledged, or counted
+			// unconfirmed already: a restarted translator NACKs as
+			// missing numbers it never saw).
+			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 && !(r.ackMode && int32(a.Seq-r.acked) < 0) {
+				r.lose(a.Seq, a.Reason)
 			}
 		case h.resends >= r.cfg.MaxResends:
 			r.c.GaveUp++

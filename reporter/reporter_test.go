@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/udpio"
 )
 
 // sink is a UDP socket standing in for the translator.
@@ -296,7 +297,7 @@ func TestWideSequenceLateNACK(t *testing.T) {
 	}
 	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
 	// A NACK for report 4200, in the window: that report again.
-	if _, err := s.uc.WriteToUDP(dta.Ack{Seq: 4200, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil), to); err != nil {
+	if _, err := s.uc.WriteToUDP(dta.Ack{Seq: 4200, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: r.Session()}.AppendTo(nil), to); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := s.read(); !bytes.Equal(b, sent[4200]) {
@@ -304,17 +305,137 @@ func TestWideSequenceLateNACK(t *testing.T) {
 	}
 	// A late NACK for report 100, whose slot now holds report 4196: nothing.
 	// (An 8-bit NACK for 100 would have resent report 4196's number.)
-	s.uc.WriteToUDP(dta.Ack{Seq: 100, NACK: true, Wide: true}.AppendTo(nil), to)
-	// A narrow ack means nothing to a wide reporter.
+	s.uc.WriteToUDP(dta.Ack{Seq: 100, NACK: true, Wide: true, Session: r.Session()}.AppendTo(nil), to)
+	// A narrow ack means nothing to a wide reporter: foreign.
 	s.uc.WriteToUDP(dta.Ack{Seq: 7, NACK: true}.AppendTo(nil), to)
 	deadline := time.Now().Add(5 * time.Second)
-	for r.Counters().Unknown < 2 {
+	for c := r.Counters(); c.Unknown < 1 || c.Foreign < 1; c = r.Counters() {
 		if time.Now().After(deadline) {
-			t.Fatalf("counters %+v: want 2 unknown NACKs", r.Counters())
+			t.Fatalf("counters %+v: want 1 unknown NACK and 1 foreign", c)
 		}
 		time.Sleep(time.Millisecond)
 	}
 	if c := r.Counters(); c.Resent != 1 {
 		t.Fatalf("counters %+v: a late NACK resent a report", c)
+	}
+}
+
+// TestForeignSessionAcks: acks and NACKs from the translator's address but
+// of another session than the reporter's (a forgery, or the answer to
+// reports forged in its name) are neither believed nor taken as signs that
+// the translator is there: they give no credit, resend nothing, and a
+// reporter that hears nothing else counts its reports unconfirmed after
+// ackStall instead of waiting for credit for ever. The same ack with its
+// session is believed.
+func TestForeignSessionAcks(t *testing.T) {
+	s := newSink(t)
+	ackPort := freePort(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, WideSequence: true, HandleNACKs: true, AckPort: ackPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	forged := r.Session() ^ 0x8000_0000_0000_0001
+	for i := range 10 {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	before := r.lastAckAt
+	r.mu.Unlock()
+	ms := []udpio.Datagram{
+		{Addr: s.addr(), Buf: dta.Ack{Seq: 9, Wide: true, Span: 10, Session: forged}.AppendTo(nil)},
+		{Addr: s.addr(), Buf: dta.Ack{Seq: 3, Wide: true, NACK: true, Reason: dta.ReasonBusy, Session: forged}.AppendTo(nil)},
+		{Addr: s.addr(), Buf: dta.Ack{Seq: 4, Wide: true, Resend: true, Session: forged}.AppendTo(nil)},
+		{Addr: s.addr(), Buf: dta.Ack{Seq: 5, NACK: true}.AppendTo(nil)},
+	}
+	r.handleAcks(ms, time.Now())
+	r.mu.Lock()
+	acked, last := r.acked, r.lastAckAt
+	r.mu.Unlock()
+	if c := r.Counters(); c.Acks != 0 || c.NACKs != 0 || c.Foreign != 4 || c.Resent != 0 || acked != 0 || !last.Equal(before) {
+		t.Fatalf("counters %+v, acked to %d, last ack moved %v: want 4 foreign and nothing believed", c, acked, !last.Equal(before))
+	}
+
+	// Waiting for credit with only forged acks coming, Send gives up on
+	// the translator after ackStall.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			_, _ = s.uc.WriteToUDP(dta.Ack{Seq: 0xffffffff, Wide: true, Session: forged}.AppendTo(nil), to)
+		}
+	}()
+	start := time.Now()
+	for i := 10; i <= credit; i++ {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > 4*time.Second {
+			break
+		}
+	}
+	close(stop)
+	<-done
+	if c := r.Counters(); c.Unconfirmed != credit || c.Acks != 0 || c.Foreign < 10 {
+		t.Fatalf("after %v: counters %+v; want the %d reports in flight unconfirmed after ackStall, forged acks ignored", time.Since(start), c, credit)
+	}
+
+	// With the reporter's own session the same ack is believed.
+	r.mu.Lock()
+	seq := r.seq
+	r.mu.Unlock()
+	r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: dta.Ack{Seq: seq - 1, Wide: true, Session: r.Session()}.AppendTo(nil)}}, time.Now())
+	r.mu.Lock()
+	acked = r.acked
+	r.mu.Unlock()
+	if c := r.Counters(); c.Acks != 1 || acked != seq {
+		t.Fatalf("counters %+v, acked to %d: want the ack of its own session taken, to %d", c, acked, seq)
+	}
+}
+
+// TestLateNACKOfSettledReport: a NACK for a number gone from the window
+// that a cumulative ack or the ack stall already passed (a restarted
+// translator NACKs as missing the numbers it never saw) is unknown: the
+// report was acknowledged, or counted unconfirmed, and is not counted
+// lost as well.
+func TestLateNACKOfSettledReport(t *testing.T) {
+	s := newSink(t)
+	r, err := New(Config{Translator: s.addr(), Sequenced: true, WideSequence: true, HandleNACKs: true, AckPort: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ack := func(a dta.Ack) {
+		a.Wide, a.Session = true, r.Session()
+		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
+	}
+	for i := range uint32(WideWindow + 100) {
+		if err := r.KeyIncrement(i, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i == 9:
+			ack(dta.Ack{Seq: 3, NACK: true, Reason: dta.ReasonUnconfirmed}) // 3 unconfirmed
+			ack(dta.Ack{Seq: 9})                                            // 0..9 acknowledged
+		case i%1000 == 999:
+			ack(dta.Ack{Seq: i})
+		}
+	}
+	ack(dta.Ack{Seq: 3, NACK: true, Reason: dta.ReasonMissing})
+	ack(dta.Ack{Seq: 5, NACK: true, Reason: dta.ReasonMissing})
+	if c := r.Counters(); c.Unconfirmed != 1 || c.Lost != 0 || c.Unknown != 2 {
+		t.Fatalf("counters %+v: want 3 unconfirmed once, and the late NACKs of 3 and 5 unknown", c)
 	}
 }

@@ -144,6 +144,36 @@ func BenchmarkTranslate(b *testing.B) {
 	}
 }
 
+// BenchmarkTranslateWide is BenchmarkTranslate's Key-Increment with wide
+// sequence numbers of one session: each report is admitted, held pending
+// and settled by the ACK, and the cumulative ack goes out with Output.
+func BenchmarkTranslateWide(b *testing.B) {
+	e, q := memSetup(b, benchInst(b, dta.OpKeyIncrement), Config{RingSize: 1 << 12})
+	reps := decodedReports(b, dta.OpKeyIncrement)
+	for i := range reps {
+		reps[i].Header.Sequenced, reps[i].Header.Wide, reps[i].Header.Session = true, true, 0x5e55
+	}
+	a := &acker{q: q, buf: make([]byte, 0, 64)}
+	e.ResetOutput()
+	now := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		r := &reps[i&1023]
+		r.Header.Seq = uint32(i)
+		e.Translate(r, testReporter, now)
+		if i&31 == 31 {
+			e.Output()
+			e.ResetOutput()
+			a.ackAll(e)
+		}
+	}
+	b.StopTimer()
+	if c := e.Counters(); c.Dropped+c.Rejected+c.NACKs+c.Duplicates+c.Missing != 0 {
+		b.Fatalf("counters %+v", c)
+	}
+}
+
 // BenchmarkHandleReport adds the decoding of the report datagram.
 func BenchmarkHandleReport(b *testing.B) {
 	for _, bo := range benchOps {

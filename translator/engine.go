@@ -40,6 +40,15 @@ type Counters struct {
 	// Duplicates counts wide sequenced reports already applied (a resend
 	// whose original arrived after all), dropped without a NACK.
 	Duplicates uint64
+	// Stale counts wide reports more than the window (4096 numbers) behind
+	// the newest of their source: whether they were applied is forgotten,
+	// so they are refused, NACKed with reason Unconfirmed.
+	Stale uint64
+	// SourcesEvicted counts sources of wide reports forgotten to make room
+	// for a new one, each silent for at least 2 s; SourcesRefused counts
+	// reports of new sources refused (NACKed busy) because every tracked
+	// source reported within the last 2 s.
+	SourcesEvicted, SourcesRefused uint64
 	// Missing counts wide sequence numbers a source skipped: each is NACKed
 	// with reason Missing.
 	Missing uint64
@@ -128,9 +137,10 @@ type Engine struct {
 	rep     dta.Report
 	c       Counters
 
-	seqs    map[netip.AddrPort]*seqState // wide sequence numbers by source (seqtrack.go)
-	seqTick uint64                       // counts admit calls, to age seqs
-	ackDue  []netip.AddrPort             // sources owed a cumulative ack
+	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
+	seqTick uint64               // counts admit calls, to age seqs
+	ackDue  []source             // sources owed a cumulative ack
+	evictAt int64                // with seqs full, no source is idle before this engine time
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
@@ -426,10 +436,11 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // one gets a NACK to src's address at the ack port, an unsequenced one is
 // counted. It does not allocate.
 //
-// A report with a wide sequence number is applied at most once: one whose
-// number src's reports already had applied is counted in Duplicates and
-// dropped, and numbers src skipped are NACKed with reason Missing
-// (docs/DTA-WIRE.md, "Exactly once").
+// A report with a wide sequence number is applied at most once per source
+// (src and the report's session): one whose number its source's reports
+// already had applied is counted in Duplicates and dropped, one older than
+// the window is refused (Stale), and numbers the source skipped are NACKed
+// with reason Missing (docs/DTA-WIRE.md, "Exactly once").
 func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	e.setNow(now)
 	if !r.Header.Sequenced || !r.Header.Wide {
@@ -441,7 +452,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		return
 	}
 	taken, tracked := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
-	e.applied(src, r.Header.Seq, taken)
+	s.setApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
 	case taken && tracked:
@@ -450,8 +461,8 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		}
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
-	case s.inWindow(seq):
-		s.nack(seq, e.now) // NACKed: its sender resends it
+	default:
+		s.nackFor(seq, e.now) // NACKed: its sender resends it
 	}
 }
 
@@ -530,13 +541,13 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
-	e.nack(src, r.Header.Seq, r.Header.Wide, why)
+	e.nack(source{src, r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
 	e.c.NACKs++
 }
 
 // nack queues a NACK of number seq to src's address at the ack port, wide
-// with the reason when wide.
-func (e *Engine) nack(src netip.AddrPort, seq uint32, wide bool, why dta.Reason) {
+// with the reason and src's session when wide.
+func (e *Engine) nack(src source, seq uint32, wide bool, why dta.Reason) {
 	a := dta.Ack{Seq: seq, NACK: true, Wide: wide}
 	if wide {
 		a.Reason = why
@@ -545,15 +556,18 @@ func (e *Engine) nack(src netip.AddrPort, seq uint32, wide bool, why dta.Reason)
 }
 
 // toReporter queues a, a NACK or a cumulative ack, to src's address at the
-// ack port.
-func (e *Engine) toReporter(src netip.AddrPort, a dta.Ack) {
+// ack port; a wide one carries src's session.
+func (e *Engine) toReporter(src source, a dta.Ack) {
+	if a.Wide {
+		a.Session = src.session
+	}
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued acks keep the old array alive.
 		e.nacks = make([]byte, 0, 4096)
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

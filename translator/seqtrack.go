@@ -10,22 +10,39 @@ import (
 
 // Wide sequence numbers let the translator apply each report once and say
 // which ones never came (docs/DTA-WIRE.md, "Exactly once"). Per source
-// address and port it keeps the next number it expects and which of the
-// seqWindow numbers before it it applied.
+// address, port and session it keeps the next number it expects and which
+// of the seqWindow numbers before it it applied. The session, random and
+// chosen by the sender, keeps a sender that cannot see the traffic from
+// moving another's numbers or sending acks it believes ("Threat model").
 const (
 	// seqWindow is the span of numbers behind the newest that a source's
 	// state remembers: the reporter's resend window (reporter.WideWindow).
 	seqWindow = 4096
-	// maxSources bounds the sources tracked; beyond it the one silent
-	// longest is forgotten.
+	// maxSources bounds the sources tracked.
 	maxSources = 4096
+	// sourceIdle is how long a source must have been silent before a new
+	// one may take its place when maxSources are tracked: longer than a
+	// reporter waits for an ack before it counts its reports unconfirmed
+	// (a second), so that new sessions, forged or not, never push out one
+	// that is reporting.
+	sourceIdle = 2 * time.Second
 	// maxMissingNACKs bounds the NACKs one gap sends: a larger gap is more
 	// than the sender still holds.
 	maxMissingNACKs = seqWindow
+	// maxLate bounds the numbers a source keeps owed beyond the window
+	// (seqState.late).
+	maxLate = 256
 )
 
+// source names the sender of wide reports: its address and port, and the
+// session its reports carry.
+type source struct {
+	addr    netip.AddrPort
+	session uint64
+}
+
 type seqState struct {
-	src     netip.AddrPort
+	src     source
 	first   uint32 // the first number seen: the ack's span starts there
 	next    uint32 // one past the newest number seen
 	ackFrom uint32 // one past the number the last cumulative ack named
@@ -35,9 +52,15 @@ type seqState struct {
 	pending [seqWindow / 64]uint64
 	// nacked marks numbers NACKed for a resend: their sender holds a copy,
 	// which it resends until that is acknowledged on its own (Resend).
-	nacked  [seqWindow / 64]uint64
-	nackAt  int64  // engine time of the last NACK for a resend
+	nacked [seqWindow / 64]uint64
+	nackAt int64 // engine time of the last NACK for a resend
+	// late holds numbers NACKed for a resend that left the window before
+	// their resend was applied, oldest first, with the engine time they
+	// left it: a resend of one is taken for owedFor, where any other
+	// number older than the window is refused (Stale).
+	late    []lateNACK
 	lastUse uint64 // the engine's report count when last used
+	lastAt  int64  // engine time of its last report
 	ackDue  bool   // an ack may have moved since the last one sent
 }
 
@@ -45,6 +68,52 @@ type seqState struct {
 func (s *seqState) inWindow(seq uint32) bool {
 	d := int32(seq - s.next)
 	return d < 0 && d > -seqWindow
+}
+
+// lateNACK is a number NACKed for a resend, beyond the window.
+type lateNACK struct {
+	seq uint32
+	at  int64
+}
+
+// nackFor records that seq was NACKed for a resend at engine time now: in
+// the window, or among the late numbers when it is older.
+func (s *seqState) nackFor(seq uint32, now int64) {
+	if s.inWindow(seq) {
+		s.nack(seq, now)
+		return
+	}
+	if int32(seq-s.next) < 0 {
+		s.addLate(seq, now)
+	}
+}
+
+// addLate keeps seq among the late numbers, forgetting those older than
+// owedFor and, when maxLate are kept, the older half.
+func (s *seqState) addLate(seq uint32, now int64) {
+	i := 0
+	for i < len(s.late) && now-s.late[i].at > int64(owedFor) {
+		i++
+	}
+	if len(s.late)-i >= maxLate {
+		i = len(s.late) - maxLate/2
+	}
+	if i > 0 {
+		s.late = s.late[:copy(s.late, s.late[i:])]
+	}
+	s.late = append(s.late, lateNACK{seq, now})
+}
+
+// takeLate reports whether seq is a late number not older than owedFor,
+// and forgets it: its resend is taken once.
+func (s *seqState) takeLate(seq uint32, now int64) bool {
+	for i, l := range s.late {
+		if l.seq == seq {
+			s.late = append(s.late[:i], s.late[i+1:]...)
+			return now-l.at <= int64(owedFor)
+		}
+	}
+	return false
 }
 
 // setPending marks seq pending or not.
@@ -256,20 +325,29 @@ func (e *Engine) ackResend(s *seqState, seq uint32) {
 	}
 }
 
-// admit decides about r, a wide report from src, before it is translated:
-// src's state, or nil for a duplicate of one applied (counted with the
-// reports, and in Duplicates; dropped without a NACK). A number past the
-// next expected one NACKs the numbers skipped, with reason Missing. e.seqs
-// tracks the source from its first report on.
-func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
+// admit decides about r, a wide report from addr, before it is translated:
+// the state of its source (addr and r's session), or nil when it is not to
+// be translated (counted with the reports): a duplicate of one applied
+// (Duplicates; dropped without a NACK), a copy older than the window
+// (Stale; NACKed unconfirmed), or a new source when no room is free
+// (SourcesRefused; NACKed busy). A number past the next expected one NACKs
+// the numbers skipped, with reason Missing. e.seqs tracks the source from
+// its first report on.
+func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 	seq := r.Header.Seq
+	src := source{addr, r.Header.Session}
 	s := e.seqs[src]
 	if s == nil {
-		s = e.newSource(src)
+		if s = e.newSource(src); s == nil {
+			e.nack(src, seq, true, dta.ReasonBusy)
+			e.c.SourcesRefused++
+			e.countRefused(r)
+			return nil
+		}
 		s.first, s.next, s.ackFrom = seq, seq, seq
 	}
 	e.seqTick++
-	s.lastUse = e.seqTick
+	s.lastUse, s.lastAt = e.seqTick, e.now
 	if !s.ackDue {
 		s.ackDue = true
 		e.ackDue = append(e.ackDue, src)
@@ -278,8 +356,12 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 	switch {
 	case d >= 0:
 		gap := uint32(d)
-		// The numbers now entering the window were not applied.
+		// The numbers now entering the window were not applied. Those
+		// leaving it NACKed for a resend and not applied stay owed.
 		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
+			if old := n - seqWindow; int32(old-s.first) >= 0 && marked(&s.nacked, n) && !marked(&s.applied, n) {
+				s.addLate(old, e.now)
+			}
 			mark(&s.applied, n, false)
 			mark(&s.pending, n, false)
 			mark(&s.nacked, n, false)
@@ -288,9 +370,7 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		for i := uint32(0); i < min(gap, maxMissingNACKs); i++ {
 			n := seq - gap + i
 			e.nack(src, n, true, dta.ReasonMissing)
-			if s.inWindow(n) {
-				s.nack(n, e.now)
-			}
+			s.nackFor(n, e.now)
 			e.c.Missing++
 		}
 		return s
@@ -311,14 +391,28 @@ func (e *Engine) admit(src netip.AddrPort, r *dta.Report) *seqState {
 		default:
 			return s
 		}
-		if op := r.Header.Opcode; op.IsValid() {
-			e.c.Reports[op]++
-		} else {
-			e.c.Malformed++
-		}
+		e.countRefused(r)
 		return nil
 	}
-	return s // older than any resend: nothing to compare with
+	// Older than the window: the resend of a report NACKed that left the
+	// window since is taken; any other number's fate is forgotten, so it
+	// is refused (a copy from the network, a replay or a forgery).
+	if s.takeLate(seq, e.now) {
+		return s
+	}
+	e.nack(src, seq, true, dta.ReasonUnconfirmed)
+	e.c.Stale++
+	e.countRefused(r)
+	return nil
+}
+
+// countRefused counts r, a report admit refused, with the reports.
+func (e *Engine) countRefused(r *dta.Report) {
+	if op := r.Header.Opcode; op.IsValid() {
+		e.c.Reports[op]++
+	} else {
+		e.c.Malformed++
+	}
 }
 
 // sendAcks queues a cumulative ack (wide, NACK clear) to each source that
@@ -370,31 +464,43 @@ func (e *Engine) keepAlive() {
 	}
 }
 
-// applied records that the wide report numbered seq from src was taken
-// (or, taken false, that it was not after all).
-func (e *Engine) applied(src netip.AddrPort, seq uint32, taken bool) {
-	if s := e.seqs[src]; s != nil && s.inWindow(seq) {
+// setApplied records that the wide report numbered seq was taken (or,
+// taken false, that it was not after all).
+func (s *seqState) setApplied(seq uint32, taken bool) {
+	if s.inWindow(seq) {
 		mark(&s.applied, seq, taken)
 	}
 }
 
-// newSource starts tracking src, forgetting the source used least recently
-// when maxSources are tracked.
-func (e *Engine) newSource(src netip.AddrPort) *seqState {
+// newSource starts tracking src. When maxSources are tracked it forgets the
+// source used least recently if that one has been silent for sourceIdle
+// (counted in SourcesEvicted), and otherwise returns nil: a flood of new
+// sessions cannot push out a source that is reporting.
+func (e *Engine) newSource(src source) *seqState {
 	if e.seqs == nil {
-		e.seqs = make(map[netip.AddrPort]*seqState)
+		e.seqs = make(map[source]*seqState)
 	}
 	if len(e.seqs) >= maxSources {
-		var oldest netip.AddrPort
+		if e.now < e.evictAt {
+			return nil // no source can have been silent long enough yet
+		}
 		var s0 *seqState
-		for a, s := range e.seqs {
+		for _, s := range e.seqs {
 			if s0 == nil || s.lastUse < s0.lastUse {
-				oldest, s0 = a, s
+				s0 = s
 			}
 		}
-		delete(e.seqs, oldest)
+		if e.now-s0.lastAt < int64(sourceIdle) {
+			// Every other source reported after s0: none is idle
+			// before s0 would be, so a flood of new sessions does not
+			// cost a scan of the table each.
+			e.evictAt = s0.lastAt + int64(sourceIdle)
+			return nil
+		}
+		delete(e.seqs, s0.src)
+		e.c.SourcesEvicted++
 	}
-	s := &seqState{src: src}
+	s := &seqState{src: src, lastAt: e.now}
 	e.seqs[src] = s
 	return s
 }

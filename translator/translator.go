@@ -417,7 +417,7 @@ func (t *Translator) readReports(sh *shard) {
 					// a copy later in this batch (a resend, a closing
 					// reporter's probe) is a duplicate, and no ack passes
 					// it before its entry is written.
-					sh.e.applied(ms[i].Addr, r.Header.Seq, true)
+					st.setApplied(r.Header.Seq, true)
 					if st.inWindow(r.Header.Seq) {
 						st.setPending(r.Header.Seq, true)
 					}
@@ -441,10 +441,8 @@ func (t *Translator) readReports(sh *shard) {
 					continue
 				}
 				if !taken[i] {
-					sh.e.applied(ms[i].Addr, toks[i].seq, false)
-					if toks[i].s.inWindow(toks[i].seq) {
-						toks[i].s.nack(toks[i].seq, sh.e.now)
-					}
+					toks[i].s.setApplied(toks[i].seq, false)
+					toks[i].s.nackFor(toks[i].seq, sh.e.now)
 				}
 				if !taken[i] || !tracked[i] {
 					sh.e.release(toks[i].s, toks[i].seq, taken[i])

@@ -57,7 +57,7 @@ func newSink(t *testing.T, nackTo uint16) *sink {
 				b := append([]byte(nil), m.Buf...)
 				s.got = append(s.got, b)
 				if h, err := dta.ParseHeader(b); err == nil && h.Wide && s.nackTo != 0 {
-					acks = append(acks, udpio.Datagram{Buf: dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy}.AppendTo(nil),
+					acks = append(acks, udpio.Datagram{Buf: dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: h.Session}.AppendTo(nil),
 						Addr: netip.AddrPortFrom(m.Addr.Addr(), s.nackTo)})
 				}
 			}

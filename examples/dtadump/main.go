@@ -245,6 +245,9 @@ func reportFields(l gopacket.Layer) object {
 	if h.Sequenced {
 		o = append(o, field{"seq", h.Seq})
 	}
+	if h.Sequenced && h.Wide {
+		o = append(o, field{"session", fmt.Sprintf("%016x", h.Session)})
+	}
 	o = append(o, field{"reserved", h.Reserved})
 	switch h.Opcode {
 	case dta.OpKeyWrite:
@@ -270,7 +273,7 @@ func ackFields(l gopacket.Layer) object {
 	a := l.(*dta.AckLayer).Ack
 	o := object{{"seq", a.Seq}, {"nack", a.NACK}, {"reserved", a.Reserved}}
 	if a.Wide {
-		o = append(o, field{"wide", true}, field{"resend", a.Resend}, field{"reason", a.Reason}, field{"span", a.Span})
+		o = append(o, field{"wide", true}, field{"resend", a.Resend}, field{"reason", a.Reason}, field{"span", a.Span}, field{"session", fmt.Sprintf("%016x", a.Session)})
 	}
 	return o
 }

@@ -112,6 +112,10 @@ func samples(t testing.TB) []sample {
 			wantErr: "not a DTA, RoCEv2, INT or Telemetry Report packet"},
 		{frame: reportFrame(t, dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Seq: 255}, KeyWrite: dta.KeyWrite{Redundancy: 255, Key: 0xffffffff, Data: d(0, 0, 0, 0)}}),
 			key: "dta", want: `{"opcode":"keywrite","immediate":false,"sequenced":true,"seq":255,"reserved":0,"redundancy":255,"key":4294967295,"data":"00000000"}`},
+		{frame: reportFrame(t, dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement, Sequenced: true, Wide: true, Seq: 70000, Session: 0xa1a2a3a4a5a6a7a8}, KeyIncrement: dta.KeyIncrement{Redundancy: 2, Key: 9, Counter: 1}}),
+			key: "dta", want: `{"opcode":"keyincrement","immediate":false,"sequenced":true,"wide":true,"seq":70000,"session":"a1a2a3a4a5a6a7a8","reserved":0,"redundancy":2,"key":9,"counter":1}`},
+		{frame: udpFrame(t, 40040, 40044, dta.Ack{Seq: 70000, Wide: true, Span: 3, Session: 0xa1a2a3a4a5a6a7a8}.AppendTo(nil)),
+			key: "dta_ack", want: `{"seq":70000,"nack":false,"reserved":0,"wide":true,"resend":false,"reason":0,"span":3,"session":"a1a2a3a4a5a6a7a8"}`},
 	}
 }
 

@@ -1,0 +1,214 @@
+package translator
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/keyincr"
+)
+
+// sessionKI sends a wide Key-Increment of key 7 (add 1) numbered seq, of
+// session sess, from src, and pumps.
+func (h *harness) sessionKI(src netip.AddrPort, sess uint64, seq uint32) {
+	h.t.Helper()
+	r := kiReport(7, 1, 1)
+	r.Header.Sequenced, r.Header.Wide, r.Header.Seq, r.Header.Session = true, true, seq, sess
+	b, err := dta.AppendPayload(nil, &r)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.e.HandleReport(b, src, h.now)
+	h.pump()
+}
+
+// acksSent decodes the acks and NACKs sent since the last call.
+func (h *harness) acksSent() []dta.Ack {
+	var out []dta.Ack
+	for _, d := range h.nacks {
+		if a, err := dta.ParseAck(d.Buf); err == nil {
+			out = append(out, a)
+		}
+	}
+	h.nacks = nil
+	return out
+}
+
+// key7 returns key 7's count in the fake target's Key-Increment memory.
+func key7(t *testing.T, ft *fakeTarget) uint64 {
+	t.Helper()
+	st, err := keyincr.NewStore(testKI, ft.insts[0].mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := st.Query(7, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestStaleCopyRefused: a copy of a wide report more than the window
+// (4096 numbers) behind its source's newest is refused, NACKed
+// unconfirmed with its session and counted Stale, not applied again.
+func TestStaleCopyRefused(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	const sess = 0x5e55
+	for seq := uint32(0); seq < seqWindow+10; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	if v := key7(t, ft); v != seqWindow+10 {
+		t.Fatalf("key 7 counts %d, want %d", v, seqWindow+10)
+	}
+	h.acksSent()
+	h.sessionKI(testReporter, sess, 3) // 4106 behind the newest
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v := key7(t, ft); v != seqWindow+10 {
+		t.Errorf("key 7 counts %d after a stale copy, want %d: applied again", v, seqWindow+10)
+	}
+	var nacks []dta.Ack
+	for _, a := range h.acksSent() {
+		if a.NACK || a.Resend {
+			nacks = append(nacks, a)
+		}
+	}
+	if want := []dta.Ack{{Seq: 3, NACK: true, Wide: true, Reason: dta.ReasonUnconfirmed, Session: sess}}; !slices.Equal(nacks, want) {
+		t.Errorf("NACKs and resend acks %+v, want %+v", nacks, want)
+	}
+	if c := h.e.Counters(); c.Stale != 1 || c.Reports[dta.OpKeyIncrement] != seqWindow+11 {
+		t.Errorf("Stale %d, Key-Increment reports %d: want 1, %d", c.Stale, c.Reports[dta.OpKeyIncrement], seqWindow+11)
+	}
+}
+
+// TestSessionsKeptApart: reports forged with the victim's address and port
+// but another session (a sender that cannot see the victim's) neither move
+// the victim's numbers nor draw acks with the victim's session: the
+// victim's own reports with the same numbers are applied, and acknowledged
+// with its session.
+func TestSessionsKeptApart(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	const victim, forger = 0x1111, 0x2222
+	for seq := uint32(0); seq < 10; seq++ {
+		h.sessionKI(testReporter, victim, seq)
+	}
+	h.acksSent()
+	for seq := uint32(10); seq < 20; seq++ {
+		h.sessionKI(testReporter, forger, seq)
+	}
+	for _, a := range h.acksSent() {
+		if a.Session != forger {
+			t.Fatalf("ack %+v of a forged report, want the forger's session", a)
+		}
+	}
+	for seq := uint32(10); seq < 20; seq++ {
+		h.sessionKI(testReporter, victim, seq)
+	}
+	top := uint32(0)
+	for _, a := range h.acksSent() {
+		if a.Session != victim || a.NACK {
+			t.Fatalf("ack %+v to the victim's reports", a)
+		}
+		top = max(top, a.Seq)
+	}
+	if top != 19 {
+		t.Errorf("victim acknowledged to %d, want 19", top)
+	}
+	if v := key7(t, ft); v != 30 {
+		t.Errorf("key 7 counts %d, want 30: each report of both sessions once", v)
+	}
+	if c := h.e.Counters(); c.Duplicates != 0 {
+		t.Errorf("%d duplicates: the forged numbers took the victim's", c.Duplicates)
+	}
+}
+
+// TestSourcesBounded: with maxSources tracked, all reporting, a new
+// session is refused (NACKed busy with its session, counted) and pushes no
+// one out; once the least recent has been silent for sourceIdle, a new
+// session takes its place (counted), and the others keep their numbers.
+func TestSourcesBounded(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	for i := range uint64(maxSources) {
+		h.sessionKI(testReporter, 1000+i, 0)
+	}
+	h.acksSent()
+	h.sessionKI(testReporter, 1, 0)
+	if acks := h.acksSent(); !slices.Contains(acks, dta.Ack{Seq: 0, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: 1}) {
+		t.Fatalf("acks %+v to a new session with no room, want a busy NACK", acks)
+	}
+	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 0 || len(h.e.seqs) != maxSources {
+		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, len(h.e.seqs))
+	}
+	// All but the first go on reporting; the first falls silent.
+	h.now = h.now.Add(sourceIdle)
+	for i := uint64(1); i < maxSources; i++ {
+		h.sessionKI(testReporter, 1000+i, 1)
+	}
+	h.sessionKI(testReporter, 1, 0)
+	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 1 || len(h.e.seqs) != maxSources {
+		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, len(h.e.seqs))
+	}
+	if h.e.seqs[source{testReporter, 1000}] != nil || h.e.seqs[source{testReporter, 1}] == nil {
+		t.Fatal("the silent source was kept or the new one not tracked")
+	}
+	h.acksSent()
+	h.sessionKI(testReporter, 1001, 1) // a copy: its numbers were kept
+	if c := h.e.Counters(); c.Duplicates != 1 {
+		t.Errorf("Duplicates %d: the reporting sources lost their numbers", c.Duplicates)
+	}
+}
+
+// TestLateResendTaken: a report NACKed for a resend whose number left the
+// window before its resend came (its sender went on meanwhile) is still
+// owed: its resend is applied once and acknowledged on its own; a second
+// copy of it, and a copy of a report applied before, are stale.
+func TestLateResendTaken(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 4}, ft)
+	h.connect()
+	const sess = 7
+	ft.noAck = true
+	for seq := uint32(0); seq < 5; seq++ { // a ring of 4: 4 is NACKed busy
+		h.sessionKI(testReporter, sess, seq)
+	}
+	ft.noAck = false
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	for seq := uint32(5); seq < 5+seqWindow+10; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	want := uint64(4 + seqWindow + 10)
+	if v := key7(t, ft); v != want {
+		t.Fatalf("key 7 counts %d, want %d", v, want)
+	}
+	h.acksSent()
+	h.sessionKI(testReporter, sess, 4) // the late resend
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v := key7(t, ft); v != want+1 {
+		t.Fatalf("key 7 counts %d after the late resend, want %d", v, want+1)
+	}
+	var got []dta.Ack
+	for _, a := range h.acksSent() {
+		if a.NACK || a.Resend {
+			got = append(got, a)
+		}
+	}
+	if wantAcks := []dta.Ack{{Seq: 4, Wide: true, Resend: true, Session: sess}}; !slices.Equal(got, wantAcks) {
+		t.Fatalf("acks %+v to the late resend, want %+v", got, wantAcks)
+	}
+	h.sessionKI(testReporter, sess, 4) // its copy
+	h.sessionKI(testReporter, sess, 3) // a copy of one applied
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v := key7(t, ft); v != want+1 {
+		t.Errorf("key 7 counts %d after stale copies, want %d", v, want+1)
+	}
+	if c := h.e.Counters(); c.Stale != 2 {
+		t.Errorf("Stale %d, want 2", c.Stale)
+	}
+}
