@@ -104,35 +104,7 @@ func (q *Quantiles) Observe(pid uint32, code uint16, hops int) error {
 // Read observes the entries of key held in copies 0..n-1 of s that it has
 // not read before, as Decoder.Read does, and returns how many.
 func (q *Quantiles) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
-	if s.Layout().DataSize != DataSize {
-		return 0, fmt.Errorf("%w: the store's data size is %d, PINT entries are %d", ErrConfig, s.Layout().DataSize, DataSize)
-	}
-	if len(q.last) < int(n) {
-		q.last = append(q.last, make([]uint32, int(n)-len(q.last))...)
-	}
-	seen := 0
-	for c := range n {
-		b, ok := s.Copy(key, c)
-		if !ok {
-			continue
-		}
-		e, err := ParseEntry(b)
-		if err != nil {
-			return seen, err
-		}
-		if e.Bits != q.bits {
-			return seen, fmt.Errorf("%w: a %d-bit digest for %d-bit quantiles", ErrEntry, e.Bits, q.bits)
-		}
-		if q.last[c] == e.PID+1 && e.PID+1 != 0 {
-			continue
-		}
-		if err := q.Observe(e.PID, e.Digest, e.Hops); err != nil {
-			return seen, err
-		}
-		q.last[c] = e.PID + 1
-		seen++
-	}
-	return seen, nil
+	return readEntries(s, key, n, q.bits, &q.last, "%d-bit quantiles", q.Observe)
 }
 
 // Hops returns the path length seen (0 before the first packet).

@@ -323,11 +323,18 @@ func (d *Decoder) Observe(pid uint32, digest uint16, hops int) error {
 // not read before (an entry is identified by its packet ID), and returns
 // how many it observed. A copy holding another key's entry is skipped.
 func (d *Decoder) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
+	return readEntries(s, key, n, d.bits, &d.last, "a %d-bit decoder", d.Observe)
+}
+
+// readEntries hands observe each entry of key in copies 0..n-1 of s whose
+// packet ID differs from the one last read from that copy (last[c], +1),
+// and returns how many it handed. what names the reader in an error.
+func readEntries(s *keywrite.Store, key uint32, n uint8, bits int, last *[]uint32, what string, observe func(pid uint32, digest uint16, hops int) error) (int, error) {
 	if s.Layout().DataSize != DataSize {
 		return 0, fmt.Errorf("%w: the store's data size is %d, PINT entries are %d", ErrConfig, s.Layout().DataSize, DataSize)
 	}
-	if len(d.last) < int(n) {
-		d.last = append(d.last, make([]uint32, int(n)-len(d.last))...)
+	if len(*last) < int(n) {
+		*last = append(*last, make([]uint32, int(n)-len(*last))...)
 	}
 	seen := 0
 	for c := range n {
@@ -339,16 +346,16 @@ func (d *Decoder) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
 		if err != nil {
 			return seen, err
 		}
-		if e.Bits != d.bits {
-			return seen, fmt.Errorf("%w: a %d-bit digest for a %d-bit decoder", ErrEntry, e.Bits, d.bits)
+		if e.Bits != bits {
+			return seen, fmt.Errorf("%w: a %d-bit digest for "+what, ErrEntry, e.Bits, bits)
 		}
-		if d.last[c] == e.PID+1 && e.PID+1 != 0 {
+		if (*last)[c] == e.PID+1 && e.PID+1 != 0 {
 			continue
 		}
-		if err := d.Observe(e.PID, e.Digest, e.Hops); err != nil {
+		if err := observe(e.PID, e.Digest, e.Hops); err != nil {
 			return seen, err
 		}
-		d.last[c] = e.PID + 1
+		(*last)[c] = e.PID + 1
 		seen++
 	}
 	return seen, nil
