@@ -186,7 +186,7 @@ func (s *scratch) init() {
 	s.kwBuf = make([]byte, 0, maxReport)
 	s.kiOps = make([]keyincr.Write, 0, keyincr.MaxRedundancy)
 	s.chunks = make([]postcard.Chunk, 0, 2)
-	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies)
+	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies*(postcard.MaxHops+1)/2)
 	s.alw = make([]appendlist.Write, 0, 2)
 }
 
@@ -245,7 +245,8 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		in.shareTail(false)
 		e.track(in)
 	case dta.OpPostcard:
-		if !e.hasRoom(in, 2*in.pc.Layout().Copies) {
+		// The entry's chunk, perhaps in runs of slots, and p's flow's.
+		if !e.hasRoom(in, in.cache.PendingWrites(in.cache.Slot(r.Postcard.Key))+in.pc.Layout().Copies) {
 			return busy
 		}
 		return e.translatePostcard(in, r.Postcard)
@@ -285,7 +286,9 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 // translatePostcard adds p to in's cache and writes the chunks that makes
 // ready; the wide report being translated is settled once a chunk with
 // its hop is written and acknowledged (docs/DTA-WIRE.md, "Exactly once").
-// in's QP has room for two chunks.
+// A chunk written before its flow completes skips the slots of hops not
+// cached (postcard.Chunk.Skip), so the write that settles a hop never
+// blanks one settled before. in's QP has room for two chunks.
 func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	hops := in.pc.Layout().Hops
 	track := e.cur.s != nil && len(in.pcAt)*hops <= maxTrackedEntries
@@ -342,7 +345,9 @@ func (e *Engine) keepPostcard(in *instance, slot int) {
 // acknowledged.
 func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 	for i := range chunks {
-		in.shareTail(true)
+		// The copies of a whole chunk are equal after their VA; the runs
+		// of a chunk that skips slots are not.
+		in.shareTail(chunks[i].Skip == 0)
 		for _, w := range in.pc.AppendWrites(e.sc.pcw[:0], &chunks[i]) {
 			e.write(in, w.Offset, w.Data, false, 0)
 		}
@@ -440,7 +445,7 @@ func (e *Engine) emitLingering(in *instance) {
 		if at == 0 || e.now-at < linger {
 			continue
 		}
-		if !in.ready() || !e.canFlush(in, in.pc.Layout().Copies) {
+		if !in.ready() || !e.canFlush(in, in.cache.PendingWrites(slot)) {
 			return // no room now: the next look
 		}
 		e.writeChunks(in, slot, in.cache.Emit(e.sc.chunks[:0], slot))
@@ -543,8 +548,7 @@ func (e *Engine) Flush() {
 			if in.cache != nil {
 				chunks := in.cache.Flush(nil)
 				for i := range chunks {
-					n := in.pc.Layout().Copies
-					if !ready || !e.canFlush(in, n) {
+					if !ready || !e.canFlush(in, in.pc.Writes(&chunks[i])) {
 						e.c.FlushLost++
 						if in.pcToks != nil {
 							e.pendPostcards(in, in.cache.Slot(chunks[i].Key), true)
