@@ -1,0 +1,167 @@
+package systest
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/reporter"
+)
+
+// TestKill9PostcardsPerFlow kills the translator with SIGKILL while
+// postcards are in flight: the flows' hops are sent hop by hop over all
+// flows, so that every flow is partly written (after its linger) when the
+// translator dies, with the last postcards still cached, and its other
+// hops reach a translator started again with an empty cache. Every flow whose five postcards the reporter did not
+// count lost or unconfirmed must then read its path through the
+// collector's HTTP API, as a user queries it: an acknowledged postcard is
+// in memory, whichever translator wrote its flow's other hops. The flows
+// are chosen so that no two share a chunk: a flow not found is an
+// acknowledged postcard lost, never a collision.
+func TestKill9PostcardsPerFlow(t *testing.T) {
+	const flows, hops, rate = 2000, 5, 20000.0
+	p := start(t, 1000, 1000)
+	// A linger of 50 ms: the postcards sent just before the kill are
+	// still cached.
+	trFile := filepath.Join(t.TempDir(), "translator.json")
+	if err := os.WriteFile(trFile, []byte(`{"shards": 2, "postcard_linger": "50ms"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.trArgs[1] = trFile
+	p.tr.Cmd.Process.Kill()
+	p.tr.Cmd.Wait()
+	p.startTranslator(t)
+
+	// The collector's Postcarding layout (startWith): flows whose copies
+	// share no chunk with another flow's.
+	codec, err := postcard.NewCodec(postcard.Layout{Hops: p.st.Hops, Chunks: uint32(p.chunks), Copies: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[uint32]bool{}
+	var keys []uint32
+	for k := uint32(1); len(keys) < flows; k++ {
+		a, b := codec.ChunkIndex(k, 0), codec.ChunkIndex(k, 1)
+		if used[a] || used[b] || a == b {
+			continue
+		}
+		used[a], used[b] = true, true
+		keys = append(keys, k)
+	}
+	value := func(f, hop int) uint32 { return 1 + uint32(f*7+hop*131)%uint32(p.st.Universe) }
+
+	type sentPC struct{ flow, hop int }
+	sent := make([]sentPC, 0, flows*hops) // by sequence number
+	var mu sync.Mutex
+	lost := map[uint32]dta.Reason{}
+	rep, err := reporter.New(reporter.Config{
+		Translator: netip.MustParseAddrPort(p.report), Local: netip.MustParseAddrPort(p.reporterIP + ":0"),
+		Sequenced: true, WideSequence: true, HandleNACKs: true, Rate: rate,
+		OnLoss: func(seq uint32, _ []byte, reason dta.Reason) {
+			mu.Lock()
+			defer mu.Unlock()
+			lost[seq] = reason
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(h int, fs []uint32, from int) {
+		for i, k := range fs {
+			sent = append(sent, sentPC{from + i, h})
+			// A datagram refused while no translator listens is counted
+			// (Errors) and numbered: it goes on.
+			_ = rep.Postcard(k, uint8(h), value(from+i, h), hops)
+		}
+	}
+	// Hops 1 and 2 of every flow, written after their linger and
+	// acknowledged, then hop 3 of a quarter of the flows: the translator
+	// dies with those cached.
+	send(1, keys, 0)
+	send(2, keys, 0)
+	if err := rep.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	send(3, keys[:flows/4], 0)
+	if err := rep.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.tr.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.tr.Cmd.Wait()
+	p.startTranslator(t)
+	send(3, keys[flows/4:], flows/4)
+	send(4, keys, 0)
+	send(5, keys, 0)
+	if err := rep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Counters()
+	t.Logf("reporter: %+v", c)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != flows*hops {
+		t.Fatalf("%d postcards numbered, want %d", len(sent), flows*hops)
+	}
+	if uint64(len(lost)) != c.Lost+c.Unconfirmed {
+		t.Errorf("%d reports handed to OnLoss, the counters say %d lost and %d unconfirmed", len(lost), c.Lost, c.Unconfirmed)
+	}
+	if len(lost) == 0 {
+		t.Error("no postcard lost or unconfirmed: the translator died with none in flight, the test tests nothing")
+	}
+	unsure := make([]bool, flows)
+	for seq := range lost {
+		unsure[sent[seq].flow] = true
+	}
+	var want []uint32
+	var wantF []int
+	for f, k := range keys {
+		if !unsure[f] {
+			want, wantF = append(want, k), append(wantF, f)
+		}
+	}
+	if len(want) < flows/2 {
+		t.Fatalf("only %d of %d flows had every postcard acknowledged", len(want), flows)
+	}
+	var res struct {
+		Results []struct {
+			Key    uint32   `json:"key"`
+			Status string   `json:"status"`
+			Path   []uint32 `json:"path"`
+		} `json:"results"`
+	}
+	if err := post(p.collHTTP+"/v1/instances/2/postcard", map[string]any{"keys": want}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) != len(want) {
+		t.Fatalf("%d answers for %d flows", len(res.Results), len(want))
+	}
+	bad := 0
+	for i, r := range res.Results {
+		f := wantF[i]
+		ok := r.Key == want[i] && r.Status == "found" && len(r.Path) == hops
+		for h := 1; ok && h <= hops; h++ {
+			ok = r.Path[h-1] == value(f, h)
+		}
+		if !ok {
+			if bad++; bad <= 5 {
+				exp := make([]uint32, hops)
+				for h := range exp {
+					exp[h] = value(f, h+1)
+				}
+				t.Errorf("flow %d (key %d), every postcard acknowledged: %s %v, want %v", f, want[i], r.Status, r.Path, exp)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d flows with every postcard acknowledged do not read their path (%d flows excused, a postcard lost or unconfirmed)", bad, len(want), flows-len(want))
+	}
+}
