@@ -31,6 +31,7 @@ type instance struct {
 	ki       keyincr.Layout
 	pc       *postcard.Codec
 	cache    *postcard.Cache
+	pcVals   postcard.ValueSet // the values the collector holds: others are rejected
 	al       appendlist.Layout
 	batcher  *appendlist.Batcher
 	alMaxPkt int // packets one append can produce
@@ -115,7 +116,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		}
 		in.ki = l
 	case dta.OpPostcard:
-		l, err := postcard.ParseLayout(ad.Geometry)
+		l, vals, err := postcard.ParseGeometry(ad.Geometry)
 		if err != nil {
 			return err
 		}
@@ -126,7 +127,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if n := cache.Codec().Layout().RegionSize(); n > uint64(ad.Length) {
 			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, n)
 		}
-		in.pc, in.cache, in.pcToks, in.pcN = cache.Codec(), cache, nil, nil
+		in.pc, in.cache, in.pcToks, in.pcN, in.pcVals = cache.Codec(), cache, nil, nil, vals
 		in.pcAt = make([]int64, cfg.PostcardCache)
 	case dta.OpAppend:
 		l, err := appendlist.ParseLayout(ad.Geometry)
@@ -295,6 +296,12 @@ func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	if track && in.pcToks == nil {
 		in.pcToks = make([]token, len(in.pcAt)*hops)
 		in.pcN = make([]uint8, len(in.pcAt))
+	}
+	if !in.pcVals.Contains(p.Value) {
+		// The collector's queries would never find the path.
+		e.c.Rejected++
+		e.c.OutsideValues++
+		return rejected
 	}
 	slot := in.cache.Slot(p.Key)
 	chunks := e.sc.chunks[:0]

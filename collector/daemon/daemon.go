@@ -201,7 +201,7 @@ func (in *instance) build(c *collector.Collector) (err error) {
 		if in.table, err = postcard.NewTable(l, in.Values); err != nil {
 			return wrap(err)
 		}
-		in.pc, err = c.AddPostcard(l)
+		in.pc, err = c.AddPostcard(l, in.Values...)
 		return wrap(err)
 	case "append":
 		in.al, err = c.AddAppend(appendlist.Layout{Lists: in.Lists, Entries: in.Entries, EntrySize: in.EntrySize, Batch: in.Batch, Markers: in.Markers})

@@ -1,14 +1,20 @@
 package systest
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
 )
@@ -163,5 +169,99 @@ func TestKill9PostcardsPerFlow(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d flows with every postcard acknowledged do not read their path (%d flows excused, a postcard lost or unconfirmed)", bad, len(want), flows-len(want))
+	}
+}
+
+// TestPostcardValuesOutsideTheSet runs the README's three processes with
+// its collector configuration, whose postcard instance holds the values
+// 1..16, and dtareport without -universe 16: its postcards' values go up
+// to 4096. The translator refuses those outside the set the collector
+// advertises, counts them and NACKs them with reason Rejected; the
+// reporter counts each lost and rejected, writes it with reason 5 to
+// -losses and exits non-zero. (Before, every one was acknowledged, the
+// translator counted 0 rejected, and every path query said not found.)
+func TestPostcardValuesOutsideTheSet(t *testing.T) {
+	const n = 20000
+	p := start(t, n, 4096)
+	// The README's collector.json, on the test's ports.
+	var cfg struct {
+		Addr   string `json:"addr"`
+		HTTP   string `json:"http"`
+		CMPort int    `json:"cm_port"`
+		Insts  []any  `json:"instances"`
+	}
+	cfg.Addr, cfg.HTTP, cfg.CMPort = p.roce, p.collHTTP, 43000+os.Getpid()%1000
+	cfg.Insts = []any{
+		map[string]any{"primitive": "keywrite", "slots": 262144, "data_size": 4, "redundancy": 2},
+		map[string]any{"primitive": "keyincrement", "slots": 65536, "redundancy": 2},
+		map[string]any{"primitive": "postcard", "hops": 5, "chunks": 65536, "copies": 2, "values": []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
+		map[string]any{"primitive": "append", "lists": 8, "entries": 65536, "entry_size": 4, "batch": 16, "markers": true},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "collector.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.tr.Cmd.Process.Kill()
+	p.tr.Cmd.Wait()
+	p.coll.Cmd.Process.Kill()
+	p.coll.Cmd.Wait()
+	p.collArgs = []string{"-config", file}
+	p.startCollector(t)
+	p.startTranslator(t)
+
+	losses := filepath.Join(t.TempDir(), "losses.jsonl")
+	cmd := exec.Command(p.dtareport, "-translator", p.report, "-local", p.reporterIP+":0", "-nacks",
+		"-count", strconv.Itoa(n), "-keys", "4096", "-mix", "postcard", "-losses", losses)
+	var out, logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &logs
+	proctest.DieWithTest(cmd)
+	err = cmd.Run()
+	var res struct {
+		Counters struct{ Sent, Lost, Unconfirmed, Rejected uint64 } `json:"counters"`
+	}
+	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
+		t.Fatalf("dtareport: %v, output %q\n%s", err, out.String(), logs.String())
+	}
+	t.Logf("dtareport: exit %d, %+v", cmd.ProcessState.ExitCode(), res.Counters)
+	if cmd.ProcessState.ExitCode() == 0 {
+		t.Error("dtareport exited 0 with postcards refused")
+	}
+	var st struct {
+		Counters struct{ Rejected, OutsideValues, NACKs uint64 } `json:"counters"`
+	}
+	if err := get(p.trHTTP+"/v1/translator", &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("translator: %+v", st.Counters)
+	// Values are 1..4096: all but about 1/256 of the postcards are outside.
+	if st.Counters.Rejected < n/2 || st.Counters.OutsideValues != st.Counters.Rejected {
+		t.Errorf("translator: %d rejected, %d outside the values; want most of the %d postcards, all for their values", st.Counters.Rejected, st.Counters.OutsideValues, n)
+	}
+	if res.Counters.Rejected != st.Counters.Rejected || res.Counters.Lost < res.Counters.Rejected {
+		t.Errorf("reporter: %d rejected, %d lost; want the translator's %d rejected, counted lost", res.Counters.Rejected, res.Counters.Lost, st.Counters.Rejected)
+	}
+	lb, err := os.ReadFile(losses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reason5 uint64
+	for _, line := range strings.Split(strings.TrimSpace(string(lb)), "\n") {
+		if line == "" {
+			continue
+		}
+		var l struct{ Reason int }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("-losses line %q: %v", line, err)
+		}
+		if l.Reason == int(dta.ReasonRejected) {
+			reason5++
+		}
+	}
+	if reason5 != res.Counters.Rejected {
+		t.Errorf("-losses names %d reports with reason 5, the reporter counted %d rejected", reason5, res.Counters.Rejected)
 	}
 }
