@@ -76,6 +76,10 @@ type Counters struct {
 	CMMessages  uint64 // CM messages received
 	FlushLost   uint64 // postcard chunks or append batches Flush could not send
 	Lingered    uint64 // partial append batches and postcard flows written after their linger
+	// PartialChunks counts postcard chunks written before their flow
+	// completed that skip the slots of hops not cached (postcard.Chunk.Skip),
+	// leaving what earlier writes of the flow put there.
+	PartialChunks uint64
 	// DiscoveryRetries counts probes of a collector that did not answer,
 	// made again after a backoff.
 	DiscoveryRetries uint64

@@ -355,6 +355,9 @@ func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 		// The copies of a whole chunk are equal after their VA; the runs
 		// of a chunk that skips slots are not.
 		in.shareTail(chunks[i].Skip == 0)
+		if chunks[i].Skip != 0 {
+			e.c.PartialChunks++
+		}
 		for _, w := range in.pc.AppendWrites(e.sc.pcw[:0], &chunks[i]) {
 			e.write(in, w.Offset, w.Data, false, 0)
 		}

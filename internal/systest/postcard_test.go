@@ -111,6 +111,16 @@ func TestKill9PostcardsPerFlow(t *testing.T) {
 	}
 	c := rep.Counters()
 	t.Logf("reporter: %+v", c)
+	var st struct {
+		Counters struct{ PartialChunks, Lingered uint64 } `json:"counters"`
+	}
+	if err := get(p.trHTTP+"/v1/translator", &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted translator: %+v", st.Counters)
+	if st.Counters.PartialChunks == 0 {
+		t.Error("the restarted translator wrote no partial chunk: the flows' late hops were not tested")
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
