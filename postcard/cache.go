@@ -58,17 +58,15 @@ func (c *Codec) AppendWrites(dst []Write, ch *Chunk) []Write {
 }
 
 // Writes returns the number of writes AppendWrites makes of ch.
-func (c *Codec) Writes(ch *Chunk) int {
-	if ch.Skip == 0 {
+func (c *Codec) Writes(ch *Chunk) int { return c.writes(ch.Skip) }
+
+// writes is Writes of a chunk that skips skip.
+func (c *Codec) writes(skip uint16) int {
+	if skip == 0 {
 		return c.l.Copies
 	}
-	runs := 0
-	for i := range c.l.Hops {
-		if ch.Skip&(1<<i) == 0 && (i == 0 || ch.Skip&(1<<(i-1)) != 0) {
-			runs++
-		}
-	}
-	return runs * c.l.Copies
+	known := ^skip & (1<<c.l.Hops - 1)
+	return bits.OnesCount16(known&^(known<<1)) * c.l.Copies // a run per first slot
 }
 
 // MaxWrites returns the most writes AppendWrites makes of one chunk:
@@ -187,8 +185,7 @@ func (ca *Cache) PendingWrites(slot int) int {
 	if !e.used || !e.dirty {
 		return 0
 	}
-	ch := Chunk{Skip: ca.skip(e)}
-	return ca.c.Writes(&ch)
+	return ca.c.writes(ca.skip(e))
 }
 
 // Slot returns the index of the entry that holds key's flow, in

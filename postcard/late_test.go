@@ -102,3 +102,28 @@ func TestWritesSkipUnknownSlots(t *testing.T) {
 		t.Errorf("a complete flow: %d chunks, Skip %05b; want one, whole (2 writes)", len(out), out[0].Skip)
 	}
 }
+
+// TestWritesCountsAppendWrites: Writes agrees with AppendWrites for every
+// set of skipped slots, and every write is whole slots of one chunk that
+// Store.Apply takes.
+func TestWritesCountsAppendWrites(t *testing.T) {
+	for _, l := range []Layout{{Hops: 5, Chunks: 64, Copies: 2}, {Hops: 16, SlotBits: 8, Chunks: 64, Copies: 3}} {
+		c := mustCodec(t, l)
+		s, err := NewStore(c.Layout(), make([]byte, c.Layout().RegionSize()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for skip := 0; skip < 1<<c.Layout().Hops-1; skip += 1 + skip/64 {
+			ch := Chunk{Key: uint32(skip), Len: c.Layout().ChunkSize(), Skip: uint16(skip)}
+			ws := c.AppendWrites(nil, &ch)
+			if len(ws) != c.Writes(&ch) || len(ws) > c.MaxWrites() && skip != 0 {
+				t.Fatalf("%d hops, skip %b: %d writes, Writes %d, MaxWrites %d", c.Layout().Hops, skip, len(ws), c.Writes(&ch), c.MaxWrites())
+			}
+			for _, w := range ws {
+				if err := s.Apply(w); err != nil {
+					t.Fatalf("skip %b: %v", skip, err)
+				}
+			}
+		}
+	}
+}

@@ -359,11 +359,7 @@ func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 			e.c.PartialChunks++
 		}
 		for _, w := range in.pc.AppendWrites(e.sc.pcw[:0], &chunks[i]) {
-			if chunks[i].Skip != 0 {
-				e.writePart(in, w.Offset, w.Data)
-			} else {
-				e.write(in, w.Offset, w.Data, false, 0)
-			}
+			e.write(in, w.Offset, w.Data, false, 0)
 		}
 		in.shareTail(false)
 		in.pcAt[slot] = 0
@@ -524,29 +520,6 @@ func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData 
 		p.ImmDt.Data = immData
 	}
 	e.post(q, p)
-}
-
-// writePart posts one RDMA WRITE of a run of a postcard chunk's slots
-// (data, at most a chunk) at offset off of in's region, as write does but
-// through the requester's general path: runs come in many lengths, which
-// would churn the fast path's ICRC state cached per datagram length.
-func (e *Engine) writePart(in *instance, off uint64, data []byte) {
-	if in.rq != nil || len(data) > MTU {
-		e.write(in, off, data, false, 0)
-		return
-	}
-	if off > uint64(in.ad.Length) || uint64(len(data)) > uint64(in.ad.Length)-off {
-		e.c.EncodeErrors++
-		return
-	}
-	e.c.Writes++
-	p := &e.sc.pkt
-	*p = rocev2.Packet{
-		BTH:     rocev2.BTH{Opcode: rocev2.RCWriteOnly},
-		RETH:    rocev2.RETH{VA: in.ad.VA + off, RKey: in.ad.RKey, DMALength: uint32(len(data))},
-		Payload: data,
-	}
-	e.post(in.qp, p)
 }
 
 // fetchAdd posts one FETCH_ADD of add to the counter at offset off of in's
