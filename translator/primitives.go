@@ -36,17 +36,16 @@ type instance struct {
 	batcher  *appendlist.Batcher
 	alMaxPkt int // packets one append can produce
 	// alToks holds the wide reports of each list's pending entries, B per
-	// list (nil until one comes, and for layouts over maxTrackedEntries):
-	// settled when their batch's write is acknowledged.
-	alToks []token
+	// list (nil until one comes): settled when their batch's write is
+	// acknowledged.
+	alToks *heldTokens
 	// alWait lists, oldest first, when lists got their first pending
 	// entry: Tick flushes a batch waiting longer than AppendLinger.
 	alWait []lingering
 	// pcToks holds the wide postcards of each cache entry's hops not yet
-	// written, Hops per entry and pcN[slot] of them (nil until one comes,
-	// and for caches over maxTrackedEntries): settled when their chunk's
-	// writes are acknowledged.
-	pcToks []token
+	// written, Hops per entry and pcN[slot] of them (nil until one comes):
+	// settled when their chunk's writes are acknowledged.
+	pcToks *heldTokens
 	pcN    []uint8
 	// pcAt holds, per cache entry, when its flow's first hop not yet
 	// written came (0: none waiting); every PostcardLinger/2, Tick writes
@@ -56,8 +55,9 @@ type instance struct {
 	pcScan int64
 }
 
-// maxTrackedEntries bounds L·B of an Append layout whose entries are
-// settled when written; a larger one's are settled once batched.
+// maxTrackedEntries bounds the slots (L·B of an Append layout, entries·B
+// of a postcard cache) whose held reports are kept in one array; a larger
+// one keeps them in a map (heldTokens).
 const maxTrackedEntries = 1 << 18
 
 type lingering struct {
@@ -263,11 +263,11 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.c.Rejected++
 			return rejected
 		}
-		if e.cur.s != nil && in.al.Lists*in.al.Batch <= maxTrackedEntries {
+		if e.cur.s != nil {
 			if in.alToks == nil {
-				in.alToks = make([]token, in.al.Lists*in.al.Batch)
+				in.alToks = newHeldTokens(in.al.Lists, in.al.Batch)
 			}
-			in.alToks[int(list)*in.al.Batch+k] = e.cur
+			in.alToks.set(int(list), k, e.cur)
 			e.tracked = true
 		}
 		if len(ws) == 0 {
@@ -292,9 +292,9 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 // blanks one settled before. in's QP has room for two chunks.
 func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	hops := in.pc.Layout().Hops
-	track := e.cur.s != nil && len(in.pcAt)*hops <= maxTrackedEntries
+	track := e.cur.s != nil
 	if track && in.pcToks == nil {
-		in.pcToks = make([]token, len(in.pcAt)*hops)
+		in.pcToks = newHeldTokens(len(in.pcAt), hops)
 		in.pcN = make([]uint8, len(in.pcAt))
 	}
 	if !in.pcVals.Contains(p.Value) {
@@ -341,8 +341,7 @@ func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 // keepPostcard adds the report being translated to the postcards of in's
 // cache entry slot, to be settled when its chunk is written.
 func (e *Engine) keepPostcard(in *instance, slot int) {
-	hops := in.pc.Layout().Hops
-	in.pcToks[slot*hops+int(in.pcN[slot])] = e.cur
+	in.pcToks.set(slot, int(in.pcN[slot]), e.cur)
 	in.pcN[slot]++
 	e.tracked = true
 }
@@ -373,8 +372,7 @@ func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 // settled when in's QP's last write is acknowledged, or settles them as
 // unconfirmed when lost says their chunk was not written.
 func (e *Engine) pendPostcards(in *instance, slot int, lost bool) {
-	hops := in.pc.Layout().Hops
-	toks := in.pcToks[slot*hops:][:in.pcN[slot]]
+	toks := in.pcToks.take(slot, int(in.pcN[slot]))
 	for i := range toks {
 		if lost {
 			e.done(toks[i], true)
@@ -411,7 +409,7 @@ func (e *Engine) pendBatch(in *instance, list uint32, n int) {
 	if in.alToks == nil {
 		return
 	}
-	toks := in.alToks[int(list)*in.al.Batch:][:n]
+	toks := in.alToks.take(int(list), n)
 	for i := range toks {
 		if toks[i].s != nil {
 			e.pendOn(in, toks[i])

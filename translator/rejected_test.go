@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/postcard"
 )
@@ -80,5 +81,60 @@ func TestRejectedIsNACKed(t *testing.T) {
 	}
 	if path, o := st.Query(tab, 8); o != postcard.Found || !slices.Equal(path.Values(), []uint32{16}) {
 		t.Errorf("flow 8 reads %v %v, want [16]", o, path.Values())
+	}
+}
+
+// TestLargeCacheAcksWhenWritten: a postcard cache of more entry·hop slots
+// than one array holds (maxTrackedEntries) keeps its wide postcards in a
+// map, and they are acknowledged when their chunk is written and
+// acknowledged, as a small cache's: not on being taken (a translator
+// killed then would have acknowledged postcards it never wrote).
+func TestLargeCacheAcksWhenWritten(t *testing.T) {
+	ft := newFakeTarget(t, pcInst(t))
+	h := newHarness(t, Config{PostcardCache: 1 << 17, PostcardLinger: time.Minute}, ft)
+	h.connect()
+	send := func(seq uint32, hop uint8) {
+		r := pcReport(42, hop, uint32(hop))
+		r.Postcard.PathLength = 3
+		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
+		h.report(r)
+		h.pump()
+	}
+	send(10, 1)
+	send(11, 2)
+	h.advance(20*time.Millisecond, time.Millisecond)
+	if top, ok := h.topAck(); ok && top >= 10 {
+		t.Fatalf("ack %d with the flow cached, unwritten", top)
+	}
+	send(12, 3) // completes the flow: written
+	h.advance(5*time.Millisecond, time.Millisecond)
+	if top, ok := h.topAck(); !ok || top != 12 {
+		t.Fatalf("ack %d (%v) after the flow was written, want 12", top, ok)
+	}
+}
+
+// TestLargeAppendLayoutAcksWhenWritten: the same for an Append layout of
+// more list·batch slots than one array holds: an entry is acknowledged
+// once its batch is written, after AppendLinger, not on being batched.
+func TestLargeAppendLayoutAcksWhenWritten(t *testing.T) {
+	l := appendlist.Layout{Lists: 1 << 15, Entries: 16, EntrySize: 4, Batch: 16}
+	ft := newFakeTarget(t, alInst(t, l))
+	h := newHarness(t, Config{AppendLinger: 10 * time.Millisecond}, ft)
+	h.connect()
+	r := alReport(7, 1, false)
+	r.Append.Data = r.Append.Data[4:]
+	r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, 10
+	h.report(r)
+	h.pump()
+	h.advance(5*time.Millisecond, time.Millisecond)
+	if top, ok := h.topAck(); ok && top >= 10 {
+		t.Fatalf("ack %d with the entry batched, unwritten", top)
+	}
+	h.advance(10*time.Millisecond, time.Millisecond)
+	if top, ok := h.topAck(); !ok || top != 10 {
+		t.Fatalf("ack %d (%v) after the linger wrote the batch, want 10", top, ok)
+	}
+	if c := h.e.Counters(); c.Writes != 1 || c.Lingered != 1 {
+		t.Errorf("counters %+v: want the batch written once, after its linger", c)
 	}
 }
