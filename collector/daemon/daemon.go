@@ -79,7 +79,9 @@ type Instance struct {
 	DataSize   int    `json:"data_size"`
 	Redundancy int    `json:"redundancy"`
 	// Postcarding: hops per chunk, chunks (a power of two), copies, and
-	// the universe of hop values a path query decodes against.
+	// the universe of hop values a path query decodes against, which the
+	// advertisement carries: translators refuse postcards of other values
+	// (NACK reason 5).
 	Hops   int      `json:"hops"`
 	Chunks uint32   `json:"chunks"`
 	Copies int      `json:"copies"`
