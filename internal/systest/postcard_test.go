@@ -29,9 +29,18 @@ import (
 // in memory, whichever translator wrote its flow's other hops. The flows
 // are chosen so that no two share a chunk: a flow not found is an
 // acknowledged postcard lost, never a collision.
-func TestKill9PostcardsPerFlow(t *testing.T) {
+func TestKill9PostcardsPerFlow(t *testing.T) { kill9PostcardsPerFlow(t, false) }
+
+// TestKill9PostcardsPerFlowBusyCores is TestKill9PostcardsPerFlow with
+// every core kept busy by a bounded spinning process.
+func TestKill9PostcardsPerFlowBusyCores(t *testing.T) { kill9PostcardsPerFlow(t, true) }
+
+func kill9PostcardsPerFlow(t *testing.T, busy bool) {
 	const flows, hops, rate = 2000, 5, 20000.0
 	p := start(t, 1000, 1000)
+	if busy {
+		busyCores(t)
+	}
 	// A linger of 200 ms: the postcards sent just before the kill are
 	// still cached, even if the test is descheduled a while.
 	trFile := filepath.Join(t.TempDir(), "translator.json")
