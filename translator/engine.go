@@ -462,10 +462,10 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 }
 
 // translateFor translates t's report r and reports whether it was taken,
-// whether it was refused (NACKed with reason Rejected: taken, never
-// acknowledged) and whether its operations will settle it when acknowledged (a Key-Write,
-// a Key-Increment, an Append entry when its batch is written, a postcard
-// when its chunk is: docs/DTA-WIRE.md, "Exactly once").
+// whether its operations will settle it when acknowledged (a Key-Write, a
+// Key-Increment, an Append entry when its batch is written, a postcard
+// when its chunk is: docs/DTA-WIRE.md, "Exactly once"), and whether it was
+// refused (NACKed with reason Rejected: taken, never acknowledged).
 func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken, tracked, refused bool) {
 	e.cur, e.tracked, e.refused = t, false, false
 	taken = e.translate1(r, src)

@@ -289,7 +289,8 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 // its hop is written and acknowledged (docs/DTA-WIRE.md, "Exactly once").
 // A chunk written before its flow completes skips the slots of hops not
 // cached (postcard.Chunk.Skip), so the write that settles a hop never
-// blanks one settled before. in's QP has room for two chunks.
+// blanks one settled before. in's QP has room for the entry's pending
+// writes and N more (translate).
 func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	hops := in.pc.Layout().Hops
 	track := e.cur.s != nil
