@@ -219,9 +219,12 @@ func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
 
 // AddPostcard adds a Postcarding instance with layout l and returns its
 // store over the served memory (query it with a postcard.Table of the same
-// layout).
-func (c *Collector) AddPostcard(l postcard.Layout) (*postcard.Store, error) {
-	geo, err := l.AppendBinary(nil)
+// layout). values, when given, are the hop values the instance holds (its
+// Table's): the advertisement carries them (postcard.NewValueSet) and
+// translators refuse postcards of any other value, NACKing them with
+// reason Rejected, instead of writing paths no query would find.
+func (c *Collector) AddPostcard(l postcard.Layout, values ...uint32) (*postcard.Store, error) {
+	geo, err := l.AppendGeometry(nil, postcard.NewValueSet(values))
 	if err != nil {
 		return nil, fmt.Errorf("collector.AddPostcard: %w", err)
 	}

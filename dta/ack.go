@@ -59,7 +59,7 @@ type Reason uint8
 
 // NACK reasons (wide acknowledgements). A sender may retry after Busy,
 // NoInstance and Missing; not after Unconfirmed (a retry could apply the
-// report twice); the others would fail the same way again.
+// report twice) nor Rejected; the others would fail the same way again.
 const (
 	ReasonUnspecified Reason = 0
 	ReasonBusy        Reason = 1 // the translator's queue to the collector is full, or its rate limit spent
@@ -69,6 +69,11 @@ const (
 	// operations never came (the connection failed): it may or may not
 	// have been applied, so it is not resent.
 	ReasonUnconfirmed Reason = 4
+	// ReasonRejected: the instance cannot hold this report (a Key-Write
+	// data size, a list, a hop or path length, a postcard value outside
+	// the instance's set): it was not applied, and a retry would fail the
+	// same way.
+	ReasonRejected Reason = 5
 )
 
 // AckLen is the encoded length of an acknowledgement header; WideAckLen of

@@ -5,10 +5,15 @@ import (
 	"math/bits"
 )
 
-// GeometryVersion is the version byte that starts an encoded Layout.
-const GeometryVersion = 1
+// GeometryVersion is the version byte that starts an encoded Layout;
+// GeometryVersionValues starts one followed by its ValueSet.
+const (
+	GeometryVersion       = 1
+	GeometryVersionValues = 2
+)
 
-// GeometryLen is the length of an encoded Layout.
+// GeometryLen is the length of an encoded Layout (version 1; version 2
+// adds its ValueSet).
 const GeometryLen = 8
 
 // ValueCodeDefault is the only value code geometry version 1 knows: the
@@ -29,7 +34,11 @@ const ValueCodeDefault = 0
 //	7  u8  value code: 0, ValueCodeDefault
 //
 // Every field is explicit: a Layout's zero fields are encoded as the
-// defaults they stand for.
+// defaults they stand for. Version 2 (GeometryVersionValues) has version
+// 1's fields after its version byte, then the instance's ValueSet:
+//
+//	8  u8  ranges n, 1..MaxValueRanges
+//	9  n × (le32 low, le32 high), ascending, neither overlapping nor adjacent, low >= 1
 
 // AppendBinary appends l's geometry, defaults filled in, to b. An invalid
 // layout gets Validate's error (wrapping ErrLayout) and b is returned
@@ -43,15 +52,51 @@ func (l Layout) AppendBinary(b []byte) ([]byte, error) {
 		byte(l.Copies), byte(l.Addressing), byte(l.Checksums), ValueCodeDefault), nil
 }
 
-// ParseLayout decodes a geometry AppendBinary wrote, every field explicit.
-// Malformed bytes (a wrong length, an unknown version or value code) get an
-// error wrapping ErrGeometry; fields Validate rejects get its error,
-// wrapping ErrLayout.
+// AppendGeometry appends l's geometry with the instance's value set v to
+// b: version 1 (AppendBinary's) for the zero set, which holds every value,
+// version 2 otherwise.
+func (l Layout) AppendGeometry(b []byte, v ValueSet) ([]byte, error) {
+	n := len(b)
+	b, err := l.AppendBinary(b)
+	if err != nil || v.IsAll() {
+		return b, err
+	}
+	b[n] = GeometryVersionValues
+	return v.appendBinary(b), nil
+}
+
+// ParseGeometry decodes a geometry AppendGeometry wrote: the layout, and
+// the value set (the zero set from version 1). Errors are ParseLayout's.
+func ParseGeometry(b []byte) (Layout, ValueSet, error) {
+	if len(b) > GeometryLen && b[0] == GeometryVersionValues {
+		v, err := parseValueSet(b[GeometryLen:])
+		if err != nil {
+			return Layout{}, ValueSet{}, fmt.Errorf("parse layout: %w", err)
+		}
+		l, err := parseLayout(b[:GeometryLen], GeometryVersionValues)
+		return l, v, err
+	}
+	l, err := parseLayout(b, GeometryVersion)
+	return l, ValueSet{}, err
+}
+
+// ParseLayout decodes a geometry AppendBinary (or AppendGeometry) wrote,
+// every field explicit; a version 2 geometry's value set is checked and
+// dropped. Malformed bytes (a wrong length, an unknown version or value
+// code, a bad value set) get an error wrapping ErrGeometry; fields
+// Validate rejects get its error, wrapping ErrLayout.
 func ParseLayout(b []byte) (Layout, error) {
+	l, _, err := ParseGeometry(b)
+	return l, err
+}
+
+// parseLayout decodes the 8 bytes of a version 1 layout, b[0] being
+// version.
+func parseLayout(b []byte, version byte) (Layout, error) {
 	if len(b) != GeometryLen {
 		return Layout{}, fmt.Errorf("parse layout: %w: %d bytes, want %d", ErrGeometry, len(b), GeometryLen)
 	}
-	if b[0] != GeometryVersion {
+	if b[0] != version {
 		return Layout{}, fmt.Errorf("parse layout: %w: version %d, want %d", ErrGeometry, b[0], GeometryVersion)
 	}
 	if b[7] != ValueCodeDefault {

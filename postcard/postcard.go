@@ -1,6 +1,8 @@
 // Package postcard implements DTA's Postcarding primitive (spec section 5,
 // paper section 4 and Appendix A): the translator's per-flow postcard cache
-// that turns up to B per-hop postcards into one chunk write per copy, and the
+// that turns up to B per-hop postcards into one chunk write per copy (or a
+// write per run of the slots it knows, for a flow written before it
+// completes: Chunk.Skip), and the
 // collector's decoder that recovers a flow's path from the N copies of its
 // chunk.
 //

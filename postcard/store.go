@@ -82,12 +82,16 @@ func (s *Store) Layout() Layout { return s.c.l }
 // Region returns the region. It aliases the store.
 func (s *Store) Region() []byte { return s.mem }
 
-// Apply performs w on the region as the NIC would. w must write exactly one
-// whole chunk. It does not allocate.
+// Apply performs w on the region as the NIC would. w must write one whole
+// chunk, or whole slots inside one chunk (Chunk.Skip). It does not
+// allocate.
 func (s *Store) Apply(w Write) error {
-	cs := uint64(s.c.csize)
-	if uint64(len(w.Data)) != cs || w.Offset%cs != 0 || w.Offset >= uint64(len(s.mem)) {
-		return fmt.Errorf("apply: %w: %d bytes at offset %d, want one %d-byte chunk inside %d bytes", ErrRegion, len(w.Data), w.Offset, cs, len(s.mem))
+	cs, sb := uint64(s.c.csize), uint64(s.c.l.SlotBits/8)
+	whole := uint64(len(w.Data)) == cs && w.Offset%cs == 0
+	slots := len(w.Data) > 0 && w.Offset%sb == 0 && uint64(len(w.Data))%sb == 0 &&
+		w.Offset%cs+uint64(len(w.Data)) <= uint64(s.c.l.Hops)*sb
+	if !whole && !slots || w.Offset >= uint64(len(s.mem)) {
+		return fmt.Errorf("apply: %w: %d bytes at offset %d, want one %d-byte chunk, or its slots, inside %d bytes", ErrRegion, len(w.Data), w.Offset, cs, len(s.mem))
 	}
 	copy(s.mem[w.Offset:], w.Data)
 	return nil

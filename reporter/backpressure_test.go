@@ -123,7 +123,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 					continue
 				}
 				ft.nacks++
-				if ft.reason != dta.ReasonUnconfirmed {
+				if ft.reason != dta.ReasonUnconfirmed && ft.reason != dta.ReasonRejected {
 					ft.owed[h.Seq] = true
 				}
 				why := ft.reason

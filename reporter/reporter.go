@@ -201,6 +201,11 @@ type Counters struct {
 	// newer report of the same key was sent since: a resend would put the
 	// older data back over it.
 	Superseded uint64
+	// Rejected counts reports the translator NACKed with reason Rejected:
+	// the collector's instance cannot hold them (a postcard value outside
+	// its set, a wrong data size, a list or hop out of range). They are
+	// not resent, are counted in Lost too, and go to OnLoss.
+	Rejected uint64
 	// Moot counts resends dropped before they went out: a copy of the
 	// report was acknowledged meanwhile (the translator applied it), or
 	// it was counted lost or unconfirmed by another path.
@@ -812,6 +817,14 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 			// Taken, but its collector's acknowledgement never came: a
 			// resend could apply it twice.
 			r.unconfirm(a.Seq)
+			continue
+		}
+		if a.Reason == dta.ReasonRejected && a.Wide && r.cfg.WideSequence {
+			// Refused for good: a resend would be refused the same way.
+			if h := r.held[a.Seq]; h == nil || !h.lost {
+				r.c.Rejected++
+			}
+			r.lose(a.Seq, a.Reason)
 			continue
 		}
 		r.slowDown(now)

@@ -303,10 +303,10 @@ func (e *Engine) handleSend(q *qp) {
 		// A new layout: the pending entries and cached postcards are
 		// gone, unwritten.
 		if in.alToks == nil {
-			e.unconfirmTokens(alToks)
+			e.unconfirmHeld(alToks)
 		}
 		if in.pcToks == nil {
-			e.unconfirmTokens(pcToks)
+			e.unconfirmHeld(pcToks)
 		}
 		if err == nil && ad.HeadsFollow {
 			q.headsDue, q.headsNext = true, 0

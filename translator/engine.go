@@ -30,7 +30,13 @@ type Counters struct {
 	// RefusedSource counts datagrams on the report socket from an address
 	// outside Config.Reporters, dropped unread.
 	RefusedSource uint64
-	Rejected      uint64 // reports the instance's geometry cannot take (data size, list, value 0, hop)
+	// Rejected counts reports the instance's geometry cannot take (data
+	// size, list, hop, postcard value 0 or outside the instance's set);
+	// wide ones are NACKed with reason Rejected.
+	Rejected uint64
+	// OutsideValues counts postcards rejected because their value is
+	// outside the set the collector's advertisement gives.
+	OutsideValues uint64
 	// NoInstance counts reports for a primitive no ready instance serves.
 	NoInstance  uint64
 	RingFull    uint64 // reports refused because a retransmit ring was full
@@ -82,6 +88,10 @@ type Counters struct {
 	CMMessages  uint64 // CM messages received
 	FlushLost   uint64 // postcard chunks or append batches Flush could not send
 	Lingered    uint64 // partial append batches and postcard flows written after their linger
+	// PartialChunks counts postcard chunks written before their flow
+	// completed that skip the slots of hops not cached (postcard.Chunk.Skip),
+	// leaving what earlier writes of the flow put there.
+	PartialChunks uint64
 	// DiscoveryRetries counts probes of a collector that did not answer,
 	// made again after a backoff.
 	DiscoveryRetries uint64
@@ -145,6 +155,7 @@ type Engine struct {
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
 	tracked bool
+	refused bool // the wide report being translated was NACKed as Rejected
 	// inbox holds reports other shards' engines settled for this one's
 	// sources; spare is its other buffer.
 	inMu         sync.Mutex
@@ -451,10 +462,14 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	if s == nil {
 		return
 	}
-	taken, tracked := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
+	taken, tracked, refused := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
 	s.setApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
+	case refused:
+		// NACKed with reason Rejected: taken, so that a copy is not
+		// translated again, and passed by the cumulative ack, but never
+		// acknowledged on its own.
 	case taken && tracked:
 		if s.inWindow(seq) { // older: nothing to mark, acknowledged when settled
 			s.setPending(seq, true)
@@ -466,27 +481,36 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	}
 }
 
-// translateFor translates t's report r and reports whether it was taken
-// and whether its operations will settle it when acknowledged (a Key-Write,
-// a Key-Increment, an Append entry when its batch is written, a postcard
-// when its chunk is: docs/DTA-WIRE.md, "Exactly once").
-func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken, tracked bool) {
-	e.cur, e.tracked = t, false
+// translateFor translates t's report r and reports whether it was taken,
+// whether its operations will settle it when acknowledged (a Key-Write, a
+// Key-Increment, an Append entry when its batch is written, a postcard
+// when its chunk is: docs/DTA-WIRE.md, "Exactly once"), and whether it was
+// refused (NACKed with reason Rejected: taken, never acknowledged).
+func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken, tracked, refused bool) {
+	e.cur, e.tracked, e.refused = t, false, false
 	taken = e.translate1(r, src)
-	tracked = e.tracked
-	e.cur, e.tracked = token{}, false
-	return taken, tracked
+	tracked, refused = e.tracked, e.refused
+	e.cur, e.tracked, e.refused = token{}, false, false
+	return taken, tracked, refused
 }
 
 // translate1 translates r, NACKing or counting it when it cannot be taken
 // now, and reports whether it was taken (applied, or refused for good by
-// the geometry, which a resend would not change).
+// the geometry, which a resend would not change). A wide report the
+// geometry refuses is NACKed with reason Rejected and sets e.refused.
 func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	switch err := e.apply(r, -1); {
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
 		e.drop(r, src, dta.ReasonBusy)
+	case err == errRejected:
+		if r.Header.Sequenced && r.Header.Wide {
+			e.nack(source{src, r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
+			e.c.NACKs++
+			e.refused = true
+		}
+		return true
 	default:
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -96,6 +97,12 @@ func FuzzAdvertisement(f *testing.F) {
 		f.Add(append([]byte{byte(i)}, b[:len(b)-1]...))
 	}
 	f.Add([]byte{0, 0xff, 0xff})
+	// A Postcarding geometry with a value set (version 2), at index 2.
+	pcv := dta.Advertisement{VA: 1, Length: uint32(testPC.RegionSize()), RKey: 2, Primitive: dta.OpPostcard,
+		Geometry: must(testPC.AppendGeometry(nil, postcard.NewValueSet([]uint32{1, 2, 3, 9})))}
+	if b, err := pcv.AppendTo(nil); err == nil {
+		f.Add(append([]byte{2}, b...))
+	}
 	// b[0] >= 128: the Append instance says heads follow, and b[1:] is the
 	// SEND that follows.
 	f.Add(append([]byte{128}, dta.AppendListHeads(nil, 0, make([]uint64, testAL.Lists))...))

@@ -31,21 +31,21 @@ type instance struct {
 	ki       keyincr.Layout
 	pc       *postcard.Codec
 	cache    *postcard.Cache
+	pcVals   postcard.ValueSet // the values the collector holds: others are rejected
 	al       appendlist.Layout
 	batcher  *appendlist.Batcher
 	alMaxPkt int // packets one append can produce
 	// alToks holds the wide reports of each list's pending entries, B per
-	// list (nil until one comes, and for layouts over maxTrackedEntries):
-	// settled when their batch's write is acknowledged.
-	alToks []token
+	// list (nil until one comes): settled when their batch's write is
+	// acknowledged.
+	alToks *heldTokens
 	// alWait lists, oldest first, when lists got their first pending
 	// entry: Tick flushes a batch waiting longer than AppendLinger.
 	alWait []lingering
 	// pcToks holds the wide postcards of each cache entry's hops not yet
-	// written, Hops per entry and pcN[slot] of them (nil until one comes,
-	// and for caches over maxTrackedEntries): settled when their chunk's
-	// writes are acknowledged.
-	pcToks []token
+	// written, Hops per entry and pcN[slot] of them (nil until one comes):
+	// settled when their chunk's writes are acknowledged.
+	pcToks *heldTokens
 	pcN    []uint8
 	// pcAt holds, per cache entry, when its flow's first hop not yet
 	// written came (0: none waiting); every PostcardLinger/2, Tick writes
@@ -55,8 +55,9 @@ type instance struct {
 	pcScan int64
 }
 
-// maxTrackedEntries bounds L·B of an Append layout whose entries are
-// settled when written; a larger one's are settled once batched.
+// maxTrackedEntries bounds the slots (L·B of an Append layout, entries·B
+// of a postcard cache) whose held reports are kept in one array; a larger
+// one keeps them in a map (heldTokens).
 const maxTrackedEntries = 1 << 18
 
 type lingering struct {
@@ -115,7 +116,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		}
 		in.ki = l
 	case dta.OpPostcard:
-		l, err := postcard.ParseLayout(ad.Geometry)
+		l, vals, err := postcard.ParseGeometry(ad.Geometry)
 		if err != nil {
 			return err
 		}
@@ -126,7 +127,7 @@ func (in *instance) configure(ad dta.Advertisement, cfg Config) error {
 		if n := cache.Codec().Layout().RegionSize(); n > uint64(ad.Length) {
 			return fmt.Errorf("region of %d bytes, the layout needs %d", ad.Length, n)
 		}
-		in.pc, in.cache, in.pcToks, in.pcN = cache.Codec(), cache, nil, nil
+		in.pc, in.cache, in.pcToks, in.pcN, in.pcVals = cache.Codec(), cache, nil, nil, vals
 		in.pcAt = make([]int64, cfg.PostcardCache)
 	case dta.OpAppend:
 		l, err := appendlist.ParseLayout(ad.Geometry)
@@ -186,7 +187,7 @@ func (s *scratch) init() {
 	s.kwBuf = make([]byte, 0, maxReport)
 	s.kiOps = make([]keyincr.Write, 0, keyincr.MaxRedundancy)
 	s.chunks = make([]postcard.Chunk, 0, 2)
-	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies)
+	s.pcw = make([]postcard.Write, 0, postcard.MaxCopies*(postcard.MaxHops+1)/2)
 	s.alw = make([]appendlist.Write, 0, 2)
 }
 
@@ -245,7 +246,8 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 		in.shareTail(false)
 		e.track(in)
 	case dta.OpPostcard:
-		if !e.hasRoom(in, 2*in.pc.Layout().Copies) {
+		// The entry's chunk, perhaps in runs of slots, and p's flow's.
+		if !e.hasRoom(in, in.cache.PendingWrites(in.cache.Slot(r.Postcard.Key))+in.pc.Layout().Copies) {
 			return busy
 		}
 		return e.translatePostcard(in, r.Postcard)
@@ -261,11 +263,11 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 			e.c.Rejected++
 			return rejected
 		}
-		if e.cur.s != nil && in.al.Lists*in.al.Batch <= maxTrackedEntries {
+		if e.cur.s != nil {
 			if in.alToks == nil {
-				in.alToks = make([]token, in.al.Lists*in.al.Batch)
+				in.alToks = newHeldTokens(in.al.Lists, in.al.Batch)
 			}
-			in.alToks[int(list)*in.al.Batch+k] = e.cur
+			in.alToks.set(int(list), k, e.cur)
 			e.tracked = true
 		}
 		if len(ws) == 0 {
@@ -285,13 +287,22 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) outcome {
 // translatePostcard adds p to in's cache and writes the chunks that makes
 // ready; the wide report being translated is settled once a chunk with
 // its hop is written and acknowledged (docs/DTA-WIRE.md, "Exactly once").
-// in's QP has room for two chunks.
+// A chunk written before its flow completes skips the slots of hops not
+// cached (postcard.Chunk.Skip), so the write that settles a hop never
+// blanks one settled before. in's QP has room for the entry's pending
+// writes and N more (translate).
 func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 	hops := in.pc.Layout().Hops
-	track := e.cur.s != nil && len(in.pcAt)*hops <= maxTrackedEntries
+	track := e.cur.s != nil
 	if track && in.pcToks == nil {
-		in.pcToks = make([]token, len(in.pcAt)*hops)
+		in.pcToks = newHeldTokens(len(in.pcAt), hops)
 		in.pcN = make([]uint8, len(in.pcAt))
+	}
+	if !in.pcVals.Contains(p.Value) {
+		// The collector's queries would never find the path.
+		e.c.Rejected++
+		e.c.OutsideValues++
+		return rejected
 	}
 	slot := in.cache.Slot(p.Key)
 	chunks := e.sc.chunks[:0]
@@ -331,8 +342,7 @@ func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 // keepPostcard adds the report being translated to the postcards of in's
 // cache entry slot, to be settled when its chunk is written.
 func (e *Engine) keepPostcard(in *instance, slot int) {
-	hops := in.pc.Layout().Hops
-	in.pcToks[slot*hops+int(in.pcN[slot])] = e.cur
+	in.pcToks.set(slot, int(in.pcN[slot]), e.cur)
 	in.pcN[slot]++
 	e.tracked = true
 }
@@ -342,7 +352,12 @@ func (e *Engine) keepPostcard(in *instance, slot int) {
 // acknowledged.
 func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 	for i := range chunks {
-		in.shareTail(true)
+		// The copies of a whole chunk are equal after their VA; the runs
+		// of a chunk that skips slots are not.
+		in.shareTail(chunks[i].Skip == 0)
+		if chunks[i].Skip != 0 {
+			e.c.PartialChunks++
+		}
 		for _, w := range in.pc.AppendWrites(e.sc.pcw[:0], &chunks[i]) {
 			e.write(in, w.Offset, w.Data, false, 0)
 		}
@@ -358,8 +373,7 @@ func (e *Engine) writeChunks(in *instance, slot int, chunks []postcard.Chunk) {
 // settled when in's QP's last write is acknowledged, or settles them as
 // unconfirmed when lost says their chunk was not written.
 func (e *Engine) pendPostcards(in *instance, slot int, lost bool) {
-	hops := in.pc.Layout().Hops
-	toks := in.pcToks[slot*hops:][:in.pcN[slot]]
+	toks := in.pcToks.take(slot, int(in.pcN[slot]))
 	for i := range toks {
 		if lost {
 			e.done(toks[i], true)
@@ -396,7 +410,7 @@ func (e *Engine) pendBatch(in *instance, list uint32, n int) {
 	if in.alToks == nil {
 		return
 	}
-	toks := in.alToks[int(list)*in.al.Batch:][:n]
+	toks := in.alToks.take(int(list), n)
 	for i := range toks {
 		if toks[i].s != nil {
 			e.pendOn(in, toks[i])
@@ -440,7 +454,7 @@ func (e *Engine) emitLingering(in *instance) {
 		if at == 0 || e.now-at < linger {
 			continue
 		}
-		if !in.ready() || !e.canFlush(in, in.pc.Layout().Copies) {
+		if !in.ready() || !e.canFlush(in, in.cache.PendingWrites(slot)) {
 			return // no room now: the next look
 		}
 		e.writeChunks(in, slot, in.cache.Emit(e.sc.chunks[:0], slot))
@@ -543,8 +557,7 @@ func (e *Engine) Flush() {
 			if in.cache != nil {
 				chunks := in.cache.Flush(nil)
 				for i := range chunks {
-					n := in.pc.Layout().Copies
-					if !ready || !e.canFlush(in, n) {
+					if !ready || !e.canFlush(in, in.pc.Writes(&chunks[i])) {
 						e.c.FlushLost++
 						if in.pcToks != nil {
 							e.pendPostcards(in, in.cache.Slot(chunks[i].Key), true)

@@ -385,6 +385,7 @@ func (t *Translator) readReports(sh *shard) {
 	toks := make([]token, batchSize) // wide reports another shard translates
 	taken := make([]bool, batchSize)
 	tracked := make([]bool, batchSize)
+	refused := make([]bool, batchSize)
 	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, now time.Time) bool {
 		foreign := false
 		sh.mu.Lock()
@@ -432,7 +433,7 @@ func (t *Translator) readReports(sh *shard) {
 		sh.sendLocked()
 		sh.mu.Unlock()
 		if foreign {
-			t.handOver(sh, reps[:len(ms)], ms, owners, toks, taken, tracked, now)
+			t.handOver(sh, reps[:len(ms)], ms, owners, toks, taken, tracked, refused, now)
 			// Before the next batch, which may hold a resend of one the
 			// owner NACKed.
 			sh.mu.Lock()
@@ -445,7 +446,7 @@ func (t *Translator) readReports(sh *shard) {
 					toks[i].s.nackFor(toks[i].seq, sh.e.now)
 				}
 				if !taken[i] || !tracked[i] {
-					sh.e.release(toks[i].s, toks[i].seq, taken[i])
+					sh.e.release(toks[i].s, toks[i].seq, taken[i] && !refused[i])
 				}
 				toks[i] = token{}
 			}
@@ -456,9 +457,10 @@ func (t *Translator) readReports(sh *shard) {
 }
 
 // handOver translates the reports of reps (decoded from ms) that other
-// shards than from own, recording in taken whether each was and in tracked
-// whether its owner settles toks[i] when its entry is written.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []token, taken, tracked []bool, now time.Time) {
+// shards than from own, recording in taken whether each was, in tracked
+// whether its owner settles toks[i] when its entry is written, and in
+// refused whether the owner NACKed it as Rejected.
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []token, taken, tracked, refused []bool, now time.Time) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -473,7 +475,7 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagra
 				sh.e.setNow(now)
 				locked = true
 			}
-			taken[i], tracked[i] = sh.e.translateFor(&reps[i], ms[i].Addr, toks[i])
+			taken[i], tracked[i], refused[i] = sh.e.translateFor(&reps[i], ms[i].Addr, toks[i])
 		}
 		if locked {
 			sh.sendLocked()

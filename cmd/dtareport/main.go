@@ -14,7 +14,8 @@
 // writes each report lost or unconfirmed to FILE as a JSON line, {"seq": N,
 // "reason": R}: N is the report's index in the stream (the first sent is
 // 0), R the NACK's reason (4, unconfirmed: it may or may not have been
-// applied). Exit status: 0 when every report went out and was delivered, 3
+// applied; 5, rejected: the collector's instance cannot hold it, such as
+// a postcard value outside its set, counted in Rejected too). Exit status: 0 when every report went out and was delivered, 3
 // when some were lost or unconfirmed (NACKed and not resent, refused by
 // the socket, or never acknowledged), 2 for bad flags, 1 for any other
 // failure.

@@ -127,7 +127,9 @@ type Instance struct {
 	DataSize   int    `json:"data_size"`
 	Redundancy int    `json:"redundancy"`
 	// Postcarding: hops per chunk, chunks (a power of two), copies, and
-	// the universe of hop values a path query decodes against.
+	// the universe of hop values a path query decodes against, which the
+	// advertisement carries: translators refuse postcards of other values
+	// (NACK reason 5).
 	Hops   int      `json:"hops"`
 	Chunks uint32   `json:"chunks"`
 	Copies int      `json:"copies"`
@@ -295,7 +297,7 @@ func (in *instance) build(c *collector.Collector) (err error) {
 		if in.table, err = postcard.NewTable(l, in.Values); err != nil {
 			return wrap(err)
 		}
-		in.pc, err = c.AddPostcard(l)
+		in.pc, err = c.AddPostcard(l, in.Values...)
 		return wrap(err)
 	case "append":
 		in.al, err = c.AddAppend(appendlist.Layout{Lists: in.Lists, Entries: in.Entries, EntrySize: in.EntrySize, Batch: in.Batch, Markers: in.Markers})

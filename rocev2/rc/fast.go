@@ -38,8 +38,10 @@ type icrcEntry struct {
 
 // fastICRC is a requester's fast-path state.
 type fastICRC struct {
-	cache         [4]*icrcEntry // by length
-	tail          uint32        // Linear(p[20:]) of the report under way
+	// by length: 16, so that the runs of a postcard chunk's slots
+	// (4..64 bytes) and whole chunks do not evict each other's.
+	cache         [16]*icrcEntry
+	tail          uint32 // Linear(p[20:]) of the report under way
 	tailOK, share bool
 }
 
