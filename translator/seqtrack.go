@@ -29,9 +29,6 @@ const (
 	// maxMissingNACKs bounds the NACKs one gap sends: a larger gap is more
 	// than the sender still holds.
 	maxMissingNACKs = seqWindow
-	// maxLate bounds the numbers a source keeps owed beyond the window
-	// (seqState.late).
-	maxLate = 256
 )
 
 // source names the sender of wide reports: its address and port, and the
@@ -54,11 +51,13 @@ type seqState struct {
 	// which it resends until that is acknowledged on its own (Resend).
 	nacked [seqWindow / 64]uint64
 	nackAt int64 // engine time of the last NACK for a resend
-	// late holds numbers NACKed for a resend that left the window before
-	// their resend was applied, oldest first, with the engine time they
-	// left it: a resend of one is taken for owedFor, where any other
-	// number older than the window is refused (Stale).
-	late    []lateNACK
+	// late marks, among the seqWindow numbers before the window, those
+	// NACKed for a resend that left the window before their resend was
+	// applied: a resend of one is taken once, where any other number
+	// older than the window is refused (Stale). A fixed bitmap, so that
+	// however many are owed, none is forgotten while its sender may
+	// still hold a copy, and a source costs the same.
+	late    [seqWindow / 64]uint64
 	lastUse uint64 // the engine's report count when last used
 	lastAt  int64  // engine time of its last report
 	ackDue  bool   // an ack may have moved since the last one sent
@@ -70,50 +69,43 @@ func (s *seqState) inWindow(seq uint32) bool {
 	return d < 0 && d > -seqWindow
 }
 
-// lateNACK is a number NACKed for a resend, beyond the window.
-type lateNACK struct {
-	seq uint32
-	at  int64
+// inLate reports whether seq is one of the seqWindow numbers before the
+// window, those the late bitmap covers.
+func (s *seqState) inLate(seq uint32) bool {
+	d := int32(seq - s.next)
+	return d <= -seqWindow && d > -2*seqWindow
 }
 
-// nackFor records that seq was NACKed for a resend at engine time now: in
-// the window, or among the late numbers when it is older.
+// nackFor records that seq was NACKed for a resend: in the window, or
+// among the late numbers when it is older.
 func (s *seqState) nackFor(seq uint32, now int64) {
-	if s.inWindow(seq) {
+	switch {
+	case s.inWindow(seq):
 		s.nack(seq, now)
-		return
-	}
-	if int32(seq-s.next) < 0 {
-		s.addLate(seq, now)
+	case s.inLate(seq):
+		mark(&s.late, seq, true)
 	}
 }
 
-// addLate keeps seq among the late numbers, forgetting those older than
-// owedFor and, when maxLate are kept, the older half.
-func (s *seqState) addLate(seq uint32, now int64) {
-	i := 0
-	for i < len(s.late) && now-s.late[i].at > int64(owedFor) {
-		i++
-	}
-	if len(s.late)-i >= maxLate {
-		i = len(s.late) - maxLate/2
-	}
-	if i > 0 {
-		s.late = s.late[:copy(s.late, s.late[i:])]
-	}
-	s.late = append(s.late, lateNACK{seq, now})
-}
-
-// takeLate reports whether seq is a late number not older than owedFor,
-// and forgets it: its resend is taken once.
-func (s *seqState) takeLate(seq uint32, now int64) bool {
-	for i, l := range s.late {
-		if l.seq == seq {
-			s.late = append(s.late[:i], s.late[i+1:]...)
-			return now-l.at <= int64(owedFor)
+// takeLate reports whether seq is a late number, and forgets it: its
+// resend is taken once. The newest late number (a window behind next)
+// is still in the window's bitmaps: its bit moves to late only when the
+// number a window after it comes.
+func (s *seqState) takeLate(seq uint32) bool {
+	switch {
+	case !s.inLate(seq):
+		return false
+	case int32(seq-s.next) == -seqWindow:
+		if int32(seq-s.first) < 0 || !marked(&s.nacked, seq) || marked(&s.applied, seq) {
+			return false
 		}
+		mark(&s.applied, seq, true)
+	case marked(&s.late, seq):
+		mark(&s.late, seq, false)
+	default:
+		return false
 	}
-	return false
+	return true
 }
 
 // setPending marks seq pending or not.
@@ -357,11 +349,15 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 	case d >= 0:
 		gap := uint32(d)
 		// The numbers now entering the window were not applied. Those
-		// leaving it NACKed for a resend and not applied stay owed.
+		// that left it (n - seqWindow, on the same bit) NACKed for a
+		// resend and not applied stay owed while they are late numbers
+		// of the new next (seq+1); the bit forgets the number a window
+		// older still.
 		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
-			if old := n - seqWindow; int32(old-s.first) >= 0 && marked(&s.nacked, n) && !marked(&s.applied, n) {
-				s.addLate(old, e.now)
-			}
+			old := n - seqWindow
+			owed := int32(old-s.first) >= 0 && int32(n-seq) > 1-seqWindow &&
+				marked(&s.nacked, n) && !marked(&s.applied, n)
+			mark(&s.late, n, owed)
 			mark(&s.applied, n, false)
 			mark(&s.pending, n, false)
 			mark(&s.nacked, n, false)
@@ -397,7 +393,7 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 	// Older than the window: the resend of a report NACKed that left the
 	// window since is taken; any other number's fate is forgotten, so it
 	// is refused (a copy from the network, a replay or a forgery).
-	if s.takeLate(seq, e.now) {
+	if s.takeLate(seq) {
 		return s
 	}
 	e.nack(src, seq, true, dta.ReasonUnconfirmed)

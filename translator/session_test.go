@@ -212,3 +212,53 @@ func TestLateResendTaken(t *testing.T) {
 		t.Errorf("Stale %d, want 2", c.Stale)
 	}
 }
+
+// TestManyLateResendsTaken: however many reports NACKed for a resend leave
+// the window before their resends come, each is taken once while it is
+// less than two windows behind, the newest of them (a window behind)
+// included; later, or a second time, a copy is stale.
+func TestManyLateResendsTaken(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 4}, ft)
+	h.connect()
+	const sess, nacked = 9, 1000
+	ft.noAck = true
+	for seq := uint32(0); seq < 4+nacked; seq++ { // a ring of 4: 4.. NACKed busy
+		h.sessionKI(testReporter, sess, seq)
+	}
+	ft.noAck = false
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	// Up to 4+nacked-1+seqWindow: number 4+nacked-1 is a window behind.
+	last := uint32(4 + nacked - 1 + seqWindow)
+	for seq := uint32(4 + nacked); seq < last; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	base := key7(t, ft)
+	if want := uint64(4 + seqWindow - 1); base != want {
+		t.Fatalf("key 7 counts %d before the resends, want %d", base, want)
+	}
+	for seq := uint32(4); seq < 4+nacked; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v := key7(t, ft); v != base+nacked {
+		t.Fatalf("key 7 counts %d after %d late resends, want %d (stale: %d)", v, nacked, base+nacked, h.e.Counters().Stale)
+	}
+	for _, seq := range []uint32{4, 4 + nacked - 1, 3} { // second copies, a copy of one applied
+		h.sessionKI(testReporter, sess, seq)
+	}
+	// Two windows on, the rest are forgotten: a copy is stale.
+	for seq := last; seq < last+seqWindow; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	before := key7(t, ft)
+	h.sessionKI(testReporter, sess, last-1)
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v, want := key7(t, ft), before; v != want {
+		t.Errorf("key 7 counts %d after a copy two windows behind, want %d", v, want)
+	}
+	if c := h.e.Counters(); c.Stale != 4 {
+		t.Errorf("Stale %d, want 4 (two second copies, a copy applied, one too old)", c.Stale)
+	}
+}

@@ -451,6 +451,9 @@ func (p *pipeline) deliver(t *testing.T, what string) {
 	res := p.send(t)
 	t.Logf("%s: %d reports at %.0f/s, %+v", what, res.Reports, res.Rate, res.Counters)
 	if res.Reports != p.n || res.Counters.Lost != 0 || res.Counters.Unconfirmed != 0 || res.Counters.Errors != 0 {
+		var st map[string]any // the translator's counters say which side gave up
+		_ = get(p.trHTTP+"/v1/translator", &st)
+		t.Logf("translator at the end: %v", st)
 		t.Fatalf("dtareport: %+v", res)
 	}
 	p.stop(t)
