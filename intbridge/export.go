@@ -2,6 +2,7 @@ package intbridge
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/netip"
@@ -191,4 +192,33 @@ func constHistogram(d *prometheus.Desc, h *Histogram, label string) prometheus.M
 		buckets[float64(h.Bins[i])] = cum
 	}
 	return prometheus.MustNewConstHistogram(d, h.Count, float64(h.Sum), buckets, label)
+}
+
+// DetectorEntrySize is the bytes of an event in an Append list, the size
+// of the bridge's drop and congestion entries (EventEntrySize) so that
+// one Append instance holds all three lists (docs/DTA-WIRE.md 8.11):
+// metric << 4 | kind, the queue (queue metrics) or hop (hop latency), the
+// egress port's low 16 bits (link utilisation), then the switch (switch-
+// and hop-keyed metrics) or the flow key (path, flow latency), then the
+// new value (for a path, its length), big-endian.
+const DetectorEntrySize = EventEntrySize
+
+// AppendEventEntry appends e's Append-list entry to b.
+func AppendEventEntry(b []byte, e *Event) []byte {
+	var sub uint8
+	var port uint16
+	id := e.Switch
+	switch e.Metric {
+	case MetricPath, MetricFlowLatency:
+		id = e.Flow
+	case MetricHopLatency:
+		sub = e.Hop
+	case MetricLinkUtilization:
+		port = uint16(e.Port)
+	default:
+		sub = e.Queue
+	}
+	b = append(b, uint8(e.Metric)<<4|uint8(e.Kind)&0xF, sub, byte(port>>8), byte(port))
+	b = binary.BigEndian.AppendUint32(b, id)
+	return binary.BigEndian.AppendUint32(b, e.New)
 }
