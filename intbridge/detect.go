@@ -211,7 +211,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 			events = d.key(MetricLinkUtilization, hp, hp.Egress, hp.TxUtil, r.Time, now, events)
 		}
 		if hp.Has&HasDrops != 0 {
-			events = d.drops(hp, r.Time, now, events)
+			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, events)
 		}
 	}
 	for _, e := range events[before:] {
@@ -229,61 +229,56 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 		latency += hops[h].Latency // 0 where absent
 		hasLatency = hasLatency || hops[h].Has&HasLatency != 0
 	}
-	if row < 0 {
+	var f *flowRow
+	fresh := row < 0
+	if fresh {
 		var ev int32
 		row, ev = d.flows.insert(uint64(r.Flow))
 		if ev >= 0 {
 			d.c.Evicted++
 		}
-		f := &d.frows[row]
+		f = &d.frows[row]
 		*f = flowRow{reported: now}
 		f.path.set(hops)
 		events = append(events, Event{Kind: NewFlow, Metric: MetricPath, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, New: uint32(len(hops)), NewPath: f.path})
-		// A new key's values are new: each is reported, as a change from
-		// nothing known, and a rise when above its level.
-		for h := range hops {
-			if hops[h].Has&HasLatency != 0 {
-				e := Event{Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h)}
-				events = d.first(&e, &f.hop[h], &f.above, 2<<h, hops[h].Latency, events)
-			}
-		}
-		if !hasLatency {
-			return events
-		}
-		e := Event{Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, NewPath: f.path}
-		return d.first(&e, &f.latency, &f.above, 1, latency, events)
+	} else {
+		d.flows.touch(row)
+		f = &d.frows[row]
 	}
-	d.flows.touch(row)
-	f := &d.frows[row]
 	before := len(events)
-	periodic := d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period)
-	if !f.path.same(hops) {
+	periodic := !fresh && d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period)
+	// A new flow's values, and a new path's hops, are new keys: each
+	// value is reported, as a change from nothing known, and a rise when
+	// above its level.
+	newHops := fresh
+	if !fresh && !f.path.same(hops) {
 		e := Event{Kind: Change, Metric: MetricPath, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: uint32(f.path.Len), New: uint32(len(hops)), OldPath: f.path}
 		f.path.set(hops)
 		e.NewPath = f.path
 		events = append(events, e)
-		// Another path: its (flow, switch) hop latencies are new.
-		f.above &^= ^uint16(1)
-		for h := range hops {
-			f.hop[h] = 0
-			if hops[h].Has&HasLatency != 0 {
-				e := Event{Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h)}
-				events = d.first(&e, &f.hop[h], &f.above, 2<<h, hops[h].Latency, events)
-			}
+		f.above &= 1
+		f.hop = [MaxHops]uint32{}
+		newHops, periodic = true, false
+	}
+	rule := &d.cfg.Rules[MetricHopLatency]
+	for h := range hops {
+		if hops[h].Has&HasLatency == 0 {
+			continue
 		}
-		periodic = false
-	} else {
-		for h := range hops {
-			if hops[h].Has&HasLatency == 0 {
-				continue
+		k1, k2, old := judge(rule, newHops, &f.hop[h], &f.above, 2<<h, hops[h].Latency)
+		for _, k := range [2]EventKind{k1, k2} {
+			if k != 0 {
+				events = append(events, Event{Kind: k, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h), Old: old, New: hops[h].Latency})
 			}
-			e := Event{Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h)}
-			events = d.rule(&e, &f.hop[h], &f.above, 2<<h, hops[h].Latency, events)
 		}
 	}
 	if hasLatency {
-		e := Event{Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, NewPath: f.path}
-		events = d.rule(&e, &f.latency, &f.above, 1, latency, events)
+		k1, k2, old := judge(&d.cfg.Rules[MetricFlowLatency], fresh, &f.latency, &f.above, 1, latency)
+		for _, k := range [2]EventKind{k1, k2} {
+			if k != 0 {
+				events = append(events, Event{Kind: k, Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: old, New: latency, NewPath: f.path})
+			}
+		}
 	}
 	if len(events) > before {
 		f.reported = now
@@ -304,118 +299,85 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 	return events
 }
 
-// rule applies e.Metric's rule to value v against *stored and the level
-// bit in *above, appending e as the events it makes.
-func (d *Detector) rule(e *Event, stored *uint32, above *uint16, bit uint16, v uint32, events []Event) []Event {
-	r := &d.cfg.Rules[e.Metric]
-	old := *stored
-	e.Old, e.New = old, v
-	if !r.NoChange && diff(v, old) > r.Threshold {
-		e.Kind = Change
-		events = append(events, *e)
+// judge applies rule r to value v against the value *stored and the
+// level bit in *above, updating both, and returns the events it makes
+// (up to two kinds, 0 for none) with the value stored before. A first
+// value (a new key's) is a change from nothing known (old 0) and a rise
+// when above the level.
+func judge(r *Rule, first bool, stored *uint32, above *uint16, bit uint16, v uint32) (k1, k2 EventKind, old uint32) {
+	if first {
+		*stored, *above = 0, *above&^bit
+	}
+	old = *stored
+	if !r.NoChange && (first || diff(v, old) > r.Threshold) {
+		k1 = Change
 		*stored = v
 	}
 	if r.Level > 0 {
-		was, is := *above&bit != 0, v > r.Level
-		if was != is {
-			e.Kind = Fall
+		if was, is := *above&bit != 0, v > r.Level; was != is {
+			k2 = Fall
 			if is {
-				e.Kind = Rise
+				k2 = Rise
 			}
-			events = append(events, *e)
 			*above ^= bit
 			*stored = v
 		}
 	}
-	return events
-}
-
-// first stores v, a new key's first value, appending the events a first
-// value makes: a change (unless change events are off) and a rise when
-// above the level.
-func (d *Detector) first(e *Event, stored *uint32, above *uint16, bit uint16, v uint32, events []Event) []Event {
-	r := &d.cfg.Rules[e.Metric]
-	*stored, *above = v, *above&^bit
-	e.Old, e.New = 0, v
-	if !r.NoChange {
-		e.Kind = Change
-		events = append(events, *e)
+	if first {
+		*stored = v
 	}
-	if r.Level > 0 && v > r.Level {
-		e.Kind = Rise
-		events = append(events, *e)
-		*above |= bit
+	if k1 == 0 {
+		k1, k2 = k2, 0
 	}
-	return events
+	return k1, k2, old
 }
 
 func keyOf(m Metric, sw, sub uint32) uint64 {
 	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
 }
 
-// key runs metric m's rule on a (switch, queue) or (switch, port) key.
+// key runs metric m's rule on a (switch, queue) or (switch, port) key;
+// drops run it on the sum of the drops reported.
 func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64, events []Event) []Event {
-	e := Event{Metric: m, Time: t, Switch: hp.Switch}
-	if m == MetricLinkUtilization {
-		e.Port = sub
+	row := d.keys.find(keyOf(m, hp.Switch, sub))
+	fresh := row < 0
+	if fresh {
+		var ev int32
+		if row, ev = d.keys.insert(keyOf(m, hp.Switch, sub)); ev >= 0 {
+			d.c.Evicted++
+		}
+		d.krows[row] = keyRow{reported: now}
 	} else {
-		e.Queue = uint8(sub)
-	}
-	row, fresh := d.keyRow(keyOf(m, hp.Switch, sub), now)
-	k := &d.krows[row]
-	if fresh {
-		var above uint16
-		events = d.first(&e, &k.value, &above, 1, v, events)
-		k.above = above != 0
-		return events
-	}
-	return d.keyRule(&e, k, v, now, events)
-}
-
-// drops sums a (switch, queue)'s reported drops and runs the rule on the
-// sum.
-func (d *Detector) drops(hp *Hop, t time.Time, now int64, events []Event) []Event {
-	e := Event{Metric: MetricDrops, Time: t, Switch: hp.Switch, Queue: hp.Queue}
-	row, fresh := d.keyRow(keyOf(MetricDrops, hp.Switch, uint32(hp.Queue)), now)
-	k := &d.krows[row]
-	k.sum += hp.Drops
-	if fresh {
-		var above uint16
-		events = d.first(&e, &k.value, &above, 1, k.sum, events)
-		k.above = above != 0
-		return events
-	}
-	return d.keyRule(&e, k, k.sum, now, events)
-}
-
-func (d *Detector) keyRow(key uint64, now int64) (row int32, fresh bool) {
-	row = d.keys.find(key)
-	if row >= 0 {
 		d.keys.touch(row)
-		return row, false
 	}
-	row, ev := d.keys.insert(key)
-	if ev >= 0 {
-		d.c.Evicted++
+	k := &d.krows[row]
+	if m == MetricDrops {
+		k.sum += v
+		v = k.sum
 	}
-	d.krows[row] = keyRow{reported: now}
-	return row, true
-}
-
-func (d *Detector) keyRule(e *Event, k *keyRow, v uint32, now int64, events []Event) []Event {
-	before := len(events)
 	var above uint16
 	if k.above {
 		above = 1
 	}
-	events = d.rule(e, &k.value, &above, 1, v, events)
+	k1, k2, old := judge(&d.cfg.Rules[m], fresh, &k.value, &above, 1, v)
 	k.above = above != 0
-	if len(events) > before {
-		k.reported = now
-	} else if d.cfg.Period > 0 && now-k.reported >= int64(d.cfg.Period) {
-		e.Kind, e.Old, e.New = Periodic, k.value, v
-		events = append(events, *e)
-		k.value, k.reported = v, now
+	if k1 == 0 && d.cfg.Period > 0 && now-k.reported >= int64(d.cfg.Period) {
+		k1 = Periodic
+		k.value = v
+	}
+	if k1 == 0 {
+		return events
+	}
+	k.reported = now
+	var port uint32
+	q := uint8(sub)
+	if m == MetricLinkUtilization {
+		port, q = sub, 0
+	}
+	for _, k := range [2]EventKind{k1, k2} {
+		if k != 0 {
+			events = append(events, Event{Kind: k, Metric: m, Time: t, Switch: hp.Switch, Queue: q, Port: port, Old: old, New: v})
+		}
 	}
 	return events
 }
