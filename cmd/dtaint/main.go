@@ -8,6 +8,7 @@
 //
 //	dtaint -listen 127.0.0.1:32766 -translator 127.0.0.1:40040 -http 127.0.0.1:9090 -int-port 5000
 //	dtaint -config int.json
+//	dtaint -replay reports.pcap -int-port 5000
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: the inputs
 // stop, HTTP requests under way finish, the reporter flushes), 2 for bad
@@ -40,6 +41,8 @@ func run(args []string) int {
 	intPort := fs.Uint("int-port", 0, "UDP port of INT over UDP inside the reports' packets (0: none)")
 	period := fs.String("period", "", "INTCollector's P: push a key's value again after this long without an event")
 	eventList := fs.Uint("event-list", 0, "Append list the events are written to (0: none)")
+	replay := fs.String("replay", "", "a capture of Telemetry Reports to feed through first (pcap or pcapng)")
+	replayPort := fs.Uint("replay-port", 0, "UDP port the replayed capture's reports are sent to (default 32766)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for HTTP requests under way")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -81,6 +84,16 @@ func run(args []string) int {
 	}
 	if *eventList != 0 {
 		cfg.EventList = uint32(*eventList)
+	}
+	if *replay != "" {
+		cfg.Replay = *replay
+	}
+	if *replayPort != 0 {
+		if *replayPort > 65535 {
+			log.Error("configuration", "err", fmt.Sprintf("-replay-port %d out of range", *replayPort))
+			return 2
+		}
+		cfg.ReplayPort = uint16(*replayPort)
 	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/dtakit/dtakit/inband"
 	"github.com/dtakit/dtakit/internal/proctest"
@@ -297,5 +298,50 @@ func TestFlags(t *testing.T) {
 		if code != c.code {
 			t.Errorf("dtaint %v: exit %d, want %d\n%s", c.args, code, c.code, p.Logs())
 		}
+	}
+}
+
+// TestReplay: -replay feeds a capture through before serving, at the
+// capture's times, with no translator.
+func TestReplay(t *testing.T) {
+	bin := proctest.Build(t, ".", "dtaint")
+	pcap := filepath.Join(t.TempDir(), "r.pcap")
+	f, err := os.Create(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pcapgo.NewWriterNanos(f)
+	w.WriteFileHeader(65535, layers.LinkTypeEthernet)
+	flow := inband.FiveTuple{Src: netip.MustParseAddr("10.0.0.7"), Dst: netip.MustParseAddr("10.0.0.8"), SrcPort: 7, DstPort: 8, Proto: 6}
+	start := time.Unix(1764000000, 0)
+	for p := range 10 {
+		payload := traceReport(t, uint32(p), flow, []uint32{7, 8}, []uint32{100 * uint32(p+1), 10}, []uint32{1, 1})
+		eth := &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: []byte{192, 0, 2, 1}, DstIP: []byte{192, 0, 2, 2}}
+		u := &layers.UDP{SrcPort: 40000, DstPort: 32766}
+		u.SetNetworkLayerForChecksum(ip)
+		buf := gopacket.NewSerializeBuffer()
+		gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip, u, gopacket.Payload(payload))
+		w.WritePacket(gopacket.CaptureInfo{Timestamp: start.Add(time.Duration(p) * time.Millisecond), CaptureLength: len(buf.Bytes()), Length: len(buf.Bytes())}, buf.Bytes())
+	}
+	f.Close()
+	web := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	d := proctest.Start(t, bin, "-replay", pcap, "-translator", "none", "-http", web, "-int-port", fmt.Sprint(intPort), "-listen", "127.0.0.1:0")
+	var row struct {
+		Packets     uint64
+		First, Last time.Time
+		Hops        []struct{ Latency struct{ Recent, Average uint32 } }
+	}
+	key := inband.FlowKey(flow)
+	proctest.WaitFor(t, "the capture replayed", 10*time.Second, func() bool {
+		return proctest.GetJSON(fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row) == nil
+	}, d)
+	// Latencies 100..1000 at the source: the most recent 1000, the
+	// average (weight 1/8, each step truncated) 508.
+	if row.Packets != 10 || !row.First.Equal(start) || !row.Last.Equal(start.Add(9*time.Millisecond)) || len(row.Hops) != 2 || row.Hops[0].Latency.Recent != 1000 || row.Hops[0].Latency.Average != 508 {
+		t.Fatalf("flow after the replay: %+v", row)
+	}
+	if !strings.Contains(d.Logs(), `"msg":"replayed"`) {
+		t.Errorf("logs:\n%s", d.Logs())
 	}
 }

@@ -80,6 +80,11 @@ type Config struct {
 	TxUtilBins  []uint32 `json:"tx_util_bins"`
 	// Events is the events the API keeps (default 4096).
 	Events int `json:"events"`
+	// Replay, when set, is a capture (pcap or pcapng) of Telemetry Reports
+	// sent to ReplayPort (default 32766) that Run feeds through the
+	// daemon first, each report at its capture time, before serving on.
+	Replay     string `json:"replay"`
+	ReplayPort uint16 `json:"replay_port"`
 }
 
 // Input is one socket and the kind of telemetry it carries.
@@ -196,6 +201,7 @@ type Daemon struct {
 	head   int
 	seq    uint64 // the last event's sequence number
 	period time.Duration
+	bcfg   intbridge.Config
 	c      Counters
 	entry  [intbridge.DetectorEntrySize]byte
 }
@@ -255,7 +261,7 @@ func (d *Daemon) setup() error {
 	if d.agg, err = intbridge.NewAggregator(acfg); err != nil {
 		return err
 	}
-	bcfg := intbridge.Config{INTPort: cfg.INTPort, PathHops: cfg.PathHops, PostcardHops: cfg.PostcardHops,
+	d.bcfg = intbridge.Config{INTPort: cfg.INTPort, PathHops: cfg.PathHops, PostcardHops: cfg.PostcardHops,
 		DropList: cfg.DropList, CongestionList: cfg.CongestionList}
 	if cfg.EventList != 0 && (cfg.EventList == cfg.DropList || cfg.EventList == cfg.CongestionList || cfg.EventList == 1 && cfg.DropList == 0 && cfg.CongestionList == 0) {
 		return fmt.Errorf("%w: event list %d is the drop or the congestion list", ErrConfig, cfg.EventList)
@@ -272,7 +278,7 @@ func (d *Daemon) setup() error {
 		if mk == nil {
 			return fmt.Errorf("%w: input kind %q", ErrConfig, in.Kind)
 		}
-		dec, err := mk(bcfg)
+		dec, err := mk(d.bcfg)
 		if err != nil {
 			return err
 		}
@@ -334,6 +340,12 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 			}
 		}()
 	}
+	if d.cfg.Replay != "" {
+		if err := d.replay(); err != nil {
+			d.close()
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -394,6 +406,39 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 	c := d.c
 	d.mu.Unlock()
 	d.log.Info("stopped", "datagrams", c.Datagrams, "malformed", c.Malformed, "records", c.Records, "events", c.Events, "reports", c.Reports, "send_errors", c.SendErrors)
+	return err
+}
+
+// replay feeds the capture Replay names through a Telemetry Report
+// decoder of its own.
+func (d *Daemon) replay() error {
+	dec, err := newReportDecoder(d.bcfg)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(d.cfg.Replay)
+	if err != nil {
+		return fmt.Errorf("intbridge/daemon: replay: %w", err)
+	}
+	defer f.Close()
+	port := d.cfg.ReplayPort
+	if port == 0 {
+		port = 32766
+	}
+	st, err := intbridge.Replay(f, port, func(payload []byte, ts time.Time) error {
+		d.handle(dec, payload, ts)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("intbridge/daemon: replay %s: %w", d.cfg.Replay, err)
+	}
+	if d.rep != nil {
+		err = d.rep.Flush()
+	}
+	d.mu.Lock()
+	c := d.c
+	d.mu.Unlock()
+	d.log.Info("replayed", "file", d.cfg.Replay, "packets", st.Packets, "reports", st.Reports, "skipped", st.Skipped, "records", c.Records, "events", c.Events)
 	return err
 }
 
