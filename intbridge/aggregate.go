@@ -2,6 +2,7 @@ package intbridge
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"time"
 
@@ -36,18 +37,31 @@ func (b Bins) validate(what string) error {
 }
 
 // Histogram counts a metric's values in Bins. Adding is a binary search
-// and no allocation.
+// (a bit count for PowerOfTwoBins) and no allocation.
 type Histogram struct {
 	Bins     Bins
 	Counts   []uint64 // len(Bins)+1
 	Count    uint64
 	Sum      uint64
 	Min, Max uint32
+	pow2     bool // Bins are PowerOfTwoBins
 }
 
 // NewHistogram returns an empty histogram over bins.
 func NewHistogram(bins Bins) Histogram {
-	return Histogram{Bins: bins, Counts: make([]uint64, len(bins)+1)}
+	return Histogram{Bins: bins, Counts: make([]uint64, len(bins)+1), pow2: bins.powersOfTwo()}
+}
+
+func (b Bins) powersOfTwo() bool {
+	if len(b) != 32 {
+		return false
+	}
+	for i, v := range b {
+		if v != uint32(uint64(1)<<i-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // Add counts v.
@@ -58,6 +72,10 @@ func (h *Histogram) Add(v uint32) {
 	h.Max = max(h.Max, v)
 	h.Count++
 	h.Sum += uint64(v)
+	if h.pow2 {
+		h.Counts[bits.Len32(v)]++
+		return
+	}
 	lo, hi := 0, len(h.Bins)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -207,9 +225,9 @@ func NewAggregator(cfg AggregatorConfig) (*Aggregator, error) {
 	slab := make([]uint64, cfg.Switches*(nl+nq+nu))
 	for i := range a.sw {
 		s := &a.sw[i]
-		s.Latency = Histogram{Bins: cfg.LatencyBins, Counts: slab[:nl:nl]}
-		s.Queue = Histogram{Bins: cfg.QueueBins, Counts: slab[nl : nl+nq : nl+nq]}
-		s.TxUtil = Histogram{Bins: cfg.TxUtilBins, Counts: slab[nl+nq : nl+nq+nu : nl+nq+nu]}
+		s.Latency = Histogram{Bins: cfg.LatencyBins, Counts: slab[:nl:nl], pow2: cfg.LatencyBins.powersOfTwo()}
+		s.Queue = Histogram{Bins: cfg.QueueBins, Counts: slab[nl : nl+nq : nl+nq], pow2: cfg.QueueBins.powersOfTwo()}
+		s.TxUtil = Histogram{Bins: cfg.TxUtilBins, Counts: slab[nl+nq : nl+nq+nu : nl+nq+nu], pow2: cfg.TxUtilBins.powersOfTwo()}
 		slab = slab[nl+nq+nu:]
 	}
 	return a, nil

@@ -44,6 +44,17 @@ func TestHistogram(t *testing.T) {
 	if want := []uint64{2, 2, 2, 2}; !slicesEqual(c.Counts, want) {
 		t.Fatalf("counts %v, want %v", c.Counts, want)
 	}
+	// The bit count for powers of two agrees with the binary search.
+	fast, slow := NewHistogram(PowerOfTwoBins()), Histogram{Bins: PowerOfTwoBins(), Counts: make([]uint64, 33)}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 100000 {
+		v := rng.Uint32() >> (i % 32)
+		fast.Add(v)
+		slow.Add(v)
+	}
+	if !fast.pow2 || slow.pow2 || !slicesEqual(fast.Counts, slow.Counts) {
+		t.Fatalf("power-of-two bins: %v by bit count, %v by search", fast.Counts, slow.Counts)
+	}
 	if a := testing.AllocsPerRun(100, func() { h.Add(7) }); a != 0 {
 		t.Fatal("Add allocates")
 	}

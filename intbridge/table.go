@@ -7,14 +7,21 @@ package intbridge
 // linear probing and backward-shift deletion; the list is threaded
 // through prev and next, index size the sentinel.
 type table struct {
-	slots      []int32 // row+1, 0 empty
-	keys       []uint64
+	slots      []slot
+	keys       []uint64 // by row
 	prev, next []int32
 	used       int
 	fresh      int32   // rows below it have been used
 	free       []int32 // rows removed, capacity rows
 	mask       uint64
 	shift      uint
+}
+
+// slot is an index entry: the key beside its row, so that a lookup reads
+// one place.
+type slot struct {
+	key uint64
+	row int32 // row+1, 0 empty
 }
 
 func newTable(rows int) *table {
@@ -24,7 +31,7 @@ func newTable(rows int) *table {
 		n <<= 1
 		shift--
 	}
-	t := &table{slots: make([]int32, n), keys: make([]uint64, rows), prev: make([]int32, rows+1), next: make([]int32, rows+1),
+	t := &table{slots: make([]slot, n), keys: make([]uint64, rows), prev: make([]int32, rows+1), next: make([]int32, rows+1),
 		mask: uint64(n - 1), shift: shift, free: make([]int32, 0, rows)}
 	s := int32(rows)
 	t.prev[s], t.next[s] = s, s
@@ -40,12 +47,12 @@ func (t *table) home(k uint64) uint64 {
 // find returns k's row, or -1.
 func (t *table) find(k uint64) int32 {
 	for i := t.home(k); ; i = (i + 1) & t.mask {
-		s := t.slots[i]
-		if s == 0 {
+		s := &t.slots[i]
+		if s.row == 0 {
 			return -1
 		}
-		if t.keys[s-1] == k {
-			return s - 1
+		if s.key == k {
+			return s.row - 1
 		}
 	}
 }
@@ -68,10 +75,10 @@ func (t *table) insert(k uint64) (row, evicted int32) {
 	t.used++
 	t.keys[row] = k
 	i := t.home(k)
-	for t.slots[i] != 0 {
+	for t.slots[i].row != 0 {
 		i = (i + 1) & t.mask
 	}
-	t.slots[i] = row + 1
+	t.slots[i] = slot{key: k, row: row + 1}
 	t.link(row)
 	return row, evicted
 }
@@ -79,16 +86,16 @@ func (t *table) insert(k uint64) (row, evicted int32) {
 // remove deletes row.
 func (t *table) remove(row int32) {
 	i := t.home(t.keys[row])
-	for t.slots[i] != row+1 {
+	for t.slots[i].row != row+1 {
 		i = (i + 1) & t.mask
 	}
 	for j := i; ; {
 		j = (j + 1) & t.mask
 		s := t.slots[j]
-		if s == 0 {
+		if s.row == 0 {
 			break
 		}
-		h := t.home(t.keys[s-1])
+		h := t.home(s.key)
 		// The entry at j may move to the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
@@ -96,7 +103,7 @@ func (t *table) remove(row int32) {
 			i = j
 		}
 	}
-	t.slots[i] = 0
+	t.slots[i] = slot{}
 	t.unlink(row)
 	t.free = append(t.free, row) // within its capacity: rows
 	t.used--
