@@ -330,7 +330,9 @@ func TestReplay(t *testing.T) {
 	var row struct {
 		Packets     uint64
 		First, Last time.Time
-		Hops        []struct{ Latency struct{ Recent, Average uint32 } }
+		Hops        []struct {
+			Latency struct{ Recent, Average uint32 }
+		}
 	}
 	key := inband.FlowKey(flow)
 	proctest.WaitFor(t, "the capture replayed", 10*time.Second, func() bool {
