@@ -2,8 +2,9 @@
 // listens for INT telemetry on UDP (Telemetry Reports; an input kind is one
 // Decoder registered under a name), bridges it to DTA reports sent to a
 // translator, runs the analytics (intbridge's Detector and Aggregator),
-// and serves /metrics and an HTTP/JSON API of events, flows, switches and
-// the detection rules.
+// serves /metrics and an HTTP/JSON API of events, flows, switches and
+// the detection rules, and can send the events to InfluxDB in
+// INTCollector's schema so that its dashboards keep working.
 //
 // The API, under HTTP (loopback by default; with Token set, changing rules
 // needs "Authorization: Bearer <token>"):
@@ -85,7 +86,26 @@ type Config struct {
 	// daemon first, each report at its capture time, before serving on.
 	Replay     string `json:"replay"`
 	ReplayPort uint16 `json:"replay_port"`
+	// InfluxDB, when its URL is set, receives the events as line protocol
+	// in INTCollector's schema (intbridge.WriteEventLines) every Interval.
+	InfluxDB InfluxDB `json:"influxdb"`
 }
+
+// InfluxDB is where events go as line protocol: a 2.x/3.x bucket (Org,
+// Bucket, Token) or a 1.x Database.
+type InfluxDB struct {
+	URL      string `json:"url"`
+	Org      string `json:"org"`
+	Bucket   string `json:"bucket"`
+	Token    string `json:"token"`
+	Database string `json:"database"`
+	// Interval is how often the lines are sent ("1s" by default).
+	Interval string `json:"interval"`
+}
+
+// maxPending bounds the line protocol waiting for InfluxDB: lines beyond
+// it are counted in InfluxDropped, never held.
+const maxPending = 4 << 20
 
 // Input is one socket and the kind of telemetry it carries.
 type Input struct {
@@ -181,6 +201,11 @@ type Counters struct {
 	SendErrors uint64 // DTA reports the reporter refused
 	EventsSent uint64 // events written to the event list
 	EventsOver uint64 // events the API's ring dropped to keep its size
+	// InfluxLines counts event lines InfluxDB accepted, InfluxDropped
+	// those lost: the pending buffer was full or a write failed.
+	InfluxLines   uint64
+	InfluxDropped uint64
+	InfluxErrors  uint64 // writes that failed
 }
 
 // Daemon is a running INT collector.
@@ -202,6 +227,10 @@ type Daemon struct {
 	seq    uint64 // the last event's sequence number
 	period time.Duration
 	bcfg   intbridge.Config
+	influx *intbridge.InfluxDB
+	every  time.Duration
+	lines  []byte // event lines waiting for InfluxDB
+	nlines uint64
 	c      Counters
 	entry  [intbridge.DetectorEntrySize]byte
 }
@@ -288,6 +317,19 @@ func (d *Daemon) setup() error {
 		}
 		d.conns, d.decs, d.kinds = append(d.conns, conn), append(d.decs, dec), append(d.kinds, in.Kind)
 	}
+	if ic := cfg.InfluxDB; ic.URL != "" {
+		d.influx = &intbridge.InfluxDB{URL: ic.URL, Org: ic.Org, Bucket: ic.Bucket, Token: ic.Token, Database: ic.Database,
+			Client: &http.Client{Timeout: 10 * time.Second}}
+		d.every = time.Second
+		if ic.Interval != "" {
+			if d.every, err = time.ParseDuration(ic.Interval); err != nil || d.every <= 0 {
+				return fmt.Errorf("%w: influxdb interval %q", ErrConfig, ic.Interval)
+			}
+		}
+		if ic.Bucket == "" && ic.Database == "" {
+			return fmt.Errorf("%w: influxdb needs a bucket (2.x) or a database (1.x)", ErrConfig)
+		}
+	}
 	if cfg.Translator != "none" {
 		ap, err := netip.ParseAddrPort(cfg.Translator)
 		if err != nil {
@@ -369,6 +411,22 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 			}
 		}()
 	}
+	if d.influx != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(d.every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					d.pushInflux(ctx)
+				}
+			}
+		}()
+	}
 	for i := range d.conns {
 		wg.Add(1)
 		go func() {
@@ -401,6 +459,12 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 	}
 	if d.rep != nil {
 		err = errors.Join(err, d.rep.Close())
+	}
+	if d.influx != nil {
+		// The last lines, within the drain.
+		ictx, cancel := context.WithTimeout(context.Background(), drain)
+		d.pushInflux(ictx)
+		cancel()
 	}
 	d.mu.Lock()
 	c := d.c
@@ -489,6 +553,14 @@ func (d *Daemon) event(e *intbridge.Event) {
 		d.head = (d.head + 1) % len(d.ring)
 		d.c.EventsOver++
 	}
+	if d.influx != nil {
+		if n := len(d.lines); n < maxPending {
+			d.lines = intbridge.AppendEventLine(d.lines, e)
+			d.nlines++
+		} else {
+			d.c.InfluxDropped++
+		}
+	}
 	if d.cfg.EventList != 0 && d.rep != nil {
 		b := intbridge.AppendEventEntry(d.entry[:0], e)
 		r := dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: d.cfg.EventList, Data: b}}
@@ -497,6 +569,30 @@ func (d *Daemon) event(e *intbridge.Event) {
 			return
 		}
 		d.c.EventsSent++
+	}
+}
+
+// pushInflux sends the pending event lines; lines a failed write held are
+// lost and counted.
+func (d *Daemon) pushInflux(ctx context.Context) {
+	d.mu.Lock()
+	lines, n := d.lines, d.nlines
+	d.lines, d.nlines = nil, 0
+	d.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	err := d.influx.Write(ctx, lines)
+	d.mu.Lock()
+	if err != nil {
+		d.c.InfluxErrors++
+		d.c.InfluxDropped += n
+	} else {
+		d.c.InfluxLines += n
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.log.Warn("influxdb", "lines", n, "err", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -209,5 +210,78 @@ func TestConfig(t *testing.T) {
 		} else if !errors.Is(err, ErrConfig) && !strings.Contains(err.Error(), "configuration") {
 			t.Errorf("%+v: %v, not a configuration error", cfg, err)
 		}
+	}
+}
+
+// TestInfluxDB: the events reach InfluxDB as INTCollector's lines, and a
+// refused write is counted as lost lines.
+func TestInfluxDB(t *testing.T) {
+	var mu sync.Mutex
+	var body strings.Builder
+	status := http.StatusNoContent
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/write" || r.URL.Query().Get("db") != "int" {
+			t.Errorf("write to %s", r.URL)
+		}
+		if status == http.StatusNoContent {
+			body.Write(b)
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	d, _ := start(t, Config{InfluxDB: InfluxDB{URL: srv.URL, Database: "int", Interval: "10ms"},
+		Rules: map[string]Rule{"queue-occupancy": {Threshold: 100, Level: 200}}})
+	c, err := net.Dial("udp", d.InputAddrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(report(t, 1000, 10))
+	c.Write(report(t, 1000, 250))
+	want := []string{
+		`flow_stat\,10.0.0.1:1000->10.0.0.2:80\,proto=6 path="1:2" `,
+		`flow_hop_latency\,10.0.0.1:1000->10.0.0.2:80\,proto=6\,sw_id=2 value=10i `,
+		`queue_occupancy\,sw_id=2\,queue_id=0 value=10i `,
+		`queue_occupancy\,sw_id=2\,queue_id=0 value=250i `,
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := body.String()
+		mu.Unlock()
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(got, w)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("InfluxDB got:\n%s\nwant lines starting\n%s", got, strings.Join(want, "\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	status = http.StatusBadRequest
+	mu.Unlock()
+	c.Write(report(t, 1000, 10)) // a change and a fall
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		cs := d.c
+		d.mu.Unlock()
+		if cs.InfluxErrors > 0 {
+			if cs.InfluxDropped != 2 {
+				t.Fatalf("counters %+v, want 2 lines lost", cs)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed write counted: %+v", cs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
