@@ -2,12 +2,14 @@
 // capture of Telemetry Reports (v2.0) through the INT→DTA bridge into a DTA
 // collector, then prints what the collector's memory answers — each flow's
 // path (Key-Write) and report count (Key-Increment), the drops and
-// congestion events (Append) — and what the analytics beside the bridge
-// computed: INTCollector-style events and per-switch histograms.
+// congestion events (Append), per-hop postcards (Postcarding) — and what
+// the analytics beside the bridge computed: INTCollector's events and
+// per-switch histograms.
 //
 // Without -pcap it generates a trace of INT-MD path traces first (24 flows
 // over a five-hop leaf-spine path, one rerouted and one congested halfway,
-// some packets dropped or congested at the sink). Everything runs in this
+// some packets dropped or congested at the sink); with -per-hop, per-hop
+// reports (INT-XD) of the same kind of fabric instead. Everything runs in this
 // process over loopback UDP: collector, translator, reporter.
 //
 //	go run ./examples/int-collector
