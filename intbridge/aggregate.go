@@ -129,6 +129,7 @@ type HopStats struct {
 	Switch                 uint32
 	Latency, Queue, TxUtil Value
 	Samples                uint64 // records that carried this hop on this path
+	row                    int32  // the switch's histogram row, a hint
 }
 
 // FlowStats are one flow's row in the flow table.
@@ -258,7 +259,8 @@ func (a *Aggregator) Add(r *Record) {
 	if r.PerHop {
 		for h := range hops {
 			if hops[h].Has&HasSwitch != 0 {
-				a.addSwitch(&hops[h])
+				var none int32 = -1
+				a.addSwitch(&hops[h], &none)
 			}
 		}
 		return
@@ -286,15 +288,17 @@ func (a *Aggregator) Add(r *Record) {
 			st.TxUtil.add(hp.TxUtil, first, sh)
 		}
 		if hp.Has&HasSwitch != 0 {
-			a.addSwitch(hp)
+			a.addSwitch(hp, &st.row)
 		}
 	}
 	f.Latency.add(total, fresh, sh)
 	f.MaxLatency = max(f.MaxLatency, total)
 }
 
-func (a *Aggregator) addSwitch(hp *Hop) {
-	row := a.switches.find(uint64(hp.Switch))
+// addSwitch counts hop hp in its switch's histograms; *hint is the row
+// the switch was last found in (checked before use), and is updated.
+func (a *Aggregator) addSwitch(hp *Hop, hint *int32) {
+	row := a.switches.lookup(uint64(hp.Switch), *hint)
 	if row < 0 {
 		var ev int32
 		if row, ev = a.switches.insert(uint64(hp.Switch)); ev >= 0 {
@@ -308,6 +312,7 @@ func (a *Aggregator) addSwitch(hp *Hop) {
 	} else {
 		a.switches.touch(row)
 	}
+	*hint = row
 	s := &a.sw[row]
 	s.Packets++
 	if hp.Has&HasLatency != 0 {

@@ -179,6 +179,11 @@ func TestTable(t *testing.T) {
 			continue
 		}
 		row := tb.find(k)
+		// A hint, however stale (a row the key had, or any row), never
+		// changes the answer.
+		if h := tb.lookup(k, int32(rng.IntN(101))); h != row {
+			t.Fatalf("op %d: lookup(%d) with a hint = %d, find = %d", i, k, h, row)
+		}
 		if r, ok := ref[k]; ok != (row >= 0) || ok && r != row {
 			t.Fatalf("op %d: find(%d) = %d, want %d %v", i, k, row, r, ok)
 		}

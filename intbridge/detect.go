@@ -125,6 +125,9 @@ type flowRow struct {
 	hop      [MaxHops]uint32
 	above    uint16 // level state: bit 0 the flow latency, bit 1+h hop h
 	reported int64  // the last event, unix ns
+	// keyRows are the rows of each hop's queue occupancy, congestion,
+	// link and drop keys last found: hints, checked before use.
+	keyRows [MaxHops][4]int32
 }
 
 type keyRow struct {
@@ -193,8 +196,19 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	before := len(events)
 	hops := r.Hops[:min(len(r.Hops), MaxHops)]
 	now := r.Time.UnixNano()
+	var f *flowRow
 	if !r.PerHop {
-		events = d.flow(r, hops, now, events)
+		events, f = d.flow(r, hops, now, events)
+	}
+	// A flow's hops' key rows, found before, are hints: a steady path
+	// skips the probes.
+	var noHint [4]int32
+	hint := func(h, i int) *int32 {
+		if f == nil {
+			noHint[i] = -1
+			return &noHint[i]
+		}
+		return &f.keyRows[h][i]
 	}
 	for h := range hops {
 		hp := &hops[h]
@@ -202,16 +216,16 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 			continue
 		}
 		if hp.Has&HasQueue != 0 {
-			events = d.key(MetricQueueOccupancy, hp, uint32(hp.Queue), hp.Occupancy, r.Time, now, events)
+			events = d.key(MetricQueueOccupancy, hp, uint32(hp.Queue), hp.Occupancy, r.Time, now, hint(h, 0), events)
 		}
 		if hp.Has&HasCongestion != 0 {
-			events = d.key(MetricQueueCongestion, hp, uint32(hp.Queue), hp.Congestion, r.Time, now, events)
+			events = d.key(MetricQueueCongestion, hp, uint32(hp.Queue), hp.Congestion, r.Time, now, hint(h, 1), events)
 		}
 		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
-			events = d.key(MetricLinkUtilization, hp, hp.Egress, hp.TxUtil, r.Time, now, events)
+			events = d.key(MetricLinkUtilization, hp, hp.Egress, hp.TxUtil, r.Time, now, hint(h, 2), events)
 		}
 		if hp.Has&HasDrops != 0 {
-			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, events)
+			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, hint(h, 3), events)
 		}
 	}
 	for _, e := range events[before:] {
@@ -221,7 +235,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 }
 
 // flow runs the flow-keyed rules: path, flow latency, hop latency.
-func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Event {
+func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Event, *flowRow) {
 	row := d.flows.find(uint64(r.Flow))
 	var latency uint32
 	hasLatency := false
@@ -296,7 +310,7 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 			}
 		}
 	}
-	return events
+	return events, f
 }
 
 // judge applies rule r to value v against the value *stored and the
@@ -338,18 +352,20 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
 // drops run it on the sum of the drops reported.
-func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64, events []Event) []Event {
-	row := d.keys.find(keyOf(m, hp.Switch, sub))
+func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64, hint *int32, events []Event) []Event {
+	kk := keyOf(m, hp.Switch, sub)
+	row := d.keys.lookup(kk, *hint)
 	fresh := row < 0
 	if fresh {
 		var ev int32
-		if row, ev = d.keys.insert(keyOf(m, hp.Switch, sub)); ev >= 0 {
+		if row, ev = d.keys.insert(kk); ev >= 0 {
 			d.c.Evicted++
 		}
 		d.krows[row] = keyRow{reported: now}
 	} else {
 		d.keys.touch(row)
 	}
+	*hint = row
 	k := &d.krows[row]
 	if m == MetricDrops {
 		k.sum += v

@@ -57,6 +57,15 @@ func (t *table) find(k uint64) int32 {
 	}
 }
 
+// lookup is find, trying row hint first: a row the caller found for k
+// before, which still holds it unless it was removed or reused since.
+func (t *table) lookup(k uint64, hint int32) int32 {
+	if hint >= 0 && hint < t.fresh && t.keys[hint] == k {
+		return hint
+	}
+	return t.find(k)
+}
+
 // insert adds k, which must be absent, as the most recent row. When the
 // table is full it first removes the least recent row, returned as
 // evicted (else -1), and reuses it.
@@ -105,6 +114,7 @@ func (t *table) remove(row int32) {
 	}
 	t.slots[i] = slot{}
 	t.unlink(row)
+	t.keys[row] = ^uint64(0)     // no key of a row removed matches a hint
 	t.free = append(t.free, row) // within its capacity: rows
 	t.used--
 }
