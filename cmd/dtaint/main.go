@@ -6,7 +6,7 @@
 // events, flows, switches and rules. See package intbridge/daemon for the
 // configuration file and the API.
 //
-//	dtaint -listen 127.0.0.1:32766 -translator 127.0.0.1:40040 -http 127.0.0.1:9090 -int-port 5000
+//	dtaint -listen 127.0.0.1:32766 -translator 127.0.0.1:40040 -http 127.0.0.1:8042 -int-port 5000
 //	dtaint -config int.json
 //	dtaint -replay reports.pcap -int-port 5000
 //
@@ -37,7 +37,7 @@ func run(args []string) int {
 	config := fs.String("config", "", "JSON configuration file")
 	listen := fs.String("listen", "", "UDP address Telemetry Reports arrive on (default 127.0.0.1:32766)")
 	tr := fs.String("translator", "", `translator's report address (default 127.0.0.1:40040; "none": analytics only)`)
-	httpAddr := fs.String("http", "", `HTTP address of the API and /metrics (default 127.0.0.1:9090; "none")`)
+	httpAddr := fs.String("http", "", `HTTP address of the API and /metrics (default 127.0.0.1:8042; "none")`)
 	intPort := fs.Uint("int-port", 0, "UDP port of INT over UDP inside the reports' packets (0: none)")
 	period := fs.String("period", "", "INTCollector's P: push a key's value again after this long without an event")
 	eventList := fs.Uint("event-list", 0, "Append list the events are written to (0: none)")

@@ -49,7 +49,7 @@ type Config struct {
 	// Translator is where DTA reports go (default 127.0.0.1:40040);
 	// "none" runs the analytics alone.
 	Translator string `json:"translator"`
-	// HTTP is the API's address (default 127.0.0.1:9090; "none": no API).
+	// HTTP is the API's address (default 127.0.0.1:8042; "none": no API).
 	HTTP string `json:"http"`
 	// Token, when set, is required to change the rules over HTTP.
 	Token string `json:"token"`
@@ -254,7 +254,7 @@ func (d *Daemon) setup() error {
 		cfg.Translator = "127.0.0.1:40040"
 	}
 	if cfg.HTTP == "" {
-		cfg.HTTP = "127.0.0.1:9090"
+		cfg.HTTP = "127.0.0.1:8042"
 	}
 	if cfg.Events == 0 {
 		cfg.Events = 4096
