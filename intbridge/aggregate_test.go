@@ -316,6 +316,7 @@ dta_flow,flow=0x000000ab packets=10i,latency=1109i,latency_avg=1102i,max_latency
 		{Kind: Change, Metric: MetricQueueCongestion, Time: ts, Switch: 22, Queue: 3, New: 250},
 		{Kind: Change, Metric: MetricLinkUtilization, Time: ts, Switch: 22, Port: 7, New: 80},
 		{Kind: Change, Metric: MetricDrops, Time: ts, Switch: 22, Queue: 3, New: 12},
+		{Kind: Change, Metric: MetricBufferOccupancy, Time: ts, Switch: 22, New: 900},
 	})
 	want = `flow_stat\,10.0.0.1:5000->10.0.0.2:5000\,proto=17 path="11:22:33" 1700000000000000000
 flow_stat\,10.0.0.1:5000->10.0.0.2:5000\,proto=17 flow_latency=950i,path="11:22:33" 1700000000000000000
@@ -324,6 +325,7 @@ queue_occupancy\,sw_id=22\,queue_id=3 value=250i 1700000000000000000
 queue_congestion\,sw_id=22\,queue_id=3 value=250i 1700000000000000000
 port_tx_utilize\,sw_id=22\,port_id=7 value=80i 1700000000000000000
 queue_drop\,sw_id=22\,queue_id=3 value=12i 1700000000000000000
+buffer_occupancy\,sw_id=22\,queue_id=0 value=900i 1700000000000000000
 `
 	if b.String() != want {
 		t.Fatalf("event lines:\n%s\nwant\n%s", b.String(), want)
@@ -355,7 +357,7 @@ dtakit_int_hop_latency_count{switch="22"} 10
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "dtakit_int_flows", "dtakit_int_hop_latency"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "dtakit_int_events_total"); err != nil || n != 5*7-6 {
+	if n, err := testutil.GatherAndCount(reg, "dtakit_int_events_total"); err != nil || n != 5*8-7 {
 		t.Fatalf("%d event series, %v", n, err)
 	}
 }

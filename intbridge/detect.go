@@ -20,10 +20,11 @@ const (
 	MetricQueueCongestion                   // (switch, queue)
 	MetricLinkUtilization                   // (switch, egress port): egress Tx utilisation
 	MetricDrops                             // (switch, queue): packets reported dropped, summed
-	NumMetrics            = int(MetricDrops) + 1
+	MetricBufferOccupancy                   // (switch, buffer): the switch's shared buffer
+	NumMetrics            = int(MetricBufferOccupancy) + 1
 )
 
-var metricNames = [NumMetrics]string{"", "path", "flow-latency", "hop-latency", "queue-occupancy", "queue-congestion", "link-utilization", "drops"}
+var metricNames = [NumMetrics]string{"", "path", "flow-latency", "hop-latency", "queue-occupancy", "queue-congestion", "link-utilization", "drops", "buffer-occupancy"}
 
 func (m Metric) String() string {
 	if int(m) < NumMetrics {
@@ -126,8 +127,8 @@ type flowRow struct {
 	above    uint16 // level state: bit 0 the flow latency, bit 1+h hop h
 	reported int64  // the last event, unix ns
 	// keyRows are the rows of each hop's queue occupancy, congestion,
-	// link and drop keys last found: hints, checked before use.
-	keyRows [MaxHops][4]int32
+	// link, drop and buffer keys last found: hints, checked before use.
+	keyRows [MaxHops][5]int32
 }
 
 type keyRow struct {
@@ -202,7 +203,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	}
 	// A flow's hops' key rows, found before, are hints: a steady path
 	// skips the probes.
-	var noHint [4]int32
+	var noHint [5]int32
 	hint := func(h, i int) *int32 {
 		if f == nil {
 			noHint[i] = -1
@@ -226,6 +227,9 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 		}
 		if hp.Has&HasDrops != 0 {
 			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, hint(h, 3), events)
+		}
+		if hp.Has&HasBuffer != 0 {
+			events = d.key(MetricBufferOccupancy, hp, uint32(hp.Buffer), hp.BufferOccupancy, r.Time, now, hint(h, 4), events)
 		}
 	}
 	for _, e := range events[before:] {

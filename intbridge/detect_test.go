@@ -146,6 +146,10 @@ func TestDetectorScripted(t *testing.T) {
 		{rec(0, 1740, drop(5, 1)), []Event{
 			{Kind: Change, Metric: MetricDrops, Time: at(1740), Switch: 5, Queue: 1, Old: 1, New: 4},
 		}},
+		// The switch's shared buffer, keyed by (switch, buffer).
+		{rec(0, 1750, Hop{Switch: 5, Buffer: 2, BufferOccupancy: 900, Has: HasSwitch | HasBuffer}), []Event{
+			{Kind: Change, Metric: MetricBufferOccupancy, Time: at(1750), Switch: 5, Queue: 2, New: 900},
+		}},
 	}
 	for i, s := range steps {
 		for j := range s.want {

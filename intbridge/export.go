@@ -26,10 +26,12 @@ import (
 //	queue_congestion\,sw_id=22\,queue_id=3 value=250i 1700000000000000000
 //	port_tx_utilize\,sw_id=22\,port_id=7 value=80i 1700000000000000000
 //	queue_drop\,sw_id=22\,queue_id=3 value=12i 1700000000000000000
+//	buffer_occupancy\,sw_id=22\,queue_id=0 value=900i 1700000000000000000
 //
 // A flow latency event writes flow_stat with the latency and the path, a
-// path event with the path alone; queue_drop (the drops summed) is
-// dtakit's, INTCollector having no drop measurement.
+// path event with the path alone; queue_drop (the drops summed) and
+// buffer_occupancy (the switch's shared buffer, its ID as queue_id) are
+// dtakit's, INTCollector having no such measurements.
 func WriteEventLines(w io.Writer, events []Event) error {
 	bw := bufio.NewWriter(w)
 	var b []byte
@@ -79,6 +81,8 @@ func AppendEventLine(b []byte, e *Event) []byte {
 			name = "queue_congestion"
 		case MetricDrops:
 			name = "queue_drop"
+		case MetricBufferOccupancy:
+			name = "buffer_occupancy"
 		}
 		b = append(b, name...)
 		b = append(b, `\,sw_id=`...)

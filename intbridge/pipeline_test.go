@@ -11,10 +11,10 @@ import (
 	"github.com/dtakit/dtakit/inband"
 )
 
-// fullBits is node ID, ports, hop latency, queue, egress timestamp and Tx
-// utilisation.
+// fullBits is node ID, ports, hop latency, queue, egress timestamp, Tx
+// utilisation and buffer.
 const fullBits = 0x8000 | 0x8000>>inband.BitL1Ports | 0x8000>>inband.BitHopLatency | 0x8000>>inband.BitQueue |
-	0x8000>>inband.BitEgressTS | 0x8000>>inband.BitTxUtil
+	0x8000>>inband.BitEgressTS | 0x8000>>inband.BitTxUtil | 0x8000>>inband.BitBuffer
 
 // traceReport is a Telemetry Report of a five-hop INT-MD trace of the TCP
 // flow from port sport, every hop with fullBits metadata.
@@ -22,7 +22,7 @@ func traceReport(t testing.TB, sport uint16, latency uint32) []byte {
 	md := &inband.INT{Type: inband.TypeMD, NPT: inband.NPTL4Header, Field: 6, Version: 2, HopML: uint8(inband.BaselineWords(fullBits)), RemainingHopCount: 3, Instructions: fullBits}
 	for h := 4; h >= 0; h-- {
 		if err := md.AppendHop(&inband.Metadata{Present: fullBits, NodeID: uint32(100 * (h + 1)), L1Ingress: 1, L1Egress: 2, HopLatency: latency,
-			QueueID: 1, QueueOccupancy: 10, EgressTimestamp: 1e9, TxUtilization: 30}); err != nil {
+			QueueID: 1, QueueOccupancy: 10, EgressTimestamp: 1e9, TxUtilization: 30, BufferID: 3, BufferOccupancy: 77}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,13 +81,14 @@ func TestPipeline(t *testing.T) {
 	if err := p.handle(traceReport(t, 1000, 500), t0); err != nil {
 		t.Fatal(err)
 	}
-	want := Hop{Switch: 100, Ingress: 1, Egress: 2, Queue: 1, Occupancy: 10, Latency: 500, Timestamp: 1e9, TxUtil: 30,
-		Has: HasSwitch | HasPorts | HasQueue | HasLatency | HasTimestamp | HasTxUtil}
+	want := Hop{Switch: 100, Ingress: 1, Egress: 2, Queue: 1, Occupancy: 10, Latency: 500, Timestamp: 1e9, TxUtil: 30, Buffer: 3, BufferOccupancy: 77,
+		Has: HasSwitch | HasPorts | HasQueue | HasLatency | HasTimestamp | HasTxUtil | HasBuffer}
 	if len(p.rec.Hops) != 5 || p.rec.Hops[0] != want || p.rec.Hops[4].Switch != 500 || p.rec.Flow != inband.FlowKey(tcpFlow) {
 		t.Fatalf("record %+v", p.rec)
 	}
-	// A new flow: its path, 5 hop latencies, the flow latency, 5 queues, 5 links.
-	if len(p.events) != 17 {
+	// A new flow: its path, 5 hop latencies, the flow latency, 5 queues,
+	// 5 links, 5 buffers.
+	if len(p.events) != 22 {
 		t.Fatalf("%d events for a new flow: %+v", len(p.events), p.events)
 	}
 	pkts := make([][]byte, 64)
@@ -106,7 +107,7 @@ func TestPipeline(t *testing.T) {
 }
 
 // BenchmarkPipeline: Telemetry Reports of 4096 flows' five-hop INT-MD
-// traces (node, ports, latency, queue, timestamp, utilisation) through
+// traces (node, ports, latency, queue, timestamp, utilisation, buffer) through
 // decode, bridge, Detector and Aggregator on one core; analytics alone
 // is the Detector and the Aggregator on the records.
 func BenchmarkPipeline(b *testing.B) {

@@ -11,7 +11,7 @@ import (
 const MaxHops = 8
 
 // HopFields says which of a Hop's values the hop reported.
-type HopFields uint8
+type HopFields uint16
 
 // Hop fields.
 const (
@@ -23,6 +23,7 @@ const (
 	HasTxUtil
 	HasDrops
 	HasCongestion
+	HasBuffer // buffer ID and occupancy
 )
 
 // Hop is one hop's telemetry as the analytics read it, whatever format
@@ -37,6 +38,8 @@ type Hop struct {
 	TxUtil          uint32 // egress link utilisation
 	Drops           uint32 // packets the hop reports dropped in Queue
 	Congestion      uint32 // the hop's congestion level of Queue (a congested report's occupancy)
+	Buffer          uint8  // the shared buffer's ID
+	BufferOccupancy uint32
 	Has             HopFields
 }
 
@@ -66,6 +69,9 @@ func (h *Hop) SetMetadata(m *inband.Metadata) {
 	}
 	if m.Has(inband.BitTxUtil) {
 		h.TxUtil, h.Has = m.TxUtilization, h.Has|HasTxUtil
+	}
+	if m.Has(inband.BitBuffer) {
+		h.Buffer, h.BufferOccupancy, h.Has = m.BufferID, m.BufferOccupancy, h.Has|HasBuffer
 	}
 }
 
