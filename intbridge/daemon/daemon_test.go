@@ -134,24 +134,31 @@ func TestDaemon(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+	// Loopback UDP under load may drop a datagram: every one received is
+	// counted, once, in the flow table.
+	var received uint64
+	for stable := 0; stable < 10; time.Sleep(20 * time.Millisecond) {
+		d.mu.Lock()
+		n := d.c.Datagrams
+		d.mu.Unlock()
+		if n == received {
+			stable++
+		} else {
+			received, stable = n, 0
+		}
+	}
 	var flows struct {
 		Flows int
 		Rows  []struct{ Packets uint64 }
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		get(t, base+"/v1/flows", &flows)
-		n := uint64(0)
-		for _, r := range flows.Rows {
-			n += r.Packets
-		}
-		if n == senders*each {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d packets in the flow table, %d sent (loopback UDP may have dropped some: rerun)", n, senders*each)
-		}
-		time.Sleep(20 * time.Millisecond)
+	get(t, base+"/v1/flows", &flows)
+	n := uint64(0)
+	for _, r := range flows.Rows {
+		n += r.Packets
+	}
+	t.Logf("%d datagrams sent, %d received", senders*each, received)
+	if n != received || received < senders*each/2 {
+		t.Fatalf("%d packets in the flow table, %d datagrams received, %d sent", n, received, senders*each)
 	}
 	if flows.Flows != senders {
 		t.Fatalf("%d flows", flows.Flows)
@@ -247,7 +254,7 @@ func TestInfluxDB(t *testing.T) {
 		`queue_occupancy\,sw_id=2\,queue_id=0 value=10i `,
 		`queue_occupancy\,sw_id=2\,queue_id=0 value=250i `,
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		mu.Lock()
 		got := body.String()
@@ -268,7 +275,7 @@ func TestInfluxDB(t *testing.T) {
 	status = http.StatusBadRequest
 	mu.Unlock()
 	c.Write(report(t, 1000, 10)) // a change and a fall
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		d.mu.Lock()
 		cs := d.c
