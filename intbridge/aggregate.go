@@ -256,12 +256,28 @@ func (a *Aggregator) Add(r *Record) {
 	f := &a.rows[row]
 	f.Packets++
 	f.Last = r.Time
+	sh := a.cfg.AverageShift
 	if r.PerHop {
+		// A hop's own report: its place on the path, when known, holds
+		// its values; its switch's histograms count it either way.
 		for h := range hops {
-			if hops[h].Has&HasSwitch != 0 {
-				var none int32 = -1
-				a.addSwitch(&hops[h], &none)
+			hp := &hops[h]
+			if hp.Has&HasSwitch == 0 {
+				continue
 			}
+			p := int(r.Position)
+			if p < 1 || p > MaxHops || len(hops) != 1 {
+				var none int32 = -1
+				a.addSwitch(hp, &none)
+				continue
+			}
+			st := &f.Hops[p-1]
+			if int(f.Path.Len) < p || f.Path.Nodes[p-1] != hp.Switch {
+				*st = HopStats{}
+				f.Path.Nodes[p-1], f.Path.Len = hp.Switch, max(f.Path.Len, uint8(p))
+			}
+			st.update(hp, sh)
+			a.addSwitch(hp, &st.row)
 		}
 		return
 	}
@@ -271,28 +287,33 @@ func (a *Aggregator) Add(r *Record) {
 		f.Hops = [MaxHops]HopStats{}
 	}
 	var total uint32
-	sh := a.cfg.AverageShift
 	for h := range hops {
 		hp, st := &hops[h], &f.Hops[h]
-		st.Switch = hp.Switch
-		first := st.Samples == 0
-		st.Samples++
-		if hp.Has&HasLatency != 0 {
-			st.Latency.add(hp.Latency, first, sh)
-			total += hp.Latency
-		}
-		if hp.Has&HasQueue != 0 {
-			st.Queue.add(hp.Occupancy, first, sh)
-		}
-		if hp.Has&HasTxUtil != 0 {
-			st.TxUtil.add(hp.TxUtil, first, sh)
-		}
+		total += st.update(hp, sh)
 		if hp.Has&HasSwitch != 0 {
 			a.addSwitch(hp, &st.row)
 		}
 	}
 	f.Latency.add(total, fresh, sh)
 	f.MaxLatency = max(f.MaxLatency, total)
+}
+
+// update adds hp's values and returns its latency (0 when absent).
+func (st *HopStats) update(hp *Hop, sh uint8) uint32 {
+	st.Switch = hp.Switch
+	first := st.Samples == 0
+	st.Samples++
+	if hp.Has&HasQueue != 0 {
+		st.Queue.add(hp.Occupancy, first, sh)
+	}
+	if hp.Has&HasTxUtil != 0 {
+		st.TxUtil.add(hp.TxUtil, first, sh)
+	}
+	if hp.Has&HasLatency == 0 {
+		return 0
+	}
+	st.Latency.add(hp.Latency, first, sh)
+	return hp.Latency
 }
 
 // addSwitch counts hop hp in its switch's histograms; *hint is the row

@@ -198,8 +198,13 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	hops := r.Hops[:min(len(r.Hops), MaxHops)]
 	now := r.Time.UnixNano()
 	var f *flowRow
-	if !r.PerHop {
+	off := 0 // hops[h] is the path's hop h+off
+	switch p := int(r.Position); {
+	case !r.PerHop:
 		events, f = d.flow(r, hops, now, events)
+	case p >= 1 && p <= MaxHops && len(hops) == 1 && hops[0].Has&HasSwitch != 0:
+		events, f = d.postcard(r, &hops[0], p-1, now, events)
+		off = p - 1
 	}
 	// A flow's hops' key rows, found before, are hints: a steady path
 	// skips the probes.
@@ -209,7 +214,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 			noHint[i] = -1
 			return &noHint[i]
 		}
-		return &f.keyRows[h][i]
+		return &f.keyRows[h+off][i]
 	}
 	for h := range hops {
 		hp := &hops[h]
@@ -312,6 +317,44 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 				events = append(events, Event{Kind: Periodic, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h), Old: f.hop[h], New: hops[h].Latency})
 				f.hop[h] = hops[h].Latency
 			}
+		}
+	}
+	return events, f
+}
+
+// postcard runs the hop latency rule on a flow's hop h, reported by the
+// hop itself: the flow's path is what its hops reported, each at its
+// place, and a hop whose switch is new there has new values.
+func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event) ([]Event, *flowRow) {
+	row := d.flows.find(uint64(r.Flow))
+	if row < 0 {
+		var ev int32
+		if row, ev = d.flows.insert(uint64(r.Flow)); ev >= 0 {
+			d.c.Evicted++
+		}
+		d.frows[row] = flowRow{reported: now}
+	} else {
+		d.flows.touch(row)
+	}
+	f := &d.frows[row]
+	first := int(f.path.Len) <= h || f.path.Nodes[h] != hp.Switch
+	if first {
+		f.path.Nodes[h], f.path.Len = hp.Switch, max(f.path.Len, uint8(h+1))
+	}
+	if hp.Has&HasLatency == 0 {
+		return events, f
+	}
+	v := hp.Latency
+	k1, k2, old := judge(&d.cfg.Rules[MetricHopLatency], first, &f.hop[h], &f.above, 2<<h, v)
+	switch {
+	case k1 != 0:
+		f.reported = now
+	case d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period):
+		k1, f.hop[h], f.reported = Periodic, v, now
+	}
+	for _, k := range [2]EventKind{k1, k2} {
+		if k != 0 {
+			events = append(events, Event{Kind: k, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hp.Switch, Hop: uint8(h), Old: old, New: v})
 		}
 	}
 	return events, f

@@ -20,6 +20,7 @@ import (
 // use.
 type HopReports struct {
 	intPort uint16
+	ttl     uint8 // the flows' initial TTL
 	rep     inband.Report
 	parser  map[uint8]*gopacket.DecodingLayerParser
 	eth     layers.Ethernet
@@ -32,10 +33,15 @@ type HopReports struct {
 	hops    []Hop
 }
 
-// NewHopReports returns a HopReports that leaves out reports carrying INT
-// over UDP to intPort (0: none are left out).
-func NewHopReports(intPort uint16) *HopReports {
-	h := &HopReports{intPort: intPort, parser: map[uint8]*gopacket.DecodingLayerParser{}}
+// NewHopReports returns a HopReports for the bridge's configuration: it
+// leaves out reports carrying INT over UDP to cfg.INTPort (0: none are
+// left out), and places a report on its flow's path as the bridge places
+// a postcard, at hop 1 + cfg.InitialTTL (default 64) - TTL.
+func NewHopReports(cfg Config) *HopReports {
+	h := &HopReports{intPort: cfg.INTPort, ttl: cfg.InitialTTL, parser: map[uint8]*gopacket.DecodingLayerParser{}}
+	if h.ttl == 0 {
+		h.ttl = 64
+	}
 	for in, first := range map[uint8]gopacket.LayerType{inband.InEthernet: layers.LayerTypeEthernet, inband.InIPv4: layers.LayerTypeIPv4, inband.InIPv6: layers.LayerTypeIPv6} {
 		p := gopacket.NewDecodingLayerParser(first, &h.eth, &h.ip4, &h.ip6, &h.udp, &h.tcp)
 		p.IgnoreUnsupported = true
@@ -64,15 +70,16 @@ func (h *HopReports) Records(payload []byte, now time.Time) ([]Record, error) {
 		_ = p.DecodeLayers(ind.Inner, &h.decs) // a truncated packet: what decoded is enough
 		var t inband.FiveTuple
 		ok := false
+		var ttl uint8
 		for _, lt := range h.decs {
 			switch lt {
 			case layers.LayerTypeIPv4:
-				ok = true
+				ok, ttl = true, h.ip4.TTL
 				t.Src, _ = netip.AddrFromSlice(h.ip4.SrcIP.To4())
 				t.Dst, _ = netip.AddrFromSlice(h.ip4.DstIP.To4())
 				t.Proto = uint8(h.ip4.Protocol)
 			case layers.LayerTypeIPv6:
-				ok = true
+				ok, ttl = true, h.ip6.HopLimit
 				t.Src, _ = netip.AddrFromSlice(h.ip6.SrcIP)
 				t.Dst, _ = netip.AddrFromSlice(h.ip6.DstIP)
 				t.Proto = uint8(h.ip6.NextHeader)
@@ -97,7 +104,11 @@ func (h *HopReports) Records(payload []byte, now time.Time) ([]Record, error) {
 			hop.Congestion, hop.Has = m.QueueOccupancy, hop.Has|HasCongestion
 		}
 		h.hops = append(h.hops, hop)
-		h.recs = append(h.recs, Record{Flow: inband.FlowKey(t), Tuple: t, Time: now, PerHop: true})
+		rec := Record{Flow: inband.FlowKey(t), Tuple: t, Time: now, PerHop: true}
+		if p := 1 + int(h.ttl) - int(ttl); p >= 1 && p <= MaxHops {
+			rec.Position = uint8(p)
+		}
+		h.recs = append(h.recs, rec)
 	}
 	for i := range h.recs {
 		h.recs[i].Hops = h.hops[i : i+1 : i+1]

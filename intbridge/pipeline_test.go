@@ -2,6 +2,8 @@ package intbridge
 
 import (
 	"encoding/binary"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +152,7 @@ func BenchmarkPipeline(b *testing.B) {
 // reporting node, with its drop and congestion; an INT-MD trace on the
 // INT port is left to the bridge's traces.
 func TestHopReports(t *testing.T) {
-	hr := NewHopReports(intPort)
+	hr := NewHopReports(Config{INTPort: intPort})
 	head := ser(t, &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}, ipv4(62, layers.IPProtocolTCP),
 		&layers.TCP{SrcPort: 1000, DstPort: 80, DataOffset: 5})
 	bits := uint16(0x8000>>inband.BitHopLatency | 0x8000>>inband.BitQueue | 1)
@@ -162,11 +164,52 @@ func TestHopReports(t *testing.T) {
 		t.Fatalf("%d records, %v", len(recs), err)
 	}
 	want := Hop{Switch: 42, Queue: 2, Occupancy: 9000, Latency: 700, Drops: 1, Congestion: 9000, Has: HasSwitch | HasQueue | HasLatency | HasDrops | HasCongestion}
-	if r := recs[0]; !r.PerHop || r.Flow != inband.FlowKey(tcpFlow) || r.Tuple != tcpFlow || !r.Time.Equal(t0) || len(r.Hops) != 1 || r.Hops[0] != want {
+	// TTL 62 of 64: the third hop.
+	if r := recs[0]; !r.PerHop || r.Position != 3 || r.Flow != inband.FlowKey(tcpFlow) || r.Tuple != tcpFlow || !r.Time.Equal(t0) || len(r.Hops) != 1 || r.Hops[0] != want {
 		t.Fatalf("record %+v", r)
 	}
 	if _, err := hr.Records([]byte{1, 2, 3}, t0); err == nil {
 		t.Fatal("a short datagram decoded")
+	}
+}
+
+// TestPostcards: per-hop records at their places make a flow's path, its
+// hops' values in the flow table, and hop latency events.
+func TestPostcards(t *testing.T) {
+	cfg := DetectorConfig{}
+	cfg.Rules[MetricHopLatency] = Rule{Threshold: 100}
+	d := newDetector(t, cfg)
+	a := newAggregator(t, AggregatorConfig{AverageShift: 1})
+	var got []string
+	post := func(ms int, pos uint8, sw, lat uint32) {
+		r := rec(9, ms, Hop{Switch: sw, Latency: lat, Has: HasSwitch | HasLatency})
+		r.PerHop, r.Position = true, pos
+		a.Add(r)
+		for _, e := range d.Observe(r, nil) {
+			got = append(got, fmt.Sprintf("%s %s switch %d hop %d %d->%d", e.Metric, e.Kind, e.Switch, e.Hop, e.Old, e.New))
+		}
+	}
+	post(0, 1, 11, 100)
+	post(0, 2, 22, 200)
+	post(0, 3, 33, 300)
+	post(1, 2, 22, 250) // within 100
+	post(2, 2, 22, 400) // a change
+	post(3, 2, 44, 50)  // another switch at hop 2: new
+	post(4, 9, 55, 1)   // beyond MaxHops: histograms only
+	want := []string{
+		"hop-latency change switch 11 hop 0 0->100",
+		"hop-latency change switch 22 hop 1 0->200",
+		"hop-latency change switch 33 hop 2 0->300",
+		"hop-latency change switch 22 hop 1 200->400",
+		"hop-latency change switch 44 hop 1 0->50",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	f, _ := a.Flow(9)
+	if fmt.Sprint(f.Path.Slice()) != "[11 44 33]" || f.Packets != 7 || f.Hops[1].Switch != 44 || f.Hops[1].Samples != 1 ||
+		f.Hops[2].Latency != (Value{300, 300}) || a.Switch(22).Latency.Count != 3 || a.Switch(55) == nil {
+		t.Fatalf("flow %+v", f)
 	}
 }
 
@@ -179,7 +222,7 @@ func FuzzHopReports(f *testing.F) {
 	post.SetMetadata(&inband.Metadata{Present: 0x8000 >> inband.BitQueue, QueueOccupancy: 9})
 	f.Add(encode(f, &inband.Report{NodeID: 7, Individuals: []inband.Individual{post}}))
 	f.Add(traceReport(f, 1, 2))
-	hr := NewHopReports(intPort)
+	hr := NewHopReports(Config{INTPort: intPort})
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		recs, err := hr.Records(pkt, t0)
 		if err != nil {

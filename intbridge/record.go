@@ -86,6 +86,9 @@ type Record struct {
 	// report), not the flow's path: the Detector's flow rules (path, flow
 	// and hop latency) and the Aggregator's flow path leave it out.
 	PerHop bool
+	// Position is a PerHop record's place on the path, 1 the source (0:
+	// unknown): the flow table keeps its values there.
+	Position uint8
 }
 
 // SetTrace fills r from an INT-MD path trace received at now, reusing r's

@@ -204,7 +204,7 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	perHop := intbridge.NewHopReports(intPort)
+	perHop := intbridge.NewHopReports(intbridge.Config{INTPort: intPort})
 	flows := map[uint32]inband.FiveTuple{}
 	postcarded := map[uint32]bool{}
 	var events []intbridge.Event

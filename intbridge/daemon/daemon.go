@@ -167,7 +167,7 @@ func newReportDecoder(cfg intbridge.Config) (Decoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &reportDecoder{b: b, hops: intbridge.NewHopReports(cfg.INTPort)}, nil
+	return &reportDecoder{b: b, hops: intbridge.NewHopReports(cfg)}, nil
 }
 
 func (r *reportDecoder) Decode(payload []byte, now time.Time) ([]dta.Report, []intbridge.Record, error) {
