@@ -1,9 +1,11 @@
 package intbridge
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -426,4 +428,27 @@ func BenchmarkDetector(b *testing.B) {
 			ev = d.Observe(&r, ev[:0])
 		}
 	})
+}
+
+// TestDetectorPeriodKeys: a (switch, queue) key with no event for P pushes
+// its value again at its next observation, then waits another P.
+func TestDetectorPeriodKeys(t *testing.T) {
+	cfg := DetectorConfig{Period: time.Second}
+	cfg.Rules[MetricQueueOccupancy] = Rule{Threshold: 100}
+	d := newDetector(t, cfg)
+	var got []string
+	for _, s := range []struct {
+		ms  int
+		occ uint32
+	}{{0, 10}, {500, 20}, {1500, 12}, {2000, 15}, {2400, 300}, {3000, 310}, {3500, 305}} {
+		for _, e := range d.Observe(rec(1, s.ms, qhop(7, 1, s.occ)), nil) {
+			if e.Metric == MetricQueueOccupancy {
+				got = append(got, fmt.Sprintf("%d %s %d->%d", s.ms, e.Kind, e.Old, e.New))
+			}
+		}
+	}
+	want := "0 change 0->10\n1500 periodic 10->12\n2400 change 12->300\n3500 periodic 300->305"
+	if strings.Join(got, "\n") != want {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
+	}
 }
