@@ -159,6 +159,7 @@ func init() { Register("telemetry-report", newReportDecoder) }
 type reportDecoder struct {
 	b    *intbridge.Bridge
 	hops *intbridge.HopReports
+	trs  []intbridge.Record // the traces', each keeping its hop storage
 	recs []intbridge.Record
 }
 
@@ -176,14 +177,15 @@ func (r *reportDecoder) Decode(payload []byte, now time.Time) ([]dta.Report, []i
 		return nil, nil, err
 	}
 	traces := r.b.Traces()
+	for len(r.trs) < len(traces) {
+		r.trs = append(r.trs, intbridge.Record{})
+	}
 	r.recs = r.recs[:0]
 	for i := range traces {
-		r.recs = append(r.recs, intbridge.Record{Hops: nil})
-		rec := &r.recs[len(r.recs)-1]
-		rec.SetTrace(&traces[i], now)
+		r.trs[i].SetTrace(&traces[i], now)
+		r.recs = append(r.recs, r.trs[i])
 	}
-	hop, err := r.hops.Records(payload, now)
-	if err == nil {
+	if hop, err := r.hops.Records(payload, now); err == nil {
 		r.recs = append(r.recs, hop...)
 	}
 	return reps, r.recs, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/dtakit/dtakit/inband"
+	"github.com/dtakit/dtakit/intbridge"
 )
 
 const intPort = 5000
@@ -290,5 +291,22 @@ func TestInfluxDB(t *testing.T) {
 			t.Fatalf("no failed write counted: %+v", cs)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDecoderAllocs: the Telemetry Report input allocates nothing per
+// datagram once warm.
+func TestDecoderAllocs(t *testing.T) {
+	dec, err := newReportDecoder(intbridge.Config{INTPort: intPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkt := report(t, 1000, 5)
+	now := time.Unix(1, 0)
+	if _, recs, err := dec.Decode(pkt, now); err != nil || len(recs) != 1 || len(recs[0].Hops) != 2 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	if a := testing.AllocsPerRun(100, func() { dec.Decode(pkt, now) }); a != 0 {
+		t.Fatalf("Decode allocates %.1f times", a)
 	}
 }
