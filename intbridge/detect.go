@@ -73,7 +73,7 @@ type Event struct {
 	Time   time.Time
 	Flow   uint32           // flow-keyed metrics (path, flow latency, hop latency)
 	Switch uint32           // hop latency, queue and link metrics
-	Queue  uint8            // queue metrics
+	Queue  uint8            // queue metrics and drops; buffer occupancy: the buffer ID
 	Port   uint32           // link utilisation: the egress port
 	Hop    uint8            // hop latency: the hop's position, 0 the source
 	Tuple  inband.FiveTuple // flow-keyed metrics: the flow
@@ -86,7 +86,9 @@ type Event struct {
 }
 
 // Rule is how one metric makes events. The zero Rule makes a change event
-// for every change of the value.
+// for every change of the value. A key's first value (a new flow's, a
+// new path's hop's, a queue's or link's first seen) is reported as a
+// change from 0, and as a rise when above the level.
 type Rule struct {
 	// Threshold is T: a change event when |value - stored| > T, the value
 	// then stored; the stored value so stays within T of the last one.
@@ -106,8 +108,9 @@ type DetectorConfig struct {
 	// Period, when positive, is INTCollector's P: a key with no event for
 	// Period pushes its value again (Periodic) at its next observation.
 	Period time.Duration
-	// MaxFlows and MaxKeys bound the flows and the (switch, queue) and
-	// (switch, port) keys tracked (default 65536 each); a full table
+	// MaxFlows and MaxKeys bound the flows and the (switch, queue),
+	// (switch, port) and (switch, buffer) keys tracked, one per metric
+	// (default 65536 each); a full table
 	// forgets the key observed least recently, whose next value is then
 	// new (counted in Evicted).
 	MaxFlows, MaxKeys int
