@@ -28,6 +28,9 @@ type Counters struct {
 	Reports   [5]uint64 // decoded reports by opcode
 	Malformed uint64    // datagrams that are not DTA reports
 	Rejected  uint64    // reports the instance's geometry cannot take (data size, list, value 0, hop)
+	// NoInstance, RingFull and RateLimited say why reports were refused:
+	// each report they count is counted again, as its outcome, in Dropped
+	// or NACKs (do not add them to those).
 	// NoInstance counts reports for a primitive no ready instance serves.
 	NoInstance  uint64
 	RingFull    uint64 // reports refused because a retransmit ring was full
