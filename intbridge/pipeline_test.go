@@ -46,7 +46,7 @@ type pipeline struct {
 	b      *Bridge
 	d      *Detector
 	a      *Aggregator
-	rec    Record
+	rec    *Record // the last
 	events []Event
 }
 
@@ -67,11 +67,11 @@ func (p *pipeline) handle(pkt []byte, now time.Time) error {
 		return err
 	}
 	p.events = p.events[:0]
-	traces := p.b.Traces()
-	for i := range traces {
-		p.rec.SetTrace(&traces[i], now)
-		p.a.Add(&p.rec)
-		p.events = p.d.Observe(&p.rec, p.events)
+	recs := p.b.Records(now)
+	for i := range recs {
+		p.rec = &recs[i]
+		p.a.Add(p.rec)
+		p.events = p.d.Observe(p.rec, p.events)
 	}
 	return nil
 }
@@ -148,27 +148,41 @@ func BenchmarkPipeline(b *testing.B) {
 	})
 }
 
-// TestHopReports: a per-hop report becomes a one-hop record of the
-// reporting node, with its drop and congestion; an INT-MD trace on the
-// INT port is left to the bridge's traces.
-func TestHopReports(t *testing.T) {
-	hr := NewHopReports(Config{INTPort: intPort})
+// TestRecords: a per-hop report becomes a one-hop record of the reporting
+// node, with its drop and congestion; an INT-MD trace one record of its
+// stack, the sink's own metadata and flags merged into its hop; nothing is
+// counted twice.
+func TestRecords(t *testing.T) {
+	b, err := New(Config{INTPort: intPort})
+	if err != nil {
+		t.Fatal(err)
+	}
 	head := ser(t, &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}, ipv4(62, layers.IPProtocolTCP),
 		&layers.TCP{SrcPort: 1000, DstPort: 80, DataOffset: 5})
 	bits := uint16(0x8000>>inband.BitHopLatency | 0x8000>>inband.BitQueue | 1)
 	post := inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, RepMdBits: bits, Dropped: true, Congested: true, Inner: head}
 	post.SetMetadata(&inband.Metadata{Present: bits, HopLatency: 700, QueueID: 2, QueueOccupancy: 9000, DropQueueID: 2, DropReason: 5})
-	trace := inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, Inner: mdPacket(t, []uint32{1, 2})}
-	recs, err := hr.Records(encode(t, &inband.Report{NodeID: 42, Individuals: []inband.Individual{post, trace}}), t0)
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("%d records, %v", len(recs), err)
+	// The sink 42 is the stack's last hop: its latency joins that hop.
+	trace := inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, RepMdBits: 0x8000 >> inband.BitHopLatency, Dropped: true, Inner: mdPacket(t, []uint32{1, 42})}
+	trace.SetMetadata(&inband.Metadata{Present: 0x8000 >> inband.BitHopLatency, HopLatency: 33})
+	if _, err := b.Handle(encode(t, &inband.Report{NodeID: 42, Individuals: []inband.Individual{post, trace}})); err != nil {
+		t.Fatal(err)
+	}
+	recs := b.Records(t0)
+	if len(recs) != 2 {
+		t.Fatalf("%d records: %+v", len(recs), recs)
+	}
+	tr := recs[0]
+	sink := Hop{Switch: 42, Latency: 33, Drops: 1, Has: HasSwitch | HasLatency | HasDrops}
+	if tr.PerHop || len(tr.Hops) != 2 || tr.Hops[0] != (Hop{Switch: 1, Has: HasSwitch}) || tr.Hops[1] != sink {
+		t.Fatalf("trace record %+v", tr)
 	}
 	want := Hop{Switch: 42, Queue: 2, Occupancy: 9000, Latency: 700, Drops: 1, Congestion: 9000, Has: HasSwitch | HasQueue | HasLatency | HasDrops | HasCongestion}
 	// TTL 62 of 64: the third hop.
-	if r := recs[0]; !r.PerHop || r.Position != 3 || r.Flow != inband.FlowKey(tcpFlow) || r.Tuple != tcpFlow || !r.Time.Equal(t0) || len(r.Hops) != 1 || r.Hops[0] != want {
+	if r := recs[1]; !r.PerHop || r.Position != 3 || r.Flow != inband.FlowKey(tcpFlow) || r.Tuple != tcpFlow || !r.Time.Equal(t0) || len(r.Hops) != 1 || r.Hops[0] != want {
 		t.Fatalf("record %+v", r)
 	}
-	if _, err := hr.Records([]byte{1, 2, 3}, t0); err == nil {
+	if _, err := b.Handle([]byte{1, 2, 3}); err == nil || len(b.Records(t0)) != 0 {
 		t.Fatal("a short datagram decoded")
 	}
 }
@@ -213,25 +227,34 @@ func TestPostcards(t *testing.T) {
 	}
 }
 
-// FuzzHopReports: any datagram gives records or an error, never a panic,
-// and every record is one hop of the reporting node.
-func FuzzHopReports(f *testing.F) {
+// FuzzRecords: any datagram gives records or an error, never a panic; a
+// per-hop record is one hop of the reporting node (or the node its
+// metadata names), a trace's record at most MaxHops hops.
+func FuzzRecords(f *testing.F) {
 	head := ser(f, &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}, ipv4(62, layers.IPProtocolTCP),
 		&layers.TCP{SrcPort: 1000, DstPort: 80, DataOffset: 5})
 	post := inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, RepMdBits: 0x8000 >> inband.BitQueue, Congested: true, Inner: head}
 	post.SetMetadata(&inband.Metadata{Present: 0x8000 >> inband.BitQueue, QueueOccupancy: 9})
 	f.Add(encode(f, &inband.Report{NodeID: 7, Individuals: []inband.Individual{post}}))
 	f.Add(traceReport(f, 1, 2))
-	hr := NewHopReports(Config{INTPort: intPort})
+	b, err := New(Config{INTPort: intPort, INTAfterL4: true})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, pkt []byte) {
-		recs, err := hr.Records(pkt, t0)
-		if err != nil {
+		if _, err := b.Handle(pkt); err != nil {
 			return
 		}
-		node := binary.BigEndian.Uint32(pkt[4:])
-		for _, r := range recs {
-			if len(r.Hops) != 1 || r.Hops[0].Switch != node || r.Hops[0].Has&HasSwitch == 0 || !r.PerHop {
-				t.Fatalf("record %+v of node %d", r, node)
+		recs := b.Records(t0)
+		if len(recs) != len(b.Traces())+len(b.HopReports()) {
+			t.Fatalf("%d records of %d traces and %d per-hop reports", len(recs), len(b.Traces()), len(b.HopReports()))
+		}
+		for i, r := range recs {
+			if len(r.Hops) > MaxHops || len(r.Hops) == 0 && len(b.Traces()) <= i {
+				t.Fatalf("record %+v", r)
+			}
+			if r.PerHop && (len(r.Hops) != 1 || r.Hops[0].Has&HasSwitch == 0) {
+				t.Fatalf("per-hop record %+v", r)
 			}
 		}
 	})

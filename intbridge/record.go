@@ -92,17 +92,113 @@ type Record struct {
 }
 
 // SetTrace fills r from an INT-MD path trace received at now, reusing r's
-// hop storage: it does not allocate once r.Hops has grown to MaxHops.
+// hop storage: it does not allocate once r.Hops has grown to MaxHops. The
+// hops are the stack's, source first, then the reporting node's own
+// metadata (Trace.Sink) and its drop and congestion flags: merged into the
+// last hop when the stack ends at that node, else a hop of its own.
 func (r *Record) SetTrace(t *Trace, now time.Time) {
-	r.Flow, r.Tuple, r.Time = t.Key, t.Flow, now
+	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = t.Key, t.Flow, now, false, 0
 	n := min(len(t.Hops), MaxHops)
-	if cap(r.Hops) < MaxHops {
-		r.Hops = make([]Hop, 0, MaxHops)
-	}
+	r.grow()
 	r.Hops = r.Hops[:n]
 	for i := range n {
 		r.Hops[i].SetMetadata(&t.Hops[i])
 	}
+	if t.Sink.Present == 0 && !t.Dropped && !t.Congested {
+		return
+	}
+	var s Hop
+	s.SetMetadata(&t.Sink)
+	s.Switch, s.Has = t.Node, s.Has|HasSwitch
+	s.flags(t.Dropped, t.Congested, &t.Sink)
+	switch {
+	case n == len(t.Hops) && n > 0 && r.Hops[n-1].Switch == t.Node:
+		r.Hops[n-1].merge(&s)
+	case n == len(t.Hops) && n < MaxHops:
+		r.Hops = append(r.Hops, s)
+	}
+}
+
+// SetHopReport fills r from a per-hop report received at now: one hop, the
+// reporting node with its metadata, a D flag one drop in the drop queue, a
+// Q flag the queue's congestion, at the report's place on the path.
+func (r *Record) SetHopReport(h *HopReport, now time.Time) {
+	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = h.Key, h.Flow, now, true, 0
+	if h.Hop >= 1 && h.Hop <= MaxHops {
+		r.Position = uint8(h.Hop)
+	}
+	r.grow()
+	r.Hops = r.Hops[:1]
+	r.Hops[0].SetMetadata(&h.Meta)
+	r.Hops[0].flags(h.Dropped, h.Congested, &h.Meta)
+}
+
+func (r *Record) grow() {
+	if cap(r.Hops) < MaxHops {
+		r.Hops = make([]Hop, 0, MaxHops)
+	}
+}
+
+// flags adds a report's D (one drop in m's drop queue) and Q (m's queue
+// occupancy as the congestion) flags.
+func (h *Hop) flags(dropped, congested bool, m *inband.Metadata) {
+	if dropped {
+		h.Queue, h.Drops, h.Has = m.DropQueueID, 1, h.Has|HasDrops
+	}
+	if congested && m.Has(inband.BitQueue) {
+		h.Congestion, h.Has = m.QueueOccupancy, h.Has|HasCongestion
+	}
+}
+
+// merge adds the values of s that h lacks.
+func (h *Hop) merge(s *Hop) {
+	add := s.Has &^ h.Has
+	if add&HasPorts != 0 {
+		h.Ingress, h.Egress = s.Ingress, s.Egress
+	}
+	if add&HasQueue != 0 {
+		h.Queue, h.Occupancy = s.Queue, s.Occupancy
+	}
+	if add&HasLatency != 0 {
+		h.Latency = s.Latency
+	}
+	if add&HasTimestamp != 0 {
+		h.Timestamp = s.Timestamp
+	}
+	if add&HasTxUtil != 0 {
+		h.TxUtil = s.TxUtil
+	}
+	if add&HasDrops != 0 {
+		h.Queue, h.Drops = s.Queue, s.Drops
+	}
+	if add&HasCongestion != 0 {
+		h.Congestion = s.Congestion
+	}
+	if add&HasBuffer != 0 {
+		h.Buffer, h.BufferOccupancy = s.Buffer, s.BufferOccupancy
+	}
+	h.Has |= add
+}
+
+// Records returns the analytics records of what the last Handle or
+// HandlePacket decoded, received at now: one per Trace (Record.SetTrace),
+// then one per HopReport (Record.SetHopReport). Nothing is decoded again.
+// They are valid until the next call, and reuse their storage: no
+// allocation once grown.
+func (b *Bridge) Records(now time.Time) []Record {
+	traces := b.Traces()
+	n := len(traces) + len(b.perHop)
+	for len(b.recs) < n {
+		b.recs = append(b.recs, Record{Hops: make([]Hop, 0, MaxHops)})
+	}
+	recs := b.recs[:n]
+	for i := range traces {
+		recs[i].SetTrace(&traces[i], now)
+	}
+	for i := range b.perHop {
+		recs[len(traces)+i].SetHopReport(&b.perHop[i], now)
+	}
+	return recs
 }
 
 // Path is a flow's path: the switches' node IDs, source first.

@@ -206,11 +206,9 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	perHop := intbridge.NewHopReports(intbridge.Config{INTPort: intPort})
 	flows := map[uint32]inband.FiveTuple{}
 	postcarded := map[uint32]bool{}
 	var events []intbridge.Event
-	var rec intbridge.Record
 	var sendErr error
 	analyse := func(r *intbridge.Record) {
 		flows[r.Flow] = r.Tuple
@@ -227,13 +225,11 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 				sendErr = err
 			}
 		}
-		for _, t := range b.Traces() {
-			rec.SetTrace(&t, ts)
-			analyse(&rec)
-		}
-		recs, _ := perHop.Records(payload, ts) // it decoded for the bridge
+		recs := b.Records(ts)
 		for i := range recs {
-			postcarded[recs[i].Flow] = true
+			if recs[i].PerHop {
+				postcarded[recs[i].Flow] = true
+			}
 			analyse(&recs[i])
 		}
 		return nil

@@ -154,21 +154,16 @@ func Register(kind string, f NewDecoder) { kinds[kind] = f }
 
 func init() { Register("telemetry-report", newReportDecoder) }
 
-// reportDecoder decodes Telemetry Reports: the bridge's DTA reports, its
-// INT-MD traces and the per-hop reports as records.
-type reportDecoder struct {
-	b    *intbridge.Bridge
-	hops *intbridge.HopReports
-	trs  []intbridge.Record // the traces', each keeping its hop storage
-	recs []intbridge.Record
-}
+// reportDecoder decodes Telemetry Reports: the bridge's DTA reports and
+// its traces and per-hop reports as records.
+type reportDecoder struct{ b *intbridge.Bridge }
 
 func newReportDecoder(cfg intbridge.Config) (Decoder, error) {
 	b, err := intbridge.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &reportDecoder{b: b, hops: intbridge.NewHopReports(cfg)}, nil
+	return &reportDecoder{b: b}, nil
 }
 
 func (r *reportDecoder) Decode(payload []byte, now time.Time) ([]dta.Report, []intbridge.Record, error) {
@@ -176,19 +171,7 @@ func (r *reportDecoder) Decode(payload []byte, now time.Time) ([]dta.Report, []i
 	if err != nil {
 		return nil, nil, err
 	}
-	traces := r.b.Traces()
-	for len(r.trs) < len(traces) {
-		r.trs = append(r.trs, intbridge.Record{})
-	}
-	r.recs = r.recs[:0]
-	for i := range traces {
-		r.trs[i].SetTrace(&traces[i], now)
-		r.recs = append(r.recs, r.trs[i])
-	}
-	if hop, err := r.hops.Records(payload, now); err == nil {
-		r.recs = append(r.recs, hop...)
-	}
-	return reps, r.recs, nil
+	return reps, r.b.Records(now), nil
 }
 
 func (r *reportDecoder) Counters() any { return r.b.Counters() }

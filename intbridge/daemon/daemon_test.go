@@ -310,3 +310,45 @@ func TestDecoderAllocs(t *testing.T) {
 		t.Fatalf("Decode allocates %.1f times", a)
 	}
 }
+
+// TestINTOverTCPOnce: a sink's Telemetry Report of a TCP flow whose INT-MD
+// rides after the TCP header (INT after L4), with the sink's own queue
+// metadata, is one record: the path from the stack with the sink's hop at
+// its end, never also a per-hop record of the sink. (The per-hop records
+// came from a second decode that skipped only INT over UDP to the INT
+// port, and counted the sink twice.)
+func TestINTOverTCPOnce(t *testing.T) {
+	dec, err := newReportDecoder(intbridge.Config{INTAfterL4: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := &inband.INT{Type: inband.TypeMD, Version: 2, HopML: 2, RemainingHopCount: 8, Instructions: 0x9000}
+	for _, n := range []uint32{3, 2, 1} { // the source pushes first: last on the stack
+		md.AppendHop(&inband.Metadata{Present: 0x9000, NodeID: n, QueueOccupancy: 10 * n})
+	}
+	ip := &layers.IPv4{Version: 4, TTL: 61, Protocol: layers.IPProtocolTCP, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}
+	tcp := &layers.TCP{SrcPort: 1000, DstPort: 80, DataOffset: 5, ACK: true}
+	tcp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, ip, tcp, md); err != nil {
+		t.Fatal(err)
+	}
+	ind := inband.Individual{RepType: inband.RepINT, InType: inband.InIPv4, RepMdBits: 0x1000, Inner: buf.Bytes()}
+	ind.SetMetadata(&inband.Metadata{Present: 0x1000, QueueOccupancy: 40})
+	pkt, err := (&inband.Report{NodeID: 4, Individuals: []inband.Individual{ind}}).AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recs, err := dec.Decode(pkt, time.Unix(1, 0))
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("%d records (want the trace alone), %v: %+v", len(recs), err, recs)
+	}
+	r := recs[0]
+	var got []string
+	for _, h := range r.Hops {
+		got = append(got, fmt.Sprintf("%d:%d", h.Switch, h.Occupancy))
+	}
+	if r.PerHop || strings.Join(got, " ") != "1:10 2:20 3:30 4:40" {
+		t.Fatalf("record hops %v, per-hop %v", got, r.PerHop)
+	}
+}
