@@ -1,5 +1,6 @@
 // Command dtaint is a live INT collector on DTA: it listens for Telemetry
-// Reports on UDP, bridges them to DTA reports sent to a translator
+// Reports on UDP (and, with -raw-int, for data packets carrying INT, as
+// their INT sink), bridges them to DTA reports sent to a translator
 // (dtatranslator, which writes them into a dtacollector), runs
 // INTCollector's event detection and the SmartNIC monitor's flow table
 // and histograms on them, and serves /metrics and an HTTP/JSON API of
@@ -9,6 +10,7 @@
 //	dtaint -listen 127.0.0.1:32766 -translator 127.0.0.1:40040 -http 127.0.0.1:8042 -int-port 5000
 //	dtaint -config int.json
 //	dtaint -replay reports.pcap -int-port 5000
+//	dtaint -raw-int 127.0.0.1:32767 -sink-node 9 -int-port 5000
 //
 // Exit status: 0 after a clean shutdown (SIGINT or SIGTERM: the inputs
 // stop, HTTP requests under way finish, the reporter flushes), 2 for bad
@@ -38,6 +40,8 @@ func run(args []string) int {
 	listen := fs.String("listen", "", "UDP address Telemetry Reports arrive on (default 127.0.0.1:32766)")
 	tr := fs.String("translator", "", `translator's report address (default 127.0.0.1:40040; "none": analytics only)`)
 	httpAddr := fs.String("http", "", `HTTP address of the API and /metrics (default 127.0.0.1:8042; "none")`)
+	rawINT := fs.String("raw-int", "", "UDP address data packets carrying INT arrive on, one Ethernet frame a datagram (dtaint is their INT sink)")
+	sinkNode := fs.Uint("sink-node", 0, "node ID the -raw-int input reports its traces under")
 	intPort := fs.Uint("int-port", 0, "UDP port of INT over UDP inside the reports' packets (0: none)")
 	period := fs.String("period", "", "INTCollector's P: push a key's value again after this long without an event")
 	eventList := fs.Uint("event-list", 0, "Append list the events are written to (0: none)")
@@ -65,6 +69,20 @@ func run(args []string) int {
 	}
 	if *listen != "" {
 		cfg.Inputs = []daemon.Input{{Kind: "telemetry-report", Listen: *listen}}
+	}
+	if *rawINT != "" {
+		if len(cfg.Inputs) == 0 && *listen == "" {
+			// Raw INT beside the default Telemetry Report input.
+			cfg.Inputs = []daemon.Input{{}}
+		}
+		cfg.Inputs = append(cfg.Inputs, daemon.Input{Kind: "raw-int", Listen: *rawINT})
+	}
+	if *sinkNode != 0 {
+		if *sinkNode > 1<<32-1 {
+			log.Error("configuration", "err", fmt.Sprintf("-sink-node %d out of range", *sinkNode))
+			return 2
+		}
+		cfg.SinkNode = uint32(*sinkNode)
 	}
 	if *tr != "" {
 		cfg.Translator = *tr

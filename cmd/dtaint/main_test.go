@@ -29,6 +29,19 @@ const intPort = 5000
 // over path (source first) with each hop's latency and queue occupancy.
 func traceReport(t *testing.T, seq uint32, flow inband.FiveTuple, path, latency, queue []uint32) []byte {
 	t.Helper()
+	inner := intFrame(t, flow, path, latency, queue)
+	rep := inband.Report{Sequence: seq, NodeID: path[len(path)-1], Individuals: []inband.Individual{{RepType: inband.RepINT, InType: inband.InEthernet, Inner: inner}}}
+	b, err := rep.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// intFrame is flow's packet as it reaches the sink: INT-MD over UDP to
+// intPort after path's hops (source first) pushed their metadata.
+func intFrame(t *testing.T, flow inband.FiveTuple, path, latency, queue []uint32) []byte {
+	t.Helper()
 	bits := uint16(0x8000 | 0x8000>>inband.BitHopLatency | 0x8000>>inband.BitQueue)
 	md := &inband.INT{Type: inband.TypeMD, NPT: inband.NPTL4Header, Field: 6, Version: 2, HopML: 3, RemainingHopCount: 3, Instructions: bits}
 	for h := len(path) - 1; h >= 0; h-- {
@@ -50,13 +63,7 @@ func traceReport(t *testing.T, seq uint32, flow inband.FiveTuple, path, latency,
 		t.Fatal(err)
 	}
 	inner := buf.Bytes()
-	inner = append(inner, make([]byte, (4-len(inner)%4)%4)...)
-	rep := inband.Report{Sequence: seq, NodeID: path[len(path)-1], Individuals: []inband.Individual{{RepType: inband.RepINT, InType: inband.InEthernet, Inner: inner}}}
-	b, err := rep.AppendTo(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return append(inner, make([]byte, (4-len(inner)%4)%4)...)
 }
 
 func getJSON(t *testing.T, url string, v any) {
@@ -345,5 +352,61 @@ func TestReplay(t *testing.T) {
 	}
 	if !strings.Contains(d.Logs(), `"msg":"replayed"`) {
 		t.Errorf("logs:\n%s", d.Logs())
+	}
+}
+
+// TestRawINT: -raw-int takes data packets carrying INT, one Ethernet frame
+// a datagram, dtaint their INT sink: the flow's path and latencies reach
+// the flow table, a packet without INT is counted, and the input's
+// counters are on /metrics.
+func TestRawINT(t *testing.T) {
+	bin := proctest.Build(t, ".", "dtaint")
+	web := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	raw := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))
+	d := proctest.Start(t, bin, "-translator", "none", "-http", web, "-int-port", fmt.Sprint(intPort), "-raw-int", raw, "-sink-node", "9")
+	proctest.WaitFor(t, "dtaint listening", 10*time.Second, func() bool { return strings.Contains(d.Logs(), raw) }, d)
+	conn, err := net.Dial("udp", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	flow := inband.FiveTuple{Src: netip.MustParseAddr("10.0.0.7"), Dst: netip.MustParseAddr("10.0.0.8"), SrcPort: 7, DstPort: 8, Proto: 6}
+	for p := range 5 {
+		if _, err := conn.Write(intFrame(t, flow, []uint32{7, 8, 9}, []uint32{10, 20, 100 * uint32(p+1)}, []uint32{1, 2, 3})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An IPv4/UDP frame without INT.
+	plain := intFrame(t, flow, []uint32{7}, []uint32{1}, []uint32{1})
+	plain[14+20+2], plain[14+20+3] = 0, 53 // UDP to port 53, not the INT port
+	conn.Write(plain)
+	var row struct {
+		Packets uint64
+		Path    []uint32
+		Hops    []struct {
+			Switch  uint32
+			Latency struct{ Recent uint32 }
+		}
+	}
+	key := inband.FlowKey(flow)
+	var metrics string
+	proctest.WaitFor(t, "the packets handled", 10*time.Second, func() bool {
+		resp, err := http.Get("http://" + web + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		metrics = string(b)
+		return strings.Contains(metrics, "dtakit_int_raw_int_packets_total 6")
+	}, d)
+	getJSON(t, fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row)
+	if row.Packets != 5 || fmt.Sprint(row.Path) != "[7 8 9]" || len(row.Hops) != 3 || row.Hops[2].Latency.Recent != 500 {
+		t.Fatalf("flow %+v", row)
+	}
+	for _, m := range []string{"dtakit_int_raw_int_no_int_total 1", "dtakit_int_raw_int_key_writes_total 5", "dtakit_int_daemon_records_total 5"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("no %q in /metrics:\n%s", m, metrics)
+		}
 	}
 }

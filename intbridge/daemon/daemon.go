@@ -1,6 +1,7 @@
 // Package daemon is dtaint's library: a live INT collector on DTA. It
-// listens for INT telemetry on UDP (Telemetry Reports; an input kind is one
-// Decoder registered under a name), bridges it to DTA reports sent to a
+// listens for INT telemetry on UDP (Telemetry Reports, or raw data packets
+// carrying INT with the daemon as INT sink; an input kind is one Decoder
+// registered under a name), bridges it to DTA reports sent to a
 // translator, runs the analytics (intbridge's Detector and Aggregator),
 // serves /metrics and an HTTP/JSON API of events, flows, switches and
 // the detection rules, and can send the events to InfluxDB in
@@ -32,6 +33,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/reporter"
@@ -53,12 +57,21 @@ type Config struct {
 	HTTP string `json:"http"`
 	// Token, when set, is required to change the rules over HTTP.
 	Token string `json:"token"`
-	// Bridge is intbridge's configuration.
+	// Bridge is intbridge's configuration (intbridge.Config): where INT
+	// is found in a packet (int_port, int_dscp under int_dscp_mask,
+	// int_after_l4), the path and postcard layouts, the flows' initial
+	// TTL, the drop and congestion lists, and the node ID the raw INT
+	// inputs, acting as INT sink, report traces under.
 	INTPort        uint16 `json:"int_port"`
+	INTDSCP        uint8  `json:"int_dscp"`
+	INTDSCPMask    uint8  `json:"int_dscp_mask"`
+	INTAfterL4     bool   `json:"int_after_l4"`
 	PathHops       int    `json:"path_hops"`
 	PostcardHops   int    `json:"postcard_hops"`
+	InitialTTL     uint8  `json:"initial_ttl"`
 	DropList       uint32 `json:"drop_list"`
 	CongestionList uint32 `json:"congestion_list"`
+	SinkNode       uint32 `json:"sink_node"`
 	// EventList, when positive, is the Append list the detector's events
 	// are written to (docs/DTA-WIRE.md 8.11); 0 writes none.
 	EventList uint32 `json:"event_list"`
@@ -109,7 +122,7 @@ const maxPending = 4 << 20
 
 // Input is one socket and the kind of telemetry it carries.
 type Input struct {
-	Kind   string `json:"kind"`   // a registered Decoder kind (default "telemetry-report")
+	Kind   string `json:"kind"`   // a registered Decoder kind: "telemetry-report" (default), "raw-int" (Ethernet frames carrying INT) or "raw-int-ip" (IP packets)
 	Listen string `json:"listen"` // UDP address (default 127.0.0.1:32766)
 }
 
@@ -152,7 +165,11 @@ var kinds = map[string]NewDecoder{}
 // is one Decoder registered under its name.
 func Register(kind string, f NewDecoder) { kinds[kind] = f }
 
-func init() { Register("telemetry-report", newReportDecoder) }
+func init() {
+	Register("telemetry-report", newReportDecoder)
+	Register("raw-int", newRawDecoder(layers.LayerTypeEthernet))
+	Register("raw-int-ip", newRawDecoder(layers.LayerTypeIPv4))
+}
 
 // reportDecoder decodes Telemetry Reports: the bridge's DTA reports and
 // its traces and per-hop reports as records.
@@ -175,6 +192,39 @@ func (r *reportDecoder) Decode(payload []byte, now time.Time) ([]dta.Report, []i
 }
 
 func (r *reportDecoder) Counters() any { return r.b.Counters() }
+
+// rawDecoder is the bridge as INT sink (Bridge.HandlePacket): each datagram
+// is one data packet that may carry INT, an Ethernet frame ("raw-int") or
+// an IPv4 or IPv6 packet ("raw-int-ip"), as a mirror port or a tap sends
+// them. Its traces go under Config.SinkNode.
+type rawDecoder struct {
+	b     *intbridge.Bridge
+	first gopacket.LayerType
+}
+
+func newRawDecoder(first gopacket.LayerType) NewDecoder {
+	return func(cfg intbridge.Config) (Decoder, error) {
+		b, err := intbridge.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &rawDecoder{b: b, first: first}, nil
+	}
+}
+
+func (r *rawDecoder) Decode(payload []byte, now time.Time) ([]dta.Report, []intbridge.Record, error) {
+	first := r.first
+	if first != layers.LayerTypeEthernet && len(payload) > 0 && payload[0]>>4 == 6 {
+		first = layers.LayerTypeIPv6
+	}
+	reps, err := r.b.HandlePacket(payload, first)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reps, r.b.Records(now), nil
+}
+
+func (r *rawDecoder) Counters() any { return r.b.Counters() }
 
 // Counters count what the daemon did.
 type Counters struct {
@@ -275,8 +325,9 @@ func (d *Daemon) setup() error {
 	if d.agg, err = intbridge.NewAggregator(acfg); err != nil {
 		return err
 	}
-	d.bcfg = intbridge.Config{INTPort: cfg.INTPort, PathHops: cfg.PathHops, PostcardHops: cfg.PostcardHops,
-		DropList: cfg.DropList, CongestionList: cfg.CongestionList}
+	d.bcfg = intbridge.Config{INTPort: cfg.INTPort, INTDSCP: cfg.INTDSCP, INTDSCPMask: cfg.INTDSCPMask, INTAfterL4: cfg.INTAfterL4,
+		PathHops: cfg.PathHops, PostcardHops: cfg.PostcardHops, InitialTTL: cfg.InitialTTL,
+		DropList: cfg.DropList, CongestionList: cfg.CongestionList, SinkNode: cfg.SinkNode}
 	if cfg.EventList != 0 && (cfg.EventList == cfg.DropList || cfg.EventList == cfg.CongestionList || cfg.EventList == 1 && cfg.DropList == 0 && cfg.CongestionList == 0) {
 		return fmt.Errorf("%w: event list %d is the drop or the congestion list", ErrConfig, cfg.EventList)
 	}

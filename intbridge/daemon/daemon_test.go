@@ -203,7 +203,7 @@ func TestConfig(t *testing.T) {
 		{Rules: map[string]Rule{"nope": {}}},
 		{Period: "soon"},
 		{Idle: "-"},
-		{Inputs: []Input{{Kind: "raw-int"}}},
+		{Inputs: []Input{{Kind: "no-such-kind"}}},
 		{Translator: "nowhere"},
 		{EventList: 1},
 		{Events: -1},
