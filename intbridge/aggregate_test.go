@@ -335,26 +335,26 @@ buffer_occupancy\,sw_id=22\,queue_id=0 value=900i 1700000000000000000
 	d := newDetector(t, DetectorConfig{})
 	d.Observe(rec(1, 0, Hop{Switch: 1, Has: HasSwitch}), nil)
 	reg.MustRegister(d)
-	if n, err := testutil.GatherAndCount(reg, "dtakit_int_hop_latency", "dtakit_int_queue_occupancy", "dtakit_int_link_utilization"); err != nil || n != 6 {
+	if n, err := testutil.GatherAndCount(reg, "dtakit_int_hop_latency_nanoseconds", "dtakit_int_queue_occupancy_cells", "dtakit_int_link_utilization_percent"); err != nil || n != 6 {
 		t.Fatalf("%d histogram series, %v", n, err)
 	}
 	exp := `# HELP dtakit_int_flows flows in the flow table
 # TYPE dtakit_int_flows gauge
 dtakit_int_flows 1
-# HELP dtakit_int_hop_latency hop latency reported by INT, per switch (the switch's units)
-# TYPE dtakit_int_hop_latency histogram
-dtakit_int_hop_latency_bucket{switch="11",le="100"} 1
-dtakit_int_hop_latency_bucket{switch="11",le="1000"} 10
-dtakit_int_hop_latency_bucket{switch="11",le="+Inf"} 10
-dtakit_int_hop_latency_sum{switch="11"} 1045
-dtakit_int_hop_latency_count{switch="11"} 10
-dtakit_int_hop_latency_bucket{switch="22",le="100"} 0
-dtakit_int_hop_latency_bucket{switch="22",le="1000"} 10
-dtakit_int_hop_latency_bucket{switch="22",le="+Inf"} 10
-dtakit_int_hop_latency_sum{switch="22"} 10000
-dtakit_int_hop_latency_count{switch="22"} 10
+# HELP dtakit_int_hop_latency_nanoseconds hop latency reported by INT, per switch, in nanoseconds (as INT 2.x defines it)
+# TYPE dtakit_int_hop_latency_nanoseconds histogram
+dtakit_int_hop_latency_nanoseconds_bucket{switch="11",le="100"} 1
+dtakit_int_hop_latency_nanoseconds_bucket{switch="11",le="1000"} 10
+dtakit_int_hop_latency_nanoseconds_bucket{switch="11",le="+Inf"} 10
+dtakit_int_hop_latency_nanoseconds_sum{switch="11"} 1045
+dtakit_int_hop_latency_nanoseconds_count{switch="11"} 10
+dtakit_int_hop_latency_nanoseconds_bucket{switch="22",le="100"} 0
+dtakit_int_hop_latency_nanoseconds_bucket{switch="22",le="1000"} 10
+dtakit_int_hop_latency_nanoseconds_bucket{switch="22",le="+Inf"} 10
+dtakit_int_hop_latency_nanoseconds_sum{switch="22"} 10000
+dtakit_int_hop_latency_nanoseconds_count{switch="22"} 10
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "dtakit_int_flows", "dtakit_int_hop_latency"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "dtakit_int_flows", "dtakit_int_hop_latency_nanoseconds"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := testutil.GatherAndCount(reg, "dtakit_int_events_total"); err != nil || n != 5*8-7 {

@@ -2,6 +2,7 @@ package intbridge
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dtakit/dtakit/inband"
@@ -31,6 +32,20 @@ func (m Metric) String() string {
 		return metricNames[m]
 	}
 	return fmt.Sprintf("metric(%d)", uint8(m))
+}
+
+var metricUnits = [NumMetrics]string{"", "hops", "ns", "ns", "cells", "cells", "%", "packets", "cells"}
+
+// Unit is the unit of the metric's values, as INT switches report them:
+// latencies in nanoseconds (INT 2.x's hop latency), queue and buffer
+// occupancy in cells, link utilisation in percent, drops in packets; a
+// path's Old and New are its length in hops (its node IDs are OldPath and
+// NewPath).
+func (m Metric) Unit() string {
+	if int(m) < NumMetrics {
+		return metricUnits[m]
+	}
+	return ""
 }
 
 // ParseMetric returns the metric String names.
@@ -83,6 +98,39 @@ type Event struct {
 	// OldPath and NewPath are a path event's paths (OldPath empty for
 	// NewFlow).
 	OldPath, NewPath Path
+}
+
+// String says the event in words, every value with its unit and a path by
+// its node IDs, source first:
+//
+//	path change flow 0xe5c16daf path [100 203 300] -> [100 202 300] at 2025-11-24T16:00:00.024Z
+//	hop-latency change flow 0xc09dbf03 switch 300 hop 2: 775 ns -> 5775 ns at 2025-11-24T16:00:00.02405Z
+func (e *Event) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", e.Metric, e.Kind)
+	u := e.Metric.Unit()
+	switch e.Metric {
+	case MetricPath:
+		fmt.Fprintf(&b, " flow %#08x path ", e.Flow)
+		if e.Kind != NewFlow {
+			fmt.Fprintf(&b, "%v -> ", e.OldPath.Slice())
+		}
+		fmt.Fprintf(&b, "%v", e.NewPath.Slice())
+	case MetricFlowLatency:
+		fmt.Fprintf(&b, " flow %#08x: %d %s -> %d %s", e.Flow, e.Old, u, e.New, u)
+	case MetricHopLatency:
+		fmt.Fprintf(&b, " flow %#08x switch %d hop %d: %d %s -> %d %s", e.Flow, e.Switch, e.Hop, e.Old, u, e.New, u)
+	case MetricLinkUtilization:
+		fmt.Fprintf(&b, " switch %d port %d: %d %s -> %d %s", e.Switch, e.Port, e.Old, u, e.New, u)
+	case MetricBufferOccupancy:
+		fmt.Fprintf(&b, " switch %d buffer %d: %d %s -> %d %s", e.Switch, e.Queue, e.Old, u, e.New, u)
+	default:
+		fmt.Fprintf(&b, " switch %d queue %d: %d %s -> %d %s", e.Switch, e.Queue, e.Old, u, e.New, u)
+	}
+	if !e.Time.IsZero() {
+		fmt.Fprintf(&b, " at %s", e.Time.UTC().Format(time.RFC3339Nano))
+	}
+	return b.String()
 }
 
 // Rule is how one metric makes events. The zero Rule makes a change event

@@ -452,3 +452,29 @@ func TestDetectorPeriodKeys(t *testing.T) {
 		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}
 }
+
+// TestEventString: an event in words gives every value its unit and a
+// path change the node IDs of both paths, not their lengths.
+func TestEventString(t *testing.T) {
+	d := newDetector(t, DetectorConfig{})
+	var evs []Event
+	evs = d.Observe(rec(7, 0, Hop{Switch: 1, Has: HasSwitch}, Hop{Switch: 2, Has: HasSwitch}), evs)
+	evs = d.Observe(rec(7, 1, Hop{Switch: 1, Has: HasSwitch}, Hop{Switch: 3, Latency: 40, Has: HasSwitch | HasLatency}), evs)
+	var got []string
+	for i := range evs {
+		got = append(got, evs[i].String())
+	}
+	want := []string{
+		"path new-flow flow 0x00000007 path [1 2] at " + t0.UTC().Format(time.RFC3339Nano),
+		"path change flow 0x00000007 path [1 2] -> [1 3] at " + t0.Add(time.Millisecond).UTC().Format(time.RFC3339Nano),
+		"hop-latency change flow 0x00000007 switch 3 hop 1: 0 ns -> 40 ns at " + t0.Add(time.Millisecond).UTC().Format(time.RFC3339Nano),
+		"flow-latency change flow 0x00000007: 0 ns -> 40 ns at " + t0.Add(time.Millisecond).UTC().Format(time.RFC3339Nano),
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	q := Event{Kind: Rise, Metric: MetricQueueOccupancy, Switch: 5, Queue: 2, Old: 10, New: 9000}
+	if s := q.String(); s != "queue-occupancy rise switch 5 queue 2: 10 cells -> 9000 cells" {
+		t.Fatalf("%q", s)
+	}
+}

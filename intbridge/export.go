@@ -138,9 +138,9 @@ func (a *Aggregator) WriteLineProtocol(w io.Writer, ts time.Time) error {
 }
 
 var (
-	latencyDesc = prometheus.NewDesc("dtakit_int_hop_latency", "hop latency reported by INT, per switch (the switch's units)", []string{"switch"}, nil)
-	queueDesc   = prometheus.NewDesc("dtakit_int_queue_occupancy", "queue occupancy reported by INT, per switch (the switch's units)", []string{"switch"}, nil)
-	txutilDesc  = prometheus.NewDesc("dtakit_int_link_utilization", "egress link utilisation reported by INT, per switch (the switch's units)", []string{"switch"}, nil)
+	latencyDesc = prometheus.NewDesc("dtakit_int_hop_latency_nanoseconds", "hop latency reported by INT, per switch, in nanoseconds (as INT 2.x defines it)", []string{"switch"}, nil)
+	queueDesc   = prometheus.NewDesc("dtakit_int_queue_occupancy_cells", "queue occupancy reported by INT, per switch, in cells", []string{"switch"}, nil)
+	txutilDesc  = prometheus.NewDesc("dtakit_int_link_utilization_percent", "egress link utilisation reported by INT, per switch, in percent", []string{"switch"}, nil)
 	flowsDesc   = prometheus.NewDesc("dtakit_int_flows", "flows in the flow table", nil, nil)
 	eventsDesc  = prometheus.NewDesc("dtakit_int_events_total", "events detected, by metric and kind", []string{"metric", "kind"}, nil)
 )

@@ -174,7 +174,8 @@ func TestDaemons(t *testing.T) {
 		Metric, Kind     string
 		Switch           *uint32
 		Queue            *uint8
-		Old, New         uint32
+		Old, New         *uint32
+		Unit             string
 		OldPath, NewPath []uint32 `json:"-"`
 		Old_path         []uint32
 		New_path         []uint32
@@ -187,25 +188,29 @@ func TestDaemons(t *testing.T) {
 	var got []string
 	for _, e := range ev.Events {
 		s := e.Metric + " " + e.Kind
+		// A path event names the node IDs, no lengths; every other
+		// value has its unit.
 		switch {
-		case e.Metric == "path":
+		case e.Metric == "path" && e.Old == nil && e.New == nil && e.Unit == "":
 			s += fmt.Sprintf(" %v -> %v", e.Old_path, e.New_path)
+		case e.Old == nil || e.New == nil:
+			s += " without values"
 		case e.Switch != nil:
-			s += fmt.Sprintf(" switch %d %d -> %d", *e.Switch, e.Old, e.New)
+			s += fmt.Sprintf(" switch %d %d %s -> %d %s", *e.Switch, *e.Old, e.Unit, *e.New, e.Unit)
 		default:
-			s += fmt.Sprintf(" %d -> %d", e.Old, e.New)
+			s += fmt.Sprintf(" %d %s -> %d %s", *e.Old, e.Unit, *e.New, e.Unit)
 		}
 		got = append(got, s)
 	}
 	want := []string{
 		"path new-flow [] -> [1 2 3]",
-		"hop-latency change switch 1 0 -> 50", "hop-latency change switch 2 0 -> 500", "hop-latency change switch 3 0 -> 50",
-		"flow-latency change 0 -> 600",
-		"queue-occupancy change switch 1 0 -> 1", "queue-occupancy change switch 2 0 -> 10", "queue-occupancy change switch 3 0 -> 1",
-		"queue-occupancy rise switch 2 10 -> 250",
+		"hop-latency change switch 1 0 ns -> 50 ns", "hop-latency change switch 2 0 ns -> 500 ns", "hop-latency change switch 3 0 ns -> 50 ns",
+		"flow-latency change 0 ns -> 600 ns",
+		"queue-occupancy change switch 1 0 cells -> 1 cells", "queue-occupancy change switch 2 0 cells -> 10 cells", "queue-occupancy change switch 3 0 cells -> 1 cells",
+		"queue-occupancy rise switch 2 10 cells -> 250 cells",
 		"path change [1 2 3] -> [1 4 3]",
-		"hop-latency change switch 1 0 -> 50", "hop-latency change switch 4 0 -> 500", "hop-latency change switch 3 0 -> 50",
-		"queue-occupancy change switch 4 0 -> 250", "queue-occupancy rise switch 4 0 -> 250",
+		"hop-latency change switch 1 0 ns -> 50 ns", "hop-latency change switch 4 0 ns -> 500 ns", "hop-latency change switch 3 0 ns -> 50 ns",
+		"queue-occupancy change switch 4 0 cells -> 250 cells", "queue-occupancy rise switch 4 0 cells -> 250 cells",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || ev.Last != uint64(len(want)) {
 		t.Fatalf("events (last %d):\n%s\nwant\n%s", ev.Last, strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -234,7 +239,7 @@ func TestDaemons(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{`dtakit_int_hop_latency_bucket{switch="2",le="1000"} 20`, `dtakit_int_events_total{kind="rise",metric="queue-occupancy"} 2`,
+	for _, m := range []string{`dtakit_int_hop_latency_nanoseconds_bucket{switch="2",le="1000"} 20`, `dtakit_int_events_total{kind="rise",metric="queue-occupancy"} 2`,
 		"dtakit_int_flows 1", "dtakit_int_daemon_datagrams_total 30", "dtakit_int_telemetry_report_key_writes_total 30"} {
 		if !strings.Contains(string(metrics), m+"\n") {
 			t.Errorf("/metrics lacks %q", m)
@@ -387,6 +392,7 @@ func TestRawINT(t *testing.T) {
 			Switch  uint32
 			Latency struct{ Recent uint32 }
 		}
+		Units struct{ Latency, Queue, Tx_util string }
 	}
 	key := inband.FlowKey(flow)
 	var metrics string
@@ -401,7 +407,8 @@ func TestRawINT(t *testing.T) {
 		return strings.Contains(metrics, "dtakit_int_raw_int_packets_total 6")
 	}, d)
 	getJSON(t, fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row)
-	if row.Packets != 5 || fmt.Sprint(row.Path) != "[7 8 9]" || len(row.Hops) != 3 || row.Hops[2].Latency.Recent != 500 {
+	if row.Packets != 5 || fmt.Sprint(row.Path) != "[7 8 9]" || len(row.Hops) != 3 || row.Hops[2].Latency.Recent != 500 ||
+		row.Units.Latency != "ns" || row.Units.Queue != "cells" || row.Units.Tx_util != "%" {
 		t.Fatalf("flow %+v", row)
 	}
 	for _, m := range []string{"dtakit_int_raw_int_no_int_total 1", "dtakit_int_raw_int_key_writes_total 5", "dtakit_int_daemon_records_total 5"} {

@@ -298,7 +298,7 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 			if list == 0 {
 				fmt.Fprintf(out, "drop node %d flow %#08x queue %d reason %d\n", node, flow, detail>>24, detail>>16&0xFF)
 			} else {
-				fmt.Fprintf(out, "congestion node %d flow %#08x queue %d occupancy %d\n", node, flow, detail>>24, detail&0xFFFFFF)
+				fmt.Fprintf(out, "congestion node %d flow %#08x queue %d occupancy %d %s\n", node, flow, detail>>24, detail&0xFFFFFF, intbridge.MetricQueueOccupancy.Unit())
 			}
 		}
 	}
@@ -313,18 +313,16 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 		}
 	}
 	for _, e := range events {
-		switch {
-		case e.Metric == intbridge.MetricPath && e.Kind == intbridge.Change:
-			fmt.Fprintf(out, "event %s %s flow %#08x path %v -> %v\n", e.Metric, e.Kind, e.Flow, e.OldPath.Slice(), e.NewPath.Slice())
-		case e.Kind == intbridge.Change && e.Old != 0 || e.Kind == intbridge.Rise || e.Kind == intbridge.Fall:
-			fmt.Fprintf(out, "event %s %s switch %d flow %#08x queue %d %d -> %d at %s\n", e.Metric, e.Kind, e.Switch, e.Flow, e.Queue, e.Old, e.New, e.Time.UTC().Format(time.RFC3339Nano))
+		if e.Metric == intbridge.MetricPath && e.Kind == intbridge.Change || e.Kind == intbridge.Change && e.Old != 0 || e.Kind == intbridge.Rise || e.Kind == intbridge.Fall {
+			fmt.Fprintf(out, "event %s\n", e.String())
 		}
 	}
 
-	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy histograms (count per bin, upper bounds in brackets)")
+	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy histograms (packets per bin, the bin's upper bound in brackets)")
 	for _, id := range agg.SwitchIDs() {
 		s := agg.Switch(id)
-		fmt.Fprintf(out, "switch %d packets %d latency %s queue %s\n", id, s.Packets, bins(&s.Latency), bins(&s.Queue))
+		fmt.Fprintf(out, "switch %d packets %d latency (%s) %s queue (%s) %s\n", id, s.Packets,
+			intbridge.MetricHopLatency.Unit(), bins(&s.Latency), intbridge.MetricQueueOccupancy.Unit(), bins(&s.Queue))
 	}
 	return nil
 }

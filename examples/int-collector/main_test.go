@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,6 +115,12 @@ func TestGenerated(t *testing.T) {
 	if o.events["path new-flow"] != "30" || o.events["path change"] != "1" || o.changes["path change"] != 1 || o.changes["hop-latency change"] != 1 {
 		t.Fatalf("events %v, printed %v\n%s", o.events, o.changes, o.raw)
 	}
+	// Every value with its unit, a path change by its node IDs.
+	if !regexp.MustCompile(`(?m)^event path change flow 0x[0-9a-f]{8} path \[\d+ \d+ \d+ \d+ \d+\] -> \[\d+ \d+ \d+ \d+ \d+\] at `).MatchString(o.raw) ||
+		!regexp.MustCompile(`(?m)^event hop-latency change flow 0x[0-9a-f]{8} switch \d+ hop \d: \d+ ns -> \d+ ns at `).MatchString(o.raw) ||
+		!regexp.MustCompile(`(?m)^congestion node \d+ flow 0x[0-9a-f]{8} queue \d+ occupancy \d+ cells$`).MatchString(o.raw) {
+		t.Fatalf("event lines without units or node IDs:\n%s", o.raw)
+	}
 	if !strings.Contains(o.raw, " 0 reports dropped") || len(o.hists) != 4+4+1+4+4 {
 		t.Fatalf("drops or histograms:\n%s", o.raw)
 	}
@@ -156,7 +163,7 @@ func TestPerHop(t *testing.T) {
 		t.Fatalf("congestion %d (want %d), events %v\n%s", len(o.cong), truth.congestion, o.events, o.raw)
 	}
 	// Switch 300, the core, sees every packet; 3 at 6000 ns and 9000 cells.
-	if h := o.hists["300"]; !strings.HasPrefix(h, "switch 300 packets 24 latency 0[250] 21[500] 0[1000] 0[2000] 0[4000] 3[8000] 0[+] queue ") || !strings.HasSuffix(h, " 0[1024] 3[+]") {
+	if h := o.hists["300"]; !strings.HasPrefix(h, "switch 300 packets 24 latency (ns) 0[250] 21[500] 0[1000] 0[2000] 0[4000] 3[8000] 0[+] queue (cells) ") || !strings.HasSuffix(h, " 0[1024] 3[+]") {
 		t.Fatalf("switch 300: %q", h)
 	}
 }

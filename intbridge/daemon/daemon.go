@@ -634,24 +634,31 @@ func (d *Daemon) pushInflux(ctx context.Context) {
 
 // eventJSON is an event as the API gives it.
 type eventJSON struct {
-	Seq     uint64    `json:"seq"`
-	Time    time.Time `json:"time"`
-	Metric  string    `json:"metric"`
-	Kind    string    `json:"kind"`
-	Flow    string    `json:"flow,omitempty"`
-	Tuple   string    `json:"tuple,omitempty"`
-	Switch  *uint32   `json:"switch,omitempty"`
-	Queue   *uint8    `json:"queue,omitempty"`
-	Port    *uint32   `json:"port,omitempty"`
-	Hop     *uint8    `json:"hop,omitempty"`
-	Old     uint32    `json:"old"`
-	New     uint32    `json:"new"`
-	OldPath []uint32  `json:"old_path,omitempty"`
-	NewPath []uint32  `json:"new_path,omitempty"`
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Metric string    `json:"metric"`
+	Kind   string    `json:"kind"`
+	Flow   string    `json:"flow,omitempty"`
+	Tuple  string    `json:"tuple,omitempty"`
+	Switch *uint32   `json:"switch,omitempty"`
+	Queue  *uint8    `json:"queue,omitempty"`
+	Port   *uint32   `json:"port,omitempty"`
+	Hop    *uint8    `json:"hop,omitempty"`
+	// Old and New are the values in Unit; a path event has none, its
+	// paths' node IDs instead.
+	Old     *uint32  `json:"old,omitempty"`
+	New     *uint32  `json:"new,omitempty"`
+	Unit    string   `json:"unit,omitempty"`
+	OldPath []uint32 `json:"old_path,omitempty"`
+	NewPath []uint32 `json:"new_path,omitempty"`
 }
 
 func toJSON(seq uint64, e *intbridge.Event) eventJSON {
-	j := eventJSON{Seq: seq, Time: e.Time.UTC(), Metric: e.Metric.String(), Kind: e.Kind.String(), Old: e.Old, New: e.New}
+	j := eventJSON{Seq: seq, Time: e.Time.UTC(), Metric: e.Metric.String(), Kind: e.Kind.String()}
+	if e.Metric != intbridge.MetricPath {
+		old, nw := e.Old, e.New
+		j.Old, j.New, j.Unit = &old, &nw, e.Metric.Unit()
+	}
 	sw, q, port, hop := e.Switch, e.Queue, e.Port, e.Hop
 	switch e.Metric {
 	case intbridge.MetricPath, intbridge.MetricFlowLatency, intbridge.MetricHopLatency:

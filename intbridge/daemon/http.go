@@ -82,6 +82,15 @@ func (d *Daemon) getEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"last": last, "events": out})
 }
 
+// unitsJSON names the units of the values beside it.
+type unitsJSON struct {
+	Latency string `json:"latency"`
+	Queue   string `json:"queue"`
+	TxUtil  string `json:"tx_util"`
+}
+
+var units = unitsJSON{Latency: intbridge.MetricHopLatency.Unit(), Queue: intbridge.MetricQueueOccupancy.Unit(), TxUtil: intbridge.MetricLinkUtilization.Unit()}
+
 type hopJSON struct {
 	Switch  uint32          `json:"switch"`
 	Samples uint64          `json:"samples"`
@@ -100,11 +109,12 @@ type flowJSON struct {
 	Latency    intbridge.Value `json:"latency"`
 	MaxLatency uint32          `json:"max_latency"`
 	Hops       []hopJSON       `json:"hops"`
+	Units      unitsJSON       `json:"units"`
 }
 
 func flowOf(f *intbridge.FlowStats) flowJSON {
 	j := flowJSON{Key: fmt.Sprintf("%#08x", f.Key), First: f.First.UTC(), Last: f.Last.UTC(), Packets: f.Packets,
-		Path: append([]uint32{}, f.Path.Slice()...), Latency: f.Latency, MaxLatency: f.MaxLatency, Hops: []hopJSON{}}
+		Path: append([]uint32{}, f.Path.Slice()...), Latency: f.Latency, MaxLatency: f.MaxLatency, Hops: []hopJSON{}, Units: units}
 	if f.Tuple.Src.IsValid() {
 		j.Tuple = tupleString(&intbridge.Event{Tuple: f.Tuple})
 	}
@@ -175,7 +185,7 @@ func (d *Daemon) getSwitches(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, swJSON{Switch: id, Packets: s.Packets, Latency: histOf(&s.Latency), Queue: histOf(&s.Queue), TxUtil: histOf(&s.TxUtil)})
 	}
 	d.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"switches": out})
+	writeJSON(w, http.StatusOK, map[string]any{"switches": out, "units": units})
 }
 
 type rulesJSON struct {
