@@ -1,27 +1,67 @@
 package intbridge
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"math/bits"
 	"sort"
-	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dtakit/dtakit/inband"
 )
 
-// Histogram counts a metric's values in powers of two: bucket 0 holds 0,
-// bucket i (1..32) the values in [2^(i-1), 2^i). Adding is a few
-// instructions and no allocation.
+// Bins are a histogram's bucket upper bounds, ascending: bucket i counts
+// the values v with Bins[i-1] < v ≤ Bins[i], and one bucket more the
+// values above the last bound.
+type Bins []uint32
+
+// PowerOfTwoBins are the bounds 0, 1, 3, 7, …, 2^31-1: bucket i > 0 holds
+// [2^(i-1), 2^i).
+func PowerOfTwoBins() Bins {
+	b := make(Bins, 32)
+	for i := range b {
+		b[i] = uint32(uint64(1)<<i - 1)
+	}
+	return b
+}
+
+func (b Bins) validate(what string) error {
+	if len(b) == 0 || len(b) > 256 {
+		return fmt.Errorf("%w: %s bins: %d bounds (1..256)", ErrConfig, what, len(b))
+	}
+	for i := 1; i < len(b); i++ {
+		if b[i] <= b[i-1] {
+			return fmt.Errorf("%w: %s bins: bound %d (%d) not above the one before (%d)", ErrConfig, what, i, b[i], b[i-1])
+		}
+	}
+	return nil
+}
+
+// Histogram counts a metric's values in Bins. Adding is a binary search
+// (a bit count for PowerOfTwoBins) and no allocation.
 type Histogram struct {
-	Buckets  [33]uint64
+	Bins     Bins
+	Counts   []uint64 // len(Bins)+1
 	Count    uint64
 	Sum      uint64
 	Min, Max uint32
+	pow2     bool // Bins are PowerOfTwoBins
+}
+
+// NewHistogram returns an empty histogram over bins.
+func NewHistogram(bins Bins) Histogram {
+	return Histogram{Bins: bins, Counts: make([]uint64, len(bins)+1), pow2: bins.powersOfTwo()}
+}
+
+func (b Bins) powersOfTwo() bool {
+	if len(b) != 32 {
+		return false
+	}
+	for i, v := range b {
+		if v != uint32(uint64(1)<<i-1) {
+			return false
+		}
+	}
+	return true
 }
 
 // Add counts v.
@@ -32,165 +72,335 @@ func (h *Histogram) Add(v uint32) {
 	h.Max = max(h.Max, v)
 	h.Count++
 	h.Sum += uint64(v)
-	h.Buckets[bits.Len32(v)]++
+	if h.pow2 {
+		h.Counts[bits.Len32(v)]++
+		return
+	}
+	lo, hi := 0, len(h.Bins)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if h.Bins[m] < v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	h.Counts[lo]++
 }
 
-// Quantile returns an upper bound of the q-quantile (0 ≤ q ≤ 1): the top
-// of the bucket that holds it, capped at Max.
+func (h *Histogram) reset() {
+	clear(h.Counts)
+	h.Count, h.Sum, h.Min, h.Max = 0, 0, 0, 0
+}
+
+// Quantile returns an upper bound of the q-quantile (0 ≤ q ≤ 1): the
+// bound of the bucket that holds it, capped at Max.
 func (h *Histogram) Quantile(q float64) uint32 {
 	if h.Count == 0 {
 		return 0
 	}
 	rank := uint64(q*float64(h.Count-1)) + 1
 	var seen uint64
-	for i, c := range h.Buckets {
-		if seen += c; seen >= rank {
-			if i == 0 {
-				return 0
-			}
-			return min(uint32(uint64(1)<<i-1), h.Max)
+	for i, c := range h.Counts {
+		if seen += c; seen >= rank && i < len(h.Bins) {
+			return min(h.Bins[i], h.Max)
 		}
 	}
 	return h.Max
 }
 
-// SwitchStats are one switch's per-hop metrics over the packets that
-// crossed it.
-type SwitchStats struct {
-	Latency, Queue Histogram
+// Value is a per-hop value as the flow table keeps it: the most recent
+// and an exponentially weighted moving average.
+type Value struct {
+	Recent, Average uint32
 }
 
-// FlowStats are one flow's totals.
-type FlowStats struct {
-	Packets    uint64
-	MaxLatency uint32 // the largest end-to-end latency (sum over hops)
-	Hops       int    // the path length last seen
-}
-
-// Aggregator keeps per-switch histograms of hop latency and queue
-// occupancy and per-flow totals, the aggregates a SmartNIC monitor keeps,
-// as library pieces a collector calls per packet. It exports them as
-// InfluxDB line protocol and as Prometheus metrics. It is not safe for
-// concurrent use (guard Add and Collect with one lock).
-type Aggregator struct {
-	Switches map[uint32]*SwitchStats
-	Flows    map[uint32]*FlowStats
-}
-
-// NewAggregator returns an empty aggregator.
-func NewAggregator() *Aggregator {
-	return &Aggregator{Switches: map[uint32]*SwitchStats{}, Flows: map[uint32]*FlowStats{}}
-}
-
-// Add counts one packet of flow key with path metadata hops.
-func (a *Aggregator) Add(key uint32, hops []inband.Metadata) {
-	f := a.Flows[key]
-	if f == nil {
-		f = &FlowStats{}
-		a.Flows[key] = f
+func (v *Value) add(x uint32, first bool, shift uint8) {
+	v.Recent = x
+	if first {
+		v.Average = x
+		return
 	}
+	v.Average = uint32(int64(v.Average) + (int64(x)-int64(v.Average))>>shift)
+}
+
+// HopStats are one hop of a flow's path.
+type HopStats struct {
+	Switch                 uint32
+	Latency, Queue, TxUtil Value
+	Samples                uint64 // records that carried this hop on this path
+	row                    int32  // the switch's histogram row, a hint
+}
+
+// FlowStats are one flow's row in the flow table.
+type FlowStats struct {
+	Key         uint32
+	Tuple       inband.FiveTuple
+	First, Last time.Time
+	Packets     uint64
+	Path        Path
+	Latency     Value  // end to end: the sum of the hops' latencies
+	MaxLatency  uint32 // the largest end-to-end latency
+	Hops        [MaxHops]HopStats
+}
+
+// SwitchStats are one switch's histograms over the records that crossed
+// it.
+type SwitchStats struct {
+	Switch                 uint32
+	Packets                uint64
+	Latency, Queue, TxUtil Histogram
+}
+
+// AggregatorConfig configures an Aggregator. The zero value takes the
+// defaults beside each field.
+type AggregatorConfig struct {
+	// Flows is the flow table's rows (default 65536): a new flow in a full
+	// table evicts the flow seen least recently.
+	Flows int
+	// Switches is the switches with histograms (default 1024), evicted
+	// the same way.
+	Switches int
+	// Idle, when positive, ages out flows not seen for Idle.
+	Idle time.Duration
+	// AverageShift is the moving averages' weight, 2^-AverageShift per
+	// new value (default 3: 1/8).
+	AverageShift uint8
+	// LatencyBins, QueueBins and TxUtilBins are the per-switch histograms'
+	// bins (default PowerOfTwoBins).
+	LatencyBins, QueueBins, TxUtilBins Bins
+}
+
+// AggregatorCounters count what the Aggregator did.
+type AggregatorCounters struct {
+	Records         uint64
+	FlowsEvicted    uint64 // flows forgotten for a new one in a full table
+	FlowsAged       uint64 // flows forgotten after Idle
+	SwitchesEvicted uint64
+}
+
+// Aggregator is the SmartNIC INT monitor's state: a bounded per-flow table
+// with each hop's recent and average values, least-recently-used eviction
+// and ageing, and per-switch histograms of hop latency, queue occupancy
+// and egress link utilisation. Its memory is allocated once, at its
+// configured size; Add allocates nothing. It is not safe for concurrent
+// use.
+type Aggregator struct {
+	cfg      AggregatorConfig
+	flows    *table
+	rows     []FlowStats
+	switches *table
+	sw       []SwitchStats
+	c        AggregatorCounters
+}
+
+// NewAggregator returns an aggregator with cfg.
+func NewAggregator(cfg AggregatorConfig) (*Aggregator, error) {
+	if cfg.Flows == 0 {
+		cfg.Flows = 1 << 16
+	}
+	if cfg.Switches == 0 {
+		cfg.Switches = 1024
+	}
+	if cfg.AverageShift == 0 {
+		cfg.AverageShift = 3
+	}
+	for _, b := range []*Bins{&cfg.LatencyBins, &cfg.QueueBins, &cfg.TxUtilBins} {
+		if *b == nil {
+			*b = PowerOfTwoBins()
+		}
+	}
+	if cfg.Flows < 1 || cfg.Flows > 1<<26 || cfg.Switches < 1 || cfg.Switches > 1<<20 || cfg.AverageShift > 16 || cfg.Idle < 0 {
+		return nil, fmt.Errorf("%w: aggregator: flows %d (1..2^26), switches %d (1..2^20), average shift %d (0..16), idle %v",
+			ErrConfig, cfg.Flows, cfg.Switches, cfg.AverageShift, cfg.Idle)
+	}
+	for name, b := range map[string]Bins{"latency": cfg.LatencyBins, "queue": cfg.QueueBins, "tx utilisation": cfg.TxUtilBins} {
+		if err := b.validate(name); err != nil {
+			return nil, err
+		}
+	}
+	a := &Aggregator{cfg: cfg, flows: newTable(cfg.Flows), rows: make([]FlowStats, cfg.Flows),
+		switches: newTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches)}
+	// One slab for every switch's counts.
+	nl, nq, nu := len(cfg.LatencyBins)+1, len(cfg.QueueBins)+1, len(cfg.TxUtilBins)+1
+	slab := make([]uint64, cfg.Switches*(nl+nq+nu))
+	for i := range a.sw {
+		s := &a.sw[i]
+		s.Latency = Histogram{Bins: cfg.LatencyBins, Counts: slab[:nl:nl], pow2: cfg.LatencyBins.powersOfTwo()}
+		s.Queue = Histogram{Bins: cfg.QueueBins, Counts: slab[nl : nl+nq : nl+nq], pow2: cfg.QueueBins.powersOfTwo()}
+		s.TxUtil = Histogram{Bins: cfg.TxUtilBins, Counts: slab[nl+nq : nl+nq+nu : nl+nq+nu], pow2: cfg.TxUtilBins.powersOfTwo()}
+		slab = slab[nl+nq+nu:]
+	}
+	return a, nil
+}
+
+// Counters returns the counters.
+func (a *Aggregator) Counters() AggregatorCounters { return a.c }
+
+// Add counts one record.
+func (a *Aggregator) Add(r *Record) {
+	a.c.Records++
+	a.expire(r.Time)
+	hops := r.Hops[:min(len(r.Hops), MaxHops)]
+	row := a.flows.find(uint64(r.Flow))
+	fresh := row < 0
+	if fresh {
+		var ev int32
+		if row, ev = a.flows.insert(uint64(r.Flow)); ev >= 0 {
+			a.c.FlowsEvicted++
+		}
+		a.rows[row] = FlowStats{Key: r.Flow, Tuple: r.Tuple, First: r.Time}
+	} else {
+		a.flows.touch(row)
+	}
+	f := &a.rows[row]
 	f.Packets++
-	f.Hops = len(hops)
+	f.Last = r.Time
+	sh := a.cfg.AverageShift
+	if r.PerHop {
+		// A hop's own report: its place on the path, when known, holds
+		// its values; its switch's histograms count it either way.
+		for h := range hops {
+			hp := &hops[h]
+			if hp.Has&HasSwitch == 0 {
+				continue
+			}
+			p := int(r.Position)
+			if p < 1 || p > MaxHops || len(hops) != 1 {
+				var none int32 = -1
+				a.addSwitch(hp, &none)
+				continue
+			}
+			st := &f.Hops[p-1]
+			if int(f.Path.Len) < p || f.Path.Nodes[p-1] != hp.Switch {
+				*st = HopStats{}
+				f.Path.Nodes[p-1], f.Path.Len = hp.Switch, max(f.Path.Len, uint8(p))
+			}
+			st.update(hp, sh)
+			a.addSwitch(hp, &st.row)
+		}
+		return
+	}
+	newPath := !f.Path.same(hops)
+	if newPath {
+		f.Path.set(hops)
+		f.Hops = [MaxHops]HopStats{}
+	}
 	var total uint32
 	for h := range hops {
-		m := &hops[h]
-		if !m.Has(inband.BitNodeID) {
-			continue
-		}
-		s := a.Switches[m.NodeID]
-		if s == nil {
-			s = &SwitchStats{}
-			a.Switches[m.NodeID] = s
-		}
-		if m.Has(inband.BitHopLatency) {
-			s.Latency.Add(m.HopLatency)
-			total += m.HopLatency
-		}
-		if m.Has(inband.BitQueue) {
-			s.Queue.Add(m.QueueOccupancy)
+		hp, st := &hops[h], &f.Hops[h]
+		total += st.update(hp, sh)
+		if hp.Has&HasSwitch != 0 {
+			a.addSwitch(hp, &st.row)
 		}
 	}
+	f.Latency.add(total, fresh, sh)
 	f.MaxLatency = max(f.MaxLatency, total)
 }
 
-// WriteLineProtocol writes the aggregates in InfluxDB line protocol at
-// time ts, switches and flows in key order:
-//
-//	dta_switch,switch=11 latency_count=3i,latency_mean=950,latency_p50=1023i,latency_p99=2047i,latency_max=1500i,queue_max=40i 1700000000000000000
-//	dta_flow,flow=0x1a2b3c4d packets=200i,max_latency=5200i,hops=5i 1700000000000000000
-func (a *Aggregator) WriteLineProtocol(w io.Writer, ts time.Time) error {
-	bw := bufio.NewWriter(w)
-	t := strconv.FormatInt(ts.UnixNano(), 10)
-	for _, id := range sortedKeys(a.Switches) {
-		s := a.Switches[id]
-		mean := 0.0
-		if s.Latency.Count > 0 {
-			mean = float64(s.Latency.Sum) / float64(s.Latency.Count)
+// update adds hp's values and returns its latency (0 when absent).
+func (st *HopStats) update(hp *Hop, sh uint8) uint32 {
+	st.Switch = hp.Switch
+	first := st.Samples == 0
+	st.Samples++
+	if hp.Has&HasQueue != 0 {
+		st.Queue.add(hp.Occupancy, first, sh)
+	}
+	if hp.Has&HasTxUtil != 0 {
+		st.TxUtil.add(hp.TxUtil, first, sh)
+	}
+	if hp.Has&HasLatency == 0 {
+		return 0
+	}
+	st.Latency.add(hp.Latency, first, sh)
+	return hp.Latency
+}
+
+// addSwitch counts hop hp in its switch's histograms; *hint is the row
+// the switch was last found in (checked before use), and is updated.
+func (a *Aggregator) addSwitch(hp *Hop, hint *int32) {
+	row := a.switches.lookup(uint64(hp.Switch), *hint)
+	if row < 0 {
+		var ev int32
+		if row, ev = a.switches.insert(uint64(hp.Switch)); ev >= 0 {
+			a.c.SwitchesEvicted++
 		}
-		fmt.Fprintf(bw, "dta_switch,switch=%d latency_count=%di,latency_mean=%g,latency_p50=%di,latency_p99=%di,latency_max=%di,queue_p99=%di,queue_max=%di %s\n",
-			id, s.Latency.Count, mean, s.Latency.Quantile(0.5), s.Latency.Quantile(0.99), s.Latency.Max, s.Queue.Quantile(0.99), s.Queue.Max, t)
+		s := &a.sw[row]
+		s.Switch, s.Packets = hp.Switch, 0
+		s.Latency.reset()
+		s.Queue.reset()
+		s.TxUtil.reset()
+	} else {
+		a.switches.touch(row)
 	}
-	for _, k := range sortedKeys(a.Flows) {
-		f := a.Flows[k]
-		fmt.Fprintf(bw, "dta_flow,flow=%#08x packets=%di,max_latency=%di,hops=%di %s\n", k, f.Packets, f.MaxLatency, f.Hops, t)
+	*hint = row
+	s := &a.sw[row]
+	s.Packets++
+	if hp.Has&HasLatency != 0 {
+		s.Latency.Add(hp.Latency)
 	}
-	return bw.Flush()
+	if hp.Has&HasQueue != 0 {
+		s.Queue.Add(hp.Occupancy)
+	}
+	if hp.Has&HasTxUtil != 0 {
+		s.TxUtil.Add(hp.TxUtil)
+	}
 }
 
-// WriteEventLines writes events in InfluxDB line protocol at time ts.
-func WriteEventLines(w io.Writer, events []Event, ts time.Time) error {
-	bw := bufio.NewWriter(w)
-	t := strconv.FormatInt(ts.UnixNano(), 10)
-	for _, e := range events {
-		fmt.Fprintf(bw, "dta_event,kind=%s,flow=%#08x hop=%di,old=%di,new=%di %s\n", e.Kind, e.Flow, e.Hop, e.Old, e.New, t)
+// Expire ages out the flows not seen for Idle before now and returns how
+// many; Add does it as records arrive, a caller whose records stop may
+// call it.
+func (a *Aggregator) Expire(now time.Time) int { return a.expire(now) }
+
+func (a *Aggregator) expire(now time.Time) int {
+	if a.cfg.Idle <= 0 {
+		return 0
 	}
-	return bw.Flush()
-}
-
-func sortedKeys[V any](m map[uint32]V) []uint32 {
-	ks := make([]uint32, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
+	n := 0
+	for row := a.flows.oldest(); row >= 0 && now.Sub(a.rows[row].Last) >= a.cfg.Idle; row = a.flows.oldest() {
+		a.flows.remove(row)
+		a.c.FlowsAged++
+		n++
 	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
-	return ks
+	return n
 }
 
-var (
-	latencyDesc = prometheus.NewDesc("dta_switch_hop_latency", "hop latency reported by INT, per switch (the switch's units)", []string{"switch"}, nil)
-	queueDesc   = prometheus.NewDesc("dta_switch_queue_occupancy", "queue occupancy reported by INT, per switch", []string{"switch"}, nil)
-	flowsDesc   = prometheus.NewDesc("dta_flows", "flows seen", nil, nil)
-)
+// Len returns the flows in the table.
+func (a *Aggregator) Len() int { return a.flows.used }
 
-// Describe implements prometheus.Collector.
-func (a *Aggregator) Describe(ch chan<- *prometheus.Desc) {
-	ch <- latencyDesc
-	ch <- queueDesc
-	ch <- flowsDesc
-}
-
-// Collect implements prometheus.Collector: per switch, the latency and
-// queue histograms with their power-of-two buckets. The caller must not
-// Add concurrently (guard both with one lock).
-func (a *Aggregator) Collect(ch chan<- prometheus.Metric) {
-	for _, id := range sortedKeys(a.Switches) {
-		s := a.Switches[id]
-		ch <- constHistogram(latencyDesc, &s.Latency, strconv.FormatUint(uint64(id), 10))
-		ch <- constHistogram(queueDesc, &s.Queue, strconv.FormatUint(uint64(id), 10))
+// Flow returns flow key's row.
+func (a *Aggregator) Flow(key uint32) (FlowStats, bool) {
+	row := a.flows.find(uint64(key))
+	if row < 0 {
+		return FlowStats{}, false
 	}
-	ch <- prometheus.MustNewConstMetric(flowsDesc, prometheus.GaugeValue, float64(len(a.Flows)))
+	return a.rows[row], true
 }
 
-func constHistogram(d *prometheus.Desc, h *Histogram, label string) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(h.Buckets))
-	var cum uint64
-	for i, c := range h.Buckets {
-		cum += c
-		upper := 0.0
-		if i > 0 {
-			upper = float64(uint64(1)<<i - 1)
+// Flows calls fn with each flow's row, the most recently seen first, until
+// fn returns false. fn must not keep the pointer.
+func (a *Aggregator) Flows(fn func(*FlowStats) bool) {
+	s := int32(a.flows.rows())
+	for r := a.flows.next[s]; r != s; r = a.flows.next[r] {
+		if !fn(&a.rows[r]) {
+			return
 		}
-		buckets[upper] = cum
 	}
-	return prometheus.MustNewConstHistogram(d, h.Count, float64(h.Sum), buckets, label)
+}
+
+// Switch returns switch id's histograms, or nil.
+func (a *Aggregator) Switch(id uint32) *SwitchStats {
+	row := a.switches.find(uint64(id))
+	if row < 0 {
+		return nil
+	}
+	return &a.sw[row]
+}
+
+// SwitchIDs returns the switches with histograms, in ascending order.
+func (a *Aggregator) SwitchIDs() []uint32 {
+	ids := make([]uint32, 0, a.switches.used)
+	a.switches.each(func(row int32) { ids = append(ids, a.sw[row].Switch) })
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
 }

@@ -15,7 +15,8 @@
 //
 // Beside the DTA reports, the bridge hands analytics every hop's metadata
 // in one type, inband.Metadata: Traces for INT-MD stacks (and the sink's
-// own metadata), HopReports for per-hop reports.
+// own metadata), HopReports for per-hop reports, and both as the
+// analytics' Records, decoded once.
 //
 // A report the bridge cannot map (no flow in it, a stack it cannot split) is
 // counted, never silently dropped.
@@ -107,6 +108,7 @@ type Bridge struct {
 	traces []Trace
 	hops   []inband.Metadata // the traces' hops
 	perHop []HopReport
+	recs   []Record
 	c      Counters
 }
 
@@ -114,13 +116,15 @@ type Bridge struct {
 // node that sent the Telemetry Report (the sink, or a transit node for an
 // intermediate report), each hop's metadata from the stack, source first,
 // and the reporting node's own metadata when the report carried it
-// (Sink.Present 0 otherwise; Sink.NodeID is Node).
+// (Sink.Present 0 otherwise; Sink.NodeID is Node), with the report's D and
+// Q flags.
 type Trace struct {
-	Flow inband.FiveTuple
-	Key  uint32
-	Node uint32
-	Hops []inband.Metadata
-	Sink inband.Metadata
+	Flow               inband.FiveTuple
+	Key                uint32
+	Node               uint32
+	Hops               []inband.Metadata
+	Sink               inband.Metadata
+	Dropped, Congested bool
 }
 
 // HopReport is a per-hop report the bridge decoded (INT-XD, INT-MX, a 0.5
@@ -255,7 +259,10 @@ func (b *Bridge) individual(r *inband.Individual) {
 		// An intermediate report (I) holds the stack as far as a transit
 		// node: a Trace, but not the flow's path, which the sink's report
 		// writes whole.
-		b.stack(f.tuple, key, node, sink, !r.Intermediate)
+		if b.stack(f.tuple, key, node, sink, !r.Intermediate) {
+			t := &b.traces[len(b.traces)-1]
+			t.Dropped, t.Congested = r.Dropped, r.Congested
+		}
 	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
 		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
@@ -311,12 +318,12 @@ func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
 // stack decodes the INT-MD stack in b.in once: a Trace of every hop, and
 // (with path) the path Key-Write of the PathHops hops nearest the source,
-// source first.
-func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata, path bool) {
+// source first. It says whether it made a Trace.
+func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata, path bool) bool {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
-		return
+		return false
 	}
 	start := len(b.hops)
 	b.hops = slices.Grow(b.hops, n)[:start+n]
@@ -331,7 +338,7 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Met
 	}
 	b.traces = append(b.traces, t)
 	if !path {
-		return
+		return true
 	}
 	if n > b.cfg.PathHops {
 		b.c.PathTruncated++
@@ -345,6 +352,7 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Met
 	}
 	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: b.cfg.PathRedundancy, Key: key, Data: v}}
 	b.c.KeyWrites++
+	return true
 }
 
 func (b *Bridge) event(list, node, key, detail uint32) {

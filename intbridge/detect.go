@@ -1,166 +1,499 @@
 package intbridge
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dtakit/dtakit/inband"
 )
 
-// EventKind says why the Detector reported a flow.
+// Metric names what an event is about, INTCollector's network information
+// (its Table I) with drops beside it; the comment says what keys it.
+type Metric uint8
+
+// Metrics.
+const (
+	MetricPath            Metric = iota + 1 // flow: the switches along its path
+	MetricFlowLatency                       // flow: the sum of its hops' latencies
+	MetricHopLatency                        // (flow, switch): the hop's latency
+	MetricQueueOccupancy                    // (switch, queue)
+	MetricQueueCongestion                   // (switch, queue)
+	MetricLinkUtilization                   // (switch, egress port): egress Tx utilisation
+	MetricDrops                             // (switch, queue): packets reported dropped, summed
+	MetricBufferOccupancy                   // (switch, buffer): the switch's shared buffer
+	NumMetrics            = int(MetricBufferOccupancy) + 1
+)
+
+var metricNames = [NumMetrics]string{"", "path", "flow-latency", "hop-latency", "queue-occupancy", "queue-congestion", "link-utilization", "drops", "buffer-occupancy"}
+
+func (m Metric) String() string {
+	if int(m) < NumMetrics {
+		return metricNames[m]
+	}
+	return fmt.Sprintf("metric(%d)", uint8(m))
+}
+
+var metricUnits = [NumMetrics]string{"", "hops", "ns", "ns", "cells", "cells", "%", "packets", "cells"}
+
+// Unit is the unit of the metric's values, as INT switches report them:
+// latencies in nanoseconds (INT 2.x's hop latency), queue and buffer
+// occupancy in cells, link utilisation in percent, drops in packets; a
+// path's Old and New are its length in hops (its node IDs are OldPath and
+// NewPath).
+func (m Metric) Unit() string {
+	if int(m) < NumMetrics {
+		return metricUnits[m]
+	}
+	return ""
+}
+
+// ParseMetric returns the metric String names.
+func ParseMetric(s string) (Metric, error) {
+	for m := MetricPath; int(m) < NumMetrics; m++ {
+		if metricNames[m] == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown metric %q", ErrConfig, s)
+}
+
+// EventKind says why the Detector reported a value.
 type EventKind uint8
 
 // Event kinds.
 const (
-	NewFlow       EventKind = iota + 1 // first sight of the flow
-	PathChange                         // the node IDs along the path changed
-	LatencyChange                      // a hop's latency moved by more than the threshold
-	QueueChange                        // a hop's queue occupancy moved by more than the threshold
-	WindowReport                       // no event for a window: the flow's values, once per window
+	NewFlow  EventKind = iota + 1 // first sight of a flow (Metric is MetricPath)
+	Change                        // the value moved from the stored one by more than the rule's Threshold; for MetricPath, any node ID changed
+	Rise                          // the value went above the rule's Level
+	Fall                          // the value came back to the Level or below
+	Periodic                      // no event for Period: the value, pushed again
 )
 
+var kindNames = [...]string{"", "new-flow", "change", "rise", "fall", "periodic"}
+
 func (k EventKind) String() string {
-	return [...]string{"", "new-flow", "path-change", "latency-change", "queue-change", "window"}[k]
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Event is one thing worth storing about a flow: which hop, the value it
-// had when last reported and the value now.
+// Event is one thing worth storing: when, about what (the flow, switch,
+// queue or link its Metric is keyed by), the value stored before and the
+// value now. Path events carry both paths' node IDs.
 type Event struct {
-	Kind     EventKind
-	Flow     uint32
-	Hop      int // the hop (0 = the source) for latency and queue events
+	Kind   EventKind
+	Metric Metric
+	Time   time.Time
+	Flow   uint32           // flow-keyed metrics (path, flow latency, hop latency)
+	Switch uint32           // hop latency, queue and link metrics
+	Queue  uint8            // queue metrics and drops; buffer occupancy: the buffer ID
+	Port   uint32           // link utilisation: the egress port
+	Hop    uint8            // hop latency: the hop's position, 0 the source
+	Tuple  inband.FiveTuple // flow-keyed metrics: the flow
+	// Old and New are the value stored and the value now (for MetricPath,
+	// the path lengths).
 	Old, New uint32
+	// OldPath and NewPath are a path event's paths (OldPath empty for
+	// NewFlow).
+	OldPath, NewPath Path
+}
+
+// String says the event in words, every value with its unit and a path by
+// its node IDs, source first:
+//
+//	path change flow 0xe5c16daf path [100 203 300] -> [100 202 300] at 2025-11-24T16:00:00.024Z
+//	hop-latency change flow 0xc09dbf03 switch 300 hop 2: 775 ns -> 5775 ns at 2025-11-24T16:00:00.02405Z
+func (e *Event) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", e.Metric, e.Kind)
+	u := e.Metric.Unit()
+	switch e.Metric {
+	case MetricPath:
+		fmt.Fprintf(&b, " flow %#08x path ", e.Flow)
+		if e.Kind != NewFlow {
+			fmt.Fprintf(&b, "%v -> ", e.OldPath.Slice())
+		}
+		fmt.Fprintf(&b, "%v", e.NewPath.Slice())
+	case MetricFlowLatency:
+		fmt.Fprintf(&b, " flow %#08x: %d %s -> %d %s", e.Flow, e.Old, u, e.New, u)
+	case MetricHopLatency:
+		fmt.Fprintf(&b, " flow %#08x switch %d hop %d: %d %s -> %d %s", e.Flow, e.Switch, e.Hop, e.Old, u, e.New, u)
+	case MetricLinkUtilization:
+		fmt.Fprintf(&b, " switch %d port %d: %d %s -> %d %s", e.Switch, e.Port, e.Old, u, e.New, u)
+	case MetricBufferOccupancy:
+		fmt.Fprintf(&b, " switch %d buffer %d: %d %s -> %d %s", e.Switch, e.Queue, e.Old, u, e.New, u)
+	default:
+		fmt.Fprintf(&b, " switch %d queue %d: %d %s -> %d %s", e.Switch, e.Queue, e.Old, u, e.New, u)
+	}
+	if !e.Time.IsZero() {
+		fmt.Fprintf(&b, " at %s", e.Time.UTC().Format(time.RFC3339Nano))
+	}
+	return b.String()
+}
+
+// Rule is how one metric makes events. The zero Rule makes a change event
+// for every change of the value. A key's first value (a new flow's, a
+// new path's hop's, a queue's or link's first seen) is reported as a
+// change from 0, and as a rise when above the level.
+type Rule struct {
+	// Threshold is T: a change event when |value - stored| > T, the value
+	// then stored; the stored value so stays within T of the last one.
+	Threshold uint32
+	// NoChange turns change events off (leaving level and periodic ones).
+	NoChange bool
+	// Level, when positive, makes a Rise event when the value goes above
+	// it and a Fall event when it comes back to it or below.
+	Level uint32
 }
 
 // DetectorConfig configures a Detector, INTCollector's event detection.
 type DetectorConfig struct {
-	// LatencyThreshold and QueueThreshold are the changes of a hop's
-	// latency and queue occupancy, from the value last reported, that make
-	// an event (0: every change).
-	LatencyThreshold, QueueThreshold uint32
-	// Window, when positive, reports a flow without events once per
-	// window, so that its values are refreshed.
-	Window time.Duration
-	// MaxFlows bounds the flows tracked (default 65536): a full table
-	// forgets the flow observed least recently (in the order of Observe
-	// calls), whose next packet is NewFlow.
-	MaxFlows int
+	// Rules are the metrics' rules, indexed by Metric. MetricPath's
+	// Threshold is not used: any change of a node ID is an event.
+	Rules [NumMetrics]Rule
+	// Period, when positive, is INTCollector's P: a key with no event for
+	// Period pushes its value again (Periodic) at its next observation.
+	Period time.Duration
+	// MaxFlows and MaxKeys bound the flows and the (switch, queue),
+	// (switch, port) and (switch, buffer) keys tracked, one per metric
+	// (default 65536 each); a full table
+	// forgets the key observed least recently, whose next value is then
+	// new (counted in Evicted).
+	MaxFlows, MaxKeys int
 }
 
-// MaxDetectedHops is the longest path the Detector tracks per flow; hops
-// beyond it are ignored.
-const MaxDetectedHops = 8
-
-type flowState struct {
-	key      uint32
-	hops     int
-	nodes    [MaxDetectedHops]uint32
-	latency  [MaxDetectedHops]uint32
-	queue    [MaxDetectedHops]uint32
-	reported time.Time // the last event
-	// prev and next link the flows from the most to the least recently
-	// observed, through the Detector's sentinel.
-	prev, next *flowState
+// DetectorCounters count what went in and came out.
+type DetectorCounters struct {
+	Records uint64
+	Events  [NumMetrics][len(kindNames)]uint64 // by metric and kind
+	Evicted uint64                             // keys forgotten to make room
 }
 
-// Detector turns a stream of per-packet INT paths into the events worth
-// storing: new flows, path changes, per-hop latency and queue changes
-// beyond a threshold, and one report per window otherwise. Most packets of
-// a steady flow produce nothing, which is the point. It is not safe for
-// concurrent use.
+type flowRow struct {
+	path     Path
+	latency  uint32
+	hop      [MaxHops]uint32
+	above    uint16 // level state: bit 0 the flow latency, bit 1+h hop h
+	reported int64  // the last event, unix ns
+	// keyRows are the rows of each hop's queue occupancy, congestion,
+	// link, drop and buffer keys last found: hints, checked before use.
+	keyRows [MaxHops][5]int32
+}
+
+type keyRow struct {
+	value    uint32 // the value stored: last reported
+	sum      uint32 // drops: the sum of the drops reported
+	above    bool
+	reported int64
+}
+
+// Detector turns a stream of telemetry records into the events worth
+// storing, INTCollector's event detection: new flows and path changes,
+// and per metric a change beyond its threshold, a crossing of its level,
+// and the periodic push. Most records of a steady network produce
+// nothing, which is the point. It allocates nothing per record. It is
+// not safe for concurrent use.
 type Detector struct {
 	cfg   DetectorConfig
-	flows map[uint32]*flowState
-	lru   flowState // sentinel: lru.next the most recent, lru.prev the least
-	// Observations and Events count what went in and came out.
-	Observations, Events uint64
+	flows *table
+	frows []flowRow
+	keys  *table
+	krows []keyRow
+	c     DetectorCounters
 }
 
 // NewDetector returns a detector with cfg.
-func NewDetector(cfg DetectorConfig) *Detector {
-	if cfg.MaxFlows <= 0 {
+func NewDetector(cfg DetectorConfig) (*Detector, error) {
+	if cfg.MaxFlows == 0 {
 		cfg.MaxFlows = 1 << 16
 	}
-	d := &Detector{cfg: cfg, flows: make(map[uint32]*flowState, cfg.MaxFlows)}
-	d.lru.prev, d.lru.next = &d.lru, &d.lru
-	return d
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = 1 << 16
+	}
+	if cfg.MaxFlows < 1 || cfg.MaxFlows > 1<<26 || cfg.MaxKeys < 1 || cfg.MaxKeys > 1<<26 || cfg.Period < 0 {
+		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
+	}
+	return &Detector{cfg: cfg, flows: newTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
+		keys: newTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys)}, nil
 }
 
-// Observe takes one packet of flow key whose path metadata is hops (hop 0
-// the source, as the path reads; fields not Present are left out of the
-// comparison) seen at now, and appends its events to events.
-func (d *Detector) Observe(key uint32, hops []inband.Metadata, now time.Time, events []Event) []Event {
-	d.Observations++
-	n := min(len(hops), MaxDetectedHops)
-	f := d.flows[key]
+// SetRule replaces metric m's rule, taking effect from the next record.
+func (d *Detector) SetRule(m Metric, r Rule) error {
+	if m < MetricPath || int(m) >= NumMetrics {
+		return fmt.Errorf("%w: unknown metric %d", ErrConfig, m)
+	}
+	d.cfg.Rules[m] = r
+	return nil
+}
+
+// Rule returns metric m's rule.
+func (d *Detector) Rule(m Metric) Rule {
+	if int(m) >= NumMetrics {
+		return Rule{}
+	}
+	return d.cfg.Rules[m]
+}
+
+// SetPeriod replaces the period.
+func (d *Detector) SetPeriod(p time.Duration) { d.cfg.Period = max(p, 0) }
+
+// Counters returns the counters.
+func (d *Detector) Counters() DetectorCounters { return d.c }
+
+// Observe takes one record and appends its events to events.
+func (d *Detector) Observe(r *Record, events []Event) []Event {
+	d.c.Records++
 	before := len(events)
-	if f == nil {
-		if len(d.flows) >= d.cfg.MaxFlows {
-			// Forget the least recently observed flow and reuse its state.
-			f = d.lru.prev
-			f.unlink()
-			delete(d.flows, f.key)
-			*f = flowState{key: key}
-		} else {
-			f = &flowState{key: key}
+	hops := r.Hops[:min(len(r.Hops), MaxHops)]
+	now := r.Time.UnixNano()
+	var f *flowRow
+	off := 0 // hops[h] is the path's hop h+off
+	switch p := int(r.Position); {
+	case !r.PerHop:
+		events, f = d.flow(r, hops, now, events)
+	case p >= 1 && p <= MaxHops && len(hops) == 1 && hops[0].Has&HasSwitch != 0:
+		events, f = d.postcard(r, &hops[0], p-1, now, events)
+		off = p - 1
+	}
+	// A flow's hops' key rows, found before, are hints: a steady path
+	// skips the probes.
+	var noHint [5]int32
+	hint := func(h, i int) *int32 {
+		if f == nil {
+			noHint[i] = -1
+			return &noHint[i]
 		}
-		d.flows[key] = f
-		events = append(events, Event{Kind: NewFlow, Flow: key})
-		f.set(hops[:n])
+		return &f.keyRows[h+off][i]
+	}
+	for h := range hops {
+		hp := &hops[h]
+		if hp.Has&HasSwitch == 0 {
+			continue
+		}
+		if hp.Has&HasQueue != 0 {
+			events = d.key(MetricQueueOccupancy, hp, uint32(hp.Queue), hp.Occupancy, r.Time, now, hint(h, 0), events)
+		}
+		if hp.Has&HasCongestion != 0 {
+			events = d.key(MetricQueueCongestion, hp, uint32(hp.Queue), hp.Congestion, r.Time, now, hint(h, 1), events)
+		}
+		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
+			events = d.key(MetricLinkUtilization, hp, hp.Egress, hp.TxUtil, r.Time, now, hint(h, 2), events)
+		}
+		if hp.Has&HasDrops != 0 {
+			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, hint(h, 3), events)
+		}
+		if hp.Has&HasBuffer != 0 {
+			events = d.key(MetricBufferOccupancy, hp, uint32(hp.Buffer), hp.BufferOccupancy, r.Time, now, hint(h, 4), events)
+		}
+	}
+	for _, e := range events[before:] {
+		d.c.Events[e.Metric][e.Kind]++
+	}
+	return events
+}
+
+// flow runs the flow-keyed rules: path, flow latency, hop latency.
+func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Event, *flowRow) {
+	row := d.flows.find(uint64(r.Flow))
+	var latency uint32
+	hasLatency := false
+	for h := range hops {
+		latency += hops[h].Latency // 0 where absent
+		hasLatency = hasLatency || hops[h].Has&HasLatency != 0
+	}
+	var f *flowRow
+	fresh := row < 0
+	if fresh {
+		var ev int32
+		row, ev = d.flows.insert(uint64(r.Flow))
+		if ev >= 0 {
+			d.c.Evicted++
+		}
+		f = &d.frows[row]
+		*f = flowRow{reported: now}
+		f.path.set(hops)
+		events = append(events, Event{Kind: NewFlow, Metric: MetricPath, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, New: uint32(len(hops)), NewPath: f.path})
 	} else {
-		if f.hops != n || !f.samePath(hops[:n]) {
-			events = append(events, Event{Kind: PathChange, Flow: key, Old: uint32(f.hops), New: uint32(n)})
-			f.set(hops[:n])
-		} else {
-			for h := range n {
-				m := &hops[h]
-				if m.Has(inband.BitHopLatency) && diff(m.HopLatency, f.latency[h]) > d.cfg.LatencyThreshold {
-					events = append(events, Event{Kind: LatencyChange, Flow: key, Hop: h, Old: f.latency[h], New: m.HopLatency})
-					f.latency[h] = m.HopLatency
-				}
-				if m.Has(inband.BitQueue) && diff(m.QueueOccupancy, f.queue[h]) > d.cfg.QueueThreshold {
-					events = append(events, Event{Kind: QueueChange, Flow: key, Hop: h, Old: f.queue[h], New: m.QueueOccupancy})
-					f.queue[h] = m.QueueOccupancy
-				}
+		d.flows.touch(row)
+		f = &d.frows[row]
+	}
+	before := len(events)
+	periodic := !fresh && d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period)
+	// A new flow's values, and a new path's hops, are new keys: each
+	// value is reported, as a change from nothing known, and a rise when
+	// above its level.
+	newHops := fresh
+	if !fresh && !f.path.same(hops) {
+		e := Event{Kind: Change, Metric: MetricPath, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: uint32(f.path.Len), New: uint32(len(hops)), OldPath: f.path}
+		f.path.set(hops)
+		e.NewPath = f.path
+		events = append(events, e)
+		f.above &= 1
+		f.hop = [MaxHops]uint32{}
+		newHops, periodic = true, false
+	}
+	rule := &d.cfg.Rules[MetricHopLatency]
+	for h := range hops {
+		if hops[h].Has&HasLatency == 0 {
+			continue
+		}
+		k1, k2, old := judge(rule, newHops, &f.hop[h], &f.above, 2<<h, hops[h].Latency)
+		for _, k := range [2]EventKind{k1, k2} {
+			if k != 0 {
+				events = append(events, Event{Kind: k, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h), Old: old, New: hops[h].Latency})
 			}
 		}
-		if len(events) == before && d.cfg.Window > 0 && now.Sub(f.reported) >= d.cfg.Window {
-			events = append(events, Event{Kind: WindowReport, Flow: key})
-			f.set(hops[:n])
+	}
+	if hasLatency {
+		k1, k2, old := judge(&d.cfg.Rules[MetricFlowLatency], fresh, &f.latency, &f.above, 1, latency)
+		for _, k := range [2]EventKind{k1, k2} {
+			if k != 0 {
+				events = append(events, Event{Kind: k, Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: old, New: latency, NewPath: f.path})
+			}
 		}
 	}
 	if len(events) > before {
 		f.reported = now
-	}
-	if d.lru.next != f {
-		if f.next != nil {
-			f.unlink()
+	} else if periodic {
+		f.reported = now
+		events = append(events, Event{Kind: Periodic, Metric: MetricPath, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: uint32(f.path.Len), New: uint32(f.path.Len), OldPath: f.path, NewPath: f.path})
+		if hasLatency {
+			events = append(events, Event{Kind: Periodic, Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: f.latency, New: latency, NewPath: f.path})
+			f.latency = latency
 		}
-		f.prev, f.next = &d.lru, d.lru.next
-		f.next.prev, d.lru.next = f, f
+		for h := range hops {
+			if hops[h].Has&HasLatency != 0 {
+				events = append(events, Event{Kind: Periodic, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hops[h].Switch, Hop: uint8(h), Old: f.hop[h], New: hops[h].Latency})
+				f.hop[h] = hops[h].Latency
+			}
+		}
 	}
-	d.Events += uint64(len(events) - before)
+	return events, f
+}
+
+// postcard runs the hop latency rule on a flow's hop h, reported by the
+// hop itself: the flow's path is what its hops reported, each at its
+// place, and a hop whose switch is new there has new values.
+func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event) ([]Event, *flowRow) {
+	row := d.flows.find(uint64(r.Flow))
+	if row < 0 {
+		var ev int32
+		if row, ev = d.flows.insert(uint64(r.Flow)); ev >= 0 {
+			d.c.Evicted++
+		}
+		d.frows[row] = flowRow{reported: now}
+	} else {
+		d.flows.touch(row)
+	}
+	f := &d.frows[row]
+	first := int(f.path.Len) <= h || f.path.Nodes[h] != hp.Switch
+	if first {
+		f.path.Nodes[h], f.path.Len = hp.Switch, max(f.path.Len, uint8(h+1))
+	}
+	if hp.Has&HasLatency == 0 {
+		return events, f
+	}
+	v := hp.Latency
+	k1, k2, old := judge(&d.cfg.Rules[MetricHopLatency], first, &f.hop[h], &f.above, 2<<h, v)
+	switch {
+	case k1 != 0:
+		f.reported = now
+	case d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period):
+		k1, f.hop[h], f.reported = Periodic, v, now
+	}
+	for _, k := range [2]EventKind{k1, k2} {
+		if k != 0 {
+			events = append(events, Event{Kind: k, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hp.Switch, Hop: uint8(h), Old: old, New: v})
+		}
+	}
+	return events, f
+}
+
+// judge applies rule r to value v against the value *stored and the
+// level bit in *above, updating both, and returns the events it makes
+// (up to two kinds, 0 for none) with the value stored before. A first
+// value (a new key's) is a change from nothing known (old 0) and a rise
+// when above the level.
+func judge(r *Rule, first bool, stored *uint32, above *uint16, bit uint16, v uint32) (k1, k2 EventKind, old uint32) {
+	if first {
+		*stored, *above = 0, *above&^bit
+	}
+	old = *stored
+	if !r.NoChange && (first || diff(v, old) > r.Threshold) {
+		k1 = Change
+		*stored = v
+	}
+	if r.Level > 0 {
+		if was, is := *above&bit != 0, v > r.Level; was != is {
+			k2 = Fall
+			if is {
+				k2 = Rise
+			}
+			*above ^= bit
+			*stored = v
+		}
+	}
+	if first {
+		*stored = v
+	}
+	if k1 == 0 {
+		k1, k2 = k2, 0
+	}
+	return k1, k2, old
+}
+
+func keyOf(m Metric, sw, sub uint32) uint64 {
+	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
+}
+
+// key runs metric m's rule on a (switch, queue) or (switch, port) key;
+// drops run it on the sum of the drops reported.
+func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64, hint *int32, events []Event) []Event {
+	kk := keyOf(m, hp.Switch, sub)
+	row := d.keys.lookup(kk, *hint)
+	fresh := row < 0
+	if fresh {
+		var ev int32
+		if row, ev = d.keys.insert(kk); ev >= 0 {
+			d.c.Evicted++
+		}
+		d.krows[row] = keyRow{reported: now}
+	} else {
+		d.keys.touch(row)
+	}
+	*hint = row
+	k := &d.krows[row]
+	if m == MetricDrops {
+		k.sum += v
+		v = k.sum
+	}
+	var above uint16
+	if k.above {
+		above = 1
+	}
+	k1, k2, old := judge(&d.cfg.Rules[m], fresh, &k.value, &above, 1, v)
+	k.above = above != 0
+	if k1 == 0 && d.cfg.Period > 0 && now-k.reported >= int64(d.cfg.Period) {
+		k1 = Periodic
+		k.value = v
+	}
+	if k1 == 0 {
+		return events
+	}
+	k.reported = now
+	var port uint32
+	q := uint8(sub)
+	if m == MetricLinkUtilization {
+		port, q = sub, 0
+	}
+	for _, k := range [2]EventKind{k1, k2} {
+		if k != 0 {
+			events = append(events, Event{Kind: k, Metric: m, Time: t, Switch: hp.Switch, Queue: q, Port: port, Old: old, New: v})
+		}
+	}
 	return events
-}
-
-func (f *flowState) set(hops []inband.Metadata) {
-	f.hops = len(hops)
-	for h := range hops {
-		f.nodes[h], f.latency[h], f.queue[h] = hops[h].NodeID, hops[h].HopLatency, hops[h].QueueOccupancy
-	}
-}
-
-func (f *flowState) samePath(hops []inband.Metadata) bool {
-	for h := range hops {
-		if hops[h].NodeID != f.nodes[h] {
-			return false
-		}
-	}
-	return true
-}
-
-func (f *flowState) unlink() {
-	f.prev.next, f.next.prev = f.next, f.prev
-	f.prev, f.next = nil, nil
 }
 
 func diff(a, b uint32) uint32 {

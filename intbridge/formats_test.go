@@ -89,7 +89,7 @@ func TestINTOverTCP(t *testing.T) {
 	// Unmarked, the same report is a per-hop report of its sink.
 	u, _ := New(Config{})
 	out, _ = u.Handle(encode(t, &inband.Report{NodeID: 6, Individuals: []inband.Individual{ind}}))
-	if len(only(t, out, dta.OpKeyWrite)) != 0 || len(u.HopReports()) != 1 {
+	if len(only(t, out, dta.OpKeyWrite)) != 0 || len(u.HopReports()) != 1 || len(u.Records(t0)) != 1 || !u.Records(t0)[0].PerHop {
 		t.Fatalf("unmarked: %+v", out)
 	}
 }

@@ -153,8 +153,8 @@ func TestInfluxDB(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 	var lines bytes.Buffer
-	a := NewAggregator()
-	a.Add(7, nil)
+	a, _ := NewAggregator(AggregatorConfig{Flows: 16})
+	a.Add(&Record{Flow: 7, Time: time.Unix(1, 0)})
 	a.WriteLineProtocol(&lines, time.Unix(1, 0))
 	v2 := &InfluxDB{URL: srv.URL, Org: "net", Bucket: "int", Token: "s3cret"}
 	if err := v2.Write(ctx, lines.Bytes()); err != nil {

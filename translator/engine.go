@@ -37,6 +37,9 @@ type Counters struct {
 	// OutsideValues counts postcards rejected because their value is
 	// outside the set the collector's advertisement gives.
 	OutsideValues uint64
+	// NoInstance, RingFull and RateLimited say why reports were refused:
+	// each report they count is counted again, as its outcome, in Dropped
+	// or NACKs (do not add them to those).
 	// NoInstance counts reports for a primitive no ready instance serves.
 	NoInstance  uint64
 	RingFull    uint64 // reports refused because a retransmit ring was full

@@ -147,3 +147,77 @@ func reportPacket(r *inband.Report, port uint16) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// reportBits are the metadata a generated per-hop report carries: hop
+// latency, queue ID and occupancy.
+const reportBits = 0x8000>>inband.BitHopLatency | 0x8000>>inband.BitQueue
+
+// generatePerHop writes a capture of per-hop Telemetry Reports (INT-XD:
+// every switch on a flow's path reports each packet itself, with its
+// metadata and the packet's head, whose TTL gives the hop): flows ×
+// packets × 5 reports, some congested (Q) at the core.
+func generatePerHop(w io.Writer, flows, packets int, reportPort uint16, seed uint64) (truth, error) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	pw := pcapgo.NewWriterNanos(w)
+	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		return truth{}, err
+	}
+	tr := truth{paths: map[uint32][]uint32{}, reports: map[uint32]int{}}
+	start := time.Unix(1764000000, 0)
+	var seq uint32
+	n := 0
+	for p := range packets {
+		for i := range flows {
+			t := inband.FiveTuple{Src: netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), Dst: netip.AddrFrom4([4]byte{10, 3, 0, byte(i % 5)}),
+				Proto: 6, SrcPort: uint16(30000 + i), DstPort: 80}
+			path := []uint32{100 + uint32(i%4), 200 + uint32(i%2), 300, 400 + uint32(i%2), 500 + uint32(i%4)}
+			key := inband.FlowKey(t)
+			tr.paths[key] = path
+			for h, node := range path {
+				m := inband.Metadata{Present: reportBits, HopLatency: 400 + uint32(rng.IntN(100)), QueueOccupancy: uint32(rng.IntN(30))}
+				ind := inband.Individual{RepType: inband.RepINT, InType: inband.InEthernet, RepMdBits: reportBits}
+				if h == 2 && i == 0 && p >= packets/2 {
+					// The core's queue builds up for flow 0's second half.
+					m.QueueOccupancy, m.HopLatency = 9000, 6000
+					ind.Congested = true
+					tr.congestion++
+				}
+				ind.SetMetadata(&m)
+				inner, err := headPacket(t, uint8(64-h))
+				if err != nil {
+					return tr, err
+				}
+				ind.Inner = inner
+				seq++
+				rep := inband.Report{Sequence: seq, NodeID: node, Individuals: []inband.Individual{ind}}
+				pkt, err := reportPacket(&rep, reportPort)
+				if err != nil {
+					return tr, err
+				}
+				tr.reports[key]++
+				ts := start.Add(time.Duration(n) * 10 * time.Microsecond)
+				n++
+				if err := pw.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(pkt), Length: len(pkt)}, pkt); err != nil {
+					return tr, err
+				}
+			}
+		}
+	}
+	return tr, nil
+}
+
+// headPacket is the head of the flow's TCP packet as a switch at ttl
+// truncates it.
+func headPacket(t inband.FiveTuple, ttl uint8) ([]byte, error) {
+	eth := &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}
+	src, dst := t.Src.As4(), t.Dst.As4()
+	ip := &layers.IPv4{Version: 4, TTL: ttl, Protocol: layers.IPProtocolTCP, SrcIP: src[:], DstIP: dst[:]}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(t.SrcPort), DstPort: layers.TCPPort(t.DstPort), DataOffset: 5}
+	tcp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, serializeOpts, eth, ip, tcp); err != nil {
+		return nil, fmt.Errorf("head packet: %w", err)
+	}
+	b := buf.Bytes()
+	return append(b, make([]byte, (4-len(b)%4)%4)...), nil
+}

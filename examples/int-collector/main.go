@@ -2,12 +2,14 @@
 // capture of Telemetry Reports (v2.0) through the INT→DTA bridge into a DTA
 // collector, then prints what the collector's memory answers — each flow's
 // path (Key-Write) and report count (Key-Increment), the drops and
-// congestion events (Append) — and what the analytics beside the bridge
-// computed: INTCollector-style events and per-switch histograms.
+// congestion events (Append), per-hop postcards (Postcarding) — and what
+// the analytics beside the bridge computed: INTCollector's events and
+// per-switch histograms.
 //
 // Without -pcap it generates a trace of INT-MD path traces first (24 flows
 // over a five-hop leaf-spine path, one rerouted and one congested halfway,
-// some packets dropped or congested at the sink). Everything runs in this
+// some packets dropped or congested at the sink); with -per-hop, per-hop
+// reports (INT-XD) of the same kind of fabric instead. Everything runs in this
 // process over loopback UDP: collector, translator, reporter.
 //
 //	go run ./examples/int-collector
@@ -35,6 +37,7 @@ import (
 	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
 	"github.com/dtakit/dtakit/translator"
 )
@@ -60,6 +63,7 @@ func run(args []string, out io.Writer) error {
 	flows := fs.Int("flows", 24, "flows in the generated trace")
 	packets := fs.Int("packets", 40, "packets per flow in the generated trace")
 	write := fs.String("write", "", "write the generated trace to this file and exit")
+	hopReports := fs.Bool("per-hop", false, "generate per-hop reports (INT-XD postcards) instead of INT-MD path traces")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +84,11 @@ func run(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = generate(f, *flows, *packets, uint16(*intPort), uint16(*reportPort), 1)
+		if *hopReports {
+			_, err = generatePerHop(f, *flows, *packets, uint16(*reportPort), 1)
+		} else {
+			_, err = generate(f, *flows, *packets, uint16(*intPort), uint16(*reportPort), 1)
+		}
 		if err = errors.Join(err, f.Close()); err != nil {
 			return fmt.Errorf("generating %s: %w", path, err)
 		}
@@ -98,6 +106,7 @@ type pipeline struct {
 	c    *collector.Collector
 	kw   *keywrite.Store
 	ki   *keyincr.Store
+	pc   *postcard.Store
 	al   *appendlist.Store
 	tr   *translator.Translator
 	rep  *reporter.Reporter
@@ -120,6 +129,11 @@ func startPipeline() (*pipeline, error) {
 		return nil, err
 	}
 	if p.al, err = p.c.AddAppend(all); err != nil {
+		return nil, err
+	}
+	// Per-hop reports (INT-XD, INT-MX) become postcards: without this
+	// instance the translator refuses every one.
+	if p.pc, err = p.c.AddPostcard(postcard.Layout{Hops: pathHops, Chunks: 1 << 12, Copies: redundancy}); err != nil {
 		return nil, err
 	}
 	if err := p.c.Start(); err != nil {
@@ -177,12 +191,30 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	det := intbridge.NewDetector(intbridge.DetectorConfig{LatencyThreshold: 1000, QueueThreshold: 1000})
-	agg := intbridge.NewAggregator()
+	cfg := intbridge.DetectorConfig{}
+	cfg.Rules[intbridge.MetricHopLatency] = intbridge.Rule{Threshold: 1000}
+	cfg.Rules[intbridge.MetricFlowLatency] = intbridge.Rule{Threshold: 2000}
+	cfg.Rules[intbridge.MetricQueueOccupancy] = intbridge.Rule{Threshold: 1000, Level: 5000}
+	cfg.Rules[intbridge.MetricQueueCongestion] = intbridge.Rule{NoChange: true, Level: 5000}
+	cfg.Rules[intbridge.MetricLinkUtilization] = intbridge.Rule{Threshold: 100}
+	cfg.Rules[intbridge.MetricDrops] = intbridge.Rule{} // every drop
+	det, err := intbridge.NewDetector(cfg)
+	if err != nil {
+		return err
+	}
+	agg, err := intbridge.NewAggregator(intbridge.AggregatorConfig{LatencyBins: intbridge.Bins{250, 500, 1000, 2000, 4000, 8000}, QueueBins: intbridge.Bins{16, 32, 64, 1024}})
+	if err != nil {
+		return err
+	}
 	flows := map[uint32]inband.FiveTuple{}
+	postcarded := map[uint32]bool{}
 	var events []intbridge.Event
-	kinds := map[intbridge.EventKind]int{}
 	var sendErr error
+	analyse := func(r *intbridge.Record) {
+		flows[r.Flow] = r.Tuple
+		agg.Add(r)
+		events = det.Observe(r, events)
+	}
 	st, err := intbridge.Replay(f, reportPort, func(payload []byte, ts time.Time) error {
 		reps, err := b.Handle(payload)
 		if err != nil {
@@ -193,14 +225,12 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 				sendErr = err
 			}
 		}
-		for _, t := range b.Traces() {
-			flows[t.Key] = t.Flow
-			agg.Add(t.Key, t.Hops)
-			n := len(events)
-			events = det.Observe(t.Key, t.Hops, ts, events)
-			for _, e := range events[n:] {
-				kinds[e.Kind]++
+		recs := b.Records(ts)
+		for i := range recs {
+			if recs[i].PerHop {
+				postcarded[recs[i].Flow] = true
 			}
+			analyse(&recs[i])
 		}
 		return nil
 	})
@@ -217,7 +247,7 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 	fmt.Fprintf(out, "replayed %s: %d packets, %d Telemetry Reports, %d skipped\n", pcap, st.Packets, st.Reports, st.Skipped)
 	fmt.Fprintf(out, "bridge: %d reports (%d malformed, %d without a flow, %d bad stacks) -> %d Key-Writes, %d Key-Increments, %d Appends, %d Postcards\n",
 		bc.Individuals, bc.Malformed, bc.NoFlow, bc.BadStack, bc.KeyWrites, bc.Increments, bc.Appends, bc.Postcards)
-	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NoInstance+tc.Rejected)
+	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NACKs+tc.Rejected)
 
 	fmt.Fprintln(out, "\nflows: path (Key-Write), reports (Key-Increment)")
 	keys := make([]uint32, 0, len(flows))
@@ -225,6 +255,11 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b uint32) int { return flows[a].Src.Compare(flows[b].Src) })
+	// Postcards decode against the node IDs they may hold.
+	table, err := postcard.NewTable(p.pc.Layout(), agg.SwitchIDs())
+	if err != nil {
+		return err
+	}
 	for _, k := range keys {
 		t := flows[k]
 		path := "?"
@@ -234,6 +269,12 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 				if id := binary.BigEndian.Uint32(res.Data[i:]); id != 0 {
 					ids = append(ids, fmt.Sprint(id))
 				}
+			}
+			path = strings.Join(ids, " ")
+		} else if pp, o := p.pc.Query(table, k); postcarded[k] && o == postcard.Found {
+			var ids []string
+			for _, id := range pp.Hops[:pp.Len] {
+				ids = append(ids, fmt.Sprint(id))
 			}
 			path = strings.Join(ids, " ")
 		}
@@ -257,34 +298,47 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 			if list == 0 {
 				fmt.Fprintf(out, "drop node %d flow %#08x queue %d reason %d\n", node, flow, detail>>24, detail>>16&0xFF)
 			} else {
-				fmt.Fprintf(out, "congestion node %d flow %#08x queue %d occupancy %d\n", node, flow, detail>>24, detail&0xFFFFFF)
+				fmt.Fprintf(out, "congestion node %d flow %#08x queue %d occupancy %d %s\n", node, flow, detail>>24, detail&0xFFFFFF, intbridge.MetricQueueOccupancy.Unit())
 			}
 		}
 	}
 
-	fmt.Fprintln(out, "\nevents (INTCollector-style detection)")
-	for _, k := range []intbridge.EventKind{intbridge.NewFlow, intbridge.PathChange, intbridge.LatencyChange, intbridge.QueueChange} {
-		fmt.Fprintf(out, "events %s %d\n", k, kinds[k])
+	fmt.Fprintln(out, "\nevents (INTCollector's rules: metric, kind, count)")
+	dc := det.Counters()
+	for m := intbridge.MetricPath; int(m) < intbridge.NumMetrics; m++ {
+		for k := intbridge.NewFlow; k <= intbridge.Periodic; k++ {
+			if n := dc.Events[m][k]; n > 0 {
+				fmt.Fprintf(out, "events %s %s %d\n", m, k, n)
+			}
+		}
 	}
 	for _, e := range events {
-		switch e.Kind {
-		case intbridge.PathChange:
-			fmt.Fprintf(out, "event %s flow %#08x hops %d -> %d\n", e.Kind, e.Flow, e.Old, e.New)
-		case intbridge.LatencyChange, intbridge.QueueChange:
-			fmt.Fprintf(out, "event %s flow %#08x hop %d %d -> %d\n", e.Kind, e.Flow, e.Hop, e.Old, e.New)
+		if e.Metric == intbridge.MetricPath && e.Kind == intbridge.Change || e.Kind == intbridge.Change && e.Old != 0 || e.Kind == intbridge.Rise || e.Kind == intbridge.Fall {
+			fmt.Fprintf(out, "event %s\n", e.String())
 		}
 	}
 
-	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy (power-of-two histograms: upper bounds)")
-	ids := make([]uint32, 0, len(agg.Switches))
-	for id := range agg.Switches {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		s := agg.Switches[id]
-		fmt.Fprintf(out, "switch %d packets %d latency-p50 %d latency-p99 %d latency-max %d queue-p50 %d queue-max %d\n",
-			id, s.Latency.Count, s.Latency.Quantile(0.5), s.Latency.Quantile(0.99), s.Latency.Max, s.Queue.Quantile(0.5), s.Queue.Max)
+	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy histograms (packets per bin, the bin's upper bound in brackets)")
+	for _, id := range agg.SwitchIDs() {
+		s := agg.Switch(id)
+		fmt.Fprintf(out, "switch %d packets %d latency (%s) %s queue (%s) %s\n", id, s.Packets,
+			intbridge.MetricHopLatency.Unit(), bins(&s.Latency), intbridge.MetricQueueOccupancy.Unit(), bins(&s.Queue))
 	}
 	return nil
+}
+
+// bins prints a histogram as count[bound] pairs and the count above.
+func bins(h *intbridge.Histogram) string {
+	var b strings.Builder
+	for i, c := range h.Counts {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if i < len(h.Bins) {
+			fmt.Fprintf(&b, "%d[%d]", c, h.Bins[i])
+		} else {
+			fmt.Fprintf(&b, "%d[+]", c)
+		}
+	}
+	return b.String()
 }

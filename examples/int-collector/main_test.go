@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +31,9 @@ type output struct {
 	reports map[uint32]string // flow key -> count
 	drops   []string
 	cong    []string
-	events  map[string]string // kind -> count
+	events  map[string]string // "metric kind" -> count
+	changes map[string]int    // "metric kind" -> event lines printed
+	hists   map[string]string // switch -> histogram line
 	raw     string
 }
 
@@ -43,7 +46,8 @@ func runBin(t *testing.T, bin string, args ...string) output {
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s%s", bin, args, err, out, stderr.String())
 	}
-	o := output{paths: map[uint32]string{}, reports: map[uint32]string{}, events: map[string]string{}, raw: string(out)}
+	o := output{paths: map[uint32]string{}, reports: map[uint32]string{}, events: map[string]string{}, changes: map[string]int{},
+		hists: map[string]string{}, raw: string(out)}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -60,8 +64,12 @@ func runBin(t *testing.T, bin string, args ...string) output {
 			o.drops = append(o.drops, sc.Text())
 		case len(f) > 0 && f[0] == "congestion":
 			o.cong = append(o.cong, sc.Text())
-		case len(f) == 3 && f[0] == "events":
-			o.events[f[1]] = f[2]
+		case len(f) == 4 && f[0] == "events":
+			o.events[f[1]+" "+f[2]] = f[3]
+		case len(f) > 3 && f[0] == "event":
+			o.changes[f[1]+" "+f[2]]++
+		case len(f) > 3 && f[0] == "switch":
+			o.hists[f[1]] = sc.Text()
 		}
 	}
 	return o
@@ -103,12 +111,60 @@ func TestGenerated(t *testing.T) {
 	if len(o.drops) != truth.drops || len(o.cong) != truth.congestion || truth.drops == 0 || truth.congestion == 0 {
 		t.Fatalf("%d drops and %d congestion events printed, %d and %d in the trace", len(o.drops), len(o.cong), truth.drops, truth.congestion)
 	}
-	if o.events["new-flow"] != "30" || o.events["path-change"] != "1" || o.events["latency-change"] != "1" {
-		t.Fatalf("events %v", o.events)
+	// One reroute, one latency jump (printed: changes from a known value).
+	if o.events["path new-flow"] != "30" || o.events["path change"] != "1" || o.changes["path change"] != 1 || o.changes["hop-latency change"] != 1 {
+		t.Fatalf("events %v, printed %v\n%s", o.events, o.changes, o.raw)
+	}
+	// Every value with its unit, a path change by its node IDs.
+	if !regexp.MustCompile(`(?m)^event path change flow 0x[0-9a-f]{8} path \[\d+ \d+ \d+ \d+ \d+\] -> \[\d+ \d+ \d+ \d+ \d+\] at `).MatchString(o.raw) ||
+		!regexp.MustCompile(`(?m)^event hop-latency change flow 0x[0-9a-f]{8} switch \d+ hop \d: \d+ ns -> \d+ ns at `).MatchString(o.raw) ||
+		!regexp.MustCompile(`(?m)^congestion node \d+ flow 0x[0-9a-f]{8} queue \d+ occupancy \d+ cells$`).MatchString(o.raw) {
+		t.Fatalf("event lines without units or node IDs:\n%s", o.raw)
+	}
+	if !strings.Contains(o.raw, " 0 reports dropped") || len(o.hists) != 4+4+1+4+4 {
+		t.Fatalf("drops or histograms:\n%s", o.raw)
 	}
 	// Without arguments it generates its own trace: the README's command.
-	if o := runBin(t, bin); len(o.paths) != 24 || o.events["path-change"] != "1" {
+	if o := runBin(t, bin); len(o.paths) != 24 || o.events["path change"] != "1" {
 		t.Fatalf("default run: %d flows, events %v", len(o.paths), o.events)
+	}
+}
+
+// TestPerHop replays per-hop reports (INT-XD postcards): each flow's path
+// comes back from the collector's Postcarding instance (there was none:
+// every postcard was refused), the translator drops nothing (it printed
+// twice the reports it refused), and the analytics see the congested
+// core: one congestion rise and its latency in the histogram's top bins.
+func TestPerHop(t *testing.T) {
+	bin := build(t)
+	pcap := filepath.Join(t.TempDir(), "perhop.pcap")
+	f, err := os.Create(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth, err := generatePerHop(f, 4, 6, 32766, 1)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := runBin(t, bin, "-pcap", pcap)
+	if len(o.paths) != 4 {
+		t.Fatalf("%d flows printed, want 4:\n%s", len(o.paths), o.raw)
+	}
+	for k, p := range truth.paths {
+		if o.paths[k] != pathString(p) || o.reports[k] != fmt.Sprint(truth.reports[k]) {
+			t.Fatalf("flow %#x: path %q reports %s, want %q and %d\n%s", k, o.paths[k], o.reports[k], pathString(p), truth.reports[k], o.raw)
+		}
+	}
+	if !strings.Contains(o.raw, "120 Telemetry Reports") || !strings.Contains(o.raw, "120 Postcards") || !strings.Contains(o.raw, " 0 reports dropped") {
+		t.Fatalf("counts:\n%s", o.raw)
+	}
+	if len(o.cong) != truth.congestion || o.events["queue-congestion rise"] != "1" || o.events["queue-occupancy rise"] != "3" || o.events["queue-occupancy fall"] != "3" {
+		t.Fatalf("congestion %d (want %d), events %v\n%s", len(o.cong), truth.congestion, o.events, o.raw)
+	}
+	// Switch 300, the core, sees every packet; 3 at 6000 ns and 9000 cells.
+	if h := o.hists["300"]; !strings.HasPrefix(h, "switch 300 packets 24 latency (ns) 0[250] 21[500] 0[1000] 0[2000] 0[4000] 3[8000] 0[+] queue (cells) ") || !strings.HasSuffix(h, " 0[1024] 3[+]") {
+		t.Fatalf("switch 300: %q", h)
 	}
 }
 

@@ -1,0 +1,230 @@
+package intbridge
+
+import (
+	"time"
+
+	"github.com/dtakit/dtakit/inband"
+)
+
+// MaxHops is the longest path the analytics (Detector, Aggregator) keep per
+// flow; hops beyond it, counted from the source, are left out.
+const MaxHops = 8
+
+// HopFields says which of a Hop's values the hop reported.
+type HopFields uint16
+
+// Hop fields.
+const (
+	HasSwitch HopFields = 1 << iota
+	HasPorts
+	HasQueue // queue ID and occupancy
+	HasLatency
+	HasTimestamp
+	HasTxUtil
+	HasDrops
+	HasCongestion
+	HasBuffer // buffer ID and occupancy
+)
+
+// Hop is one hop's telemetry as the analytics read it, whatever format
+// carried it (an INT-MD stack entry, a per-hop report, a drop report).
+type Hop struct {
+	Switch          uint32
+	Ingress, Egress uint32 // ports (level 1 or level 2 interface IDs)
+	Queue           uint8
+	Occupancy       uint32
+	Latency         uint32
+	Timestamp       uint64 // egress (else ingress) timestamp, the switch's clock
+	TxUtil          uint32 // egress link utilisation
+	Drops           uint32 // packets the hop reports dropped in Queue
+	Congestion      uint32 // the hop's congestion level of Queue (a congested report's occupancy)
+	Buffer          uint8  // the shared buffer's ID
+	BufferOccupancy uint32
+	Has             HopFields
+}
+
+// SetMetadata fills h from INT metadata m, leaving out what m lacks.
+func (h *Hop) SetMetadata(m *inband.Metadata) {
+	*h = Hop{}
+	if m.Has(inband.BitNodeID) {
+		h.Switch, h.Has = m.NodeID, h.Has|HasSwitch
+	}
+	switch {
+	case m.Has(inband.BitL2Ports):
+		h.Ingress, h.Egress, h.Has = m.L2Ingress, m.L2Egress, h.Has|HasPorts
+	case m.Has(inband.BitL1Ports):
+		h.Ingress, h.Egress, h.Has = uint32(m.L1Ingress), uint32(m.L1Egress), h.Has|HasPorts
+	}
+	if m.Has(inband.BitQueue) {
+		h.Queue, h.Occupancy, h.Has = m.QueueID, m.QueueOccupancy, h.Has|HasQueue
+	}
+	if m.Has(inband.BitHopLatency) {
+		h.Latency, h.Has = m.HopLatency, h.Has|HasLatency
+	}
+	switch {
+	case m.Has(inband.BitEgressTS):
+		h.Timestamp, h.Has = m.EgressTimestamp, h.Has|HasTimestamp
+	case m.Has(inband.BitIngressTS):
+		h.Timestamp, h.Has = m.IngressTimestamp, h.Has|HasTimestamp
+	}
+	if m.Has(inband.BitTxUtil) {
+		h.TxUtil, h.Has = m.TxUtilization, h.Has|HasTxUtil
+	}
+	if m.Has(inband.BitBuffer) {
+		h.Buffer, h.BufferOccupancy, h.Has = m.BufferID, m.BufferOccupancy, h.Has|HasBuffer
+	}
+}
+
+// Record is one packet's telemetry: its flow and the hops it crossed,
+// source first. It is what the Detector and the Aggregator take.
+type Record struct {
+	Flow  uint32 // the flow's key (inband.FlowKey)
+	Tuple inband.FiveTuple
+	Time  time.Time // when the collector received it
+	Hops  []Hop
+	// PerHop says the record is one hop's own report (a postcard, a drop
+	// report), not the flow's path: the Detector's flow rules (path, flow
+	// and hop latency) and the Aggregator's flow path leave it out.
+	PerHop bool
+	// Position is a PerHop record's place on the path, 1 the source (0:
+	// unknown): the flow table keeps its values there.
+	Position uint8
+}
+
+// SetTrace fills r from an INT-MD path trace received at now, reusing r's
+// hop storage: it does not allocate once r.Hops has grown to MaxHops. The
+// hops are the stack's, source first, then the reporting node's own
+// metadata (Trace.Sink) and its drop and congestion flags: merged into the
+// last hop when the stack ends at that node, else a hop of its own.
+func (r *Record) SetTrace(t *Trace, now time.Time) {
+	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = t.Key, t.Flow, now, false, 0
+	n := min(len(t.Hops), MaxHops)
+	r.grow()
+	r.Hops = r.Hops[:n]
+	for i := range n {
+		r.Hops[i].SetMetadata(&t.Hops[i])
+	}
+	if t.Sink.Present == 0 && !t.Dropped && !t.Congested {
+		return
+	}
+	var s Hop
+	s.SetMetadata(&t.Sink)
+	s.Switch, s.Has = t.Node, s.Has|HasSwitch
+	s.flags(t.Dropped, t.Congested, &t.Sink)
+	switch {
+	case n == len(t.Hops) && n > 0 && r.Hops[n-1].Switch == t.Node:
+		r.Hops[n-1].merge(&s)
+	case n == len(t.Hops) && n < MaxHops:
+		r.Hops = append(r.Hops, s)
+	}
+}
+
+// SetHopReport fills r from a per-hop report received at now: one hop, the
+// reporting node with its metadata, a D flag one drop in the drop queue, a
+// Q flag the queue's congestion, at the report's place on the path.
+func (r *Record) SetHopReport(h *HopReport, now time.Time) {
+	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = h.Key, h.Flow, now, true, 0
+	if h.Hop >= 1 && h.Hop <= MaxHops {
+		r.Position = uint8(h.Hop)
+	}
+	r.grow()
+	r.Hops = r.Hops[:1]
+	r.Hops[0].SetMetadata(&h.Meta)
+	r.Hops[0].flags(h.Dropped, h.Congested, &h.Meta)
+}
+
+func (r *Record) grow() {
+	if cap(r.Hops) < MaxHops {
+		r.Hops = make([]Hop, 0, MaxHops)
+	}
+}
+
+// flags adds a report's D (one drop in m's drop queue) and Q (m's queue
+// occupancy as the congestion) flags.
+func (h *Hop) flags(dropped, congested bool, m *inband.Metadata) {
+	if dropped {
+		h.Queue, h.Drops, h.Has = m.DropQueueID, 1, h.Has|HasDrops
+	}
+	if congested && m.Has(inband.BitQueue) {
+		h.Congestion, h.Has = m.QueueOccupancy, h.Has|HasCongestion
+	}
+}
+
+// merge adds the values of s that h lacks.
+func (h *Hop) merge(s *Hop) {
+	add := s.Has &^ h.Has
+	if add&HasPorts != 0 {
+		h.Ingress, h.Egress = s.Ingress, s.Egress
+	}
+	if add&HasQueue != 0 {
+		h.Queue, h.Occupancy = s.Queue, s.Occupancy
+	}
+	if add&HasLatency != 0 {
+		h.Latency = s.Latency
+	}
+	if add&HasTimestamp != 0 {
+		h.Timestamp = s.Timestamp
+	}
+	if add&HasTxUtil != 0 {
+		h.TxUtil = s.TxUtil
+	}
+	if add&HasDrops != 0 {
+		h.Queue, h.Drops = s.Queue, s.Drops
+	}
+	if add&HasCongestion != 0 {
+		h.Congestion = s.Congestion
+	}
+	if add&HasBuffer != 0 {
+		h.Buffer, h.BufferOccupancy = s.Buffer, s.BufferOccupancy
+	}
+	h.Has |= add
+}
+
+// Records returns the analytics records of what the last Handle or
+// HandlePacket decoded, received at now: one per Trace (Record.SetTrace),
+// then one per HopReport (Record.SetHopReport). Nothing is decoded again.
+// They are valid until the next call, and reuse their storage: no
+// allocation once grown.
+func (b *Bridge) Records(now time.Time) []Record {
+	traces := b.Traces()
+	n := len(traces) + len(b.perHop)
+	for len(b.recs) < n {
+		b.recs = append(b.recs, Record{Hops: make([]Hop, 0, MaxHops)})
+	}
+	recs := b.recs[:n]
+	for i := range traces {
+		recs[i].SetTrace(&traces[i], now)
+	}
+	for i := range b.perHop {
+		recs[len(traces)+i].SetHopReport(&b.perHop[i], now)
+	}
+	return recs
+}
+
+// Path is a flow's path: the switches' node IDs, source first.
+type Path struct {
+	Len   uint8
+	Nodes [MaxHops]uint32
+}
+
+// Slice returns the node IDs.
+func (p *Path) Slice() []uint32 { return p.Nodes[:p.Len] }
+
+func (p *Path) set(hops []Hop) {
+	*p = Path{Len: uint8(len(hops))}
+	for i := range hops {
+		p.Nodes[i] = hops[i].Switch
+	}
+}
+
+func (p *Path) same(hops []Hop) bool {
+	if int(p.Len) != len(hops) {
+		return false
+	}
+	for i := range hops {
+		if p.Nodes[i] != hops[i].Switch {
+			return false
+		}
+	}
+	return true
+}
