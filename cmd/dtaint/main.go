@@ -29,6 +29,7 @@ import (
 
 	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/intbridge/daemon"
+	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 )
 
@@ -36,6 +37,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("dtaint", flag.ContinueOnError)
+	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file")
 	listen := fs.String("listen", "", "UDP address Telemetry Reports arrive on (default 127.0.0.1:32766)")
 	tr := fs.String("translator", "", `translator's report address (default 127.0.0.1:40040; "none": analytics only)`)
@@ -49,11 +51,8 @@ func run(args []string) int {
 	replayPort := fs.Uint("replay-port", 0, "UDP port the replayed capture's reports are sent to (default 32766)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for HTTP requests under way")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cli.Parse(fs, args); !ok {
+		return code
 	}
 	log, err := daemonlog.New(*level)
 	if err != nil {

@@ -106,8 +106,11 @@ func TestFiguresMatchAnalysis(t *testing.T) {
 	pc := figs["postcard-flows"]
 	pairs(t, pc, "cache 65536, dtakit eviction", "analysis (no eviction)", proportionOK)
 	big, small := pc.Find("cache 65536, dtakit eviction").Points, pc.Find("cache 128, dtakit eviction").Points
-	if small[0].Hi >= big[0].Lo {
-		t.Errorf("a 128-entry cache loses no more paths than a 65536-entry one: %v vs %v", small[0], big[0])
+	// A flow evicted early is written in parts that never blank each
+	// other's hops (docs/DTA-WIRE.md 8.5), so a small cache costs writes,
+	// not paths.
+	if small[0].Hi < big[0].Lo {
+		t.Errorf("a 128-entry cache loses paths a 65536-entry one keeps: %v vs %v", small[0], big[0])
 	}
 	for _, e := range []string{"E=256", "E=512", "E=1024"} {
 		pairs(t, figs["append-loss"], e+" measured", e+" analysis", func(m, a Point) bool {
