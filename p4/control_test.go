@@ -100,6 +100,8 @@ func TestPlanRejects(t *testing.T) {
 		"4 GiB boundary":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.VA = 0x1FFFFF000 }, ErrAdvertisement},
 		"counters unaligned": {func(c *Config) { c.Collectors[0].Connections[1].Ad.VA += 4 }, ErrAdvertisement},
 		"choice range":       {func(c *Config) { var ch [256]uint8; ch[7] = 2; c.Choice = &ch }, ErrConfig},
+		"port 512":           {func(c *Config) { c.Collectors[1].Port = 512 }, ErrConfig},
+		"CPU port 512":       {func(c *Config) { c.CPUPort = 512 }, ErrConfig},
 		"IPv6":               {func(c *Config) { c.Collectors[0].Connections[0].Dst = netip.MustParseAddr("::1") }, ErrConfig},
 	} {
 		if err := mutate(tc.f); !errors.Is(err, tc.want) {

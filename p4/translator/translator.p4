@@ -219,7 +219,7 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         h.udp.dst_port = DTA_ACK_PORT; h.udp.src_port = DTA_REPORT_PORT;
         h.udp.length = 8 + 2; h.udp.checksum = 0;
         h.ack.setValid(); h.ack.seq = h.seq.seq; h.ack.nack = 1; h.ack.reserved = 0;
-        h.dta.setInvalid(); h.seq.setInvalid(); h.kw.setInvalid(); h.ki.setInvalid();
+        h.dta.setInvalid(); h.seq.setInvalid(); h.kw.setInvalid(); h.ki.setInvalid(); h.ap.setInvalid();
         ig_tm_md.ucast_egress_port = ig_md.ingress_port;
         h.bridge.setValid(); h.bridge.kind = KIND_NONE;
         dropped.count(3);
@@ -378,10 +378,9 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     };
 
     bit<8> copy = eg_md.egress_rid[7:0];
-    bit<32> key = 0;
+    bit<32> report_key = 0;
     bit<32> mask = 0;
     bit<32> icrc_const = 0;
-    bit<8> shift = 0;
 
     action set_qp(bit<48> src_mac, bit<48> dst_mac, bit<32> src_ip, bit<32> dst_ip,
                   bit<16> src_port, bit<24> dst_qp, bit<32> rkey,
@@ -419,7 +418,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.bth.opcode = ROCE_RC_WRITE_ONLY;
         h.reth.setValid(); h.reth.length = 4 + DTA_KW_DATA_BYTES;
         h.kw_payload.setValid(); h.kw_payload.data = h.kw.data;
-        key = h.kw.key;
+        report_key = h.kw.key;
         h.kw.setInvalid();
         h.atomic.setInvalid();
     }
@@ -443,7 +442,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.bth.opcode = ROCE_RC_FETCH_ADD;
         h.bth.ack_req = 1; // every FETCH_ADD asks for its ACK (section 8.6)
         h.atomic.setValid(); h.atomic.add = h.ki.counter; h.atomic.compare = 0;
-        key = h.ki.key;
+        report_key = h.ki.key;
         h.ki.setInvalid();
         h.reth.setInvalid();
     }
@@ -451,7 +450,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     // One dependent step per action: Tofino runs an action in one stage.
     action mask_slot() { m.offset = m.slot_hash & mask; }
     action shift_slot() { m.offset = m.offset << 3; } // DTA_KW_SLOT_BYTES = 8; 8-byte counters
-    action kw_checksum() { m.checksum = key_checksum.get({key[7:0], key[15:8], key[23:16], key[31:24]}); }
+    action kw_checksum() { m.checksum = key_checksum.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
     action swap_checksum() {
         h.kw_payload.checksum_le = m.checksum[7:0] ++ m.checksum[15:8] ++ m.checksum[23:16] ++ m.checksum[31:24];
     }
@@ -491,13 +490,13 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             }
             if (h.bridge.kind != KIND_AP) {
                 if (copy == 0) {
-                    m.slot_hash = slot0.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot0.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 } else if (copy == 1) {
-                    m.slot_hash = slot1.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot1.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 } else if (copy == 2) {
-                    m.slot_hash = slot2.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot2.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 } else {
-                    m.slot_hash = slot3.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot3.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 }
                 mask_slot();
                 shift_slot();
