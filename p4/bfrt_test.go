@@ -311,6 +311,7 @@ func acceptedConfigs(t *testing.T) map[Program][]Config {
 		c.SrcPort = 0xFFFF
 	}
 	edge.RatePPS, edge.BurstPackets = 1<<40, 1<<40
+	edge.ReportPorts = []uint16{384, 511}
 
 	a := pcConnection(t)
 	b := a
@@ -322,6 +323,7 @@ func acceptedConfigs(t *testing.T) map[Program][]Config {
 		Program:       PostcardProgram,
 		Collectors:    []Collector{{Port: 8, Connections: []Connection{a}}, {Port: 511, Connections: []Connection{b}}},
 		MulticastBase: 0xFFFF - 2<<p4gen.QPBits, CPUPort: 511, RatePPS: 1_000_000, BurstPackets: 10_000,
+		ReportPorts: []uint16{511},
 	}
 	return map[Program][]Config{TranslatorProgram: {testConfig(t), edge}, PostcardProgram: {pc}}
 }

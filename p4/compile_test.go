@@ -1,6 +1,7 @@
 package p4
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dtakit/dtakit/internal/p4gen"
 )
 
 // programs are the P4 programs of this directory, each compiled by the tests.
@@ -108,7 +111,7 @@ func TestCompile(t *testing.T) {
 				t.Fatalf("p4test-tna %s: %v\n%s", prog, err, out)
 			}
 			c := compileBuild(t, p4cBin, build{prog: prog, target: "tofino"})
-			checkCompiled(t, prog, c, 12)
+			checkCompiled(t, prog, prog, c, 12)
 			name := strings.TrimSuffix(filepath.Base(prog), ".p4")
 			if name != "reporter" {
 				s, err := reduceBfrt(c.bfrt)
@@ -126,27 +129,27 @@ func TestCompile(t *testing.T) {
 }
 
 // checkCompiled checks a build's output and logs its resource use.
-func checkCompiled(t *testing.T, prog string, c compiled, maxStages int) {
+func checkCompiled(t *testing.T, name, prog string, c compiled, maxStages int) {
 	t.Helper()
 	if strings.Contains(c.log, "Can't match parser state") {
-		t.Errorf("%s: the assembler could not match a parser state:\n%s", prog, c.log)
+		t.Errorf("%s: the assembler could not match a parser state:\n%s", name, c.log)
 	}
 	if err := checkSelects(readFile(t, prog), c.bfa); err != nil {
-		t.Errorf("%s: %v", prog, err)
+		t.Errorf("%s: %v", name, err)
 	}
 	warnings, err := checkWarnings(c.log)
 	if err != nil {
-		t.Errorf("%s: %v", prog, err)
+		t.Errorf("%s: %v", name, err)
 	}
 	if c.stages["ingress"] > maxStages || c.stages["egress"] > maxStages {
-		t.Fatalf("%s: stages %v exceed %d", prog, c.stages, maxStages)
+		t.Fatalf("%s: stages %v exceed %d", name, c.stages, maxStages)
 	}
 	mem, err := memoryUnits(c.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d ingress and %d egress stages of %d; memory units %v; warnings %v",
-		prog, c.stages["ingress"], c.stages["egress"], maxStages, mem, warnings)
+		name, c.stages["ingress"], c.stages["egress"], maxStages, mem, warnings)
 }
 
 var (
@@ -326,5 +329,47 @@ func TestCheckSelects(t *testing.T) {
 	}
 	if err := checkSelects(src, lost); err == nil || !strings.Contains(err.Error(), "ingress start") {
 		t.Errorf("lost match: error %v, want one naming ingress start", err)
+	}
+}
+
+// TestCompileVariants compiles translator.p4 for every other Key-Write data
+// size of p4gen.KeyWriteDataChoices (-DDTA_KW_DATA_BYTES=D), checks each
+// output as TestCompile does, and requires each BF-RT schema to equal the
+// default build's, against which TestPlanMatchesSchema validates the
+// control plane. It runs where DTAKIT_P4_VARIANTS=1 (.ci/run's p4 step):
+// each build takes as long as the default one.
+func TestCompileVariants(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipping: the compile check runs without -race")
+	}
+	if os.Getenv("DTAKIT_P4_VARIANTS") != "1" {
+		t.Skip("skipping: set DTAKIT_P4_VARIANTS=1 to compile every variant (.ci/run's p4 step does)")
+	}
+	p4cBin := compilerOrSkip(t)
+	want, err := os.ReadFile("testdata/bfrt_translator.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range p4gen.KeyWriteDataChoices {
+		if d == p4gen.KeyWriteData {
+			continue // TestCompile
+		}
+		t.Run(fmt.Sprintf("kw_data_%d", d), func(t *testing.T) {
+			t.Parallel()
+			prog := "translator/translator.p4"
+			c := compileBuild(t, p4cBin, build{prog: prog, target: "tofino", defs: []string{fmt.Sprintf("-DDTA_KW_DATA_BYTES=%d", d)}})
+			checkCompiled(t, fmt.Sprintf("%s (D = %d)", prog, d), prog, c, 12)
+			s, err := reduceBfrt(c.bfrt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := json.MarshalIndent(s, "", " ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(append(j, '\n'), want) {
+				t.Errorf("D = %d: BF-RT schema differs from testdata/bfrt_translator.json:\n%s", d, j)
+			}
+		})
 	}
 }

@@ -72,7 +72,17 @@ type Config struct {
 	// RatePPS and BurstPackets configure each QP's meter; 0 leaves the
 	// meters at the SDE's default (no limit is programmed).
 	RatePPS, BurstPackets uint64
+	// ReportPorts are the dev_ports reports may enter through, all of one
+	// pipe: Tofino keeps the Append batches and heads, the postcard cache
+	// and the meters (ingress registers) once per pipe, so reports of one
+	// list or flow entering through two pipes would keep two heads or two
+	// cache entries. A report from another port is NACKed when sequenced,
+	// else dropped and counted; none admits no report.
+	ReportPorts []uint16
 }
+
+// pipeOf is the pipe of a Tofino dev_port: its bits 8..7.
+func pipeOf(port uint16) uint16 { return port >> 7 }
 
 // Field is one named key field, action parameter or data field.
 type Field struct {
@@ -147,6 +157,15 @@ func NewPlan(cfg Config) (*Plan, error) {
 	}
 	if cfg.CPUPort >= 1<<devPortBits {
 		return nil, fmt.Errorf("p4: plan: %w: CPU port %d wider than a %d-bit dev_port", ErrConfig, cfg.CPUPort, devPortBits)
+	}
+	for _, port := range cfg.ReportPorts {
+		if port >= 1<<devPortBits {
+			return nil, fmt.Errorf("p4: plan: %w: report port %d wider than a %d-bit dev_port", ErrConfig, port, devPortBits)
+		}
+		if pipeOf(port) != pipeOf(cfg.ReportPorts[0]) {
+			return nil, fmt.Errorf("p4: plan: %w: report ports %d and %d are in pipes %d and %d: the Append, postcard and meter state is per pipe",
+				ErrConfig, cfg.ReportPorts[0], port, pipeOf(cfg.ReportPorts[0]), pipeOf(port))
+		}
 	}
 	for c, col := range cfg.Collectors {
 		if col.Port >= 1<<devPortBits {
@@ -256,6 +275,13 @@ func NewPlan(cfg Config) (*Plan, error) {
 					})
 				}
 			}
+		}
+	}
+	seenPort := map[uint16]bool{}
+	for _, port := range cfg.ReportPorts {
+		if !seenPort[port] {
+			seenPort[port] = true
+			p.Entries = append(p.Entries, Entry{Table: "Ingress.report_ports", Key: []Field{{"ingress_port", uint64(port)}}, Action: "Ingress.report_port"})
 		}
 	}
 	var evicted []Entry

@@ -159,12 +159,22 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
     action ap_list_base() { m.lbase = h.ap.list << 14; }
     action ap_head_offset() { m.head = m.head << 2; }
     action ap_offset() { h.bridge_ap.offset = m.head | m.lbase; }
-    Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed
+    Counter<bit<32>, bit<3>>(8, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed, 4 another pipe
     Meter<qp_t>(1 << DTA_QP_BITS, MeterType_t.PACKETS) rate;
     bit<8> color = 0;
     bool admit = false;
 
-    action drop(bit<2> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
+    action drop(bit<3> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
+    // Reports enter through the ports of one pipe (p4.Config.ReportPorts):
+    // Tofino keeps the Append registers and the meters once per pipe, so a
+    // list's reports entering through two pipes would keep two heads.
+    action report_port() { }
+    table report_ports {
+        key = { ig_md.ingress_port: exact; }
+        actions = { report_port; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 128;
+    }
     action to_instance(bit<8> qp) {
         h.bridge.setValid(); h.bridge.qp = qp; admit = true;
     }
@@ -257,6 +267,8 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         } else if (h.kw.isValid() || h.ki.isValid() || h.ap.isValid()) {
             if (m.n == 0) {
                 drop(0); // malformed: never NACKed
+            } else if (!report_ports.apply().hit) {
+                if (h.seq.isValid()) { nack(); } else { drop(4); }
             } else {
                 instance.apply();
                 if (admit) {
@@ -449,7 +461,8 @@ control Egress(inout headers_t h, inout eg_meta_t m,
 
     // One dependent step per action: Tofino runs an action in one stage.
     action mask_slot() { m.offset = m.slot_hash & mask; }
-    action shift_slot() { m.offset = m.offset << 3; } // DTA_KW_SLOT_BYTES = 8; 8-byte counters
+    action shift_slot() { m.offset = m.offset << DTA_KW_SLOT_SHIFT; } // Key-Write slots
+    action shift_counter() { m.offset = m.offset << 3; } // 8-byte counters
     action kw_checksum() { m.checksum = key_checksum.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
     action swap_checksum() {
         h.kw_payload.checksum_le = m.checksum[7:0] ++ m.checksum[15:8] ++ m.checksum[23:16] ++ m.checksum[31:24];
@@ -499,7 +512,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                     m.slot_hash = slot3.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 }
                 mask_slot();
-                shift_slot();
+                if (h.bridge.kind == KIND_KW) { shift_slot(); } else { shift_counter(); }
             }
             if (h.bridge.kind == KIND_KW) {
                 kw_checksum();
