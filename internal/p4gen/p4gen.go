@@ -51,10 +51,9 @@ const (
 )
 
 // KeyWriteDataChoices are the Key-Write data sizes D translator.p4 compiles
-// for (the reference prototype's 4 and 12, and 8 and 16; its 28 needs 13
-// egress stages): one is chosen with -DDTA_KW_DATA_BYTES=D, KeyWriteData by
-// default.
-var KeyWriteDataChoices = []int{4, 8, 12, 16}
+// for (the reference prototype's 4, 12 and 28, and 8 and 16): one is chosen
+// with -DDTA_KW_DATA_BYTES=D, KeyWriteData by default.
+var KeyWriteDataChoices = []int{4, 8, 12, 16, 28}
 
 // HopMask returns what the postcard translator's Ingress.hops table gives a
 // postcard of hop (1-based) whose flow needs want hops: the hop's bit in the

@@ -53,8 +53,11 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #elif DTA_KW_DATA_BYTES == 16
 #define DTA_KW_SLOT_BYTES 32 // keywrite.Layout.SlotSize: nextpow2(4 + D)
 #define DTA_KW_SLOT_SHIFT 5 // log2 DTA_KW_SLOT_BYTES
+#elif DTA_KW_DATA_BYTES == 28
+#define DTA_KW_SLOT_BYTES 32 // keywrite.Layout.SlotSize: nextpow2(4 + D)
+#define DTA_KW_SLOT_SHIFT 5 // log2 DTA_KW_SLOT_BYTES
 #else
-#error "DTA_KW_DATA_BYTES must be one of 4, 8, 12, 16"
+#error "DTA_KW_DATA_BYTES must be one of 4, 8, 12, 16, 28"
 #endif
 #define DTA_MAX_COPIES 4 // highest redundancy N replicated
 #define DTA_PC_HOPS 5 // postcard hops B

@@ -45,10 +45,10 @@ header reth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<32> length; }
 header atomiceth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<64> add; bit<64> compare; }
 header aeth_h { bit<8> syndrome; bit<24> msn; }
 // Key-Write slot: le32(checksum) || data (section 5).
-header kw_payload_h { bit<32> checksum_le; bit<(DTA_KW_DATA_BYTES*8)> data; }
+header kw_payload_h { bit<8> c0; bit<8> c1; bit<8> c2; bit<8> c3; bit<(DTA_KW_DATA_BYTES*8)> data; }
 // Append batch: DTA_AP_BATCH = 4 entries in list order.
 header ap_payload_h { bit<32> e0; bit<32> e1; bit<32> e2; bit<32> e3; }
-header icrc_h { bit<32> value; }
+header icrc_h { bit<8> b0; bit<8> b1; bit<8> b2; bit<8> b3; }
 
 const bit<8> KIND_NONE = 0;
 const bit<8> KIND_KW = 1;
@@ -465,7 +465,14 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     action shift_counter() { m.offset = m.offset << 3; } // 8-byte counters
     action kw_checksum() { m.checksum = key_checksum.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
     action swap_checksum() {
-        h.kw_payload.checksum_le = m.checksum[7:0] ++ m.checksum[15:8] ++ m.checksum[23:16] ++ m.checksum[31:24];
+        h.kw_payload.c0 = m.checksum[7:0]; h.kw_payload.c1 = m.checksum[15:8];
+        h.kw_payload.c2 = m.checksum[23:16]; h.kw_payload.c3 = m.checksum[31:24];
+    }
+    // The ICRC goes on the wire least-significant byte first: one byte per
+    // field, so the four moves run in one action.
+    action swap_icrc() {
+        h.icrc.b0 = m.icrc[7:0]; h.icrc.b1 = m.icrc[15:8];
+        h.icrc.b2 = m.icrc[23:16]; h.icrc.b3 = m.icrc[31:24];
     }
     action add_va_write() { h.reth.va_lo = h.reth.va_lo + m.offset; }
     action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
@@ -520,7 +527,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 add_va_write();
                 m.icrc = icrc_write.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
-                    h.kw_payload.checksum_le, h.kw_payload.data});
+                    h.kw_payload.c0, h.kw_payload.c1, h.kw_payload.c2, h.kw_payload.c3, h.kw_payload.data});
             } else if (h.bridge.kind == KIND_KI) {
                 add_va_atomic();
                 m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
@@ -532,8 +539,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                     h.ap_payload.e0, h.ap_payload.e1, h.ap_payload.e2, h.ap_payload.e3});
             }
             m.icrc = m.icrc ^ icrc_const;
-            // The ICRC goes on the wire least-significant byte first.
-            h.icrc.value = m.icrc[7:0] ++ m.icrc[15:8] ++ m.icrc[23:16] ++ m.icrc[31:24];
+            swap_icrc();
         }
         h.bridge.setInvalid();
     }
