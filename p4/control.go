@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/p4gen"
@@ -18,6 +19,9 @@ type Collector struct {
 	// as with the software translator (docs/DTA-WIRE.md section 8.6).
 	Connections []Connection
 }
+
+// devPortBits is the width of a Tofino dev_port (PortId_t).
+const devPortBits = 9
 
 // Program names a compiled translator program: a switch runs one.
 type Program uint8
@@ -68,7 +72,17 @@ type Config struct {
 	// RatePPS and BurstPackets configure each QP's meter; 0 leaves the
 	// meters at the SDE's default (no limit is programmed).
 	RatePPS, BurstPackets uint64
+	// ReportPorts are the dev_ports reports may enter through, all of one
+	// pipe: Tofino keeps the Append batches and heads, the postcard cache
+	// and the meters (ingress registers) once per pipe, so reports of one
+	// list or flow entering through two pipes would keep two heads or two
+	// cache entries. A report from another port is NACKed when sequenced,
+	// else dropped and counted; none admits no report.
+	ReportPorts []uint16
 }
+
+// pipeOf is the pipe of a Tofino dev_port: its bits 8..7.
+func pipeOf(port uint16) uint16 { return port >> 7 }
 
 // Field is one named key field, action parameter or data field.
 type Field struct {
@@ -141,6 +155,23 @@ func NewPlan(cfg Config) (*Plan, error) {
 	if top > 0xFFFF {
 		return nil, fmt.Errorf("p4: plan: %w: multicast group IDs overflow", ErrConfig)
 	}
+	if cfg.CPUPort >= 1<<devPortBits {
+		return nil, fmt.Errorf("p4: plan: %w: CPU port %d wider than a %d-bit dev_port", ErrConfig, cfg.CPUPort, devPortBits)
+	}
+	for _, port := range cfg.ReportPorts {
+		if port >= 1<<devPortBits {
+			return nil, fmt.Errorf("p4: plan: %w: report port %d wider than a %d-bit dev_port", ErrConfig, port, devPortBits)
+		}
+		if pipeOf(port) != pipeOf(cfg.ReportPorts[0]) {
+			return nil, fmt.Errorf("p4: plan: %w: report ports %d and %d are in pipes %d and %d: the Append, postcard and meter state is per pipe",
+				ErrConfig, cfg.ReportPorts[0], port, pipeOf(cfg.ReportPorts[0]), pipeOf(port))
+		}
+	}
+	for c, col := range cfg.Collectors {
+		if col.Port >= 1<<devPortBits {
+			return nil, fmt.Errorf("p4: plan: %w: collector %d: port %d wider than a %d-bit dev_port", ErrConfig, c, col.Port, devPortBits)
+		}
+	}
 	p := &Plan{}
 	seen := map[uint8]bool{}
 	var nodeID uint32
@@ -181,7 +212,11 @@ func NewPlan(cfg Config) (*Plan, error) {
 			if err != nil {
 				return nil, err
 			}
-			qpKey, maskName, mask := "qp", "slot_mask", s.slots-1
+			// Append batches go to the list's head, not to a hashed slot: no mask.
+			qpKey, maskName, mask := "qp", "slot_mask", uint64(0)
+			if s.slots > 0 {
+				mask = s.slots - 1
+			}
 			if cfg.Program == PostcardProgram {
 				// The egress places the chunk hash at the chunk's byte offset.
 				qpKey, maskName, mask = "qpi", "chunk_mask", mask*uint64(s.pc.Layout().ChunkSize())
@@ -240,6 +275,13 @@ func NewPlan(cfg Config) (*Plan, error) {
 					})
 				}
 			}
+		}
+	}
+	seenPort := map[uint16]bool{}
+	for _, port := range cfg.ReportPorts {
+		if !seenPort[port] {
+			seenPort[port] = true
+			p.Entries = append(p.Entries, Entry{Table: "Ingress.report_ports", Key: []Field{{"ingress_port", uint64(port)}}, Action: "Ingress.report_port"})
 		}
 	}
 	var evicted []Entry
@@ -339,7 +381,7 @@ func (p *Plan) BfrtPython(program string) []byte {
 			fmt.Fprintf(&b, "p.%s.set_default_with_%s(%s)\n", e.Table, action, args(e.Data))
 			continue
 		}
-		fmt.Fprintf(&b, "p.%s.add_with_%s(%s, %s)\n", e.Table, action, args(e.Key), args(e.Data))
+		fmt.Fprintf(&b, "p.%s.add_with_%s(%s)\n", e.Table, action, args(append(slices.Clone(e.Key), e.Data...)))
 	}
 	for _, r := range p.Registers {
 		fmt.Fprintf(&b, "p.%s.mod(REGISTER_INDEX=%d, f1=0x%X)\n", r.Register, r.Index, r.Value)

@@ -13,6 +13,7 @@ import (
 	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/internal/p4gen"
 	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/rocev2"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -43,6 +44,7 @@ func testConfig(t *testing.T) Config {
 		MulticastBase: 100,
 		CPUPort:       64,
 		RatePPS:       1_000_000, BurstPackets: 10_000,
+		ReportPorts: []uint16{0, 4, 127},
 	}
 }
 
@@ -90,20 +92,75 @@ func TestPlanRejects(t *testing.T) {
 		f    func(c *Config)
 		want error
 	}{
-		"no collectors":      {func(c *Config) { c.Collectors = nil }, ErrConfig},
-		"index twice":        {func(c *Config) { c.Collectors[1].Connections[0].Index = 0 }, ErrConfig},
-		"data size 8":        {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geo8 }, ErrAdvertisement},
-		"reference hash":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geoRef }, ErrAdvertisement},
-		"wrong geometry":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpAppend }, ErrAdvertisement},
-		"postcard":           {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpPostcard }, ErrAdvertisement},
-		"append lists":       {func(c *Config) { c.Collectors[0].Connections[2].Ad.Geometry = apSmall }, ErrAdvertisement},
-		"4 GiB boundary":     {func(c *Config) { c.Collectors[0].Connections[0].Ad.VA = 0x1FFFFF000 }, ErrAdvertisement},
-		"counters unaligned": {func(c *Config) { c.Collectors[0].Connections[1].Ad.VA += 4 }, ErrAdvertisement},
-		"choice range":       {func(c *Config) { var ch [256]uint8; ch[7] = 2; c.Choice = &ch }, ErrConfig},
-		"IPv6":               {func(c *Config) { c.Collectors[0].Connections[0].Dst = netip.MustParseAddr("::1") }, ErrConfig},
+		"no collectors":         {func(c *Config) { c.Collectors = nil }, ErrConfig},
+		"index twice":           {func(c *Config) { c.Collectors[1].Connections[0].Index = 0 }, ErrConfig},
+		"data size 8":           {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geo8 }, ErrAdvertisement},
+		"compiled for 5 bytes":  {func(c *Config) { c.Collectors[0].Connections[0].KeyWriteData = 5 }, ErrConfig},
+		"reference hash":        {func(c *Config) { c.Collectors[0].Connections[0].Ad.Geometry = geoRef }, ErrAdvertisement},
+		"wrong geometry":        {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpAppend }, ErrAdvertisement},
+		"postcard":              {func(c *Config) { c.Collectors[0].Connections[0].Ad.Primitive = dta.OpPostcard }, ErrAdvertisement},
+		"append lists":          {func(c *Config) { c.Collectors[0].Connections[2].Ad.Geometry = apSmall }, ErrAdvertisement},
+		"4 GiB boundary":        {func(c *Config) { c.Collectors[0].Connections[0].Ad.VA = 0x1FFFFF000 }, ErrAdvertisement},
+		"counters unaligned":    {func(c *Config) { c.Collectors[0].Connections[1].Ad.VA += 4 }, ErrAdvertisement},
+		"choice range":          {func(c *Config) { var ch [256]uint8; ch[7] = 2; c.Choice = &ch }, ErrConfig},
+		"report ports, 2 pipes": {func(c *Config) { c.ReportPorts = []uint16{4, 128} }, ErrConfig},
+		"report port 512":       {func(c *Config) { c.ReportPorts = []uint16{512} }, ErrConfig},
+		"port 512":              {func(c *Config) { c.Collectors[1].Port = 512 }, ErrConfig},
+		"CPU port 512":          {func(c *Config) { c.CPUPort = 512 }, ErrConfig},
+		"IPv6":                  {func(c *Config) { c.Collectors[0].Connections[0].Dst = netip.MustParseAddr("::1") }, ErrConfig},
 	} {
 		if err := mutate(tc.f); !errors.Is(err, tc.want) {
 			t.Errorf("%s: error %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+// TestPlanKeyWriteData: for every compiled choice of D, a Key-Write
+// instance of D-byte data is accepted by a translator built for it
+// (Connection.KeyWriteData, -DDTA_KW_DATA_BYTES=D) and refused by the
+// default build; its writes carry 4 + D bytes and its ICRC constant is the
+// one of frames of that shape.
+func TestPlanKeyWriteData(t *testing.T) {
+	for _, d := range p4gen.KeyWriteDataChoices {
+		cfg := testConfig(t)
+		l := keywrite.Layout{Slots: 1 << 10, DataSize: d}
+		geo, _ := l.AppendBinary(nil)
+		c := &cfg.Collectors[0].Connections[0]
+		c.Ad.Geometry, c.KeyWriteData = geo, d
+		p, err := NewPlan(cfg)
+		if err != nil {
+			t.Fatalf("D = %d: %v", d, err)
+		}
+		if mask := p.Entries[0].Data[9]; mask.Name != "slot_mask" || mask.Value != 1<<10-1 {
+			t.Errorf("D = %d: %+v, want slot_mask 1023", d, mask)
+		}
+		k, err := c.ICRCConstant()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.check()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := bytes.Repeat([]byte{0xA5}, d)
+		f := c.craft(s, 0xDEADBEEF, data, 1, 0, 77)
+		if f.RETH.DMALength != uint32(4+d) || len(f.Payload) != 4+d {
+			t.Errorf("D = %d: RETH length %d, payload %d bytes", d, f.RETH.DMALength, len(f.Payload))
+		}
+		// K is the ICRC of this shape with the hashed bytes zero, whatever
+		// they hold: a frame of D bytes of data gives the same K.
+		b, err := f.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rocev2.ICRCBase(b[dta.EthernetLen:len(b)-rocev2.ICRCLen], icrcFrom); err != nil || got != k {
+			t.Errorf("D = %d: ICRC constant %#x, the frame's %#x (%v)", d, k, got, err)
+		}
+		if d != p4gen.KeyWriteData {
+			c.KeyWriteData = 0
+			if _, err := NewPlan(cfg); !errors.Is(err, ErrAdvertisement) {
+				t.Errorf("D = %d on the default build: %v, want ErrAdvertisement", d, err)
+			}
 		}
 	}
 }

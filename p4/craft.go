@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
@@ -43,6 +44,18 @@ type Connection struct {
 	CollectorQPN   uint32     // destination QP of the crafted packets
 	StartPSN       uint32     // first PSN of the switch's packets: the collector's REP's starting PSN
 	Ad             dta.Advertisement
+	// KeyWriteData is the Key-Write data size D translator.p4 was compiled
+	// with (-DDTA_KW_DATA_BYTES, one of p4gen.KeyWriteDataChoices); 0 means
+	// p4gen.KeyWriteData, the default build's.
+	KeyWriteData int
+}
+
+// kwData returns the Key-Write data size the program was compiled with.
+func (c *Connection) kwData() int {
+	if c.KeyWriteData == 0 {
+		return p4gen.KeyWriteData
+	}
+	return c.KeyWriteData
 }
 
 // shape is what the compiled translator can write for a connection.
@@ -67,13 +80,17 @@ func (c *Connection) check() (shape, error) {
 	if int(c.Index) >= 1<<p4gen.QPBits {
 		return s, fmt.Errorf("p4: connection %d: %w: index beyond the QP registers", c.Index, ErrConfig)
 	}
+	if !slices.Contains(p4gen.KeyWriteDataChoices, c.kwData()) {
+		return s, fmt.Errorf("p4: connection %d: %w: Key-Write data size %d is not one of the compiled choices %v",
+			c.Index, ErrConfig, c.KeyWriteData, p4gen.KeyWriteDataChoices)
+	}
 	s.op = c.Ad.Primitive
 	var err error
 	switch s.op {
 	case dta.OpKeyWrite:
 		s.kw, err = keywrite.ParseLayout(c.Ad.Geometry)
-		if err == nil && s.kw.DataSize != p4gen.KeyWriteData {
-			err = fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize, p4gen.KeyWriteData)
+		if err == nil && s.kw.DataSize != c.kwData() {
+			err = fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize, c.kwData())
 		}
 		if err == nil {
 			s.slots = s.kw.Slots
@@ -162,7 +179,7 @@ func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn
 	case dta.OpKeyWrite:
 		f.BTH.Opcode = rocev2.RCWriteOnly
 		f.BTH.AckReq = psn&63 == 0
-		f.RETH = rocev2.RETH{VA: c.Ad.VA + s.kw.Offset(key, n), RKey: c.Ad.RKey, DMALength: 4 + p4gen.KeyWriteData}
+		f.RETH = rocev2.RETH{VA: c.Ad.VA + s.kw.Offset(key, n), RKey: c.Ad.RKey, DMALength: uint32(4 + s.kw.DataSize)}
 		f.Payload = binary.LittleEndian.AppendUint32(nil, s.kw.Checksum(key))
 		f.Payload = append(f.Payload, value...)
 	default:
@@ -192,7 +209,7 @@ func (c *Connection) icrcConstant(s shape) (uint32, error) {
 	case dta.OpPostcard:
 		value = make([]byte, s.pc.Layout().ChunkSize())
 	case dta.OpKeyWrite:
-		value = value[:p4gen.KeyWriteData]
+		value = make([]byte, s.kw.DataSize)
 	case dta.OpKeyIncrement:
 		value = value[:8]
 	}

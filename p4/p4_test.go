@@ -77,12 +77,12 @@ func TestHashesMatchModel(t *testing.T) {
 	for n := 0; n < p4gen.MaxCopies; n++ {
 		checks["translator.p4/slot"+string(rune('0'+n))] = func(r *rand.Rand) (map[string]uint64, uint64) {
 			key := r.Uint32()
-			return map[string]uint64{"key": uint64(key), "copy": uint64(n)}, uint64(tofino.PerCopy.Slot(key, uint8(n)))
+			return map[string]uint64{"report_key": uint64(key), "copy": uint64(n)}, uint64(tofino.PerCopy.Slot(key, uint8(n)))
 		}
 	}
 	checks["translator.p4/key_checksum"] = func(r *rand.Rand) (map[string]uint64, uint64) {
 		key := r.Uint32()
-		return map[string]uint64{"key": uint64(key)}, uint64(tofino.PerCopy.Checksum(key))
+		return map[string]uint64{"report_key": uint64(key)}, uint64(tofino.PerCopy.Checksum(key))
 	}
 	// Collector choice: CRC8(be32(key)), section 4.
 	collector := func(r *rand.Rand) (map[string]uint64, uint64) {
@@ -135,7 +135,7 @@ func TestHashesMatchModel(t *testing.T) {
 		env := map[string]uint64{
 			"h.ipv4.src": uint64(binary.BigEndian.Uint32(b[0:])), "h.ipv4.dst": uint64(binary.BigEndian.Uint32(b[4:])),
 			"h.ipv4.protocol": uint64(b[8]),
-			"h.ports.src":     uint64(binary.BigEndian.Uint16(b[9:])), "h.ports.dst": uint64(binary.BigEndian.Uint16(b[11:])),
+			"sport":           uint64(binary.BigEndian.Uint16(b[9:])), "dport": uint64(binary.BigEndian.Uint16(b[11:])),
 		}
 		return env, uint64(crc32.ChecksumIEEE(b))
 	}
@@ -309,10 +309,7 @@ func TestICRCSplit(t *testing.T) {
 				t.Fatalf("%s frame %d: constant %#x XOR hash = %#x, ICRC %#x", c.Ad.Primitive, i, k, got, want)
 			}
 			// The icrc header holds the ICRC least-significant byte first.
-			swapped := uint32(env["h.icrc.value"])
-			if s.op == dta.OpPostcard {
-				swapped = uint32(env["h.icrc.b0"]<<24 | env["h.icrc.b1"]<<16 | env["h.icrc.b2"]<<8 | env["h.icrc.b3"])
-			}
+			swapped := uint32(env["h.icrc.b0"]<<24 | env["h.icrc.b1"]<<16 | env["h.icrc.b2"]<<8 | env["h.icrc.b3"])
 			if swapped != want>>24|want>>8&0xFF00|want<<8&0xFF0000|want<<24 {
 				t.Fatalf("icrc header %#x, ICRC %#x", swapped, want)
 			}

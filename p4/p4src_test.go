@@ -68,8 +68,11 @@ func includeCRCs(t *testing.T) map[string]tofino.CRC {
 func includeDefines(t *testing.T) map[string]int {
 	t.Helper()
 	m := map[string]int{}
+	// The first definition: the default of a choice (#if ... #elif).
 	for _, g := range reDefine.FindAllStringSubmatch(readFile(t, "include/dta_constants.p4"), -1) {
-		m[g[1]], _ = strconv.Atoi(g[2])
+		if _, ok := m[g[1]]; !ok {
+			m[g[1]], _ = strconv.Atoi(g[2])
+		}
 	}
 	return m
 }

@@ -375,6 +375,7 @@ func TestPlanGoldenPostcard(t *testing.T) {
 		Program:       PostcardProgram,
 		Collectors:    []Collector{{Port: 8, Connections: []Connection{a}}, {Port: 12, Connections: []Connection{b}}},
 		MulticastBase: 100, CPUPort: 64, RatePPS: 1_000_000, BurstPackets: 10_000,
+		ReportPorts: []uint16{0},
 	}
 	p, err := NewPlan(cfg)
 	if err != nil {

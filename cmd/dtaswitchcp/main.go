@@ -17,6 +17,8 @@
 //	 "collectors": [{"addr": "10.0.0.2:4791", "mac": "02:00:00:00:00:02", "port": 8}],
 //	 "cm_port": 40050,                   // CM port of each collector's first instance
 //	 "cpu_port": 64, "multicast_base": 100, "rate_pps": 0, "burst": 0,
+//	 "report_ports": [0, 4],             // where reports enter: ports of one pipe
+//	 "kw_data": 4,                       // Key-Write data size translator.p4 was compiled for (-DDTA_KW_DATA_BYTES)
 //	 "out": "plan", "timeout": "60s"}
 //
 // Instances are discovered as the software translator does: CM port
@@ -69,6 +71,8 @@ type Config struct {
 	CPUPort       uint16      `json:"cpu_port"`
 	MulticastBase uint16      `json:"multicast_base"`
 	RatePPS       uint64      `json:"rate_pps"`
+	ReportPorts   []uint16    `json:"report_ports"`
+	KWData        int         `json:"kw_data"`
 	Burst         uint64      `json:"burst"`
 	Out           string      `json:"out"`
 	Timeout       string      `json:"timeout"`
@@ -203,7 +207,7 @@ func run(args []string) int {
 		log.Error("connecting the switch's queue pairs", "err", err)
 		return 1
 	}
-	pcfg := p4.Config{Program: s.program, MulticastBase: s.cfg.MulticastBase, CPUPort: s.cfg.CPUPort, RatePPS: s.cfg.RatePPS, BurstPackets: s.cfg.Burst}
+	pcfg := p4.Config{Program: s.program, MulticastBase: s.cfg.MulticastBase, CPUPort: s.cfg.CPUPort, RatePPS: s.cfg.RatePPS, BurstPackets: s.cfg.Burst, ReportPorts: s.cfg.ReportPorts}
 	for i, c := range s.cols {
 		col := p4.Collector{Port: c.port}
 		for _, h := range hs {
@@ -253,6 +257,7 @@ func (s *setup) connect(ctx context.Context, uc *net.UDPConn, log *slog.Logger) 
 			conn := p4.Connection{
 				Index: uint8(idx), SrcMAC: s.mac, DstMAC: c.mac, Src: s.local.Addr(), Dst: c.addr.Addr(),
 				SrcPort: s.local.Port(), TranslatorQPN: 0x100 + uint32(idx), StartPSN: rand.Uint32() & 0xFFFFFF,
+				KeyWriteData: s.cfg.KWData,
 			}
 			h, req, err := p4.NewHandshake(conn, s.local, c.addr, s.cfg.CMPort+uint16(i), rand.Uint32())
 			if err != nil {

@@ -27,7 +27,7 @@ func switchConfig(t *testing.T, program string, local, collector netip.AddrPort,
 	t.Helper()
 	cfg := fmt.Sprintf(`{"program": %q, "local": %q, "mac": "02:00:00:00:00:01",
 		"collectors": [{"addr": %q, "mac": "02:00:00:00:00:02", "port": 8}],
-		"cm_port": %d, "cpu_port": 64, "multicast_base": 100, "out": %q, "timeout": "30s"}`,
+		"cm_port": %d, "cpu_port": 64, "multicast_base": 100, "report_ports": [0, 4], "out": %q, "timeout": "30s"}`,
 		program, local, collector, cmPort, out)
 	path := filepath.Join(t.TempDir(), "switch.json")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -106,10 +106,17 @@ func TestAgainstCollector(t *testing.T) {
 	}
 	plan := readPlan(t, out)
 	var qps []p4.Entry
+	reportPorts := 0
 	for _, e := range plan.Entries {
 		if e.Table == "Egress.qp" {
 			qps = append(qps, e)
 		}
+		if e.Table == "Ingress.report_ports" {
+			reportPorts++
+		}
+	}
+	if reportPorts != 2 {
+		t.Errorf("%d report port entries, want 2 (report_ports)", reportPorts)
 	}
 	if len(qps) != 3 || !strings.Contains(sw.Logs(), `"why":"postcard is not compiled into translator.p4"`) {
 		t.Fatalf("%d queue pairs planned, want 3 (Postcarding skipped)\n%s", len(qps), sw.Logs())

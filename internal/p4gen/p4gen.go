@@ -6,6 +6,8 @@ package p4gen
 import (
 	"bytes"
 	"fmt"
+	"math/bits"
+	"strings"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
@@ -19,8 +21,9 @@ import (
 // geometry; the collector's advertisement must match them (the control plane
 // checks it).
 const (
-	// KeyWriteData is the Key-Write data size D in bytes (the reference
-	// prototype's default).
+	// KeyWriteData is the default Key-Write data size D in bytes (the
+	// reference prototype's default); KeyWriteDataChoices lists the others
+	// a translator can be compiled for.
 	KeyWriteData = 4
 	// MaxCopies is the highest redundancy N the translator replicates: one
 	// hash unit per copy.
@@ -46,6 +49,11 @@ const (
 	// QPBits is log2 of the per-QP register entries (PSNs).
 	QPBits = 8
 )
+
+// KeyWriteDataChoices are the Key-Write data sizes D translator.p4 compiles
+// for (the reference prototype's 4, 12 and 28, and 8 and 16): one is chosen
+// with -DDTA_KW_DATA_BYTES=D, KeyWriteData by default.
+var KeyWriteDataChoices = []int{4, 8, 12, 16, 28}
 
 // HopMask returns what the postcard translator's Ingress.hops table gives a
 // postcard of hop (1-based) whose flow needs want hops: the hop's bit in the
@@ -172,13 +180,25 @@ func Generate() []byte {
 	d("ROCE_IMMDT_LEN", rocev2.ImmDtLen, "rocev2.ImmDtLen")
 	d("ROCE_ICRC_LEN", rocev2.ICRCLen, "rocev2.ICRCLen")
 	b.WriteString("\n// Compile-time geometry (internal/p4gen; sections 5, 8.4, 8.5).\n")
-	kw := keywrite.Layout{Slots: 1, DataSize: KeyWriteData}
-	err := kw.Validate()
-	if err != nil {
-		panic(err) // constants above are valid by construction
+	b.WriteString("#ifndef DTA_KW_DATA_BYTES\n")
+	d("DTA_KW_DATA_BYTES", KeyWriteData, "Key-Write data size D; -DDTA_KW_DATA_BYTES=D for another choice")
+	b.WriteString("#endif\n")
+	var choices []string
+	for i, dsize := range KeyWriteDataChoices {
+		kw := keywrite.Layout{Slots: 1, DataSize: dsize}
+		if err := kw.Validate(); err != nil {
+			panic(err) // the choices are valid by construction
+		}
+		if i == 0 {
+			fmt.Fprintf(&b, "#if DTA_KW_DATA_BYTES == %d\n", dsize)
+		} else {
+			fmt.Fprintf(&b, "#elif DTA_KW_DATA_BYTES == %d\n", dsize)
+		}
+		d("DTA_KW_SLOT_BYTES", uint64(kw.SlotSize()), "keywrite.Layout.SlotSize: nextpow2(4 + D)")
+		d("DTA_KW_SLOT_SHIFT", uint64(bits.TrailingZeros(uint(kw.SlotSize()))), "log2 DTA_KW_SLOT_BYTES")
+		choices = append(choices, fmt.Sprint(dsize))
 	}
-	d("DTA_KW_DATA_BYTES", KeyWriteData, "Key-Write data size D")
-	d("DTA_KW_SLOT_BYTES", uint64(kw.SlotSize()), "keywrite.Layout.SlotSize: nextpow2(4 + D)")
+	fmt.Fprintf(&b, "#else\n#error \"DTA_KW_DATA_BYTES must be one of %s\"\n#endif\n", strings.Join(choices, ", "))
 	d("DTA_MAX_COPIES", MaxCopies, "highest redundancy N replicated")
 	d("DTA_PC_HOPS", PostcardHops, "postcard hops B")
 	d("DTA_PC_CHUNK_BYTES", uint64(ceilPow2(PostcardHops*4)), "nextpow2(B*4), b = 32")

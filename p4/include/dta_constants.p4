@@ -38,8 +38,27 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #define ROCE_ICRC_LEN 4 // rocev2.ICRCLen
 
 // Compile-time geometry (internal/p4gen; sections 5, 8.4, 8.5).
-#define DTA_KW_DATA_BYTES 4 // Key-Write data size D
+#ifndef DTA_KW_DATA_BYTES
+#define DTA_KW_DATA_BYTES 4 // Key-Write data size D; -DDTA_KW_DATA_BYTES=D for another choice
+#endif
+#if DTA_KW_DATA_BYTES == 4
 #define DTA_KW_SLOT_BYTES 8 // keywrite.Layout.SlotSize: nextpow2(4 + D)
+#define DTA_KW_SLOT_SHIFT 3 // log2 DTA_KW_SLOT_BYTES
+#elif DTA_KW_DATA_BYTES == 8
+#define DTA_KW_SLOT_BYTES 16 // keywrite.Layout.SlotSize: nextpow2(4 + D)
+#define DTA_KW_SLOT_SHIFT 4 // log2 DTA_KW_SLOT_BYTES
+#elif DTA_KW_DATA_BYTES == 12
+#define DTA_KW_SLOT_BYTES 16 // keywrite.Layout.SlotSize: nextpow2(4 + D)
+#define DTA_KW_SLOT_SHIFT 4 // log2 DTA_KW_SLOT_BYTES
+#elif DTA_KW_DATA_BYTES == 16
+#define DTA_KW_SLOT_BYTES 32 // keywrite.Layout.SlotSize: nextpow2(4 + D)
+#define DTA_KW_SLOT_SHIFT 5 // log2 DTA_KW_SLOT_BYTES
+#elif DTA_KW_DATA_BYTES == 28
+#define DTA_KW_SLOT_BYTES 32 // keywrite.Layout.SlotSize: nextpow2(4 + D)
+#define DTA_KW_SLOT_SHIFT 5 // log2 DTA_KW_SLOT_BYTES
+#else
+#error "DTA_KW_DATA_BYTES must be one of 4, 8, 12, 16, 28"
+#endif
 #define DTA_MAX_COPIES 4 // highest redundancy N replicated
 #define DTA_PC_HOPS 5 // postcard hops B
 #define DTA_PC_CHUNK_BYTES 32 // nextpow2(B*4), b = 32

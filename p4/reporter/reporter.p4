@@ -117,8 +117,11 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
                inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
-    // Flow key: CRC32 over the 5-tuple (ports 0 when not TCP or UDP).
+    // Flow key: CRC32 over the 5-tuple (ports 0 when not TCP or UDP: an
+    // invalid header's fields hold whatever its containers last held).
     Hash<bit<32>>(HashAlgorithm_t.CRC32) flow_key;
+    bit<16> sport = 0;
+    bit<16> dport = 0;
     // Collector choice: CRC8(be32(key)), section 4.
     Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_choice;
     bool watched = false;
@@ -158,10 +161,15 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.ipv4.setValid(); h.ipv4.src = src_ip; h.ipv4.dst = dst_ip;
         h.udp.setValid(); h.udp.src_port = src_port;
     }
+    // A mirrored copy whose collector has no addresses is dropped and
+    // counted: without them it would leave as a report with no Ethernet or
+    // IPv4 header.
+    Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) unrouted;
+    action drop_unrouted() { eg_dprsr_md.drop_ctl = 1; unrouted.count(0); }
     table collectors {
         key = { h.mirror.collector: exact; }
-        actions = { collector_addr; NoAction; }
-        default_action = NoAction;
+        actions = { collector_addr; @defaultonly drop_unrouted; }
+        const default_action = drop_unrouted();
         size = 256;
     }
     action report() {
@@ -188,15 +196,16 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     }
     action path_report() {
         m.opcode = DTA_OP_KEY_WRITE;
-        m.key = flow_key.get({h.ipv4.src, h.ipv4.dst, h.ipv4.protocol, h.ports.src, h.ports.dst});
+        m.key = flow_key.get({h.ipv4.src, h.ipv4.dst, h.ipv4.protocol, sport, dport});
     }
 
     apply {
         if (h.mirror.isValid()) {
             // The mirrored copy becomes the report.
-            collectors.apply();
-            report();
-            if (h.mirror.opcode == DTA_OP_KEY_WRITE) { key_write(); } else { append(); }
+            if (collectors.apply().hit) {
+                report();
+                if (h.mirror.opcode == DTA_OP_KEY_WRITE) { key_write(); } else { append(); }
+            }
             h.mirror.setInvalid();
         } else if (h.ipv4.isValid()) {
             intrinsics();
@@ -206,6 +215,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 queue_event();
             } else {
                 watched_flows.apply();
+                if (h.ports.isValid()) { sport = h.ports.src; dport = h.ports.dst; }
                 if (watched) {
                     path_report();
                 }

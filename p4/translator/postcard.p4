@@ -193,7 +193,7 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
     RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v3) get3 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
     RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v4) get4 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
 
-    Counter<bit<32>, bit<3>>(8, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed, 4 held in the cache
+    Counter<bit<32>, bit<3>>(8, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed, 4 held in the cache, 5 another pipe
     // Evicted flows whose collector has no Postcarding instance (the control
     // plane removed it): their chunks are lost.
     Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) evicted_lost;
@@ -206,6 +206,16 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
     bit<8> evicted_ok = 0;
 
     action drop(bit<3> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
+    // Postcards enter through the ports of one pipe (p4.Config.ReportPorts):
+    // Tofino keeps the cache registers and the meters once per pipe, so a
+    // flow's postcards entering through two pipes would never combine.
+    action report_port() { }
+    table report_ports {
+        key = { ig_md.ingress_port: exact; }
+        actions = { report_port; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 128;
+    }
 
     // Hop, path length and UDP length -> the hop's bit and the other hops
     // the flow needs to complete (generated: DTA_PC_HOP_ENTRIES, from
@@ -302,6 +312,8 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
             instance.apply();
             if (!ok || h.pc.value == 0) {
                 drop(0); // malformed: never NACKed
+            } else if (!report_ports.apply().hit) {
+                if (h.seq.isValid()) { nack(); } else { drop(5); }
             } else if (!admit) {
                 if (h.seq.isValid()) { nack(); } else { drop(1); }
             } else {

@@ -45,10 +45,10 @@ header reth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<32> length; }
 header atomiceth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<64> add; bit<64> compare; }
 header aeth_h { bit<8> syndrome; bit<24> msn; }
 // Key-Write slot: le32(checksum) || data (section 5).
-header kw_payload_h { bit<32> checksum_le; bit<(DTA_KW_DATA_BYTES*8)> data; }
+header kw_payload_h { bit<8> c0; bit<8> c1; bit<8> c2; bit<8> c3; bit<(DTA_KW_DATA_BYTES*8)> data; }
 // Append batch: DTA_AP_BATCH = 4 entries in list order.
 header ap_payload_h { bit<32> e0; bit<32> e1; bit<32> e2; bit<32> e3; }
-header icrc_h { bit<32> value; }
+header icrc_h { bit<8> b0; bit<8> b1; bit<8> b2; bit<8> b3; }
 
 const bit<8> KIND_NONE = 0;
 const bit<8> KIND_KW = 1;
@@ -159,12 +159,22 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
     action ap_list_base() { m.lbase = h.ap.list << 14; }
     action ap_head_offset() { m.head = m.head << 2; }
     action ap_offset() { h.bridge_ap.offset = m.head | m.lbase; }
-    Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed
+    Counter<bit<32>, bit<3>>(8, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed, 4 another pipe
     Meter<qp_t>(1 << DTA_QP_BITS, MeterType_t.PACKETS) rate;
     bit<8> color = 0;
     bool admit = false;
 
-    action drop(bit<2> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
+    action drop(bit<3> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
+    // Reports enter through the ports of one pipe (p4.Config.ReportPorts):
+    // Tofino keeps the Append registers and the meters once per pipe, so a
+    // list's reports entering through two pipes would keep two heads.
+    action report_port() { }
+    table report_ports {
+        key = { ig_md.ingress_port: exact; }
+        actions = { report_port; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 128;
+    }
     action to_instance(bit<8> qp) {
         h.bridge.setValid(); h.bridge.qp = qp; admit = true;
     }
@@ -219,7 +229,7 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         h.udp.dst_port = DTA_ACK_PORT; h.udp.src_port = DTA_REPORT_PORT;
         h.udp.length = 8 + 2; h.udp.checksum = 0;
         h.ack.setValid(); h.ack.seq = h.seq.seq; h.ack.nack = 1; h.ack.reserved = 0;
-        h.dta.setInvalid(); h.seq.setInvalid(); h.kw.setInvalid(); h.ki.setInvalid();
+        h.dta.setInvalid(); h.seq.setInvalid(); h.kw.setInvalid(); h.ki.setInvalid(); h.ap.setInvalid();
         ig_tm_md.ucast_egress_port = ig_md.ingress_port;
         h.bridge.setValid(); h.bridge.kind = KIND_NONE;
         dropped.count(3);
@@ -257,6 +267,8 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
         } else if (h.kw.isValid() || h.ki.isValid() || h.ap.isValid()) {
             if (m.n == 0) {
                 drop(0); // malformed: never NACKed
+            } else if (!report_ports.apply().hit) {
+                if (h.seq.isValid()) { nack(); } else { drop(4); }
             } else {
                 instance.apply();
                 if (admit) {
@@ -378,10 +390,9 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     };
 
     bit<8> copy = eg_md.egress_rid[7:0];
-    bit<32> key = 0;
+    bit<32> report_key = 0;
     bit<32> mask = 0;
     bit<32> icrc_const = 0;
-    bit<8> shift = 0;
 
     action set_qp(bit<48> src_mac, bit<48> dst_mac, bit<32> src_ip, bit<32> dst_ip,
                   bit<16> src_port, bit<24> dst_qp, bit<32> rkey,
@@ -419,7 +430,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.bth.opcode = ROCE_RC_WRITE_ONLY;
         h.reth.setValid(); h.reth.length = 4 + DTA_KW_DATA_BYTES;
         h.kw_payload.setValid(); h.kw_payload.data = h.kw.data;
-        key = h.kw.key;
+        report_key = h.kw.key;
         h.kw.setInvalid();
         h.atomic.setInvalid();
     }
@@ -443,17 +454,25 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.bth.opcode = ROCE_RC_FETCH_ADD;
         h.bth.ack_req = 1; // every FETCH_ADD asks for its ACK (section 8.6)
         h.atomic.setValid(); h.atomic.add = h.ki.counter; h.atomic.compare = 0;
-        key = h.ki.key;
+        report_key = h.ki.key;
         h.ki.setInvalid();
         h.reth.setInvalid();
     }
 
     // One dependent step per action: Tofino runs an action in one stage.
     action mask_slot() { m.offset = m.slot_hash & mask; }
-    action shift_slot() { m.offset = m.offset << 3; } // DTA_KW_SLOT_BYTES = 8; 8-byte counters
-    action kw_checksum() { m.checksum = key_checksum.get({key[7:0], key[15:8], key[23:16], key[31:24]}); }
+    action shift_slot() { m.offset = m.offset << DTA_KW_SLOT_SHIFT; } // Key-Write slots
+    action shift_counter() { m.offset = m.offset << 3; } // 8-byte counters
+    action kw_checksum() { m.checksum = key_checksum.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
     action swap_checksum() {
-        h.kw_payload.checksum_le = m.checksum[7:0] ++ m.checksum[15:8] ++ m.checksum[23:16] ++ m.checksum[31:24];
+        h.kw_payload.c0 = m.checksum[7:0]; h.kw_payload.c1 = m.checksum[15:8];
+        h.kw_payload.c2 = m.checksum[23:16]; h.kw_payload.c3 = m.checksum[31:24];
+    }
+    // The ICRC goes on the wire least-significant byte first: one byte per
+    // field, so the four moves run in one action.
+    action swap_icrc() {
+        h.icrc.b0 = m.icrc[7:0]; h.icrc.b1 = m.icrc[15:8];
+        h.icrc.b2 = m.icrc[23:16]; h.icrc.b3 = m.icrc[31:24];
     }
     action add_va_write() { h.reth.va_lo = h.reth.va_lo + m.offset; }
     action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
@@ -491,16 +510,16 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             }
             if (h.bridge.kind != KIND_AP) {
                 if (copy == 0) {
-                    m.slot_hash = slot0.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot0.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 } else if (copy == 1) {
-                    m.slot_hash = slot1.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot1.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 } else if (copy == 2) {
-                    m.slot_hash = slot2.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot2.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 } else {
-                    m.slot_hash = slot3.get({key[7:0], key[15:8], key[23:16], key[31:24], copy});
+                    m.slot_hash = slot3.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
                 }
                 mask_slot();
-                shift_slot();
+                if (h.bridge.kind == KIND_KW) { shift_slot(); } else { shift_counter(); }
             }
             if (h.bridge.kind == KIND_KW) {
                 kw_checksum();
@@ -508,7 +527,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 add_va_write();
                 m.icrc = icrc_write.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
-                    h.kw_payload.checksum_le, h.kw_payload.data});
+                    h.kw_payload.c0, h.kw_payload.c1, h.kw_payload.c2, h.kw_payload.c3, h.kw_payload.data});
             } else if (h.bridge.kind == KIND_KI) {
                 add_va_atomic();
                 m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
@@ -520,8 +539,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                     h.ap_payload.e0, h.ap_payload.e1, h.ap_payload.e2, h.ap_payload.e3});
             }
             m.icrc = m.icrc ^ icrc_const;
-            // The ICRC goes on the wire least-significant byte first.
-            h.icrc.value = m.icrc[7:0] ++ m.icrc[15:8] ++ m.icrc[23:16] ++ m.icrc[31:24];
+            swap_icrc();
         }
         h.bridge.setInvalid();
     }
