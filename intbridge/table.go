@@ -12,9 +12,9 @@ package intbridge
 // Second chance (newClockTable): touch only marks the row; eviction sweeps
 // a hand over the rows, unmarking marked ones, and takes the first
 // unmarked. So a row touched or inserted since the hand last passed it is
-// never evicted before one that was not. It is for the tables touched many
-// times per record (the Detector's keys, the Aggregator's switches), whose
-// order nobody reads: a touch is one store, not a list splice.
+// never evicted before one that was not. It is for the tables whose order
+// nobody reads (the Detector's flows and keys, the Aggregator's switches):
+// a touch is one store, not a list splice.
 type table struct {
 	slots []slot
 	keys  []uint64 // by row; ^0 in a row removed
