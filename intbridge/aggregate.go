@@ -158,8 +158,10 @@ type AggregatorConfig struct {
 	// Flows is the flow table's rows (default 65536): a new flow in a full
 	// table evicts the flow seen least recently.
 	Flows int
-	// Switches is the switches with histograms (default 1024), evicted
-	// the same way.
+	// Switches is the switches with histograms (default 1024): a new
+	// switch in a full table evicts one not seen since the eviction sweep
+	// last passed it (second chance: a switch seen since is never evicted
+	// before one that was not).
 	Switches int
 	// Idle, when positive, ages out flows not seen for Idle.
 	Idle time.Duration
@@ -220,7 +222,7 @@ func NewAggregator(cfg AggregatorConfig) (*Aggregator, error) {
 		}
 	}
 	a := &Aggregator{cfg: cfg, flows: newTable(cfg.Flows), rows: make([]FlowStats, cfg.Flows),
-		switches: newTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches)}
+		switches: newClockTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches)}
 	// One slab for every switch's counts.
 	nl, nq, nu := len(cfg.LatencyBins)+1, len(cfg.QueueBins)+1, len(cfg.TxUtilBins)+1
 	slab := make([]uint64, cfg.Switches*(nl+nq+nu))
@@ -381,7 +383,7 @@ func (a *Aggregator) Flow(key uint32) (FlowStats, bool) {
 // fn returns false. fn must not keep the pointer.
 func (a *Aggregator) Flows(fn func(*FlowStats) bool) {
 	s := int32(a.flows.rows())
-	for r := a.flows.next[s]; r != s; r = a.flows.next[r] {
+	for r := a.flows.links[s].next; r != s; r = a.flows.links[r].next {
 		if !fn(&a.rows[r]) {
 			return
 		}

@@ -2,6 +2,7 @@ package intbridge
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -374,5 +375,80 @@ func BenchmarkAggregator(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		r.Flow, r.Time = uint32(i%10000), t0.Add(time.Duration(i))
 		a.Add(&r)
+	}
+}
+
+// TestClockTable checks the second-chance table against a map through
+// random inserts, lookups and touches, and its contract: a row touched or
+// inserted since the hand last passed it is never evicted before one
+// that was not.
+func TestClockTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	tb := newClockTable(100)
+	ref := map[uint64]int32{}
+	for i := range 100000 {
+		k := uint64(rng.IntN(300))
+		row := tb.find(k)
+		if h := tb.lookup(k, int32(rng.IntN(101))); h != row {
+			t.Fatalf("op %d: lookup(%d) with a hint = %d, find = %d", i, k, h, row)
+		}
+		if r, ok := ref[k]; ok != (row >= 0) || ok && r != row {
+			t.Fatalf("op %d: find(%d) = %d, want %d %v", i, k, row, r, ok)
+		}
+		if row >= 0 {
+			tb.touch(row)
+			continue
+		}
+		r, ev := tb.insert(k)
+		if ev >= 0 {
+			if ev != r {
+				t.Fatalf("op %d: evicted row %d, reused %d", i, ev, r)
+			}
+			n := len(ref)
+			for j, rj := range ref {
+				if rj == ev {
+					delete(ref, j)
+				}
+			}
+			if len(ref) != n-1 {
+				t.Fatalf("op %d: evicted row %d held no key", i, ev)
+			}
+		}
+		ref[k] = r
+		if tb.used != len(ref) {
+			t.Fatalf("op %d: %d used, want %d", i, tb.used, len(ref))
+		}
+	}
+	n := 0
+	tb.each(func(int32) { n++ })
+	if n != len(ref) {
+		t.Fatalf("each: %d rows, want %d", n, len(ref))
+	}
+
+	// Eight rows hold keys 0..7, all inserted since the hand passed: the
+	// ninth key takes a whole turn to find one, the first. Keys 1, 3 and 5
+	// touched then outlast 2, 4, 6 and 7, which were not, and key 8,
+	// inserted after; then 1 goes, its mark spent.
+	tb = newClockTable(8)
+	held := map[int32]uint64{}
+	var evicted []uint64
+	insert := func(k uint64) {
+		row, ev := tb.insert(k)
+		if ev >= 0 {
+			evicted = append(evicted, held[ev])
+		}
+		held[row] = k
+	}
+	for k := range uint64(9) {
+		insert(k)
+	}
+	for _, k := range []uint64{1, 3, 5} {
+		tb.touch(tb.find(k))
+	}
+	for k := range uint64(5) {
+		insert(9 + k)
+	}
+	if fmt.Sprint(evicted) != "[0 2 4 6 7 1]" {
+		t.Fatalf("evicted %v, want [0 2 4 6 7 1]", evicted)
 	}
 }

@@ -158,9 +158,10 @@ type DetectorConfig struct {
 	Period time.Duration
 	// MaxFlows and MaxKeys bound the flows and the (switch, queue),
 	// (switch, port) and (switch, buffer) keys tracked, one per metric
-	// (default 65536 each); a full table
-	// forgets the key observed least recently, whose next value is then
-	// new (counted in Evicted).
+	// (default 65536 each); a full table forgets one to make room,
+	// whose next value is then new (counted in Evicted): one not observed
+	// since the eviction sweep last passed it (second chance: a flow or
+	// key observed since is never forgotten before one that was not).
 	MaxFlows, MaxKeys int
 }
 
@@ -215,8 +216,8 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 	if cfg.MaxFlows < 1 || cfg.MaxFlows > 1<<26 || cfg.MaxKeys < 1 || cfg.MaxKeys > 1<<26 || cfg.Period < 0 {
 		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
 	}
-	return &Detector{cfg: cfg, flows: newTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
-		keys: newTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys)}, nil
+	return &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
+		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys)}, nil
 }
 
 // SetRule replaces metric m's rule, taking effect from the next record.

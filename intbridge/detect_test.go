@@ -339,22 +339,26 @@ func TestDetectorEviction(t *testing.T) {
 		}
 		return k
 	}
+	// Second chance: flows 1 and 2, both inserted since the hand passed,
+	// make flow 3 take a whole turn, unmarking both, to evict the first.
 	d.Observe(rec(1, 0, h...), nil)
 	d.Observe(rec(2, 1, h...), nil)
-	d.Observe(rec(1, 2, h...), nil) // 2 is now the least recent
-	d.Observe(rec(3, 3, h...), nil) // evicts 2
-	if k := kinds(d.Observe(rec(1, 4, h...), nil)); len(k) != 0 {
-		t.Fatalf("flow 1, kept: %v", k)
+	d.Observe(rec(3, 2, h...), nil) // evicts 1
+	// Flow 4 evicts 2, not observed since the hand passed it, not 3,
+	// inserted since.
+	d.Observe(rec(4, 3, h...), nil)
+	if k := kinds(d.Observe(rec(3, 4, h...), nil)); len(k) != 0 {
+		t.Fatalf("flow 3, kept: %v", k)
 	}
 	if k := kinds(d.Observe(rec(2, 5, h...), nil)); len(k) != 1 || k[0] != NewFlow {
 		t.Fatalf("flow 2, evicted: %v", k)
 	}
 	// One key row: a second queue evicts the first, whose next value is new.
-	if ev := d.Observe(rec(1, 6, qhop(1, 1, 5)), nil); len(ev) != 1 || ev[0].Metric != MetricQueueOccupancy || ev[0].Old != 0 {
+	if ev := d.Observe(rec(2, 6, qhop(1, 1, 5)), nil); len(ev) != 1 || ev[0].Metric != MetricQueueOccupancy || ev[0].Old != 0 {
 		t.Fatalf("second queue: %+v", ev)
 	}
-	if c := d.Counters(); c.Evicted != 3 {
-		t.Fatalf("evicted %d, want 3 (flow 2, then flow 3 for 2, queue 0)", c.Evicted)
+	if c := d.Counters(); c.Evicted != 4 {
+		t.Fatalf("evicted %d, want 4 (flows 1, 2 and one for 2 again, queue 0)", c.Evicted)
 	}
 	if _, err := NewDetector(DetectorConfig{MaxFlows: -1}); err == nil {
 		t.Fatal("a negative table size accepted")
