@@ -68,7 +68,7 @@ func startTranslator(t *testing.T, ctx context.Context, cfg translator.Config) (
 	if err := tr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
 	if err != nil {
 		t.Fatal(err)
 	}
