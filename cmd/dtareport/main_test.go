@@ -127,13 +127,16 @@ func dtareport(t *testing.T, args ...string) (Result, int, string) {
 }
 
 // TestSynthetic: the binary sends exactly the stream package stream
-// defines, in order, and says so.
+// defines, in order, and says so; fire and forget, it confirms none.
 func TestSynthetic(t *testing.T) {
 	s := newSink(t, 0)
 	const n = 20000
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000")
-	if code != 0 || res.Reports != n || res.Counters.Sent != n {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000", "-fire-and-forget")
+	if code != 3 || res.Reports != n || res.Counters.Sent != n || res.Counters.Unconfirmed != n || res.Delivery != "fire-and-forget" {
+		t.Fatalf("exit %d, %+v: want exit 3, %d reports sent, all unconfirmed (fire and forget)\n%s", code, res, n, logs)
+	}
+	if !strings.Contains(logs, "20000 unconfirmed") || !strings.Contains(logs, "-fire-and-forget") {
+		t.Errorf("standard error %q does not say why it exits 3", logs)
 	}
 	got := s.wait(t, n)
 	if len(got) != n {
@@ -158,9 +161,9 @@ func TestSynthetic(t *testing.T) {
 // TestRate: -rate paces the stream.
 func TestRate(t *testing.T) {
 	s := newSink(t, 0)
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "2000", "-rate", "10000")
-	if code != 0 || res.Seconds < float64(2000-64)/10000 || res.Counters.Waits == 0 {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "2000", "-rate", "10000", "-fire-and-forget")
+	if code != 3 || res.Seconds < float64(2000-64)/10000 || res.Counters.Waits == 0 {
+		t.Fatalf("exit %d, %+v: want exit 3 (fire and forget), at least %.3f s, some waits\n%s", code, res, float64(2000-64)/10000, logs)
 	}
 }
 
@@ -196,9 +199,9 @@ func TestPcapReplay(t *testing.T) {
 		t.Fatal("no report in the test pcap")
 	}
 	s := newSink(t, 0)
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-pcap", file, "-count", strconv.Itoa(2*len(want)))
-	if code != 0 || res.Reports != 2*len(want) {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-pcap", file, "-count", strconv.Itoa(2*len(want)), "-fire-and-forget")
+	if code != 3 || res.Reports != 2*len(want) {
+		t.Fatalf("exit %d, %+v: want exit 3 (fire and forget), %d reports\n%s", code, res, 2*len(want), logs)
 	}
 	got := s.wait(t, 2*len(want))
 	for i, b := range got {
@@ -214,9 +217,12 @@ func TestLossExitStatus(t *testing.T) {
 	ackPort := proctest.FreePort(t, "udp")
 	s := newSink(t, uint16(ackPort))
 	losses := filepath.Join(t.TempDir(), "losses.jsonl")
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-nacks", "-ack-port", strconv.Itoa(ackPort), "-losses", losses)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-ack-port", strconv.Itoa(ackPort), "-losses", losses)
 	if code != 3 || res.Counters.Lost != 50 || res.Counters.Resent == 0 {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+		t.Fatalf("exit %d, %+v: want exit 3, 50 lost after resends\n%s", code, res, logs)
+	}
+	if !strings.Contains(logs, "50 lost") {
+		t.Errorf("standard error %q does not name the 50 lost", logs)
 	}
 	// -losses names each one, by its index in the stream, with the reason.
 	b, err := os.ReadFile(losses)
@@ -243,11 +249,63 @@ func TestBadFlags(t *testing.T) {
 		{"-mix", "keywrite,bogus"},
 		{"-hops", "0"},
 		{"-rate", "-1"},
-		{"-nacks", "-local", "0.0.0.0:0"},
-		{"-losses", "/tmp/x.jsonl"}, // without -nacks
+		{"-local", "0.0.0.0:0"}, // acks cannot come to it
+		{"-fire-and-forget", "-losses", "/tmp/x.jsonl"},
+		{"-nacks", "-fire-and-forget"},
 	} {
 		if _, code, logs := dtareport(t, args...); code != 2 || logs == "" {
 			t.Errorf("%v: exit %d, %q", args, code, logs)
 		}
+	}
+}
+
+// TestNoTranslator: with nothing listening at the translator's address,
+// no report is confirmed: exit 3, every report unconfirmed, and standard
+// error says so.
+func TestNoTranslator(t *testing.T) {
+	to := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t, "udp"))
+	ackPort := strconv.Itoa(proctest.FreePort(t, "udp"))
+	res, code, logs := dtareport(t, "-translator", to, "-count", "1000", "-ack-port", ackPort)
+	if code != 3 || res.Counters.Unconfirmed+res.Counters.Lost != 1000 {
+		t.Fatalf("exit %d, %+v: want exit 3 and all 1000 reports unconfirmed\n%s", code, res, logs)
+	}
+	if !strings.Contains(logs, "1000 of 1000 reports not confirmed") || !strings.Contains(logs, "no ack came") {
+		t.Errorf("standard error %q does not say why it exits 3", logs)
+	}
+}
+
+// TestDroppingTranslator: at full rate into a translator whose socket
+// drops what it cannot hold (a small buffer, never read: a stalled
+// translator), dtareport with its default flags exits 3 and counts every
+// report unconfirmed rather than delivered.
+func TestDroppingTranslator(t *testing.T) {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	_ = uc.SetReadBuffer(4096)
+	ackPort := strconv.Itoa(proctest.FreePort(t, "udp"))
+	const n = 20000
+	res, code, logs := dtareport(t, "-translator", uc.LocalAddr().String(), "-count", strconv.Itoa(n), "-ack-port", ackPort)
+	if code != 3 || res.Counters.Unconfirmed+res.Counters.Lost != n {
+		t.Fatalf("exit %d, %+v: want exit 3 and all %d reports unconfirmed\n%s", code, res, n, logs)
+	}
+	if !strings.Contains(logs, strconv.Itoa(n)+" unconfirmed") {
+		t.Errorf("standard error %q does not name the unconfirmed reports", logs)
+	}
+}
+
+// TestNacksDeprecated: -nacks is still taken, says it does nothing, and
+// changes nothing.
+func TestNacksDeprecated(t *testing.T) {
+	ackPort := proctest.FreePort(t, "udp")
+	s := newSink(t, uint16(ackPort))
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "10", "-nacks", "-ack-port", strconv.Itoa(ackPort))
+	if code != 3 || res.Counters.Lost != 10 || res.Delivery != "confirmed" {
+		t.Fatalf("exit %d, %+v: want exit 3, 10 lost, confirmed delivery\n%s", code, res, logs)
+	}
+	if !strings.Contains(logs, "-nacks is deprecated") {
+		t.Errorf("standard error %q does not say -nacks is deprecated", logs)
 	}
 }
