@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -308,4 +309,62 @@ func TestNacksDeprecated(t *testing.T) {
 	if !strings.Contains(logs, "-nacks is deprecated") {
 		t.Errorf("standard error %q does not say -nacks is deprecated", logs)
 	}
+}
+
+// TestDaemonsSmallRing: dtareport with its default flags, at full rate,
+// into a dtatranslator process whose ring holds 256 reports (it refuses
+// the rest, busy) in front of a dtacollector process: the NACKed reports
+// are resent, dtareport exits 0 with nothing lost or unconfirmed, and the
+// collector's HTTP API shows every Key-Increment applied exactly once.
+func TestDaemonsSmallRing(t *testing.T) {
+	tbin := proctest.Build(t, "../dtatranslator", "dtatranslator")
+	cbin := proctest.Build(t, "../dtacollector", "dtacollector")
+	cmPort := 46000 + os.Getpid()%1000
+	roce := "127.0.0.51:4791"
+	report := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))
+	thttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	chttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	dir := t.TempDir()
+	ccfg := filepath.Join(dir, "c.json")
+	os.WriteFile(ccfg, []byte(fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "instances": [
+		{"primitive": "keyincrement", "slots": 65536, "redundancy": 2}]}`, roce, chttp, cmPort)), 0o600)
+	col := proctest.Start(t, cbin, "-config", ccfg)
+	proctest.WaitFor(t, "collector up", 10*time.Second, func() bool { return proctest.GetJSON("http://"+chttp+"/v1/instances", nil) == nil }, col)
+	tcfg := filepath.Join(dir, "t.json")
+	os.WriteFile(tcfg, []byte(fmt.Sprintf(`{"collectors": [%q], "cm_port": %d, "ring_size": 256}`, roce, cmPort)), 0o600)
+	tr := proctest.Start(t, tbin, "-config", tcfg, "-report", report, "-http", thttp)
+	ready := func() bool {
+		var st struct{ Instances []struct{ Ready bool } }
+		return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil && len(st.Instances) == 1 && st.Instances[0].Ready
+	}
+	proctest.WaitFor(t, "translator connected", 20*time.Second, ready, tr, col)
+
+	// The translator sends acks to port 40044 of the reports' source: an
+	// address of this test's own keeps other tests' reporters apart.
+	local := fmt.Sprintf("127.%d.%d.1:0", 100+os.Getpid()%100, os.Getpid()/100%250)
+	const keys, per = 1000, 50
+	res, code, logs := dtareport(t, "-translator", report, "-local", local, "-mix", "keyincrement", "-keys", strconv.Itoa(keys), "-count", strconv.Itoa(keys*per))
+	c := res.Counters
+	if code != 0 || c.Lost != 0 || c.Unconfirmed != 0 || c.Acks == 0 {
+		t.Fatalf("exit %d, %+v: want exit 0, nothing lost or unconfirmed\n%s\n%s", code, res, logs, tr.Logs())
+	}
+	if c.NACKs == 0 || c.Resent == 0 {
+		t.Logf("the 256-report ring refused nothing: %+v", c)
+	}
+	bad := 0
+	for k := range keys {
+		var got struct{ Count uint64 }
+		if err := proctest.GetJSON(fmt.Sprintf("http://%s/v1/instances/0/keyincrement?key=%d", chttp, k), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Count != per {
+			if bad++; bad <= 5 {
+				t.Errorf("key %d counts %d, want %d (each of its reports applied once)", k, got.Count, per)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d keys wrong after dtareport exited 0: %+v", bad, keys, c)
+	}
+	t.Logf("%d reports, %d NACKs, %d resent: every key right", keys*per, c.NACKs, c.Resent)
 }
