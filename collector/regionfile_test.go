@@ -88,7 +88,7 @@ func TestRegionFileSurvivesKill9(t *testing.T) {
 	if err := tr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -316,7 +316,7 @@ func runTranslator(t *testing.T, cfg translator.Config) {
 	}
 	// Wide numbers: each report is acknowledged once applied (with the
 	// verbs backend, once the NIC completed its work requests).
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Sequenced: true, WideSequence: true, HandleNACKs: true})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -610,3 +610,67 @@ func TestLostResendRetimed(t *testing.T) {
 		t.Fatalf("report 5 taken %v after %d tries, counters %+v", taken, tries, c)
 	}
 }
+
+// TestZeroConfigDroppingTranslator: a reporter configured with nothing
+// but where to send (and an ack port of its own, so that tests run side
+// by side) against a translator whose socket drops a third of the
+// reports: every report is either taken by the translator or counted
+// Lost or Unconfirmed; none is silently counted delivered.
+func TestZeroConfigDroppingTranslator(t *testing.T) {
+	const n = 1000
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	ft.mu.Lock()
+	ft.lose = func(seq uint32, attempt int) bool { return attempt == 1 && seq%3 == 1 }
+	ft.mu.Unlock()
+	r, err := New(Config{Translator: ft.addr(), AckPort: ackPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	taken, _, _ := ft.stats()
+	c := r.Counters()
+	if missing := uint64(n - taken); c.Lost+c.Unconfirmed < missing {
+		t.Fatalf("the translator took %d of %d reports, but the reporter counts %d lost and %d unconfirmed: %d missing reports uncounted (counters %+v)",
+			taken, n, c.Lost, c.Unconfirmed, missing-c.Lost-c.Unconfirmed, c)
+	}
+	if c.Resent == 0 {
+		t.Errorf("counters %+v: want the dropped reports resent after the translator's NACKs", c)
+	}
+	t.Logf("taken %d of %d; counters %+v", taken, n, c)
+}
+
+// TestZeroConfigSilentTranslator: against a translator that never
+// answers (its socket is bound, unread, with a small buffer), a reporter
+// with the zero Delivery counts every report Unconfirmed by Close.
+func TestZeroConfigSilentTranslator(t *testing.T) {
+	const n = 1000
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	_ = uc.SetReadBuffer(4096)
+	r, err := New(Config{Translator: uc.LocalAddr().(*net.UDPAddr).AddrPort(), AckPort: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Counters(); c.Unconfirmed+c.Lost != n {
+		t.Fatalf("counters %+v: %d lost + %d unconfirmed, want all %d reports unconfirmed", c, c.Lost, c.Unconfirmed, n)
+	}
+}

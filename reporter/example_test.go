@@ -9,9 +9,11 @@ import (
 )
 
 // A paced reporter: Send blocks once the burst (here a batch of 8) is
-// spent, so 100 reports at 1000 per second take about 92 ms. With
-// Sequenced, HandleNACKs and OnLoss it would also slow down when the
-// translator NACKs, resend, and report what it could not deliver.
+// spent, so 100 reports at 1000 per second take about 92 ms. The socket
+// standing in for the translator sends no acks, so this one is
+// fire-and-forget, and says so: none of its reports is confirmed. With
+// the zero Delivery it would also take the translator's acks and NACKs,
+// slow down, resend, and count what it could not confirm.
 func ExampleReporter_paced() {
 	translator, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}) // stands in for the translator
 	if err != nil {
@@ -20,6 +22,7 @@ func ExampleReporter_paced() {
 	defer translator.Close()
 	r, err := reporter.New(reporter.Config{
 		Translator: translator.LocalAddr().(*net.UDPAddr).AddrPort(),
+		Delivery:   reporter.FireAndForget,
 		Rate:       1000,
 		Batch:      8,
 	})
@@ -35,6 +38,7 @@ func ExampleReporter_paced() {
 	if err := r.Close(); err != nil {
 		panic(err)
 	}
-	fmt.Println(r.Counters().Sent, "reports sent; paced:", time.Since(start) >= 90*time.Millisecond)
-	// Output: 100 reports sent; paced: true
+	c := r.Counters()
+	fmt.Println(c.Sent, "reports sent,", c.Unconfirmed, "unconfirmed; paced:", time.Since(start) >= 90*time.Millisecond)
+	// Output: 100 reports sent, 100 unconfirmed; paced: true
 }

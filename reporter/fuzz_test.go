@@ -39,7 +39,7 @@ func FuzzNACKs(f *testing.F) {
 		}
 		s := newSink(t)
 		wide := in[0]&1 != 0
-		r, err := New(Config{Translator: s.addr(), Sequenced: true, WideSequence: wide, Batch: 1, MaxResends: 2})
+		r, err := New(Config{Translator: s.addr(), Delivery: FireAndForget, Sequenced: true, WideSequence: wide, Batch: 1, MaxResends: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,18 +1,26 @@
 // Package reporter sends DTA reports over UDP: it builds them with package
-// dta, batches them (sendmmsg through internal/udpio), and, when asked,
-// numbers them (the S flag) and resends the ones a translator NACKs.
+// dta, batches them (sendmmsg through internal/udpio), numbers them, and
+// resends the ones a translator NACKs.
+//
+// The zero Config is the reliable one (Delivery Confirmed): reports carry
+// 32-bit sequence numbers (the S and W flags), the reporter listens for the
+// translator's acks and NACKs, resends what it NACKs and keeps within a
+// credit of its cumulative acks; every report it cannot confirm applied is
+// counted, in Lost or Unconfirmed, and handed to OnLoss. FireAndForget,
+// a switch's behaviour, must be asked for by name: its reports are sent
+// once and each counts Unconfirmed.
 //
 // Flow control (docs/DTA-WIRE.md, "Reporter flow control"): Config.Rate
-// paces the stream (Send blocks). With HandleNACKs the pace starts low and
-// doubles until a NACK, a NACK halves it, and quiet raises it by a quarter;
-// with wide numbers Send also keeps within a credit of the translator's
-// cumulative acks. A NACKed report is resent from a copy after a backoff
-// (1 ms, doubling per resend). A report the translator refused for good is
+// paces the stream (Send blocks). With Confirmed delivery the pace starts
+// low and doubles until a NACK, a NACK halves it, and quiet raises it by a
+// quarter; Send also keeps within a credit of the translator's cumulative
+// acks. A NACKed report is resent from a copy after a backoff (1 ms,
+// doubling per resend). A report the translator refused for good is
 // counted in Lost and handed to OnLoss.
 //
 // A Reporter is the software stand-in for a switch or host that emits
-// telemetry: one socket to the translator's report port, and optionally one
-// listening for NACKs on the ack port (docs/DTA-WIRE.md section 8.6).
+// telemetry: one socket to the translator's report port, and (Confirmed)
+// one listening for acks on the ack port (docs/DTA-WIRE.md section 8.6).
 package reporter
 
 import (
@@ -35,7 +43,46 @@ var (
 	ErrConfig = errors.New("reporter: bad config")
 	// ErrClosed: the reporter was closed.
 	ErrClosed = errors.New("reporter: closed")
+	// ErrNarrowNACKs: NACK resends were asked of 8-bit sequence numbers.
+	// Such a number names a different report every 256 reports, so a
+	// NACK that arrives after the numbers wrapped resends the wrong one
+	// (and the right one is lost). It matches ErrConfig too.
+	ErrNarrowNACKs error = &configError{"reporter: bad config: NACK resends need WideSequence: an 8-bit sequence number names another report once 256 more were sent, so a late NACK would resend the wrong one"}
 )
+
+// configError is a refused Config that is also ErrConfig.
+type configError struct{ msg string }
+
+func (e *configError) Error() string        { return e.msg }
+func (e *configError) Is(target error) bool { return target == ErrConfig }
+
+// Delivery is what a reporter learns of its reports' fate.
+type Delivery uint8
+
+const (
+	// Confirmed, the zero value: 32-bit sequence numbers, acks and NACKs
+	// taken on AckPort, NACKed reports resent, at most a credit of
+	// reports beyond the translator's cumulative ack in flight. A report
+	// the translator does not confirm applied is counted Lost or
+	// Unconfirmed.
+	Confirmed Delivery = iota
+	// FireAndForget sends each report once and listens for nothing, as a
+	// switch does: no report is ever confirmed, so each one counts
+	// Unconfirmed as it is sent (OnLoss is not called for them).
+	// Sequenced and WideSequence number the reports, for a translator
+	// that counts gaps.
+	FireAndForget
+)
+
+func (d Delivery) String() string {
+	switch d {
+	case Confirmed:
+		return "confirmed"
+	case FireAndForget:
+		return "fire-and-forget"
+	}
+	return fmt.Sprintf("Delivery(%d)", uint8(d))
+}
 
 // WideWindow is how many reports a reporter with WideSequence keeps for
 // resending.
@@ -128,27 +175,39 @@ const (
 // DefaultBatch is the number of reports sent in one system call.
 const DefaultBatch = 64
 
-// Config configures a Reporter.
+// Config configures a Reporter. The zero value (with the translator's
+// address) is reliable: see Delivery.
 type Config struct {
 	// Translator is where reports go (default 127.0.0.1:40040).
 	Translator netip.AddrPort
-	// Local is the address the report socket binds (default 127.0.0.1:0).
-	// It must be a specific address when NACKs are handled: the translator
-	// sends them to it.
+	// Local is the address the report socket binds (default: the address
+	// the system routes to Translator from, any port). With Confirmed
+	// delivery it must be a specific address: the translator sends its
+	// acks to it, at AckPort.
 	Local netip.AddrPort
-	// Sequenced numbers every report (S flag, sequence numbers 0, 1, ...,
-	// 255, 0, ...) and keeps the last 256 for resending.
+	// Delivery is Confirmed (the zero value) or FireAndForget.
+	Delivery Delivery
+	// Sequenced numbers every report (S flag). With FireAndForget the
+	// numbers are 8-bit (0, 1, ..., 255, 0, ...) unless WideSequence is
+	// set too. Confirmed delivery always numbers wide: there Sequenced
+	// without WideSequence is refused (ErrNarrowNACKs).
 	Sequenced bool
 	// WideSequence numbers reports with 32-bit sequence numbers (S and W
 	// flags) and keeps the last WideWindow for resending. A NACK names its
 	// report unambiguously: one that comes after the window moved on (a
 	// late or repeated NACK) resends nothing, where an 8-bit number would
-	// name whatever report holds it now. It needs Sequenced.
+	// name whatever report holds it now. Confirmed delivery implies it;
+	// with FireAndForget it needs Sequenced.
 	WideSequence bool
-	// HandleNACKs listens for NACKs on Local's address at AckPort and resends
-	// the NACKed reports still in the window. It needs Sequenced.
+	// HandleNACKs is implied by Confirmed delivery and refused with
+	// FireAndForget; with Sequenced and not WideSequence it is refused
+	// (ErrNarrowNACKs).
+	//
+	// Deprecated: leave it unset; Delivery says whether NACKs are taken.
 	HandleNACKs bool
-	// AckPort is the port NACKs arrive on (default 40044, dta.AckPort).
+	// AckPort is the port acks and NACKs arrive on (default 40044,
+	// dta.AckPort), with Confirmed delivery. Two confirmed reporters on
+	// one address need different ones, and translators that know it.
 	AckPort uint16
 	// MaxResends bounds the resends of one report (default 8), so that a
 	// translator that keeps refusing it does not make the two ping-pong.
@@ -162,7 +221,8 @@ type Config struct {
 	// once.
 	Rate float64
 	// OnLoss, when not nil, is called for each report the translator
-	// NACKed and that is not resent, and each one counted Unconfirmed: its
+	// NACKed and that is not resent, and each one counted Unconfirmed
+	// with Confirmed delivery (not for FireAndForget's): its
 	// sequence number, its bytes (nil when the window no longer holds it)
 	// and the NACK's reason (Unconfirmed for those). It runs on
 	// the reporter's ack goroutine, or in Close, without the reporter's
@@ -187,9 +247,10 @@ type Counters struct {
 	Probes uint64 // copies of the last report sent (by Close, or while acks stop moving; wide, with NACKs), to reveal lost last reports
 	Acks   uint64 // cumulative acks taken (wide)
 	// Unconfirmed counts reports that may or may not have been applied:
-	// in flight when the translator's acks stopped for a second, skipped
-	// by a restarted translator's first ack (its span), or NACKed with
-	// reason Unconfirmed. They are not resent and go to OnLoss.
+	// in flight when the translator's acks stopped for a second, never
+	// acknowledged by Close, skipped by a restarted translator's first
+	// ack (its span), or NACKed with reason Unconfirmed; they are not
+	// resent and go to OnLoss. With FireAndForget, every report sent.
 	Unconfirmed uint64
 	Backoffs    uint64 // busy NACKs that halved the pace
 	Waits       uint64 // times Send blocked for the pace or for credit
@@ -266,14 +327,13 @@ type loss struct {
 	reason dta.Reason
 }
 
-// New opens a reporter's sockets.
+// New checks cfg and opens a reporter's sockets. A Config it refuses
+// gives an error that matches ErrConfig (and ErrNarrowNACKs for NACK
+// resends of 8-bit numbers).
 func New(cfg Config) (*Reporter, error) {
 	lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	if !cfg.Translator.IsValid() {
 		cfg.Translator = netip.AddrPortFrom(lo, dta.ReportPort)
-	}
-	if !cfg.Local.IsValid() {
-		cfg.Local = netip.AddrPortFrom(lo, 0)
 	}
 	if cfg.AckPort == 0 {
 		cfg.AckPort = dta.AckPort
@@ -290,19 +350,39 @@ func New(cfg Config) (*Reporter, error) {
 	if cfg.Batch < 1 || cfg.Batch > 1024 {
 		return nil, fmt.Errorf("%w: batch of %d, want 1..1024", ErrConfig, cfg.Batch)
 	}
-	if cfg.WideSequence && !cfg.Sequenced {
-		return nil, fmt.Errorf("%w: wide sequence numbers need Sequenced", ErrConfig)
-	}
 	if cfg.Rate < 0 || cfg.Rate != cfg.Rate {
 		return nil, fmt.Errorf("%w: rate %v", ErrConfig, cfg.Rate)
 	}
-	if cfg.HandleNACKs && (!cfg.Sequenced || cfg.Local.Addr().IsUnspecified()) {
-		return nil, fmt.Errorf("%w: NACK handling needs sequenced reports and a specific local address", ErrConfig)
+	switch cfg.Delivery {
+	case Confirmed:
+		if cfg.Sequenced && !cfg.WideSequence {
+			return nil, ErrNarrowNACKs
+		}
+		if cfg.Local.IsValid() && cfg.Local.Addr().IsUnspecified() {
+			return nil, fmt.Errorf("%w: confirmed delivery needs a specific local address, not %v: the translator sends acks to it", ErrConfig, cfg.Local)
+		}
+		cfg.Sequenced, cfg.WideSequence, cfg.HandleNACKs = true, true, true
+	case FireAndForget:
+		if cfg.HandleNACKs {
+			return nil, fmt.Errorf("%w: HandleNACKs with FireAndForget: a fire-and-forget reporter takes no NACKs", ErrConfig)
+		}
+		if cfg.WideSequence && !cfg.Sequenced {
+			return nil, fmt.Errorf("%w: wide sequence numbers need Sequenced", ErrConfig)
+		}
+	default:
+		return nil, fmt.Errorf("%w: delivery %v, want Confirmed or FireAndForget", ErrConfig, cfg.Delivery)
 	}
-	uc, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(cfg.Local), net.UDPAddrFromAddrPort(cfg.Translator))
+	// Without Local, the system picks the source address its route to
+	// the translator uses; the ack socket binds that address.
+	var laddr *net.UDPAddr
+	if cfg.Local.IsValid() {
+		laddr = net.UDPAddrFromAddrPort(cfg.Local)
+	}
+	uc, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(cfg.Translator))
 	if err != nil {
 		return nil, fmt.Errorf("reporter: %w", err)
 	}
+	cfg.Local = unmapped(uc.LocalAddr().(*net.UDPAddr).AddrPort())
 	conn, err := udpio.New(uc, cfg.Batch)
 	if err != nil {
 		uc.Close()
@@ -413,6 +493,9 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		w := &r.window[int(h.Seq)%len(r.window)]
 		w.seq, w.b, w.lost = h.Seq, append(w.b[:0], msg...), false
 		r.seq++
+	}
+	if r.cfg.Delivery == FireAndForget {
+		r.c.Unconfirmed++ // nothing will confirm it
 	}
 	r.batch = append(r.batch, udpio.Datagram{Buf: msg})
 	r.spend()
@@ -573,9 +656,8 @@ func (r *Reporter) flushLocked() error {
 	return first
 }
 
-// Close sends what is queued; with HandleNACKs and WideSequence it sends
-// the last report twice more (see probeTail); with HandleNACKs it keeps
-// answering NACKs
+// Close sends what is queued; with Confirmed delivery it sends the last
+// report twice more (see probeTail) and keeps answering NACKs
 // until 20 ms passed without a NACK or a resend and none is pending (at
 // most a second);
 // what is still pending then is lost, and what was never acknowledged

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func freePort(t *testing.T) uint16 {
 
 func TestSendBatchesAndFlush(t *testing.T) {
 	s := newSink(t)
-	r, err := New(Config{Translator: s.addr(), Batch: 4})
+	r, err := New(Config{Translator: s.addr(), Delivery: FireAndForget, Batch: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +103,8 @@ func TestSendBatchesAndFlush(t *testing.T) {
 	if b, _ := s.read(); b[0] != byte(dta.OpKeyWrite) {
 		t.Errorf("flushed report %x", b)
 	}
-	if c := r.Counters(); c.Sent != 5 {
-		t.Errorf("counters %+v", c)
+	if c := r.Counters(); c.Sent != 5 || c.Unconfirmed != 5 {
+		t.Errorf("counters %+v: want 5 sent, all 5 unconfirmed (fire and forget)", c)
 	}
 	// Invalid reports are refused by dta, not sent.
 	if err := r.KeyWrite(1, []byte{1, 2, 3}, 1); !errors.Is(err, dta.ErrDataLength) {
@@ -111,63 +112,43 @@ func TestSendBatchesAndFlush(t *testing.T) {
 	}
 }
 
-func TestSequencedAndNACKResend(t *testing.T) {
+// TestFireAndForgetNumbers: a fire-and-forget reporter numbers its
+// reports 0..255 and round again when asked, takes no acks, and counts
+// every report unconfirmed.
+func TestFireAndForgetNumbers(t *testing.T) {
 	s := newSink(t)
-	ackPort := freePort(t)
-	r, err := New(Config{Translator: s.addr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, Batch: 1})
+	r, err := New(Config{Translator: s.addr(), Delivery: FireAndForget, Sequenced: true, Batch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var sent [][]byte
 	for i := range 300 {
-		d := binary.BigEndian.AppendUint32(nil, uint32(i)+1)
-		if err := r.KeyWrite(uint32(i), d, 1); err != nil {
+		if err := r.KeyWrite(uint32(i), binary.BigEndian.AppendUint32(nil, uint32(i)+1), 1); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := s.read()
 		rep, err := dta.ParseReport(b)
-		if err != nil || !rep.Header.Sequenced || rep.Header.Seq != uint32(uint8(i)) {
-			t.Fatalf("report %d: %+v, %v", i, rep.Header, err)
+		if err != nil || !rep.Header.Sequenced || rep.Header.Wide || rep.Header.Seq != uint32(uint8(i)) {
+			t.Fatalf("report %d: %+v, %v: want 8-bit number %d", i, rep.Header, err, uint8(i))
 		}
-		sent = append(sent, b)
 	}
-	// NACK sequence number 40: the window holds the latest report with it,
-	// number 296.
-	nack := dta.Ack{Seq: 40, NACK: true}.AppendTo(nil)
-	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
-	if _, err := s.uc.WriteToUDP(nack, to); err != nil {
-		t.Fatal(err)
+	if r.ack != nil {
+		t.Error("a fire-and-forget reporter listens for acks")
 	}
-	b, _ := s.read()
-	if !bytes.Equal(b, sent[296]) {
-		t.Errorf("resent %x, want %x", b, sent[296])
-	}
-	// A positive ack and a malformed one are not resends.
-	s.uc.WriteToUDP(dta.Ack{Seq: 41}.AppendTo(nil), to)
-	s.uc.WriteToUDP([]byte{1, 2, 3}, to)
-	time.Sleep(20 * time.Millisecond)
-	c := r.Counters()
-	if c.NACKs != 1 || c.Resent != 1 || c.Unknown != 1 || c.Sent != 301 {
-		t.Errorf("counters %+v", c)
-	}
-	// Narrow numbers have no ack for a resend: it is not sent again after
-	// 200 ms (the translator may have applied it).
-	time.Sleep(300 * time.Millisecond)
-	if c := r.Counters(); c.Resent != 1 || c.Retimed != 0 || c.Unconfirmed != 0 {
-		t.Errorf("300 ms after the resend: counters %+v", c)
+	if c := r.Counters(); c.Sent != 300 || c.Unconfirmed != 300 || c.Lost != 0 {
+		t.Errorf("counters %+v: want 300 sent, 300 unconfirmed", c)
 	}
 }
 
 func TestNACKForUnsentSequenceNumber(t *testing.T) {
 	s := newSink(t)
 	ackPort := freePort(t)
-	r, err := New(Config{Translator: s.addr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort})
+	r, err := New(Config{Translator: s.addr(), AckPort: ackPort})
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
-	s.uc.WriteToUDP(dta.Ack{Seq: 5, NACK: true}.AppendTo(nil), to)
+	s.uc.WriteToUDP(dta.Ack{Seq: 5, NACK: true, Wide: true}.AppendTo(nil), to)
 	deadline := time.Now().Add(time.Second)
 	for r.Counters().Unknown == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -184,17 +165,44 @@ func TestNACKForUnsentSequenceNumber(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	if _, err := New(Config{HandleNACKs: true}); !errors.Is(err, ErrConfig) {
-		t.Errorf("NACKs without sequencing: %v", err)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"batch 2000", Config{Batch: 2000}},
+		{"NACKs with fire and forget", Config{Delivery: FireAndForget, Sequenced: true, WideSequence: true, HandleNACKs: true}},
+		{"wide without Sequenced", Config{Delivery: FireAndForget, WideSequence: true}},
+		{"unknown delivery", Config{Delivery: 7}},
+		{"unspecified local address", Config{Local: netip.MustParseAddrPort("0.0.0.0:0")}},
+		{"negative rate", Config{Rate: -1}},
+	} {
+		if _, err := New(c.cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", c.name, err)
+		}
 	}
-	if _, err := New(Config{Batch: 2000}); !errors.Is(err, ErrConfig) {
-		t.Errorf("batch 2000: %v", err)
+}
+
+// TestNarrowNACKsRefused: NACK resends of 8-bit numbers are refused when
+// configured, with an error saying why: after a wrap a late NACK names a
+// different report.
+func TestNarrowNACKsRefused(t *testing.T) {
+	for _, cfg := range []Config{
+		{Sequenced: true, HandleNACKs: true},
+		{Sequenced: true}, // Confirmed delivery takes NACKs
+	} {
+		r, err := New(cfg)
+		if err == nil {
+			r.Close()
+		}
+		if !errors.Is(err, ErrNarrowNACKs) || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "WideSequence") {
+			t.Errorf("%+v: %v, want ErrNarrowNACKs (and ErrConfig) naming WideSequence", cfg, err)
+		}
 	}
 }
 
 func TestSendDoesNotAllocate(t *testing.T) {
 	s := newSink(t)
-	r, err := New(Config{Translator: s.addr(), Sequenced: true})
+	r, err := New(Config{Translator: s.addr(), Delivery: FireAndForget, Sequenced: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +223,7 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer uc.Close()
-	r, err := New(Config{Translator: uc.LocalAddr().(*net.UDPAddr).AddrPort()})
+	r, err := New(Config{Translator: uc.LocalAddr().(*net.UDPAddr).AddrPort(), Delivery: FireAndForget})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -232,7 +240,7 @@ func BenchmarkSend(b *testing.B) {
 func TestForgedNACKIgnored(t *testing.T) {
 	s := newSink(t)
 	ackPort := freePort(t)
-	r, err := New(Config{Translator: s.addr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, Batch: 1})
+	r, err := New(Config{Translator: s.addr(), AckPort: ackPort, Batch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +258,7 @@ func TestForgedNACKIgnored(t *testing.T) {
 	defer forger.Close()
 	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
 	for seq := range uint8(10) {
-		if _, err := forger.WriteToUDP(dta.Ack{Seq: uint32(seq), NACK: true}.AppendTo(nil), to); err != nil {
+		if _, err := forger.WriteToUDP(dta.Ack{Seq: uint32(seq), NACK: true, Wide: true}.AppendTo(nil), to); err != nil {
 			t.Fatal(err)
 		}
 	}

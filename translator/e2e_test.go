@@ -47,7 +47,7 @@ func TestWithCollector(t *testing.T) {
 	if n := len(tr.Instances()); n != 4 {
 		t.Fatalf("%d instances discovered, want 4", n)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,12 +71,12 @@ func shardOrder(t *testing.T, wide bool) {
 	var wg sync.WaitGroup
 	var sent [reporters]uint64
 	for r := range uint32(reporters) {
-		cfg := reporter.Config{Translator: tr.ReportAddr()}
+		cfg := reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget}
 		if wide {
-			// One address per reporter: each listens for its NACKs on
-			// the one ack port.
+			// Confirmed, one address per reporter: each listens for its
+			// acks on the one ack port.
 			cfg.Local = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, byte(10 + r)}), 0)
-			cfg.Sequenced, cfg.WideSequence, cfg.HandleNACKs, cfg.AckPort = true, true, true, ackPort
+			cfg.Delivery, cfg.AckPort = reporter.Confirmed, ackPort
 		}
 		rep, err := reporter.New(cfg)
 		if err != nil {

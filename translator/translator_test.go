@@ -90,7 +90,7 @@ func TestTranslatorOverLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, MaxResends: 3})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: ackPort, MaxResends: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,12 +55,16 @@ func startDaemon(t *testing.T, bin, cfg string, roce netip.AddrPort, web string)
 }
 
 // startTranslator starts an in-process translator on cfg (its reports on a
-// free loopback port unless cfg names one) and a reporter sending to it.
+// free loopback port unless cfg names one) and a reporter sending to it,
+// with confirmed delivery on an ack port of their own: the reporter's
+// Close returns once the translator acknowledged every report (see
+// closeReporter), however late a loaded machine lets it read them.
 func startTranslator(t *testing.T, ctx context.Context, cfg translator.Config) (*translator.Translator, *reporter.Reporter) {
 	t.Helper()
 	if !cfg.ReportAddr.IsValid() {
 		cfg.ReportAddr = netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))
 	}
+	cfg.AckPort = uint16(freePort(t, "udp"))
 	tr, err := translator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +72,23 @@ func startTranslator(t *testing.T, ctx context.Context, cfg translator.Config) (
 	if err := tr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: cfg.AckPort})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr, rep
+}
+
+// closeReporter closes rep, which waits for the translator's acks, and
+// fails the test unless every report was confirmed applied.
+func closeReporter(t *testing.T, rep *reporter.Reporter) {
+	t.Helper()
+	if err := rep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Counters(); c.Lost != 0 || c.Unconfirmed != 0 {
+		t.Fatalf("reporter: %d reports lost, %d unconfirmed, want every one confirmed: %+v", c.Lost, c.Unconfirmed, c)
+	}
 }
 
 func postJSON(t *testing.T, url, body string, v any) int {
@@ -156,9 +172,7 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep.Flush()
-	rep.Close()
-	time.Sleep(300 * time.Millisecond)
+	closeReporter(t, rep)
 	if err := tr.Close(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}

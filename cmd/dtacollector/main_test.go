@@ -72,9 +72,7 @@ func TestDaemon(t *testing.T) {
 	for i := uint32(0); i < 8; i++ {
 		rep.Append(1, binary.BigEndian.AppendUint32(nil, 1000+i), false)
 	}
-	rep.Flush()
-	rep.Close()
-	time.Sleep(200 * time.Millisecond)
+	closeReporter(t, rep)
 	if err := tr.Close(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -1,24 +1,30 @@
 // Command dtareport sends DTA reports to a translator at a chosen rate: a
 // synthetic stream (package internal/stream: report i is a function of the
-// flags and i alone) or the reports of a pcap file, replayed. With -nacks it
-// numbers reports with wide sequence numbers, listens for the translator's
-// NACKs, slows down and resends as package reporter does, and counts what
-// it could not deliver.
+// flags and i alone) or the reports of a pcap file, replayed. As package
+// reporter's zero Config does, it numbers reports with wide sequence
+// numbers, takes the translator's acks and NACKs, slows down and resends,
+// and counts every report it could not confirm applied. -fire-and-forget
+// sends each report once and listens for nothing, as a switch does: then
+// no report is confirmed.
 //
-//	dtareport -translator 127.0.0.1:40040 -count 1000000 -rate 200000 -nacks
+//	dtareport -translator 127.0.0.1:40040 -count 1000000 -rate 200000
 //	dtareport -mix keywrite,append -keys 4096 -count 100000
 //	dtareport -pcap reports.pcap -count 0        # the file's valid reports once
 //
 // At the end it prints one JSON object on standard output: the reports
-// sent, the time taken and the reporter's counters. With -losses FILE it
-// writes each report lost or unconfirmed to FILE as a JSON line, {"seq": N,
-// "reason": R}: N is the report's index in the stream (the first sent is
-// 0), R the NACK's reason (4, unconfirmed: it may or may not have been
-// applied; 5, rejected: the collector's instance cannot hold it, such as
-// a postcard value outside its set, counted in Rejected too). Exit status: 0 when every report went out and was delivered, 3
-// when some were lost or unconfirmed (NACKed and not resent, refused by
-// the socket, or never acknowledged), 2 for bad flags, 1 for any other
-// failure.
+// sent, the time taken, the delivery and the reporter's counters. With
+// -losses FILE it writes each report lost or unconfirmed to FILE as a JSON
+// line, {"seq": N, "reason": R}: N is the report's index in the stream
+// (the first sent is 0), R the NACK's reason (4, unconfirmed: it may or
+// may not have been applied; 5, rejected: the collector's instance cannot
+// hold it, such as a postcard value outside its set, counted in Rejected
+// too).
+//
+// Exit status: 0 when every report sent was confirmed applied; 3 when
+// some were not (lost: NACKed and not resent; unconfirmed: never
+// acknowledged, as when no translator listens, or sent with
+// -fire-and-forget), and standard error says how many of each; 2 for bad
+// flags; 1 for any other failure.
 package main
 
 import (
@@ -47,6 +53,7 @@ import (
 // Result is what dtareport prints.
 type Result struct {
 	Reports  int               `json:"reports"`
+	Delivery string            `json:"delivery"`
 	Seconds  float64           `json:"seconds"`
 	Rate     float64           `json:"reports_per_second"`
 	Counters reporter.Counters `json:"counters"`
@@ -59,11 +66,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cli.Usage(fs, synopsis, exitStatus)
 	to := fs.String("translator", "127.0.0.1:40040", "the translator's report address")
-	local := fs.String("local", "127.0.0.1:0", "the address reports are sent from (a specific one with -nacks)")
+	local := fs.String("local", "", "the address reports are sent from, a specific one unless -fire-and-forget (default: the one the system routes to the translator from)")
 	count := fs.Int("count", 100000, "reports to send (with -pcap, 0 replays the file once)")
 	rate := fs.Float64("rate", 0, "reports per second, 0 for as fast as the translator allows")
-	nacks := fs.Bool("nacks", false, "wide sequence numbers; listen for NACKs, slow down and resend")
-	ackPort := fs.Uint("ack-port", uint(dta.AckPort), "port NACKs arrive on (with -nacks)")
+	fireAndForget := fs.Bool("fire-and-forget", false, "send each report once and listen for nothing, as a switch does: no report is confirmed (exit status 3)")
+	nacks := fs.Bool("nacks", false, "deprecated, does nothing: acks and NACKs are taken unless -fire-and-forget")
+	ackPort := fs.Uint("ack-port", uint(dta.AckPort), "port the translator's acks and NACKs arrive on")
 	mix := fs.String("mix", "keywrite,keyincrement,postcard,append", "primitives, in turn (repeat one to weigh it)")
 	keys := fs.Int("keys", stream.Default.Keys, "distinct keys (postcard flows) per primitive")
 	redundancy := fs.Uint("redundancy", uint(stream.Default.Redundancy), "Key-Write copies and Key-Increment counters")
@@ -74,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", stream.Default.Seed, "seed of the values")
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
-	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line (with -nacks)")
+	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line")
 	if code, ok := cli.Parse(fs, args); !ok {
 		return code
 	}
@@ -82,13 +90,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)
 		return 2
 	}
+	if *nacks {
+		fmt.Fprintln(stderr, "dtareport: -nacks is deprecated and does nothing: acks and NACKs are taken unless -fire-and-forget")
+		if *fireAndForget {
+			return bad("-nacks and -fire-and-forget: choose one")
+		}
+	}
 	translator, err := netip.ParseAddrPort(*to)
 	if err != nil {
 		return bad("-translator: %v", err)
 	}
-	from, err := netip.ParseAddrPort(*local)
-	if err != nil {
-		return bad("-local: %v", err)
+	var from netip.AddrPort
+	if *local != "" {
+		if from, err = netip.ParseAddrPort(*local); err != nil {
+			return bad("-local: %v", err)
+		}
 	}
 	if *count < 0 || (*count == 0 && *pcapFile == "") {
 		return bad("-count %d: want at least 1", *count)
@@ -139,8 +155,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return true
 		}
 	}
-	if *lossFile != "" && !*nacks {
-		return bad("-losses needs -nacks: only then are losses known")
+	if *lossFile != "" && *fireAndForget {
+		return bad("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
 	}
 	var losses *lossLog
 	if *lossFile != "" {
@@ -149,9 +165,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	rcfg := reporter.Config{
-		Translator: translator, Local: from, Rate: *rate,
-		Sequenced: *nacks, WideSequence: *nacks, HandleNACKs: *nacks, AckPort: uint16(*ackPort),
+	rcfg := reporter.Config{Translator: translator, Local: from, Rate: *rate, AckPort: uint16(*ackPort)}
+	if *fireAndForget {
+		rcfg.Delivery = reporter.FireAndForget
 	}
 	if losses != nil {
 		rcfg.OnLoss = losses.add
@@ -200,13 +216,37 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	el := time.Since(start)
-	res := Result{Reports: sent, Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
+	res := Result{Reports: sent, Delivery: rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
 	b, _ := json.Marshal(res)
 	fmt.Fprintln(stdout, string(b))
-	if res.Counters.Lost > 0 || res.Counters.Unconfirmed > 0 || res.Counters.Errors > 0 {
+	if msg := notConfirmed(res, translator, rcfg.AckPort); msg != "" {
+		fmt.Fprintln(stderr, "dtareport:", msg)
 		return 3
 	}
 	return 0
+}
+
+// notConfirmed says why some reports of res were not confirmed applied,
+// or returns "" when every one was.
+func notConfirmed(res Result, translator netip.AddrPort, ackPort uint16) string {
+	c := res.Counters
+	if c.Lost == 0 && c.Unconfirmed == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("%d of %d reports not confirmed applied: %d lost (NACKed and not resent), %d unconfirmed (never acknowledged: they may or may not have been applied)",
+		c.Lost+c.Unconfirmed, res.Reports, c.Lost, c.Unconfirmed)
+	if res.Delivery == reporter.FireAndForget.String() {
+		msg += "; -fire-and-forget: nothing confirms a report"
+	} else if c.Acks == 0 {
+		msg += fmt.Sprintf("; no ack came: is a translator listening on %v, sending acks to port %d here?", translator, ackPort)
+	}
+	if c.Rejected > 0 {
+		msg += fmt.Sprintf("; %d of the lost were rejected (NACK reason 5): the collector's instance cannot hold them, such as postcard values outside its set", c.Rejected)
+	}
+	if c.Errors > 0 {
+		msg += fmt.Sprintf("; the socket refused %d datagrams (nothing listening at %v)", c.Errors, translator)
+	}
+	return msg
 }
 
 // readPcap returns the DTA reports in the UDP datagrams to port of a pcap

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -127,13 +128,18 @@ func dtareport(t *testing.T, args ...string) (Result, int, string) {
 }
 
 // TestSynthetic: the binary sends exactly the stream package stream
-// defines, in order, and says so.
+// defines, in order, and says so; fire and forget, it confirms none. The
+// sink's socket buffer holds the whole stream, so none is dropped however
+// late its reader is scheduled.
 func TestSynthetic(t *testing.T) {
 	s := newSink(t, 0)
-	const n = 20000
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000")
-	if code != 0 || res.Reports != n || res.Counters.Sent != n {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	const n = 5000 // an 8 MiB socket buffer holds about 10 000 of them
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000", "-fire-and-forget")
+	if code != 3 || res.Reports != n || res.Counters.Sent != n || res.Counters.Unconfirmed != n || res.Delivery != "fire-and-forget" {
+		t.Fatalf("exit %d, %+v: want exit 3, %d reports sent, all unconfirmed (fire and forget)\n%s", code, res, n, logs)
+	}
+	if !strings.Contains(logs, strconv.Itoa(n)+" unconfirmed") || !strings.Contains(logs, "-fire-and-forget") {
+		t.Errorf("standard error %q does not say why it exits 3", logs)
 	}
 	got := s.wait(t, n)
 	if len(got) != n {
@@ -158,9 +164,9 @@ func TestSynthetic(t *testing.T) {
 // TestRate: -rate paces the stream.
 func TestRate(t *testing.T) {
 	s := newSink(t, 0)
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "2000", "-rate", "10000")
-	if code != 0 || res.Seconds < float64(2000-64)/10000 || res.Counters.Waits == 0 {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "2000", "-rate", "10000", "-fire-and-forget")
+	if code != 3 || res.Seconds < float64(2000-64)/10000 || res.Counters.Waits == 0 {
+		t.Fatalf("exit %d, %+v: want exit 3 (fire and forget), at least %.3f s, some waits\n%s", code, res, float64(2000-64)/10000, logs)
 	}
 }
 
@@ -196,9 +202,9 @@ func TestPcapReplay(t *testing.T) {
 		t.Fatal("no report in the test pcap")
 	}
 	s := newSink(t, 0)
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-pcap", file, "-count", strconv.Itoa(2*len(want)))
-	if code != 0 || res.Reports != 2*len(want) {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-pcap", file, "-count", strconv.Itoa(2*len(want)), "-fire-and-forget")
+	if code != 3 || res.Reports != 2*len(want) {
+		t.Fatalf("exit %d, %+v: want exit 3 (fire and forget), %d reports\n%s", code, res, 2*len(want), logs)
 	}
 	got := s.wait(t, 2*len(want))
 	for i, b := range got {
@@ -214,9 +220,12 @@ func TestLossExitStatus(t *testing.T) {
 	ackPort := proctest.FreePort(t, "udp")
 	s := newSink(t, uint16(ackPort))
 	losses := filepath.Join(t.TempDir(), "losses.jsonl")
-	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-nacks", "-ack-port", strconv.Itoa(ackPort), "-losses", losses)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "50", "-ack-port", strconv.Itoa(ackPort), "-losses", losses)
 	if code != 3 || res.Counters.Lost != 50 || res.Counters.Resent == 0 {
-		t.Fatalf("exit %d, %+v\n%s", code, res, logs)
+		t.Fatalf("exit %d, %+v: want exit 3, 50 lost after resends\n%s", code, res, logs)
+	}
+	if !strings.Contains(logs, "50 lost") {
+		t.Errorf("standard error %q does not name the 50 lost", logs)
 	}
 	// -losses names each one, by its index in the stream, with the reason.
 	b, err := os.ReadFile(losses)
@@ -243,11 +252,153 @@ func TestBadFlags(t *testing.T) {
 		{"-mix", "keywrite,bogus"},
 		{"-hops", "0"},
 		{"-rate", "-1"},
-		{"-nacks", "-local", "0.0.0.0:0"},
-		{"-losses", "/tmp/x.jsonl"}, // without -nacks
+		{"-local", "0.0.0.0:0"}, // acks cannot come to it
+		{"-fire-and-forget", "-losses", "/tmp/x.jsonl"},
+		{"-nacks", "-fire-and-forget"},
 	} {
 		if _, code, logs := dtareport(t, args...); code != 2 || logs == "" {
 			t.Errorf("%v: exit %d, %q", args, code, logs)
 		}
 	}
+}
+
+// TestNoTranslator: with nothing listening at the translator's address,
+// no report is confirmed: exit 3, every report unconfirmed, and standard
+// error says so.
+func TestNoTranslator(t *testing.T) {
+	to := "127.0.0.1:" + strconv.Itoa(proctest.FreePort(t, "udp"))
+	ackPort := strconv.Itoa(proctest.FreePort(t, "udp"))
+	res, code, logs := dtareport(t, "-translator", to, "-count", "1000", "-ack-port", ackPort)
+	if code != 3 || res.Counters.Unconfirmed+res.Counters.Lost != 1000 {
+		t.Fatalf("exit %d, %+v: want exit 3 and all 1000 reports unconfirmed\n%s", code, res, logs)
+	}
+	if !strings.Contains(logs, "1000 of 1000 reports not confirmed") || !strings.Contains(logs, "no ack came") {
+		t.Errorf("standard error %q does not say why it exits 3", logs)
+	}
+}
+
+// TestDroppingTranslator: at full rate into a translator whose socket
+// drops what it cannot hold (a small buffer, never read: a stalled
+// translator), dtareport with its default flags exits 3 and counts every
+// report unconfirmed rather than delivered.
+func TestDroppingTranslator(t *testing.T) {
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	_ = uc.SetReadBuffer(4096)
+	ackPort := strconv.Itoa(proctest.FreePort(t, "udp"))
+	const n = 5000 // more than a credit (3072): Send stalls a second, then counts those in flight
+	res, code, logs := dtareport(t, "-translator", uc.LocalAddr().String(), "-count", strconv.Itoa(n), "-ack-port", ackPort)
+	if code != 3 || res.Counters.Unconfirmed+res.Counters.Lost != n {
+		t.Fatalf("exit %d, %+v: want exit 3 and all %d reports unconfirmed\n%s", code, res, n, logs)
+	}
+	if !strings.Contains(logs, strconv.Itoa(n)+" unconfirmed") {
+		t.Errorf("standard error %q does not name the unconfirmed reports", logs)
+	}
+}
+
+// TestNacksDeprecated: -nacks is still taken, says it does nothing, and
+// changes nothing.
+func TestNacksDeprecated(t *testing.T) {
+	ackPort := proctest.FreePort(t, "udp")
+	s := newSink(t, uint16(ackPort))
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "10", "-nacks", "-ack-port", strconv.Itoa(ackPort))
+	if code != 3 || res.Counters.Lost != 10 || res.Delivery != "confirmed" {
+		t.Fatalf("exit %d, %+v: want exit 3, 10 lost, confirmed delivery\n%s", code, res, logs)
+	}
+	if !strings.Contains(logs, "-nacks is deprecated") {
+		t.Errorf("standard error %q does not say -nacks is deprecated", logs)
+	}
+}
+
+// TestDaemonsSmallRing: dtareport with its default flags, at full rate,
+// into a dtatranslator process whose ring holds 256 reports (it refuses
+// the rest, busy) in front of a dtacollector process: the NACKed reports
+// are resent, and what dtareport says is what the collector's HTTP API
+// shows. Every report it did not name in -losses is counted exactly once;
+// one it names lost (NACKed, not resent) not at all, one unconfirmed at
+// most once; and it exits 0 exactly when it names none.
+func TestDaemonsSmallRing(t *testing.T) {
+	tbin := proctest.Build(t, "../dtatranslator", "dtatranslator")
+	cbin := proctest.Build(t, "../dtacollector", "dtacollector")
+	cmPort := 46000 + os.Getpid()%1000
+	roce := "127.0.0.51:4791"
+	report := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))
+	thttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	chttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	dir := t.TempDir()
+	ccfg := filepath.Join(dir, "c.json")
+	os.WriteFile(ccfg, []byte(fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "instances": [
+		{"primitive": "keyincrement", "slots": 65536, "redundancy": 2}]}`, roce, chttp, cmPort)), 0o600)
+	col := proctest.Start(t, cbin, "-config", ccfg)
+	proctest.WaitFor(t, "collector up", 10*time.Second, func() bool { return proctest.GetJSON("http://"+chttp+"/v1/instances", nil) == nil }, col)
+	tcfg := filepath.Join(dir, "t.json")
+	os.WriteFile(tcfg, []byte(fmt.Sprintf(`{"collectors": [%q], "cm_port": %d, "ring_size": 256}`, roce, cmPort)), 0o600)
+	tr := proctest.Start(t, tbin, "-config", tcfg, "-report", report, "-http", thttp)
+	ready := func() bool {
+		var st struct{ Instances []struct{ Ready bool } }
+		return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil && len(st.Instances) == 1 && st.Instances[0].Ready
+	}
+	proctest.WaitFor(t, "translator connected", 20*time.Second, ready, tr, col)
+
+	// The translator sends acks to port 40044 of the reports' source: an
+	// address of this test's own keeps other tests' reporters apart.
+	local := fmt.Sprintf("127.%d.%d.1:0", 100+os.Getpid()%100, os.Getpid()/100%250)
+	losses := filepath.Join(dir, "losses.jsonl")
+	const keys, per = 1000, 50
+	res, code, logs := dtareport(t, "-translator", report, "-local", local, "-mix", "keyincrement", "-keys", strconv.Itoa(keys), "-count", strconv.Itoa(keys*per), "-losses", losses)
+	c := res.Counters
+	if want := map[bool]int{true: 0, false: 3}[c.Lost+c.Unconfirmed == 0]; code != want {
+		t.Fatalf("exit %d with %d lost and %d unconfirmed, want %d\n%s\n%s", code, c.Lost, c.Unconfirmed, want, logs, tr.Logs())
+	}
+	if c.Acks == 0 {
+		t.Fatalf("no ack from the translator: %+v\n%s", c, tr.Logs())
+	}
+	// Report i of a Key-Increment stream adds 1 to key i % keys.
+	b, err := os.ReadFile(losses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost, unconfirmed [keys]uint64
+	named := uint64(0)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line == "" {
+			continue
+		}
+		var l struct{ Seq, Reason uint32 }
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Seq >= keys*per {
+			t.Fatalf("-losses line %q: %v", line, err)
+		}
+		if l.Reason == uint32(dta.ReasonUnconfirmed) {
+			unconfirmed[l.Seq%keys]++
+		} else {
+			lost[l.Seq%keys]++
+		}
+		named++
+	}
+	if named != c.Lost+c.Unconfirmed {
+		t.Fatalf("-losses names %d reports, the counters %d lost and %d unconfirmed", named, c.Lost, c.Unconfirmed)
+	}
+	bad := 0
+	for k := range keys {
+		var got struct{ Count uint64 }
+		if err := proctest.GetJSON(fmt.Sprintf("http://%s/v1/instances/0/keyincrement?key=%d", chttp, k), &got); err != nil {
+			t.Fatal(err)
+		}
+		hi := per - lost[k]
+		if lo := hi - unconfirmed[k]; got.Count < lo || got.Count > hi {
+			if bad++; bad <= 5 {
+				t.Errorf("key %d counts %d, want %d..%d: %d reports, %d of them lost and %d unconfirmed", k, got.Count, lo, hi, per, lost[k], unconfirmed[k])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d keys counted other than dtareport said: %+v", bad, keys, c)
+	}
+	if code != 0 {
+		t.Logf("dtareport exited %d, naming %d lost and %d unconfirmed, each accounted for in memory:\n%s", code, c.Lost, c.Unconfirmed, logs)
+	}
+	t.Logf("%d reports, %d NACKs, %d resent: every key right", keys*per, c.NACKs, c.Resent)
 }

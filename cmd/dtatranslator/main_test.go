@@ -74,7 +74,7 @@ func TestDaemons(t *testing.T) {
 	}
 	proctest.WaitFor(t, "translator connected to the collector started after it", 20*time.Second, ready, tr, col)
 
-	rep, err := reporter.New(reporter.Config{Translator: netip.MustParseAddrPort(report)})
+	rep, err := reporter.New(reporter.Config{Translator: netip.MustParseAddrPort(report), Delivery: reporter.FireAndForget})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func startPipeline() (*pipeline, error) {
 	if err := p.tr.Start(sctx); err != nil {
 		return nil, err
 	}
-	if p.rep, err = reporter.New(reporter.Config{Translator: p.tr.ReportAddr()}); err != nil {
+	if p.rep, err = reporter.New(reporter.Config{Translator: p.tr.ReportAddr(), Delivery: reporter.FireAndForget}); err != nil {
 		return nil, err
 	}
 	return p, nil

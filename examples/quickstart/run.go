@@ -542,13 +542,10 @@ func newReporters(p *plan, to netip.AddrPort) (reps [5]*reporter.Reporter, nacks
 			}
 			a := base
 			a[3] = byte(op)
-			reps[op], err = reporter.New(reporter.Config{
-				Translator:   to,
-				Local:        netip.AddrPortFrom(netip.AddrFrom4(a), 0),
-				Sequenced:    true,
-				WideSequence: true,
-				HandleNACKs:  true,
-				Rate:         rate,
+			reps[op], err = reporter.New(reporter.Config{ // confirmed delivery
+				Translator: to,
+				Local:      netip.AddrPortFrom(netip.AddrFrom4(a), 0),
+				Rate:       rate,
 			})
 			if err != nil {
 				ok = false
@@ -572,7 +569,7 @@ func newReporters(p *plan, to netip.AddrPort) (reps [5]*reporter.Reporter, nacks
 		if rate == 0 {
 			rate = fallbackRate
 		}
-		if reps[op], err = reporter.New(reporter.Config{Translator: to, Sequenced: true, WideSequence: true, Rate: rate}); err != nil {
+		if reps[op], err = reporter.New(reporter.Config{Translator: to, Delivery: reporter.FireAndForget, Sequenced: true, WideSequence: true, Rate: rate}); err != nil {
 			closeAll()
 			return reps, "", err
 		}

@@ -119,7 +119,7 @@ func run(addr netip.Addr, n int, nic bool) error {
 		tr.Close(time.Second)
 		return err
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
 	if err != nil {
 		return err
 	}

@@ -206,7 +206,7 @@ func TestCollectorGone(t *testing.T) {
 		Collectors: []netip.AddrPort{addr}, AckPort: ackPort,
 		CMTries: 3, CMTimeout: 20 * time.Millisecond, RetryInterval: retry, DeadAfter: time.Millisecond,
 	})
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Sequenced: true, HandleNACKs: true, AckPort: ackPort, MaxResends: 3})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: ackPort, MaxResends: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

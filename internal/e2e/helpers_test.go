@@ -299,7 +299,7 @@ func startTranslator(tb testing.TB, cfg translator.Config) *translator.Translato
 
 func newReporter(tb testing.TB, tr *translator.Translator) *reporter.Reporter {
 	tb.Helper()
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
 	if err != nil {
 		tb.Fatal(err)
 	}

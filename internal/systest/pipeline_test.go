@@ -615,7 +615,6 @@ func TestKill9CachedPostcards(t *testing.T) {
 	unconfirmed := map[uint32]dta.Opcode{}
 	rep, err := reporter.New(reporter.Config{
 		Translator: netip.MustParseAddrPort(p.report), Local: netip.MustParseAddrPort(p.reporterIP + ":0"),
-		Sequenced: true, WideSequence: true, HandleNACKs: true,
 		OnLoss: func(seq uint32, b []byte, reason dta.Reason) {
 			r, err := dta.ParseReport(b)
 			mu.Lock()
