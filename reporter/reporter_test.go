@@ -148,7 +148,7 @@ func TestNACKForUnsentSequenceNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.LocalAddr().Addr(), ackPort))
-	s.uc.WriteToUDP(dta.Ack{Seq: 5, NACK: true, Wide: true}.AppendTo(nil), to)
+	s.uc.WriteToUDP(dta.Ack{Seq: 5, NACK: true, Wide: true, Session: r.Session()}.AppendTo(nil), to)
 	deadline := time.Now().Add(time.Second)
 	for r.Counters().Unknown == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

@@ -147,8 +147,8 @@ func TestTranslatorAllowlist(t *testing.T) {
 		rep.KeyWrite(k, binary.BigEndian.AppendUint32(nil, k*7), 2)
 	}
 	rep.Flush()
-	rep.Close()
-	proctest.WaitFor(t, "the reports translated", 5*time.Second, func() bool { return tr.Counters().Reports[1] == keys }, d.Proc)
+	closeReporter(t, rep) // every report confirmed applied, resends included
+	proctest.WaitFor(t, "the reports translated", 5*time.Second, func() bool { return tr.Counters().Translated[1] == keys }, d.Proc)
 	if err := tr.Close(5 * time.Second); err != nil {
 		t.Errorf("translator close during the flood: %v", err)
 	}
