@@ -636,8 +636,8 @@ func TestKill9CachedPostcards(t *testing.T) {
 		}
 	}
 	for f := range uint32(flows) { // two hops of five
-		for hop := uint8(1); hop <= 2; hop++ {
-			if err := rep.Postcard(f, hop, 1+f%uint32(p.st.Universe), uint8(p.st.Hops)); err != nil {
+		for hop := postcard.Hop(1); hop <= 2; hop++ {
+			if err := rep.Postcard(f, hop, postcard.PathLength(p.st.Hops), postcard.Value(1+f%uint32(p.st.Universe))); err != nil {
 				t.Fatal(err)
 			}
 		}
