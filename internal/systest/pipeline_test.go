@@ -266,12 +266,12 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 	kwUsers := map[uint64]int{}
 	for _, k := range keys {
 		for n := range st.Redundancy {
-			kwUsers[kwl.Slot(k, n)]++
+			kwUsers[kwl.Slot(k, uint8(n))]++
 		}
 	}
 	kwCollided := func(k uint32) bool {
 		for n := range st.Redundancy {
-			if kwUsers[kwl.Slot(k, n)] == 1 {
+			if kwUsers[kwl.Slot(k, uint8(n))] == 1 {
 				return false
 			}
 		}
