@@ -341,7 +341,7 @@ func runTranslator(t *testing.T, cfg translator.Config) {
 	}
 	for f := uint32(1); f <= ioFlows; f++ {
 		for h := uint32(1); h <= ioHops; h++ {
-			must(t, rep.Postcard(f, uint8(h), ioPCValue(f, h), ioHops))
+			must(t, rep.Postcard(f, postcard.Hop(h), ioHops, postcard.Value(ioPCValue(f, h))))
 			pace()
 		}
 	}

@@ -51,22 +51,22 @@ func (d *Reporter) Start(ctx context.Context) error { return d.t.Start(ctx) }
 // translator.ErrNoInstance when the collector is not connected, or
 // translator.ErrReport when the data does not fit the collector's layout.
 // It does not allocate.
-func (d *Reporter) KeyWrite(key uint32, data []byte, n uint8) error {
-	if n == 0 {
-		return fmt.Errorf("%w: redundancy 0", translator.ErrReport)
+func (d *Reporter) KeyWrite(key uint32, data []byte, n int) error {
+	if n < 1 || n > keywrite.MaxRedundancy {
+		return fmt.Errorf("%w: redundancy %d, want 1..%d", translator.ErrReport, n, keywrite.MaxRedundancy)
 	}
-	return d.KeyWriteCopy(key, data, n, uint8(rand.Uint32N(uint32(n))))
+	return d.KeyWriteCopy(key, data, n, rand.IntN(n))
 }
 
 // KeyWriteCopy writes copy c (0..n-1) of the report (key, data, n): PINT
 // chooses the copy by the packet (package pint).
-func (d *Reporter) KeyWriteCopy(key uint32, data []byte, n, c uint8) error {
-	if n == 0 || n > keywrite.MaxRedundancy || c >= n {
+func (d *Reporter) KeyWriteCopy(key uint32, data []byte, n, c int) error {
+	if n < 1 || n > keywrite.MaxRedundancy || c < 0 || c >= n {
 		return fmt.Errorf("%w: copy %d of %d", translator.ErrReport, c, n)
 	}
 	r := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite},
-		KeyWrite: dta.KeyWrite{Redundancy: n, Key: key, Data: data}}
-	return d.t.Submit(&r, int(c))
+		KeyWrite: dta.KeyWrite{Redundancy: uint8(n), Key: key, Data: data}}
+	return d.t.Submit(&r, c)
 }
 
 // Flush sends the packets queued by KeyWrite now.

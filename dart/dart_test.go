@@ -69,7 +69,7 @@ func TestCopies(t *testing.T) {
 	d, c, kw := serve(t, 1<<16)
 	val := func(k uint32) []byte { return binary.BigEndian.AppendUint32(nil, k^0xA5A5A5A5) }
 	for k := uint32(1); k <= 300; k++ {
-		write(t, func() error { return d.KeyWriteCopy(k, val(k), 4, uint8(k%4)) })
+		write(t, func() error { return d.KeyWriteCopy(k, val(k), 4, int(k%4)) })
 	}
 	if err := d.Close(5 * time.Second); err != nil {
 		t.Fatal(err)

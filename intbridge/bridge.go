@@ -59,8 +59,8 @@ type Config struct {
 	// PathTruncated (its Trace keeps every hop).
 	PathHops int
 	// PathRedundancy and CountRedundancy are the N of the path Key-Writes
-	// and of the flow counters' Key-Increments (default 2).
-	PathRedundancy, CountRedundancy uint8
+	// and of the flow counters' Key-Increments (default 2; at most 255).
+	PathRedundancy, CountRedundancy int
 	// InitialTTL is the TTL (IPv4) or hop limit (IPv6) flows leave their
 	// source with, from which a postcard's hop number is 1 + InitialTTL -
 	// TTL (default 64).
@@ -163,6 +163,9 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.PathHops < 1 || cfg.PathHops > 64 || cfg.PostcardHops < 1 || cfg.PostcardHops > 255 || cfg.DropList == cfg.CongestionList || cfg.INTDSCPMask > 0x3F {
 		return nil, fmt.Errorf("%w: path hops %d (1..64), postcard hops %d (1..255), drop list %d and congestion list %d must differ, DSCP mask %#x (6 bits)",
 			ErrConfig, cfg.PathHops, cfg.PostcardHops, cfg.DropList, cfg.CongestionList, cfg.INTDSCPMask)
+	}
+	if cfg.PathRedundancy < 1 || cfg.PathRedundancy > 255 || cfg.CountRedundancy < 1 || cfg.CountRedundancy > 255 {
+		return nil, fmt.Errorf("%w: path redundancy %d and count redundancy %d, want 1..255", ErrConfig, cfg.PathRedundancy, cfg.CountRedundancy)
 	}
 	return &Bridge{cfg: cfg}, nil
 }
@@ -283,7 +286,7 @@ func (b *Bridge) individual(r *inband.Individual) {
 }
 
 func (b *Bridge) increment(key uint32) {
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: b.cfg.CountRedundancy, Key: key, Counter: 1}}
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: uint8(b.cfg.CountRedundancy), Key: key, Counter: 1}}
 	b.c.Increments++
 }
 
@@ -350,7 +353,7 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Met
 	for i := range min(n, b.cfg.PathHops) {
 		binary.BigEndian.PutUint32(v[4*i:], hops[i].NodeID)
 	}
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: b.cfg.PathRedundancy, Key: key, Data: v}}
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: key, Data: v}}
 	b.c.KeyWrites++
 	return true
 }

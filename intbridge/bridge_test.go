@@ -177,6 +177,11 @@ func TestBridgeErrors(t *testing.T) {
 	if _, err := New(Config{DropList: 3, CongestionList: 3}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("equal lists: %v", err)
 	}
+	for _, c := range []Config{{PathRedundancy: 256}, {CountRedundancy: 256}, {PathRedundancy: -1}} {
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("redundancy path %d count %d: %v; want ErrConfig, not a truncated 8-bit N", c.PathRedundancy, c.CountRedundancy, err)
+		}
+	}
 }
 
 func TestBridgeAllocs(t *testing.T) {

@@ -217,7 +217,7 @@ func TestSwitchCacheMatchesCache(t *testing.T) {
 		if !ok {
 			t.Fatalf("report %d %+v: the switch drops it as malformed", i, r.p)
 		}
-		want, err = cache.Insert(want[:0], r.p.Key, r.p.Hop, r.p.PathLength, r.p.Value)
+		want, err = cache.Insert(want[:0], r.p.Key, postcard.Hop(r.p.Hop), postcard.PathLength(r.p.PathLength), postcard.Value(r.p.Value))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ func TestHopEntries(t *testing.T) {
 			for pl := -1; pl <= p4gen.PostcardHops+1; pl++ {
 				p := dta.Postcard{Key: 1, Hop: uint8(hop), Value: 1, HasPathLength: pl >= 0, PathLength: uint8(max(pl, 0))}
 				cache, _ := postcard.NewCache(codec.Layout(), 1)
-				_, err := cache.Insert(nil, p.Key, p.Hop, p.PathLength, p.Value)
+				_, err := cache.Insert(nil, p.Key, postcard.Hop(p.Hop), postcard.PathLength(p.PathLength), postcard.Value(p.Value))
 				sw := newPCSwitch(t, codec)
 				_, ok := sw.postcard(p, seq)
 				if ok != (err == nil) {
@@ -319,7 +319,7 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 				frames++
 			}
 		}
-		chunks, err = cache.Insert(chunks[:0], rep.p.Key, rep.p.Hop, rep.p.PathLength, rep.p.Value)
+		chunks, err = cache.Insert(chunks[:0], rep.p.Key, postcard.Hop(rep.p.Hop), postcard.PathLength(rep.p.PathLength), postcard.Value(rep.p.Value))
 		if err != nil {
 			t.Fatal(err)
 		}

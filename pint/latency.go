@@ -103,7 +103,7 @@ func (q *Quantiles) Observe(pid uint32, code uint16, hops int) error {
 
 // Read observes the entries of key held in copies 0..n-1 of s that it has
 // not read before, as Decoder.Read does, and returns how many.
-func (q *Quantiles) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
+func (q *Quantiles) Read(s *keywrite.Store, key uint32, n int) (int, error) {
 	return readEntries(s, key, n, q.bits, &q.last, "%d-bit quantiles", q.Observe)
 }
 

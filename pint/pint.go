@@ -183,11 +183,11 @@ func Encode(pid uint32, path []uint32, b int) uint16 {
 
 // Copy returns the Key-Write copy, of n, that packet pid's entry is
 // written to. The sink chooses it, so the reduction is a remainder.
-func Copy(pid uint32, n uint8) uint8 {
-	if n == 0 {
+func Copy(pid uint32, n int) int {
+	if n < 1 {
 		return 0
 	}
-	return uint8(copyTab.sum(PacketHash(pid)) % uint32(n))
+	return int(copyTab.sum(PacketHash(pid)) % uint32(n))
 }
 
 // Entry is one packet's PINT entry.
@@ -322,23 +322,26 @@ func (d *Decoder) Observe(pid uint32, digest uint16, hops int) error {
 // Read observes the entries of key held in copies 0..n-1 of s that it has
 // not read before (an entry is identified by its packet ID), and returns
 // how many it observed. A copy holding another key's entry is skipped.
-func (d *Decoder) Read(s *keywrite.Store, key uint32, n uint8) (int, error) {
+func (d *Decoder) Read(s *keywrite.Store, key uint32, n int) (int, error) {
 	return readEntries(s, key, n, d.bits, &d.last, "a %d-bit decoder", d.Observe)
 }
 
 // readEntries hands observe each entry of key in copies 0..n-1 of s whose
 // packet ID differs from the one last read from that copy (last[c], +1),
 // and returns how many it handed. what names the reader in an error.
-func readEntries(s *keywrite.Store, key uint32, n uint8, bits int, last *[]uint32, what string, observe func(pid uint32, digest uint16, hops int) error) (int, error) {
+func readEntries(s *keywrite.Store, key uint32, n int, bits int, last *[]uint32, what string, observe func(pid uint32, digest uint16, hops int) error) (int, error) {
 	if s.Layout().DataSize != DataSize {
 		return 0, fmt.Errorf("%w: the store's data size is %d, PINT entries are %d", ErrConfig, s.Layout().DataSize, DataSize)
 	}
-	if len(*last) < int(n) {
-		*last = append(*last, make([]uint32, int(n)-len(*last))...)
+	if n < 0 || n > keywrite.MaxRedundancy {
+		return 0, fmt.Errorf("%w: %d copies, want 0..%d", ErrConfig, n, keywrite.MaxRedundancy)
+	}
+	if len(*last) < n {
+		*last = append(*last, make([]uint32, n-len(*last))...)
 	}
 	seen := 0
 	for c := range n {
-		b, ok := s.Copy(key, c)
+		b, ok := s.Copy(key, uint8(c))
 		if !ok {
 			continue
 		}

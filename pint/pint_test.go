@@ -226,6 +226,12 @@ func TestEntry(t *testing.T) {
 	if _, err := d.Read(st, 1, 2); !errors.Is(err, ErrConfig) {
 		t.Fatalf("a 4-byte store: %v", err)
 	}
+	st8, _ := keywrite.NewStore(keywrite.Layout{Slots: 64, DataSize: DataSize}, nil)
+	for _, n := range []int{-1, keywrite.MaxRedundancy + 1} {
+		if _, err := d.Read(st8, 1, n); !errors.Is(err, ErrConfig) {
+			t.Fatalf("%d copies: %v", n, err)
+		}
+	}
 }
 
 // TestPacketHash: the packet hash is the hash unit's CRC-32C of be32(pid),

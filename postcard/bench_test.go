@@ -106,7 +106,7 @@ func BenchmarkCacheInsert(b *testing.B) {
 		// Flows of 5 postcards, 4 interleaved.
 		f := i / 5
 		p := dta.Postcard{Key: keys[(f&^3|i&3)%len(keys)], Hop: uint8(1 + (i/4)%5), Value: uint32(i) | 1}
-		out, _ = ca.Insert(out[:0], p.Key, p.Hop, p.PathLength, p.Value)
+		out, _ = ca.Insert(out[:0], p.Key, Hop(p.Hop), PathLength(p.PathLength), Value(p.Value))
 		for j := range out {
 			ws = c.AppendWrites(ws[:0], &out[j])
 		}
@@ -129,7 +129,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		"Query":      func() { s.Query(tab, keys[i%len(keys)]); i++ },
 		"QueryBatch": func() { s.QueryBatch(tab, keys[:8], paths, outs) },
 		"Insert": func() {
-			out, _ = ca.Insert(out[:0], uint32(i/5), uint8(1+i%5), 0, 7)
+			out, _ = ca.Insert(out[:0], uint32(i/5), Hop(1+i%5), 0, 7)
 			i++
 		},
 		"Writes": func() { ws = c.AppendWrites(ws[:0], &one[0]) },

@@ -125,12 +125,12 @@ func (ca *Cache) Codec() *Codec { return ca.c }
 // other slots (Chunk.Skip). So the hops of a flow that come after it left
 // the cache (evicted, or the translator restarted) join what its earlier
 // writes put in memory instead of blanking it (docs/DTA-WIRE.md 8.5).
-func (ca *Cache) Insert(out []Chunk, key uint32, hop, pathLen uint8, value uint32) ([]Chunk, error) {
+func (ca *Cache) Insert(out []Chunk, key uint32, hop Hop, pathLen PathLength, value Value) ([]Chunk, error) {
 	l := &ca.c.l
 	if hop == 0 || int(hop) > l.Hops {
 		return out, fmt.Errorf("insert: %w: hop %d, want 1..%d", ErrHop, hop, l.Hops)
 	}
-	if int(pathLen) > l.Hops || (pathLen != 0 && pathLen < hop) {
+	if int(pathLen) > l.Hops || (pathLen != 0 && uint8(pathLen) < uint8(hop)) {
 		return out, fmt.Errorf("insert: %w: path length %d with hop %d, %d hops", ErrPathLen, pathLen, hop, l.Hops)
 	}
 	if value == 0 {
@@ -148,9 +148,9 @@ func (ca *Cache) Insert(out []Chunk, key uint32, hop, pathLen uint8, value uint3
 	}
 	e.dirty = true
 	e.have |= 1 << (hop - 1)
-	e.values[hop-1] = value
-	if pathLen > e.pathLen {
-		e.pathLen = pathLen
+	e.values[hop-1] = uint32(value)
+	if uint8(pathLen) > e.pathLen {
+		e.pathLen = uint8(pathLen)
 	}
 	want := l.Hops
 	if e.pathLen != 0 {

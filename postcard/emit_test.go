@@ -17,7 +17,7 @@ func TestEmit(t *testing.T) {
 	ref, _ := NewCache(c.Layout(), 1) // without Emit
 	ins := func(ca *Cache, p dta.Postcard) []Chunk {
 		t.Helper()
-		out, err := ca.Insert(nil, p.Key, p.Hop, p.PathLength, p.Value)
+		out, err := ca.Insert(nil, p.Key, Hop(p.Hop), PathLength(p.PathLength), Value(p.Value))
 		if err != nil {
 			t.Fatal(err)
 		}

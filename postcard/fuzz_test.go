@@ -99,7 +99,7 @@ func FuzzCacheInsert(f *testing.F) {
 				PathLength: b[7],
 			}
 			var err error
-			out, err = ca.Insert(out[:0], p.Key, p.Hop, p.PathLength, p.Value)
+			out, err = ca.Insert(out[:0], p.Key, Hop(p.Hop), PathLength(p.PathLength), Value(p.Value))
 			if err != nil && len(out) != 0 {
 				t.Fatal("chunks emitted with an error")
 			}

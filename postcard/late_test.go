@@ -95,8 +95,8 @@ func TestWritesSkipUnknownSlots(t *testing.T) {
 				j, ws[2*j].Offset, len(ws[2*j].Data), ws[2*j+1].Offset, len(ws[2*j+1].Data), base+4, base+12)
 		}
 	}
-	for h := uint8(1); h <= 5; h++ {
-		out, _ = ca.Insert(out[:0], 8, h, 0, uint32(h))
+	for h := Hop(1); h <= 5; h++ {
+		out, _ = ca.Insert(out[:0], 8, h, 0, Value(h))
 	}
 	if len(out) != 1 || out[0].Skip != 0 || len(c.AppendWrites(nil, &out[0])) != 2 {
 		t.Errorf("a complete flow: %d chunks, Skip %05b; want one, whole (2 writes)", len(out), out[0].Skip)

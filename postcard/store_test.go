@@ -60,7 +60,7 @@ func newFixture(t testing.TB, l Layout, cacheSize int, v []uint32) *fixture {
 func (f *fixture) insert(t testing.TB, p dta.Postcard) int {
 	t.Helper()
 	var err error
-	f.ch, err = f.ca.Insert(f.ch[:0], p.Key, p.Hop, p.PathLength, p.Value)
+	f.ch, err = f.ca.Insert(f.ch[:0], p.Key, Hop(p.Hop), PathLength(p.PathLength), Value(p.Value))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestCacheRejectsBadPostcards(t *testing.T) {
 		{dta.Postcard{Key: 1, Hop: 3, Value: 1, PathLength: 2}, ErrPathLen},
 		{dta.Postcard{Key: 1, Hop: 1, Value: 0}, ErrValue},
 	} {
-		out, err := f.ca.Insert(nil, tc.p.Key, tc.p.Hop, tc.p.PathLength, tc.p.Value)
+		out, err := f.ca.Insert(nil, tc.p.Key, Hop(tc.p.Hop), PathLength(tc.p.PathLength), Value(tc.p.Value))
 		if !errors.Is(err, tc.want) || len(out) != 0 {
 			t.Errorf("Insert(%+v) = %d chunks, %v; want %v", tc.p, len(out), err, tc.want)
 		}

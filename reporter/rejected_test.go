@@ -28,7 +28,7 @@ func TestRejectedNACK(t *testing.T) {
 		losses = append(losses, seq)
 	}})
 	for i := range 20 {
-		if err := r.Postcard(uint32(i), 1, 4000, 1); err != nil {
+		if err := r.Postcard(uint32(i), 1, 1, 4000); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/postcard"
 )
 
 // Errors of the package.
@@ -48,6 +49,8 @@ var (
 	// NACK that arrives after the numbers wrapped resends the wrong one
 	// (and the right one is lost). It matches ErrConfig too.
 	ErrNarrowNACKs error = &configError{"reporter: bad config: NACK resends need WideSequence: an 8-bit sequence number names another report once 256 more were sent, so a late NACK would resend the wrong one"}
+	// ErrRedundancy: a redundancy n outside 1..MaxRedundancy.
+	ErrRedundancy = errors.New("reporter: redundancy out of range")
 )
 
 // configError is a refused Config that is also ErrConfig.
@@ -83,6 +86,10 @@ func (d Delivery) String() string {
 	}
 	return fmt.Sprintf("Delivery(%d)", uint8(d))
 }
+
+// MaxRedundancy is the largest n of KeyWrite and KeyIncrement: the wire
+// field is 8 bits.
+const MaxRedundancy = 255
 
 // WideWindow is how many reports a reporter with WideSequence keeps for
 // resending.
@@ -604,16 +611,24 @@ func (r *Reporter) waitLocked() error {
 	}
 }
 
-// KeyWrite sends a Key-Write report: data under key, n copies.
-func (r *Reporter) KeyWrite(key uint32, data []byte, n uint8) error {
+// KeyWrite sends a Key-Write report: data under key, n copies
+// (1..MaxRedundancy).
+func (r *Reporter) KeyWrite(key uint32, data []byte, n int) error {
+	if n < 1 || n > MaxRedundancy {
+		return fmt.Errorf("reporter: key-write: %w: %d, want 1..%d", ErrRedundancy, n, MaxRedundancy)
+	}
 	return r.Send(&dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite},
-		KeyWrite: dta.KeyWrite{Redundancy: n, Key: key, Data: data}})
+		KeyWrite: dta.KeyWrite{Redundancy: uint8(n), Key: key, Data: data}})
 }
 
-// KeyIncrement sends a Key-Increment report: add to key's n counters.
-func (r *Reporter) KeyIncrement(key uint32, add uint64, n uint8) error {
+// KeyIncrement sends a Key-Increment report: add to key's n counters
+// (1..MaxRedundancy).
+func (r *Reporter) KeyIncrement(key uint32, add uint64, n int) error {
+	if n < 1 || n > MaxRedundancy {
+		return fmt.Errorf("reporter: key-increment: %w: %d, want 1..%d", ErrRedundancy, n, MaxRedundancy)
+	}
 	return r.Send(&dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement},
-		KeyIncrement: dta.KeyIncrement{Redundancy: n, Key: key, Counter: add}})
+		KeyIncrement: dta.KeyIncrement{Redundancy: uint8(n), Key: key, Counter: add}})
 }
 
 // Append sends an Append report: data to list. imm sets the I flag (the
@@ -623,11 +638,15 @@ func (r *Reporter) Append(list uint32, data []byte, imm bool) error {
 		Append: dta.Append{ListID: list, Data: data}})
 }
 
-// Postcard sends a Postcarding report: hop (1-based) of flow key saw value;
-// pathLen is the path's length, 0 when unknown (then not sent).
-func (r *Reporter) Postcard(key uint32, hop uint8, value uint32, pathLen uint8) error {
+// Postcard sends a Postcarding report: hop (1-based) of flow key, whose
+// path has pathLen hops, saw value. The arguments come in the order of
+// postcard.Cache.Insert, each of its own type. With pathLen 0 (unknown)
+// the report carries no path-length byte (the 9-byte sub-header,
+// docs/DTA-WIRE.md); the translator then writes the flow once all the
+// layout's hops have arrived, or when the flow leaves its cache.
+func (r *Reporter) Postcard(key uint32, hop postcard.Hop, pathLen postcard.PathLength, value postcard.Value) error {
 	return r.Send(&dta.Report{Header: dta.Header{Opcode: dta.OpPostcard},
-		Postcard: dta.Postcard{Key: key, Hop: hop, Value: value, PathLength: pathLen}})
+		Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: uint32(value), PathLength: uint8(pathLen)}})
 }
 
 // Flush sends the queued reports.

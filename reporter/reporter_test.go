@@ -75,7 +75,7 @@ func TestSendBatchesAndFlush(t *testing.T) {
 	if _, _, err := s.uc.ReadFromUDPAddrPort(make([]byte, 64)); err == nil {
 		t.Fatal("a report left before the batch was full")
 	}
-	if err := r.Postcard(10, 2, 77, 5); err != nil { // the fourth: the batch goes
+	if err := r.Postcard(10, 2, 5, 77); err != nil { // the fourth: the batch goes
 		t.Fatal(err)
 	}
 	want := []dta.Report{

@@ -65,8 +65,8 @@ func TestWithCollector(t *testing.T) {
 		_ = refKW.Put(k, d, 2)
 		_ = rep.KeyIncrement(k%50, uint64(k), 2)
 		_ = refKI.Add(k%50, uint64(k), 2)
-		_ = rep.Postcard(k/2, uint8(k%2)+1, k+1, 2)
-		chunks, _ := cache.Insert(nil, k/2, uint8(k%2)+1, 2, k+1)
+		_ = rep.Postcard(k/2, postcard.Hop(k%2)+1, 2, postcard.Value(k+1))
+		chunks, _ := cache.Insert(nil, k/2, postcard.Hop(k%2)+1, 2, postcard.Value(k+1))
 		for i := range chunks {
 			for _, w := range pcc.AppendWrites(nil, &chunks[i]) {
 				_ = refPC.Apply(w)

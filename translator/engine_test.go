@@ -245,7 +245,7 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 		for hop := uint8(1); hop <= 5; hop++ {
 			r := pcReport(i, hop, uint32(hop)*1000+i)
 			h.report(r)
-			chunks, err := cache.Insert(nil, r.Postcard.Key, r.Postcard.Hop, r.Postcard.PathLength, r.Postcard.Value)
+			chunks, err := cache.Insert(nil, r.Postcard.Key, postcard.Hop(r.Postcard.Hop), postcard.PathLength(r.Postcard.PathLength), postcard.Value(r.Postcard.Value))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -926,7 +926,7 @@ func TestPostcardLinger(t *testing.T) {
 		r.Header.Sequenced, r.Header.Wide, r.Header.Seq = true, true, seq
 		h.report(r)
 		h.pump()
-		chunks, err := ref.Insert(nil, r.Postcard.Key, r.Postcard.Hop, r.Postcard.PathLength, r.Postcard.Value)
+		chunks, err := ref.Insert(nil, r.Postcard.Key, postcard.Hop(r.Postcard.Hop), postcard.PathLength(r.Postcard.PathLength), postcard.Value(r.Postcard.Value))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -311,7 +311,7 @@ func (e *Engine) translatePostcard(in *instance, p dta.Postcard) outcome {
 		// chunk is written now, to settle them.
 		e.writeChunks(in, slot, in.cache.Emit(chunks, slot))
 	}
-	chunks, err := in.cache.Insert(chunks, p.Key, p.Hop, p.PathLength, p.Value)
+	chunks, err := in.cache.Insert(chunks, p.Key, postcard.Hop(p.Hop), postcard.PathLength(p.PathLength), postcard.Value(p.Value))
 	if err != nil {
 		e.c.Rejected++
 		return rejected

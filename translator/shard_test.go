@@ -97,8 +97,8 @@ func shardOrder(t *testing.T, wide bool) {
 				// A flow's two postcards back to back: its chunk is complete
 				// before another flow can evict it, whatever the cache.
 				flow := r<<16 | k
-				_ = rep.Postcard(flow, 1, k+1, 2)
-				_ = rep.Postcard(flow, 2, k+2, 2)
+				_ = rep.Postcard(flow, 1, 2, postcard.Value(k+1))
+				_ = rep.Postcard(flow, 2, 2, postcard.Value(k+2))
 				refMu.Lock()
 				_ = refKI.Add(k%64, uint64(r+1), 2)
 				refMu.Unlock()

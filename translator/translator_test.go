@@ -112,7 +112,7 @@ func TestTranslatorOverLoopback(t *testing.T) {
 	}
 	// A postcard flow and an append entry the translator holds back until
 	// Close flushes them, and a Key-Increment no collector serves: NACKed.
-	_ = rep.Postcard(5, 1, 11, 0)
+	_ = rep.Postcard(5, 1, 0, 11)
 	_ = rep.Append(2, []byte{0, 0, 0, 0, 0, 0, 0, 9}, false)
 	_ = rep.KeyIncrement(1, 1, 1)
 	if err := rep.Flush(); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dtakit/dtakit/internal/proctest"
 	"github.com/dtakit/dtakit/keyincr"
+	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -65,9 +66,9 @@ func TestDaemon(t *testing.T) {
 		rep.KeyWrite(k, binary.BigEndian.AppendUint32(nil, k*5), 2)
 		rep.KeyIncrement(k, 3, 2)
 	}
-	for h := uint8(1); h <= 3; h++ {
-		rep.Postcard(7, h, 10+uint32(h), 3)
-		rep.Postcard(8, h, 20+uint32(h), 3)
+	for h := postcard.Hop(1); h <= 3; h++ {
+		rep.Postcard(7, h, 3, 10+postcard.Value(h))
+		rep.Postcard(8, h, 3, 20+postcard.Value(h))
 	}
 	for i := uint32(0); i < 8; i++ {
 		rep.Append(1, binary.BigEndian.AppendUint32(nil, 1000+i), false)

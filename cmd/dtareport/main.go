@@ -140,7 +140,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return bad("-mix: %v", err)
 		}
-		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: uint8(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}
+		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}
 		if err := s.Validate(); err != nil {
 			return bad("%v", err)
 		}

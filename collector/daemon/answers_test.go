@@ -50,8 +50,8 @@ func TestAnswerShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var chunks []postcard.Chunk
-	for hop := uint8(1); hop <= 5; hop++ {
-		if chunks, err = ca.Insert(chunks, 7, hop, 5, uint32(6-hop)); err != nil {
+	for hop := postcard.Hop(1); hop <= 5; hop++ {
+		if chunks, err = ca.Insert(chunks, 7, hop, 5, postcard.Value(6-hop)); err != nil {
 			t.Fatal(err)
 		}
 	}

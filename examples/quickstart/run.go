@@ -210,7 +210,7 @@ func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter) 
 		case op == dta.OpPostcard:
 			w, hop := i/hops, i%hops
 			f, round := w%len(p.flows), w/len(p.flows)
-			err = rep.Postcard(p.flows[f], uint8(hop+1), p.pcValue(f, round, hop), hops)
+			err = rep.Postcard(p.flows[f], postcard.Hop(hop+1), hops, postcard.Value(p.pcValue(f, round, hop)))
 		case op == dta.OpAppend:
 			binary.BigEndian.PutUint32(buf[:], uint32(i/lists+1))
 			err = rep.Append(uint32(i%lists), buf[:], false)

@@ -140,7 +140,7 @@ func run(addr netip.Addr, n int, nic bool) error {
 	}
 	for f := 1; f <= n && err == nil; f++ {
 		for h := 1; h <= 5 && err == nil; h++ {
-			err = pace(rep.Postcard(uint32(f), uint8(h), uint32(f*10+h), 5))
+			err = pace(rep.Postcard(uint32(f), postcard.Hop(h), 5, postcard.Value(f*10+h)))
 		}
 	}
 	for i := 1; i <= n && err == nil; i++ {

@@ -194,9 +194,9 @@ func step(tb testing.TB, rep *reporter.Reporter, m *model, k uint32, kinds int) 
 	}
 	if kinds&sendPC != 0 {
 		p := dta.Postcard{Key: k / 2, Hop: uint8(k%2) + 1, Value: k + 1, PathLength: 2, HasPathLength: true}
-		check(rep.Postcard(p.Key, p.Hop, p.Value, p.PathLength))
+		check(rep.Postcard(p.Key, postcard.Hop(p.Hop), postcard.PathLength(p.PathLength), postcard.Value(p.Value)))
 		if m != nil {
-			chunks, _ := m.cache.Insert(nil, p.Key, p.Hop, p.PathLength, p.Value)
+			chunks, _ := m.cache.Insert(nil, p.Key, postcard.Hop(p.Hop), postcard.PathLength(p.PathLength), postcard.Value(p.Value))
 			m.applyChunks(chunks)
 		}
 	}

@@ -83,7 +83,7 @@ func (r *pcRun) run(n int) error {
 		p := r.path(a.flow)
 		key := mix(r.base + uint32(a.flow))
 		var err error
-		r.chunks, err = r.cache.Insert(r.chunks[:0], key, uint8(a.next+1), 0, p[a.next])
+		r.chunks, err = r.cache.Insert(r.chunks[:0], key, postcard.Hop(a.next+1), 0, postcard.Value(p[a.next]))
 		if err != nil {
 			return err
 		}

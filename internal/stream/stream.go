@@ -24,12 +24,12 @@ import (
 type Synthetic struct {
 	Seed       uint64
 	Mix        []dta.Opcode
-	Keys       int   // distinct keys (flows) per primitive
-	Redundancy uint8 // Key-Write copies and Key-Increment counters
-	Hops       int   // postcard path length, 1..255
-	Lists      int   // Append lists
-	EntrySize  int   // Append entry size, at least 4
-	Universe   int   // postcard values are 1..Universe
+	Keys       int // distinct keys (flows) per primitive
+	Redundancy int // Key-Write copies and Key-Increment counters, 1..255
+	Hops       int // postcard path length, 1..255
+	Lists      int // Append lists
+	EntrySize  int // Append entry size, at least 4
+	Universe   int // postcard values are 1..Universe
 }
 
 // Default is a stream of all four primitives on 32 768 keys, 2 copies,
@@ -65,8 +65,8 @@ func (s *Synthetic) Validate() error {
 		return fmt.Errorf("stream: no primitive in the mix")
 	case s.Keys < 1:
 		return fmt.Errorf("stream: %d keys", s.Keys)
-	case s.Redundancy < 1:
-		return fmt.Errorf("stream: redundancy %d", s.Redundancy)
+	case s.Redundancy < 1 || s.Redundancy > 255:
+		return fmt.Errorf("stream: redundancy %d, want 1..255", s.Redundancy)
 	case s.Hops < 1 || s.Hops > 255:
 		return fmt.Errorf("stream: %d hops, want 1..255", s.Hops)
 	case s.Lists < 1:
@@ -89,9 +89,9 @@ func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 	case dta.OpKeyWrite:
 		key := j % s.Keys
 		binary.BigEndian.PutUint32(buf, s.Value(key, j/s.Keys))
-		r.KeyWrite = dta.KeyWrite{Redundancy: s.Redundancy, Key: uint32(key), Data: buf[:4]}
+		r.KeyWrite = dta.KeyWrite{Redundancy: uint8(s.Redundancy), Key: uint32(key), Data: buf[:4]}
 	case dta.OpKeyIncrement:
-		r.KeyIncrement = dta.KeyIncrement{Redundancy: s.Redundancy, Key: uint32(j % s.Keys), Counter: 1}
+		r.KeyIncrement = dta.KeyIncrement{Redundancy: uint8(s.Redundancy), Key: uint32(j % s.Keys), Counter: 1}
 	case dta.OpPostcard:
 		flow, hop, round := (j/s.Hops)%s.Keys, j%s.Hops, j/(s.Hops*s.Keys)
 		r.Postcard = dta.Postcard{Key: uint32(flow), Hop: uint8(hop + 1), Value: s.PostcardValue(flow, hop, round), PathLength: uint8(s.Hops)}

@@ -49,7 +49,8 @@ func TestBadStreams(t *testing.T) {
 		t.Errorf("ParseMix: %v, %v", m, err)
 	}
 	for _, s := range []Synthetic{{}, {Mix: Default.Mix}, func() Synthetic { s := Default; s.EntrySize = 2; return s }(),
-		func() Synthetic { s := Default; s.Hops = 0; return s }(), func() Synthetic { s := Default; s.Redundancy = 0; return s }()} {
+		func() Synthetic { s := Default; s.Hops = 0; return s }(), func() Synthetic { s := Default; s.Redundancy = 0; return s }(),
+		func() Synthetic { s := Default; s.Redundancy = 256; return s }()} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%+v validated", s)
 		}

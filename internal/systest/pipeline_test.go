@@ -266,12 +266,12 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 	kwUsers := map[uint64]int{}
 	for _, k := range keys {
 		for n := range st.Redundancy {
-			kwUsers[kwl.Slot(k, n)]++
+			kwUsers[kwl.Slot(k, uint8(n))]++
 		}
 	}
 	kwCollided := func(k uint32) bool {
 		for n := range st.Redundancy {
-			if kwUsers[kwl.Slot(k, n)] == 1 {
+			if kwUsers[kwl.Slot(k, uint8(n))] == 1 {
 				return false
 			}
 		}
@@ -635,8 +635,8 @@ func TestKill9CachedPostcards(t *testing.T) {
 		}
 	}
 	for f := range uint32(flows) { // two hops of five
-		for hop := uint8(1); hop <= 2; hop++ {
-			if err := rep.Postcard(f, hop, 1+f%uint32(p.st.Universe), uint8(p.st.Hops)); err != nil {
+		for hop := postcard.Hop(1); hop <= 2; hop++ {
+			if err := rep.Postcard(f, hop, postcard.PathLength(p.st.Hops), postcard.Value(1+f%uint32(p.st.Universe))); err != nil {
 				t.Fatal(err)
 			}
 		}

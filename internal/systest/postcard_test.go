@@ -91,7 +91,7 @@ func kill9PostcardsPerFlow(t *testing.T, busy bool) {
 			sent = append(sent, sentPC{from + i, h})
 			// A datagram refused while no translator listens is counted
 			// (Errors) and numbered: it goes on.
-			_ = rep.Postcard(k, uint8(h), value(from+i, h), hops)
+			_ = rep.Postcard(k, postcard.Hop(h), hops, postcard.Value(value(from+i, h)))
 		}
 	}
 	// Hops 1 and 2 of every flow, written after their linger and
