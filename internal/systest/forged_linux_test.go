@@ -59,7 +59,7 @@ func TestForgedSourceRawSocket(t *testing.T) {
 	unsure := map[uint32]bool{} // keys of reports counted lost or unconfirmed
 	rep, err := reporter.New(reporter.Config{
 		Translator: report, Local: netip.MustParseAddrPort(p.reporterIP + ":0"),
-		Sequenced: true, WideSequence: true, HandleNACKs: true,
+		Sequenced: true, WideSequence: true,
 		OnLoss: func(_ uint32, b []byte, _ dta.Reason) {
 			r, err := dta.ParseReport(b)
 			mu.Lock()

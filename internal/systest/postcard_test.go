@@ -76,7 +76,7 @@ func kill9PostcardsPerFlow(t *testing.T, busy bool) {
 	lost := map[uint32]dta.Reason{}
 	rep, err := reporter.New(reporter.Config{
 		Translator: netip.MustParseAddrPort(p.report), Local: netip.MustParseAddrPort(p.reporterIP + ":0"),
-		Sequenced: true, WideSequence: true, HandleNACKs: true, Rate: rate,
+		Sequenced: true, WideSequence: true, Rate: rate,
 		OnLoss: func(seq uint32, _ []byte, reason dta.Reason) {
 			mu.Lock()
 			defer mu.Unlock()
