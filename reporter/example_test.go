@@ -39,6 +39,6 @@ func ExampleReporter_paced() {
 		panic(err)
 	}
 	c := r.Counters()
-	fmt.Println(c.Sent, "reports sent,", c.Unconfirmed, "unconfirmed; paced:", time.Since(start) >= 90*time.Millisecond)
-	// Output: 100 reports sent, 100 unconfirmed; paced: true
+	fmt.Println(c.Datagrams, "datagrams sent,", c.Unconfirmed, "unconfirmed; paced:", time.Since(start) >= 90*time.Millisecond)
+	// Output: 100 datagrams sent, 100 unconfirmed; paced: true
 }

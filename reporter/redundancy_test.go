@@ -23,13 +23,13 @@ func TestRedundancyRange(t *testing.T) {
 			t.Errorf("KeyIncrement(n=%d): %v; want ErrRedundancy", n, err)
 		}
 	}
-	if c := r.Counters(); c.Sent != 0 {
+	if c := r.Counters(); c.Datagrams != 0 {
 		t.Errorf("counters %+v; want nothing sent", c)
 	}
 	if err := r.KeyWrite(1, []byte{1, 2, 3, 4}, MaxRedundancy); err != nil {
 		t.Errorf("KeyWrite(n=%d): %v", MaxRedundancy, err)
 	}
-	if c := r.Counters(); c.Sent != 1 {
+	if c := r.Counters(); c.Datagrams != 1 {
 		t.Errorf("counters %+v; want one sent", c)
 	}
 }

@@ -239,10 +239,12 @@ type Config struct {
 
 // Counters counts what a Reporter did.
 type Counters struct {
-	Sent    uint64 // reports sent (resends included)
-	Resent  uint64 // reports resent after a NACK
-	NACKs   uint64 // NACKs received
-	Unknown uint64 // NACKs for a sequence number not in the window or already lost, and malformed acks
+	// Datagrams counts report datagrams the socket took: each report once,
+	// and its resends and probes (Resent, Probes).
+	Datagrams uint64
+	Resent    uint64 // reports resent after a NACK
+	NACKs     uint64 // NACKs received
+	Unknown   uint64 // NACKs for a sequence number not in the window or already lost, and malformed acks
 	// Foreign counts acks ignored: from an address other than the
 	// translator's report socket, or (WideSequence) narrow or of another
 	// session than the reporter's (a forgery, or the answer to one).
@@ -663,7 +665,7 @@ func (r *Reporter) flushLocked() error {
 	// A refused datagram (no listener yet: ECONNREFUSED) is counted and
 	// skipped; the rest still go.
 	refused, err := r.conn.WriteAll(r.batch)
-	r.c.Sent += uint64(len(r.batch) - refused)
+	r.c.Datagrams += uint64(len(r.batch) - refused)
 	r.c.Errors += uint64(refused)
 	var first error
 	if err != nil {

@@ -103,7 +103,7 @@ func TestSendBatchesAndFlush(t *testing.T) {
 	if b, _ := s.read(); b[0] != byte(dta.OpKeyWrite) {
 		t.Errorf("flushed report %x", b)
 	}
-	if c := r.Counters(); c.Sent != 5 || c.Unconfirmed != 5 {
+	if c := r.Counters(); c.Datagrams != 5 || c.Unconfirmed != 5 {
 		t.Errorf("counters %+v: want 5 sent, all 5 unconfirmed (fire and forget)", c)
 	}
 	// Invalid reports are refused by dta, not sent.
@@ -135,7 +135,7 @@ func TestFireAndForgetNumbers(t *testing.T) {
 	if r.ack != nil {
 		t.Error("a fire-and-forget reporter listens for acks")
 	}
-	if c := r.Counters(); c.Sent != 300 || c.Unconfirmed != 300 || c.Lost != 0 {
+	if c := r.Counters(); c.Datagrams != 300 || c.Unconfirmed != 300 || c.Lost != 0 {
 		t.Errorf("counters %+v: want 300 sent, 300 unconfirmed", c)
 	}
 }
@@ -269,7 +269,7 @@ func TestForgedNACKIgnored(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if c := r.Counters(); c.Resent != 0 || c.NACKs != 0 || c.Sent != 10 {
+	if c := r.Counters(); c.Resent != 0 || c.NACKs != 0 || c.Datagrams != 10 {
 		t.Fatalf("counters %+v: forged NACKs made resends", c)
 	}
 }

@@ -135,7 +135,7 @@ func TestSynthetic(t *testing.T) {
 	s := newSink(t, 0)
 	const n = 5000 // an 8 MiB socket buffer holds about 10 000 of them
 	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000", "-fire-and-forget")
-	if code != 3 || res.Reports != n || res.Counters.Sent != n || res.Counters.Unconfirmed != n || res.Delivery != "fire-and-forget" {
+	if code != 3 || res.Reports != n || res.Counters.Datagrams != n || res.Counters.Unconfirmed != n || res.Delivery != "fire-and-forget" {
 		t.Fatalf("exit %d, %+v: want exit 3, %d reports sent, all unconfirmed (fire and forget)\n%s", code, res, n, logs)
 	}
 	if !strings.Contains(logs, strconv.Itoa(n)+" unconfirmed") || !strings.Contains(logs, "-fire-and-forget") {

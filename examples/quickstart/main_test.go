@@ -183,7 +183,7 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("plain: %q: want reports, datagrams and resends apart", plain.String())
 	}
 	// 110 datagrams: 100 reports, 8 resends after NACKs, 2 probes.
-	if r, d := sentBy(reporter.Counters{Sent: 110, Resent: 8, Probes: 2}); r != 100 || d != 110 {
+	if r, d := sentBy(reporter.Counters{Datagrams: 110, Resent: 8, Probes: 2}); r != 100 || d != 110 {
 		t.Errorf("sentBy: %d reports in %d datagrams, want 100 in 110", r, d)
 	}
 	if got := strings.Count(term.String(), "\r"); got != 3 {

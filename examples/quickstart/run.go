@@ -591,7 +591,7 @@ type progress struct {
 // each report once, plus its resends after NACKs and the probes of the
 // last report.
 func sentBy(c reporter.Counters) (reports, datagrams uint64) {
-	return c.Sent - min(c.Sent, c.Resent+c.Probes), c.Sent
+	return c.Datagrams - min(c.Datagrams, c.Resent+c.Probes), c.Datagrams
 }
 
 // show prints the progress: reports sent of the total, the datagrams

@@ -289,7 +289,7 @@ func TestCollectorGone(t *testing.T) {
 	// land too: wait until the translator has every datagram the reporter
 	// sent and the target every write of the Key-Write reports taken since.
 	waitFor(t, 5*time.Second, "the reports to land", func() bool {
-		sent, tc := rep.Counters().Sent, tr.Counters()
+		sent, tc := rep.Counters().Datagrams, tr.Counters()
 		kw := tc.Reports[dta.OpKeyWrite] - before.Reports[dta.OpKeyWrite]
 		return reports(tc) >= sent && kw >= 64 && s2.c.Counters().WritePackets >= 2*kw
 	})

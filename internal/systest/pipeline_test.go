@@ -163,7 +163,7 @@ type reportResult struct {
 	Reports  int     `json:"reports"`
 	Rate     float64 `json:"reports_per_second"`
 	Counters struct {
-		Sent, Resent, NACKs, Lost, Unconfirmed, Errors, Acks, Waits, Backoffs, GaveUp, Unknown, ResendAcks, Retimed, Superseded uint64
+		Datagrams, Resent, NACKs, Lost, Unconfirmed, Errors, Acks, Waits, Backoffs, GaveUp, Unknown, ResendAcks, Retimed, Superseded uint64
 	} `json:"counters"`
 }
 

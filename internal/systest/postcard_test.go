@@ -240,7 +240,7 @@ func TestPostcardValuesOutsideTheSet(t *testing.T) {
 	proctest.DieWithTest(cmd)
 	err = cmd.Run()
 	var res struct {
-		Counters struct{ Sent, Lost, Unconfirmed, Rejected uint64 } `json:"counters"`
+		Counters struct{ Datagrams, Lost, Unconfirmed, Rejected uint64 } `json:"counters"`
 	}
 	if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
 		t.Fatalf("dtareport: %v, output %q\n%s", err, out.String(), logs.String())
