@@ -228,10 +228,6 @@ func TestCollectorGone(t *testing.T) {
 		}
 		_ = rep.Flush()
 	}
-	sendFor(2*retry + 200*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
-	// On a loaded machine (-race) a retry's REQs can run late: give every
-	// port up to 2 s more to show the two rounds checked below.
 	twoRounds := func() bool {
 		c := sl.count()
 		for port := uint16(translator.DefaultCMPort); port < translator.DefaultCMPort+4; port++ {
@@ -241,9 +237,16 @@ func TestCollectorGone(t *testing.T) {
 		}
 		return true
 	}
-	for end := time.Now().Add(2 * time.Second); !twoRounds() && time.Now().Before(end); {
-		time.Sleep(5 * time.Millisecond)
+	sendFor(2*retry + 200*time.Millisecond)
+	// A queue pair finds its collector gone only once it has something to
+	// write (an Append batch fills), and on a loaded machine a retry's
+	// REQs can run late: keep the stream going, up to 10 s more, until
+	// every queue pair reconnected and every port showed the two rounds
+	// checked below.
+	for end := time.Now().Add(10 * time.Second); (!twoRounds() || tr.Counters().Reconnects < 4) && time.Now().Before(end); {
+		sendFor(20 * time.Millisecond)
 	}
+	time.Sleep(50 * time.Millisecond)
 	tc, rc := tr.Counters(), rep.Counters()
 	reqs := sl.count()
 	sl.close()
