@@ -11,13 +11,16 @@ import "testing"
 func TestResendStaysInWindow(t *testing.T) {
 	const n = 3 * WideWindow
 	ackPort := freePort(t)
-	var ft *fakeTranslator
+	var newest uint32
 	var behind []uint32 // per copy of report 5, how far the newest was ahead
-	ft = newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool {
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool {
+		if int32(seq-newest) > 0 {
+			newest = seq
+		}
 		if seq != 5 {
 			return true
 		}
-		behind = append(behind, ft.next-1-seq)
+		behind = append(behind, newest-seq)
 		return attempt > 8
 	})
 	r := wideReporter(t, ft, ackPort, Config{})
