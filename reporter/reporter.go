@@ -167,6 +167,11 @@ const (
 	// restarted on its address would apply it again. Credit probes wait
 	// for an ack; a resend that waited resendWait is unconfirmed.
 	ackSilence = 150 * time.Millisecond
+	// listenGap is a pause between two rounds of the ack loop (which
+	// wakes at least every millisecond) that says the reporter itself was
+	// not running: the acks of that time may still be on their way, so
+	// no silence is judged until it has listened ackSilence since.
+	listenGap = 20 * time.Millisecond
 	// startPace is where a reporter that takes NACKs starts (slow start):
 	// the pace doubles each quiet window until the first NACK, then grows
 	// by a quarter.
@@ -262,7 +267,7 @@ type Counters struct {
 	// resent and go to OnLoss. With FireAndForget, every report sent.
 	Unconfirmed uint64
 	Backoffs    uint64 // busy NACKs that halved the pace
-	Waits       uint64 // times Send blocked for the pace or for credit
+	Waits       uint64 // times Send blocked for the pace, for credit, or for a resend a window behind
 	// ResendAcks counts resends the translator acknowledged on their own;
 	// Retimed, resends sent again because neither an ack nor a NACK came
 	// within 200 ms.
@@ -316,11 +321,14 @@ type Reporter struct {
 	acked     uint32
 	lastAckAt time.Time     // the last ack, advancing or not (the translator is there)
 	movedAt   time.Time     // when acked last moved, or a probe was sent
+	loopAt    time.Time     // the ack loop's last round
+	awakeAt   time.Time     // when the ack loop last came back from a pause (listenGap)
 	ackMoved  chan struct{} // signalled when acked moves: a Send waiting for credit wakes
 	// A NACKed report is copied out of the window into held until its
 	// resend is acknowledged on its own (Resend) or it is lost: newer
 	// reports may take its window slot meanwhile.
 	held      map[uint32]*heldReport
+	heldLow   uint32    // no report in held, not lost, is older (ackMode: see resendBehind)
 	waiting   []resent  // resent numbers by resend time, oldest first: acked, NACKed or resent again after resendWait
 	expiry    []resent  // lost numbers by when, oldest first: their markers go after heldFor
 	lastEvent time.Time // the last NACK taken or resend sent: Close waits for quiet after it
@@ -556,8 +564,9 @@ func (r *Reporter) refill(now time.Time) {
 }
 
 // waitLocked blocks, with the lock released, until the pace allows one
-// more report and no NACKed report waiting for its resend would leave the
-// window when it is sent. r.mu is held.
+// more report, the credit one more, and no NACKed report held for its
+// resend would be WideWindow behind the newest when it is sent
+// (resendBehind). r.mu is held.
 func (r *Reporter) waitLocked() error {
 	for {
 		if r.closed {
@@ -567,8 +576,25 @@ func (r *Reporter) waitLocked() error {
 		r.refill(now)
 		var d time.Duration
 		switch {
+		case r.ackMode && r.resendBehind(now):
+			// The translator takes a resend once its number is a window
+			// behind the newest only while it still owes it (up to two
+			// windows, docs/DTA-WIRE.md "Exactly once"); a NACK says the
+			// report was not applied, so it must stay resendable: the
+			// stream waits for the resend to be acknowledged or lost.
+			r.c.Waits++
+			if err := r.flushLocked(); err != nil {
+				return err
+			}
+			r.mu.Unlock()
+			select {
+			case <-r.ackMoved:
+			case <-time.After(10 * time.Millisecond):
+			}
+			r.mu.Lock()
+			continue
 		case r.ackMode && r.seq-r.acked >= credit:
-			if now.Sub(r.lastAckAt) > ackStall {
+			if now.Sub(r.lastAckAt) > ackStall && now.Sub(r.awakeAt) > ackSilence {
 				// The translator is gone or stuck: the reports in flight
 				// may or may not have been applied. Credit starts again
 				// from here, so that a dead translator slows Send down.
@@ -611,6 +637,27 @@ func (r *Reporter) waitLocked() error {
 		time.Sleep(max(d, 20*time.Microsecond))
 		r.mu.Lock()
 	}
+}
+
+// resendBehind reports whether a report held for its resend (NACKed, not
+// lost) is so old that the next number sent would put it WideWindow
+// behind the newest. heldLow bounds the numbers NACKed for a resend from
+// below, so the map is scanned only when the oldest may be that far
+// behind. A copy last sent more than ackStall ago holds nothing back: it
+// was resent before acks came (no answer is awaited), and Close counts it.
+// r.mu is held.
+func (r *Reporter) resendBehind(now time.Time) bool {
+	if len(r.held) == 0 || r.seq-r.heldLow < WideWindow-1 {
+		return false
+	}
+	low := r.seq
+	for seq, h := range r.held {
+		if !h.lost && int32(seq-low) < 0 && (h.lastSent.IsZero() || now.Sub(h.lastSent) < ackStall) {
+			low = seq
+		}
+	}
+	r.heldLow = low
+	return r.seq-low >= WideWindow-1
 }
 
 // KeyWrite sends a Key-Write report: data under key, n copies
@@ -863,6 +910,10 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 	if r.closed {
 		return false
 	}
+	if now.Sub(r.loopAt) > listenGap {
+		r.awakeAt = now
+	}
+	r.loopAt = now
 	for i := range ms {
 		if unmapped(ms[i].Addr) != r.cfg.Translator {
 			r.c.Foreign++ // only the translator NACKs: a forgery or a stray
@@ -885,6 +936,10 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 				if h := r.held[a.Seq]; h != nil && !h.lost {
 					delete(r.held, a.Seq)
 					r.c.ResendAcks++
+					select { // a Send waiting for it (resendBehind) wakes
+					case r.ackMoved <- struct{}{}:
+					default:
+					}
 				}
 				r.lastAckAt = now
 				continue
@@ -960,6 +1015,9 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 		default:
 			h.resends++
 			h.reason = a.Reason
+			if int32(a.Seq-r.heldLow) < 0 {
+				r.heldLow = a.Seq
+			}
 			r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (h.resends - 1)), reason: a.Reason})
 		}
 	}
@@ -990,6 +1048,13 @@ func (r *Reporter) resentSettled() bool {
 // ack or a NACK (the resend, or its answer, was lost on the way), up to
 // MaxResends times in all. r.mu is held.
 func (r *Reporter) checkResent(now time.Time) {
+	if now.Sub(r.lastAckAt) > ackSilence && now.Sub(r.awakeAt) <= ackSilence {
+		// The reporter itself was paused (descheduled, a machine under
+		// load) for part of the silence: the translator's answers may
+		// come now. Neither sent again nor unconfirmed until it has
+		// listened ackSilence.
+		return
+	}
 	for len(r.waiting) > 0 && now.Sub(r.waiting[0].at) > resendWait {
 		e := r.waiting[0]
 		r.waiting = r.waiting[1:]

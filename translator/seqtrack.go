@@ -461,9 +461,11 @@ func (e *Engine) keepAlive() {
 }
 
 // setApplied records that the wide report numbered seq was taken (or,
-// taken false, that it was not after all).
+// taken false, that it was not after all). The newest late number's mark
+// is still in the window's bitmaps (takeLate): a resend of it not taken
+// stays owed when the number a window after it comes.
 func (s *seqState) setApplied(seq uint32, taken bool) {
-	if s.inWindow(seq) {
+	if d := int32(seq - s.next); d < 0 && d >= -seqWindow {
 		mark(&s.applied, seq, taken)
 	}
 }

@@ -262,3 +262,58 @@ func TestManyLateResendsTaken(t *testing.T) {
 		t.Errorf("Stale %d, want 4 (two second copies, a copy applied, one too old)", c.Stale)
 	}
 }
+
+// TestLateResendAtEdgeNACKedAgain: the resend of a report NACKed busy
+// comes when its number is exactly a window behind the newest (its marks
+// still in the window's bitmaps), and is NACKed busy again: it stays owed,
+// so that its next resend, after the window moved on, is taken once, not
+// refused as stale.
+func TestLateResendAtEdgeNACKedAgain(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{RingSize: 4}, ft)
+	h.connect()
+	const sess = 11
+	ft.noAck = true
+	for seq := uint32(0); seq < 5; seq++ { // a ring of 4: 4 is NACKed busy
+		h.sessionKI(testReporter, sess, seq)
+	}
+	ft.noAck = false
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	edge := uint32(4 + seqWindow) // with next there, 4 is a window behind
+	for seq := uint32(5); seq < edge-4; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	ft.noAck = true // the last 4 fill the ring
+	for seq := edge - 4; seq < edge; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	h.acksSent()
+	h.sessionKI(testReporter, sess, 4) // its resend, at the edge: busy
+	var got []dta.Ack
+	for _, a := range h.acksSent() {
+		if a.NACK {
+			got = append(got, a)
+		}
+	}
+	if want := []dta.Ack{{Seq: 4, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: sess}}; !slices.Equal(got, want) {
+		t.Fatalf("NACKs %+v to the resend at the edge, want %+v", got, want)
+	}
+	ft.noAck = false
+	h.advance(100*time.Millisecond, 10*time.Millisecond)
+	want := uint64(edge - 1)
+	if v := key7(t, ft); v != want {
+		t.Fatalf("key 7 counts %d, want %d", v, want)
+	}
+	h.sessionKI(testReporter, sess, edge) // 4 leaves the window's bitmaps
+	h.sessionKI(testReporter, sess, 4)    // its next resend
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v, c := key7(t, ft), h.e.Counters(); v != want+2 || c.Stale != 0 {
+		t.Fatalf("key 7 counts %d after the resend, want %d; Stale %d, want 0", v, want+2, c.Stale)
+	}
+	h.sessionKI(testReporter, sess, 4) // a copy of it now is stale
+	h.advance(20*time.Millisecond, 5*time.Millisecond)
+	if v, c := key7(t, ft), h.e.Counters(); v != want+2 || c.Stale != 1 {
+		t.Errorf("key 7 counts %d after a second copy, want %d; Stale %d, want 1", v, want+2, c.Stale)
+	}
+}
