@@ -674,3 +674,31 @@ func TestZeroConfigSilentTranslator(t *testing.T) {
 		t.Fatalf("counters %+v: %d lost + %d unconfirmed, want all %d reports unconfirmed", c, c.Lost, c.Unconfirmed, n)
 	}
 }
+
+// TestUnansweredResendsUnconfirmed: a report NACKed once whose resends all
+// go unanswered (the translator took them, its acks were lost) while the
+// cumulative acks keep coming: once MaxResends are spent it is counted
+// Unconfirmed, since a copy may have been applied, never Lost.
+func TestUnansweredResendsUnconfirmed(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 1 })
+	ft.mu.Lock()
+	ft.lose = func(seq uint32, attempt int) bool { return seq == 5 && attempt > 1 } // applied, unanswered
+	ft.mu.Unlock()
+	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2})
+	for i := range 20 {
+		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "report 5 given up", func() bool { return r.Counters().GaveUp == 1 })
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Counters(); c.Lost != 0 || c.Unconfirmed != 1 {
+		t.Fatalf("counters %+v: want report 5 unconfirmed (its resends may have been applied), none lost", c)
+	}
+}

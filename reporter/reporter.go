@@ -254,7 +254,7 @@ type Counters struct {
 	// translator's report socket, or (WideSequence) narrow or of another
 	// session than the reporter's (a forgery, or the answer to one).
 	Foreign uint64
-	GaveUp  uint64 // NACKs not answered: the report was resent MaxResends times
+	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (still NACKed) or Unconfirmed (the last copy unanswered)
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 
@@ -1071,8 +1071,10 @@ func (r *Reporter) checkResent(now time.Time) {
 			// applied, so a resend after a NACK is safe however old.)
 			r.unconfirm(e.seq)
 		case h.resends >= r.cfg.MaxResends:
+			// Its last copy went unanswered and may have been applied:
+			// unconfirmed, not lost.
 			r.c.GaveUp++
-			r.lose(e.seq, h.reason)
+			r.unconfirm(e.seq)
 		default:
 			h.resends++
 			r.c.Retimed++
