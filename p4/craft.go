@@ -48,6 +48,10 @@ type Connection struct {
 	// with (-DDTA_KW_DATA_BYTES, one of p4gen.KeyWriteDataChoices); 0 means
 	// p4gen.KeyWriteData, the default build's.
 	KeyWriteData int
+	// AppendBatch is the Append batch B translator.p4 was compiled with
+	// (-DDTA_AP_BATCH, one of p4gen.AppendBatchChoices); 0 means
+	// p4gen.AppendBatch, the default build's.
+	AppendBatch int
 }
 
 // kwData returns the Key-Write data size the program was compiled with.
@@ -56,6 +60,14 @@ func (c *Connection) kwData() int {
 		return p4gen.KeyWriteData
 	}
 	return c.KeyWriteData
+}
+
+// apBatch returns the Append batch the program was compiled with.
+func (c *Connection) apBatch() int {
+	if c.AppendBatch == 0 {
+		return p4gen.AppendBatch
+	}
+	return c.AppendBatch
 }
 
 // shape is what the compiled translator can write for a connection.
@@ -84,6 +96,10 @@ func (c *Connection) check() (shape, error) {
 		return s, fmt.Errorf("p4: connection %d: %w: Key-Write data size %d is not one of the compiled choices %v",
 			c.Index, ErrConfig, c.KeyWriteData, p4gen.KeyWriteDataChoices)
 	}
+	if !slices.Contains(p4gen.AppendBatchChoices, c.apBatch()) {
+		return s, fmt.Errorf("p4: connection %d: %w: Append batch %d is not one of the compiled choices %v",
+			c.Index, ErrConfig, c.AppendBatch, p4gen.AppendBatchChoices)
+	}
 	s.op = c.Ad.Primitive
 	var err error
 	switch s.op {
@@ -108,7 +124,7 @@ func (c *Connection) check() (shape, error) {
 	case dta.OpAppend:
 		s.ap, err = appendlist.ParseLayout(c.Ad.Geometry)
 		want := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits,
-			EntrySize: p4gen.AppendEntry, Batch: p4gen.AppendBatch}
+			EntrySize: p4gen.AppendEntry, Batch: c.apBatch()}
 		if err == nil && s.ap != want {
 			err = fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
 		}
@@ -204,14 +220,14 @@ func (c *Connection) ICRCConstant() (uint32, error) {
 
 // icrcConstant is ICRCConstant for a connection check has accepted as s.
 func (c *Connection) icrcConstant(s shape) (uint32, error) {
-	value := make([]byte, 16)
+	value := make([]byte, s.ap.Batch*s.ap.EntrySize)
 	switch s.op {
 	case dta.OpPostcard:
 		value = make([]byte, s.pc.Layout().ChunkSize())
 	case dta.OpKeyWrite:
 		value = make([]byte, s.kw.DataSize)
 	case dta.OpKeyIncrement:
-		value = value[:8]
+		value = make([]byte, 8)
 	}
 	f := c.craft(s, 0, value, 0, 0, 0)
 	b, err := f.AppendTo(nil)

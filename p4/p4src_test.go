@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,16 +66,78 @@ func includeCRCs(t *testing.T) map[string]tofino.CRC {
 	return m
 }
 
+// includeActive returns the include's definitions that hold for the
+// default build: the #if/#elif DTA_X == N choices evaluated with each
+// choice's default (its #ifndef definition), multi-line bodies joined.
+func includeActive(t *testing.T) map[string]string {
+	t.Helper()
+	lines := strings.Split(strings.ReplaceAll(readFile(t, "include/dta_constants.p4"), "\\\n", " "), "\n")
+	defs := map[string]string{}
+	var active []bool // per open #if: whether its branch taken now is
+	var taken []bool  // per open #if: whether a branch was taken
+	on := func() bool { return !slices.Contains(active, false) }
+	cond := func(c string) bool {
+		var name string
+		var v int
+		if _, err := fmt.Sscanf(c, "%s == %d", &name, &v); err != nil {
+			t.Fatalf("include: cannot evaluate #if %q", c)
+		}
+		d, err := strconv.Atoi(defs[name])
+		return err == nil && d == v
+	}
+	for _, l := range lines {
+		switch f := strings.Fields(l); {
+		case len(f) == 0:
+		case f[0] == "#ifndef":
+			active, taken = append(active, true), append(taken, true)
+		case f[0] == "#if":
+			c := cond(strings.Join(f[1:], " "))
+			active, taken = append(active, c), append(taken, c)
+		case f[0] == "#elif":
+			c := !taken[len(taken)-1] && cond(strings.Join(f[1:], " "))
+			active[len(active)-1], taken[len(taken)-1] = c, taken[len(taken)-1] || c
+		case f[0] == "#else":
+			active[len(active)-1] = !taken[len(taken)-1]
+		case f[0] == "#endif":
+			active, taken = active[:len(active)-1], taken[:len(taken)-1]
+		case f[0] == "#define" && on():
+			name := strings.TrimSuffix(f[1], "(lidx)")
+			body := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#define "+f[1]))
+			if i := strings.Index(body, " //"); i >= 0 && !strings.Contains(body[:i], "{") {
+				body = strings.TrimSpace(body[:i])
+			} else if strings.HasPrefix(body, "//") {
+				body = ""
+			}
+			if _, ok := defs[name]; !ok {
+				defs[name] = body
+			}
+		}
+	}
+	return defs
+}
+
 func includeDefines(t *testing.T) map[string]int {
 	t.Helper()
 	m := map[string]int{}
-	// The first definition: the default of a choice (#if ... #elif).
-	for _, g := range reDefine.FindAllStringSubmatch(readFile(t, "include/dta_constants.p4"), -1) {
-		if _, ok := m[g[1]]; !ok {
-			m[g[1]], _ = strconv.Atoi(g[2])
+	for name, body := range includeActive(t) {
+		if v, err := strconv.Atoi(body); err == nil {
+			m[name] = v
 		}
 	}
 	return m
+}
+
+// expandAppend substitutes the generated DTA_AP_* statement and field
+// macros of the default build into src, as the preprocessor does.
+func expandAppend(t *testing.T, src string) string {
+	t.Helper()
+	for name, body := range includeActive(t) {
+		if _, err := strconv.Atoi(body); err == nil || !strings.HasPrefix(name, "DTA_AP_") {
+			continue
+		}
+		src = regexp.MustCompile(`\b`+name+`(\(lidx\))?`).ReplaceAllLiteralString(src, body)
+	}
+	return src
 }
 
 type program struct {
@@ -86,7 +149,7 @@ type program struct {
 
 func parseProgram(t *testing.T, name string) *program {
 	t.Helper()
-	src := readFile(t, name)
+	src := expandAppend(t, readFile(t, name))
 	defs := includeDefines(t)
 	p := &program{hashes: map[string]*p4Hash{}, widths: map[string]int{}, headers: map[string][]string{}, members: map[string]string{}}
 	for _, g := range reHash.FindAllStringSubmatch(src, -1) {

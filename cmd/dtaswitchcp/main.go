@@ -19,6 +19,7 @@
 //	 "cpu_port": 64, "multicast_base": 100, "rate_pps": 0, "burst": 0,
 //	 "report_ports": [0, 4],             // where reports enter: ports of one pipe
 //	 "kw_data": 4,                       // Key-Write data size translator.p4 was compiled for (-DDTA_KW_DATA_BYTES)
+//	 "ap_batch": 4,                      // Append batch translator.p4 was compiled for (-DDTA_AP_BATCH)
 //	 "out": "plan", "timeout": "60s"}
 //
 // Instances are discovered as the software translator does: CM port
@@ -73,6 +74,7 @@ type Config struct {
 	RatePPS       uint64      `json:"rate_pps"`
 	ReportPorts   []uint16    `json:"report_ports"`
 	KWData        int         `json:"kw_data"`
+	APBatch       int         `json:"ap_batch"`
 	Burst         uint64      `json:"burst"`
 	Out           string      `json:"out"`
 	Timeout       string      `json:"timeout"`
@@ -257,7 +259,7 @@ func (s *setup) connect(ctx context.Context, uc *net.UDPConn, log *slog.Logger) 
 			conn := p4.Connection{
 				Index: uint8(idx), SrcMAC: s.mac, DstMAC: c.mac, Src: s.local.Addr(), Dst: c.addr.Addr(),
 				SrcPort: s.local.Port(), TranslatorQPN: 0x100 + uint32(idx), StartPSN: rand.Uint32() & 0xFFFFFF,
-				KeyWriteData: s.cfg.KWData,
+				KeyWriteData: s.cfg.KWData, AppendBatch: s.cfg.APBatch,
 			}
 			h, req, err := p4.NewHandshake(conn, s.local, c.addr, s.cfg.CMPort+uint16(i), rand.Uint32())
 			if err != nil {

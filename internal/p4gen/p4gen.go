@@ -55,6 +55,12 @@ const (
 // with -DDTA_KW_DATA_BYTES=D, KeyWriteData by default.
 var KeyWriteDataChoices = []int{4, 8, 12, 16, 28}
 
+// AppendBatchChoices are the Append batches B translator.p4 compiles for:
+// every power of two from 1 to 16 (appendlist.Layout's batches, the
+// reference prototype's range), one chosen with -DDTA_AP_BATCH=B,
+// AppendBatch by default.
+var AppendBatchChoices = []int{1, 2, 4, 8, 16}
+
 // HopMask returns what the postcard translator's Ingress.hops table gives a
 // postcard of hop (1-based) whose flow needs want hops: the hop's bit in the
 // cache's hop mask, and the mask of the other hops the flow must already
@@ -128,6 +134,61 @@ func Hashes() []Hash {
 	}
 	h = append(h, Hash{"DTA_CRC_ICRC", 32, ICRCCRC})
 	return h
+}
+
+// appendBatches writes DTA_AP_BATCH and, per choice of it, the macros
+// that spell translator.p4's batch out entry by entry: P4 has no loops over
+// header fields or registers, so the B-1 held entries' registers, their
+// holding and reading, the batch's payload fields, the bridged entries and
+// the ICRC's field list are generated here.
+func appendBatches(b *bytes.Buffer, d func(string, uint64, string)) {
+	b.WriteString("#ifndef DTA_AP_BATCH\n")
+	d("DTA_AP_BATCH", AppendBatch, "Append batch B; -DDTA_AP_BATCH=B for another choice")
+	b.WriteString("#endif\n")
+	var choices []string
+	for i, bt := range AppendBatchChoices {
+		if i == 0 {
+			fmt.Fprintf(b, "#if DTA_AP_BATCH == %d\n", bt)
+		} else {
+			fmt.Fprintf(b, "#elif DTA_AP_BATCH == %d\n", bt)
+		}
+		def := func(name, why string, parts []string, sep string) {
+			fmt.Fprintf(b, "// %s\n#define %s", why, name)
+			for j, p := range parts {
+				if j > 0 {
+					b.WriteString(sep)
+				}
+				fmt.Fprintf(b, " \\\n    %s", p)
+			}
+			b.WriteString("\n")
+		}
+		var held, payload, regs, put, get, fill, icrc []string
+		for e := range bt {
+			payload = append(payload, fmt.Sprintf("bit<%d> e%d;", AppendEntry*8, e))
+			icrc = append(icrc, fmt.Sprintf("h.ap_payload.e%d", e))
+			if e == bt-1 {
+				fill = append(fill, fmt.Sprintf("h.ap_payload.e%d = h.ap.data;", e))
+				break
+			}
+			held = append(held, fmt.Sprintf("bit<%d> e%d;", AppendEntry*8, e))
+			fill = append(fill, fmt.Sprintf("h.ap_payload.e%d = h.bridge_ap.e%d;", e, e))
+			regs = append(regs,
+				fmt.Sprintf("Register<bit<%d>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e%d;", AppendEntry*8, e),
+				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_put%[2]d = { void apply(inout bit<%[1]d> v) { v = h.ap.data; } };", AppendEntry*8, e),
+				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_get%[2]d = { void apply(inout bit<%[1]d> v, out bit<%[1]d> r) { r = v; } };", AppendEntry*8, e))
+			put = append(put, fmt.Sprintf("if (m.pos == %d) { ap_put%d.execute(lidx); }", e, e))
+			get = append(get, fmt.Sprintf("h.bridge_ap.e%d = ap_get%d.execute(lidx);", e, e))
+		}
+		def("DTA_AP_HELD_FIELDS", "the B-1 held entries, bridged to egress", held, "")
+		def("DTA_AP_PAYLOAD_FIELDS", "the batch's B entries in list order", payload, "")
+		def("DTA_AP_REGISTERS", "per list, one register per held entry: position p's holds its entry", regs, "")
+		def("DTA_AP_HOLD(lidx)", "an entry at position m.pos < B-1 goes to its register", put, "")
+		def("DTA_AP_READ(lidx)", "the batch's last entry reads the held ones", get, "")
+		def("DTA_AP_FILL", "egress: the held entries, then the report's own", fill, "")
+		def("DTA_AP_ICRC_FIELDS", "the batch's entries in the ICRC's field list", icrc, ",")
+		choices = append(choices, fmt.Sprint(bt))
+	}
+	fmt.Fprintf(b, "#else\n#error \"DTA_AP_BATCH must be one of %s\"\n#endif\n", strings.Join(choices, ", "))
 }
 
 func ceilPow2(n int) int {
@@ -214,7 +275,7 @@ func Generate() []byte {
 	}
 	b.WriteString("\n")
 	d("DTA_AP_ENTRY_BYTES", AppendEntry, "Append entry size e")
-	d("DTA_AP_BATCH", AppendBatch, "Append batch B")
+	appendBatches(&b, d)
 	d("DTA_AP_LIST_BITS", AppendListBits, "log2 lists L")
 	d("DTA_AP_ENTRIES", 1<<AppendEntryBits, "entries E per list")
 	d("DTA_QP_BITS", QPBits, "log2 per-QP register entries")

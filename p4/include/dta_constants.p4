@@ -118,7 +118,336 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
     (4, true, true, 5 &&& 0xFF, 21): hop_mask(8, 23); \
     (5, true, true, 5 &&& 0xFF, 21): hop_mask(16, 15);
 #define DTA_AP_ENTRY_BYTES 4 // Append entry size e
-#define DTA_AP_BATCH 4 // Append batch B
+#ifndef DTA_AP_BATCH
+#define DTA_AP_BATCH 4 // Append batch B; -DDTA_AP_BATCH=B for another choice
+#endif
+#if DTA_AP_BATCH == 1
+// the B-1 held entries, bridged to egress
+#define DTA_AP_HELD_FIELDS
+// the batch's B entries in list order
+#define DTA_AP_PAYLOAD_FIELDS \
+    bit<32> e0;
+// per list, one register per held entry: position p's holds its entry
+#define DTA_AP_REGISTERS
+// an entry at position m.pos < B-1 goes to its register
+#define DTA_AP_HOLD(lidx)
+// the batch's last entry reads the held ones
+#define DTA_AP_READ(lidx)
+// egress: the held entries, then the report's own
+#define DTA_AP_FILL \
+    h.ap_payload.e0 = h.ap.data;
+// the batch's entries in the ICRC's field list
+#define DTA_AP_ICRC_FIELDS \
+    h.ap_payload.e0
+#elif DTA_AP_BATCH == 2
+// the B-1 held entries, bridged to egress
+#define DTA_AP_HELD_FIELDS \
+    bit<32> e0;
+// the batch's B entries in list order
+#define DTA_AP_PAYLOAD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1;
+// per list, one register per held entry: position p's holds its entry
+#define DTA_AP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+// an entry at position m.pos < B-1 goes to its register
+#define DTA_AP_HOLD(lidx) \
+    if (m.pos == 0) { ap_put0.execute(lidx); }
+// the batch's last entry reads the held ones
+#define DTA_AP_READ(lidx) \
+    h.bridge_ap.e0 = ap_get0.execute(lidx);
+// egress: the held entries, then the report's own
+#define DTA_AP_FILL \
+    h.ap_payload.e0 = h.bridge_ap.e0; \
+    h.ap_payload.e1 = h.ap.data;
+// the batch's entries in the ICRC's field list
+#define DTA_AP_ICRC_FIELDS \
+    h.ap_payload.e0, \
+    h.ap_payload.e1
+#elif DTA_AP_BATCH == 4
+// the B-1 held entries, bridged to egress
+#define DTA_AP_HELD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1; \
+    bit<32> e2;
+// the batch's B entries in list order
+#define DTA_AP_PAYLOAD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1; \
+    bit<32> e2; \
+    bit<32> e3;
+// per list, one register per held entry: position p's holds its entry
+#define DTA_AP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+// an entry at position m.pos < B-1 goes to its register
+#define DTA_AP_HOLD(lidx) \
+    if (m.pos == 0) { ap_put0.execute(lidx); } \
+    if (m.pos == 1) { ap_put1.execute(lidx); } \
+    if (m.pos == 2) { ap_put2.execute(lidx); }
+// the batch's last entry reads the held ones
+#define DTA_AP_READ(lidx) \
+    h.bridge_ap.e0 = ap_get0.execute(lidx); \
+    h.bridge_ap.e1 = ap_get1.execute(lidx); \
+    h.bridge_ap.e2 = ap_get2.execute(lidx);
+// egress: the held entries, then the report's own
+#define DTA_AP_FILL \
+    h.ap_payload.e0 = h.bridge_ap.e0; \
+    h.ap_payload.e1 = h.bridge_ap.e1; \
+    h.ap_payload.e2 = h.bridge_ap.e2; \
+    h.ap_payload.e3 = h.ap.data;
+// the batch's entries in the ICRC's field list
+#define DTA_AP_ICRC_FIELDS \
+    h.ap_payload.e0, \
+    h.ap_payload.e1, \
+    h.ap_payload.e2, \
+    h.ap_payload.e3
+#elif DTA_AP_BATCH == 8
+// the B-1 held entries, bridged to egress
+#define DTA_AP_HELD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1; \
+    bit<32> e2; \
+    bit<32> e3; \
+    bit<32> e4; \
+    bit<32> e5; \
+    bit<32> e6;
+// the batch's B entries in list order
+#define DTA_AP_PAYLOAD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1; \
+    bit<32> e2; \
+    bit<32> e3; \
+    bit<32> e4; \
+    bit<32> e5; \
+    bit<32> e6; \
+    bit<32> e7;
+// per list, one register per held entry: position p's holds its entry
+#define DTA_AP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_get3 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_get4 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_get5 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_get6 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+// an entry at position m.pos < B-1 goes to its register
+#define DTA_AP_HOLD(lidx) \
+    if (m.pos == 0) { ap_put0.execute(lidx); } \
+    if (m.pos == 1) { ap_put1.execute(lidx); } \
+    if (m.pos == 2) { ap_put2.execute(lidx); } \
+    if (m.pos == 3) { ap_put3.execute(lidx); } \
+    if (m.pos == 4) { ap_put4.execute(lidx); } \
+    if (m.pos == 5) { ap_put5.execute(lidx); } \
+    if (m.pos == 6) { ap_put6.execute(lidx); }
+// the batch's last entry reads the held ones
+#define DTA_AP_READ(lidx) \
+    h.bridge_ap.e0 = ap_get0.execute(lidx); \
+    h.bridge_ap.e1 = ap_get1.execute(lidx); \
+    h.bridge_ap.e2 = ap_get2.execute(lidx); \
+    h.bridge_ap.e3 = ap_get3.execute(lidx); \
+    h.bridge_ap.e4 = ap_get4.execute(lidx); \
+    h.bridge_ap.e5 = ap_get5.execute(lidx); \
+    h.bridge_ap.e6 = ap_get6.execute(lidx);
+// egress: the held entries, then the report's own
+#define DTA_AP_FILL \
+    h.ap_payload.e0 = h.bridge_ap.e0; \
+    h.ap_payload.e1 = h.bridge_ap.e1; \
+    h.ap_payload.e2 = h.bridge_ap.e2; \
+    h.ap_payload.e3 = h.bridge_ap.e3; \
+    h.ap_payload.e4 = h.bridge_ap.e4; \
+    h.ap_payload.e5 = h.bridge_ap.e5; \
+    h.ap_payload.e6 = h.bridge_ap.e6; \
+    h.ap_payload.e7 = h.ap.data;
+// the batch's entries in the ICRC's field list
+#define DTA_AP_ICRC_FIELDS \
+    h.ap_payload.e0, \
+    h.ap_payload.e1, \
+    h.ap_payload.e2, \
+    h.ap_payload.e3, \
+    h.ap_payload.e4, \
+    h.ap_payload.e5, \
+    h.ap_payload.e6, \
+    h.ap_payload.e7
+#elif DTA_AP_BATCH == 16
+// the B-1 held entries, bridged to egress
+#define DTA_AP_HELD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1; \
+    bit<32> e2; \
+    bit<32> e3; \
+    bit<32> e4; \
+    bit<32> e5; \
+    bit<32> e6; \
+    bit<32> e7; \
+    bit<32> e8; \
+    bit<32> e9; \
+    bit<32> e10; \
+    bit<32> e11; \
+    bit<32> e12; \
+    bit<32> e13; \
+    bit<32> e14;
+// the batch's B entries in list order
+#define DTA_AP_PAYLOAD_FIELDS \
+    bit<32> e0; \
+    bit<32> e1; \
+    bit<32> e2; \
+    bit<32> e3; \
+    bit<32> e4; \
+    bit<32> e5; \
+    bit<32> e6; \
+    bit<32> e7; \
+    bit<32> e8; \
+    bit<32> e9; \
+    bit<32> e10; \
+    bit<32> e11; \
+    bit<32> e12; \
+    bit<32> e13; \
+    bit<32> e14; \
+    bit<32> e15;
+// per list, one register per held entry: position p's holds its entry
+#define DTA_AP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_get3 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_get4 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_get5 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_get6 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e7; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_put7 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_get7 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e8; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_put8 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_get8 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e9; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_put9 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_get9 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e10; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_put10 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_get10 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e11; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_put11 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_get11 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e12; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_put12 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_get12 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e13; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_put13 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_get13 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e14; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_put14 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_get14 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+// an entry at position m.pos < B-1 goes to its register
+#define DTA_AP_HOLD(lidx) \
+    if (m.pos == 0) { ap_put0.execute(lidx); } \
+    if (m.pos == 1) { ap_put1.execute(lidx); } \
+    if (m.pos == 2) { ap_put2.execute(lidx); } \
+    if (m.pos == 3) { ap_put3.execute(lidx); } \
+    if (m.pos == 4) { ap_put4.execute(lidx); } \
+    if (m.pos == 5) { ap_put5.execute(lidx); } \
+    if (m.pos == 6) { ap_put6.execute(lidx); } \
+    if (m.pos == 7) { ap_put7.execute(lidx); } \
+    if (m.pos == 8) { ap_put8.execute(lidx); } \
+    if (m.pos == 9) { ap_put9.execute(lidx); } \
+    if (m.pos == 10) { ap_put10.execute(lidx); } \
+    if (m.pos == 11) { ap_put11.execute(lidx); } \
+    if (m.pos == 12) { ap_put12.execute(lidx); } \
+    if (m.pos == 13) { ap_put13.execute(lidx); } \
+    if (m.pos == 14) { ap_put14.execute(lidx); }
+// the batch's last entry reads the held ones
+#define DTA_AP_READ(lidx) \
+    h.bridge_ap.e0 = ap_get0.execute(lidx); \
+    h.bridge_ap.e1 = ap_get1.execute(lidx); \
+    h.bridge_ap.e2 = ap_get2.execute(lidx); \
+    h.bridge_ap.e3 = ap_get3.execute(lidx); \
+    h.bridge_ap.e4 = ap_get4.execute(lidx); \
+    h.bridge_ap.e5 = ap_get5.execute(lidx); \
+    h.bridge_ap.e6 = ap_get6.execute(lidx); \
+    h.bridge_ap.e7 = ap_get7.execute(lidx); \
+    h.bridge_ap.e8 = ap_get8.execute(lidx); \
+    h.bridge_ap.e9 = ap_get9.execute(lidx); \
+    h.bridge_ap.e10 = ap_get10.execute(lidx); \
+    h.bridge_ap.e11 = ap_get11.execute(lidx); \
+    h.bridge_ap.e12 = ap_get12.execute(lidx); \
+    h.bridge_ap.e13 = ap_get13.execute(lidx); \
+    h.bridge_ap.e14 = ap_get14.execute(lidx);
+// egress: the held entries, then the report's own
+#define DTA_AP_FILL \
+    h.ap_payload.e0 = h.bridge_ap.e0; \
+    h.ap_payload.e1 = h.bridge_ap.e1; \
+    h.ap_payload.e2 = h.bridge_ap.e2; \
+    h.ap_payload.e3 = h.bridge_ap.e3; \
+    h.ap_payload.e4 = h.bridge_ap.e4; \
+    h.ap_payload.e5 = h.bridge_ap.e5; \
+    h.ap_payload.e6 = h.bridge_ap.e6; \
+    h.ap_payload.e7 = h.bridge_ap.e7; \
+    h.ap_payload.e8 = h.bridge_ap.e8; \
+    h.ap_payload.e9 = h.bridge_ap.e9; \
+    h.ap_payload.e10 = h.bridge_ap.e10; \
+    h.ap_payload.e11 = h.bridge_ap.e11; \
+    h.ap_payload.e12 = h.bridge_ap.e12; \
+    h.ap_payload.e13 = h.bridge_ap.e13; \
+    h.ap_payload.e14 = h.bridge_ap.e14; \
+    h.ap_payload.e15 = h.ap.data;
+// the batch's entries in the ICRC's field list
+#define DTA_AP_ICRC_FIELDS \
+    h.ap_payload.e0, \
+    h.ap_payload.e1, \
+    h.ap_payload.e2, \
+    h.ap_payload.e3, \
+    h.ap_payload.e4, \
+    h.ap_payload.e5, \
+    h.ap_payload.e6, \
+    h.ap_payload.e7, \
+    h.ap_payload.e8, \
+    h.ap_payload.e9, \
+    h.ap_payload.e10, \
+    h.ap_payload.e11, \
+    h.ap_payload.e12, \
+    h.ap_payload.e13, \
+    h.ap_payload.e14, \
+    h.ap_payload.e15
+#else
+#error "DTA_AP_BATCH must be one of 1, 2, 4, 8, 16"
+#endif
 #define DTA_AP_LIST_BITS 10 // log2 lists L
 #define DTA_AP_ENTRIES 4096 // entries E per list
 #define DTA_QP_BITS 8 // log2 per-QP register entries

@@ -46,8 +46,8 @@ header atomiceth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<64> add; bi
 header aeth_h { bit<8> syndrome; bit<24> msn; }
 // Key-Write slot: le32(checksum) || data (section 5).
 header kw_payload_h { bit<8> c0; bit<8> c1; bit<8> c2; bit<8> c3; bit<(DTA_KW_DATA_BYTES*8)> data; }
-// Append batch: DTA_AP_BATCH = 4 entries in list order.
-header ap_payload_h { bit<32> e0; bit<32> e1; bit<32> e2; bit<32> e3; }
+// Append batch: DTA_AP_BATCH entries in list order.
+header ap_payload_h { DTA_AP_PAYLOAD_FIELDS }
 header icrc_h { bit<8> b0; bit<8> b1; bit<8> b2; bit<8> b3; }
 
 const bit<8> KIND_NONE = 0;
@@ -59,7 +59,7 @@ const bit<8> KIND_AP = 4;
 header bridge_h { bit<8> kind; bit<8> qp; }
 // Bridged for an Append batch: the entries held in ingress and the batch's
 // byte offset in the region.
-header bridge_ap_h { bit<32> e0; bit<32> e1; bit<32> e2; bit<32> offset; }
+header bridge_ap_h { DTA_AP_HELD_FIELDS bit<32> offset; }
 
 struct headers_t {
     bridge_h bridge; bridge_ap_h bridge_ap;
@@ -139,15 +139,7 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
             if (v == DTA_AP_BATCH - 1) { v = 0; } else { v = v + 1; }
         }
     };
-    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0;
-    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1;
-    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2;
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } };
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } };
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } };
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
+    DTA_AP_REGISTERS
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_head;
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_head) ap_advance = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -289,15 +281,12 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
                         bit<DTA_AP_LIST_BITS> lidx = h.ap.list[DTA_AP_LIST_BITS-1:0];
                         m.pos = ap_next.execute(lidx);
                         ap_list_base();
-                        if (m.pos == 0) { ap_put0.execute(lidx); }
-                        else if (m.pos == 1) { ap_put1.execute(lidx); }
-                        else if (m.pos == 2) { ap_put2.execute(lidx); }
-                        else {
-                            // The batch's last entry: write all four at the head.
+                        if (m.pos != DTA_AP_BATCH - 1) {
+                            DTA_AP_HOLD(lidx)
+                        } else {
+                            // The batch's last entry: write all B at the head.
                             h.bridge_ap.setValid();
-                            h.bridge_ap.e0 = ap_get0.execute(lidx);
-                            h.bridge_ap.e1 = ap_get1.execute(lidx);
-                            h.bridge_ap.e2 = ap_get2.execute(lidx);
+                            DTA_AP_READ(lidx)
                             m.head = ap_advance.execute(lidx);
                             ap_head_offset();
                             ap_offset();
@@ -441,8 +430,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.bth.opcode = ROCE_RC_WRITE_ONLY;
         h.reth.setValid(); h.reth.length = DTA_AP_BATCH * DTA_AP_ENTRY_BYTES;
         h.ap_payload.setValid();
-        h.ap_payload.e0 = h.bridge_ap.e0; h.ap_payload.e1 = h.bridge_ap.e1;
-        h.ap_payload.e2 = h.bridge_ap.e2; h.ap_payload.e3 = h.ap.data;
+        DTA_AP_FILL
         m.offset = h.bridge_ap.offset;
         h.ap.setInvalid(); h.bridge_ap.setInvalid();
         h.atomic.setInvalid();
@@ -536,7 +524,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 add_va_write();
                 m.icrc = icrc_append.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
-                    h.ap_payload.e0, h.ap_payload.e1, h.ap_payload.e2, h.ap_payload.e3});
+                    DTA_AP_ICRC_FIELDS});
             }
             m.icrc = m.icrc ^ icrc_const;
             swap_icrc();
