@@ -29,7 +29,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +49,7 @@ import (
 	"github.com/dtakit/dtakit/internal/cli"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
+	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/promname"
 	"github.com/dtakit/dtakit/translator"
@@ -112,9 +112,7 @@ func run(args []string) int {
 	if *config != "" {
 		b, err := os.ReadFile(*config)
 		if err == nil {
-			dec := json.NewDecoder(bytes.NewReader(b))
-			dec.DisallowUnknownFields()
-			err = dec.Decode(&cfg)
+			err = jsonconf.Decode(*config, b, &cfg)
 		}
 		if err != nil {
 			log.Error("configuration", "file", *config, "err", err)

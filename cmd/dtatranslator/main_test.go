@@ -168,8 +168,13 @@ func TestBadConfig(t *testing.T) {
 	if err := os.WriteFile(dead, []byte(`{"collectors": ["127.0.0.1:4791"], "dead_after": "-1s"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	typo := filepath.Join(t.TempDir(), "typo.json")
+	if err := os.WriteFile(typo, []byte("{\"collectors\": [\"127.0.0.1:4791\"],\n \"colectors\": []}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{},
+		{"-config", typo},
 		{"-config", linger},
 		{"-config", pcLinger},
 		{"-config", dead},
@@ -184,6 +189,9 @@ func TestBadConfig(t *testing.T) {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "configuration") {
 			t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+		}
+		if len(args) == 2 && args[1] == typo && !strings.Contains(stderr.String(), typo+":2:2: json: unknown field") {
+			t.Errorf("%v: the error does not name file, line and column:\n%s", args, stderr.String())
 		}
 	}
 }

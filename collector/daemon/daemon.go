@@ -57,11 +57,8 @@
 package daemon
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"strings"
@@ -69,6 +66,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/internal/httpguard"
+	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -152,53 +150,11 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var c Config
-	if err := dec.Decode(&c); err != nil {
-		line, col := jsonPosition(b, err)
-		return Config{}, fmt.Errorf("%w: %s:%d:%d: %w", ErrConfig, path, line, col, err)
-	}
-	if dec.More() {
-		line, col := position(b, dec.InputOffset())
-		return Config{}, fmt.Errorf("%w: %s:%d:%d: more after the configuration's object", ErrConfig, path, line, col)
+	if err := jsonconf.Decode(path, b, &c); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c, nil
-}
-
-// jsonPosition is the line and column (from 1) where err, an error of
-// json.Decoder.Decode over b, was found.
-func jsonPosition(b []byte, err error) (line, col int) {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return position(b, syntax.Offset-1)
-	case errors.As(err, &typ):
-		// The offset is past the value; the field's name starts it.
-		off := typ.Offset
-		if i := bytes.LastIndex(b[:off], []byte(`"`+typ.Field[strings.LastIndex(typ.Field, ".")+1:]+`"`)); i >= 0 {
-			off = int64(i)
-		}
-		return position(b, off)
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return position(b, int64(len(b)))
-	}
-	// An unknown field: json says only its name.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if i := bytes.Index(b, []byte(name)); i >= 0 {
-			return position(b, int64(i))
-		}
-	}
-	return position(b, 0)
-}
-
-// position is the line and column (from 1) of byte off of b.
-func position(b []byte, off int64) (line, col int) {
-	off = max(0, min(off, int64(len(b))))
-	before := b[:off]
-	nl := bytes.LastIndexByte(before, '\n')
-	return 1 + bytes.Count(before, []byte("\n")), int(off) - nl
 }
 
 func (c *Config) withDefaults() error {

@@ -20,9 +20,7 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +36,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
+	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/reporter"
 )
 
@@ -134,16 +133,15 @@ type Rule struct {
 }
 
 // LoadConfig reads a JSON configuration file; unknown fields are errors.
+// An error in the JSON names the file, line and column (path:line:col).
 func LoadConfig(path string) (Config, error) {
 	var c Config
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
+	if err := jsonconf.Decode(path, b, &c); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c, nil
 }
