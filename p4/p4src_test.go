@@ -25,7 +25,6 @@ type p4Hash struct {
 }
 
 var (
-	reDefine  = regexp.MustCompile(`(?m)^#define (\w+) (\d+)\b`)
 	reCRCPoly = regexp.MustCompile(`(?m)^#define (DTA_CRC\w*) CRCPolynomial<bit<(\d+)>>\((\d+)w0x([0-9A-F]+), (true|false), (true|false), (true|false), \d+w0x([0-9A-F]+), \d+w0x([0-9A-F]+)\)$`)
 	reHash    = regexp.MustCompile(`Hash<bit<(\d+)>>\(HashAlgorithm_t\.(\w+)(?:, (\w+))?\) (\w+);`)
 	reGet     = regexp.MustCompile(`(\w+)\.get\(\{([^}]*)\}\)`)
