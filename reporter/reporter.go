@@ -582,16 +582,9 @@ func (r *Reporter) waitLocked() error {
 			// windows, docs/DTA-WIRE.md "Exactly once"); a NACK says the
 			// report was not applied, so it must stay resendable: the
 			// stream waits for the resend to be acknowledged or lost.
-			r.c.Waits++
-			if err := r.flushLocked(); err != nil {
+			if err := r.waitAckLocked(); err != nil {
 				return err
 			}
-			r.mu.Unlock()
-			select {
-			case <-r.ackMoved:
-			case <-time.After(10 * time.Millisecond):
-			}
-			r.mu.Lock()
 			continue
 		case r.ackMode && r.seq-r.acked >= credit:
 			if now.Sub(r.lastAckAt) > ackStall && now.Sub(r.awakeAt) > ackSilence {
@@ -613,16 +606,9 @@ func (r *Reporter) waitLocked() error {
 				r.probeLocked()
 				r.movedAt = now
 			}
-			r.c.Waits++
-			if err := r.flushLocked(); err != nil {
+			if err := r.waitAckLocked(); err != nil {
 				return err
 			}
-			r.mu.Unlock()
-			select {
-			case <-r.ackMoved:
-			case <-time.After(10 * time.Millisecond):
-			}
-			r.mu.Lock()
 			continue
 		case r.pace > 0 && r.tokens < 1:
 			d = time.Duration((1 - r.tokens) / r.pace * float64(time.Second))
@@ -637,6 +623,23 @@ func (r *Reporter) waitLocked() error {
 		time.Sleep(max(d, 20*time.Microsecond))
 		r.mu.Lock()
 	}
+}
+
+// waitAckLocked counts a wait, sends what is queued and waits, with r.mu
+// released, for the next ack that moves (at most 10 ms: a sleep would
+// last a whole timer tick). r.mu is held.
+func (r *Reporter) waitAckLocked() error {
+	r.c.Waits++
+	if err := r.flushLocked(); err != nil {
+		return err
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.ackMoved:
+	case <-time.After(10 * time.Millisecond):
+	}
+	r.mu.Lock()
+	return nil
 }
 
 // resendBehind reports whether a report held for its resend (NACKed, not
