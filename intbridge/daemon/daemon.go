@@ -428,38 +428,14 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 	if d.rep != nil {
 		// The reporter sends full batches at once; what a quiet input
 		// leaves in a partial one goes within a millisecond.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					if err := d.rep.Flush(); err != nil {
-						d.log.Debug("flush", "err", err)
-					}
-				}
+		every(ctx, &wg, time.Millisecond, func() {
+			if err := d.rep.Flush(); err != nil {
+				d.log.Debug("flush", "err", err)
 			}
-		}()
+		})
 	}
 	if d.influx != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tick := time.NewTicker(d.every)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-					d.pushInflux(ctx)
-				}
-			}
-		}()
+		every(ctx, &wg, d.every, func() { d.pushInflux(ctx) })
 	}
 	for i := range d.conns {
 		wg.Add(1)
@@ -681,4 +657,23 @@ func toJSON(seq uint64, e *intbridge.Event) eventJSON {
 func tupleString(e *intbridge.Event) string {
 	t := &e.Tuple
 	return fmt.Sprintf("%s->%s proto %d", netip.AddrPortFrom(t.Src, t.SrcPort), netip.AddrPortFrom(t.Dst, t.DstPort), t.Proto)
+}
+
+// every runs f every period until ctx is done, in a goroutine wg waits
+// for.
+func every(ctx context.Context, wg *sync.WaitGroup, period time.Duration, f func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				f()
+			}
+		}
+	}()
 }
