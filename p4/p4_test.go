@@ -114,7 +114,7 @@ func TestHashesMatchModel(t *testing.T) {
 	for i := 1; i <= p4gen.PostcardHops; i++ {
 		checks["postcard.p4/hop"+string(rune('0'+i))] = func(r *rand.Rand) (map[string]uint64, uint64) {
 			key := r.Uint32()
-			return map[string]uint64{"m.key": uint64(key)}, uint64(wide.Checksum(i, key))
+			return map[string]uint64{"m.key": uint64(key), "report_key": uint64(key)}, uint64(wide.Checksum(i, key))
 		}
 	}
 	checks["translator.p4/collector_kw"] = collector
@@ -138,6 +138,24 @@ func TestHashesMatchModel(t *testing.T) {
 			"sport":           uint64(binary.BigEndian.Uint16(b[9:])), "dport": uint64(binary.BigEndian.Uint16(b[11:])),
 		}
 		return env, uint64(crc32.ChecksumIEEE(b))
+	}
+	// translator_t2.p4 is translator.p4 and postcard.p4 joined: each Hash
+	// stands for the same function as its namesake there; the chunk of
+	// copy n is slot n's hash (its low PostcardChunkBits bits are the
+	// chunk index: postcard.p4/chunkN).
+	for name, from := range map[string]string{
+		"collector_kw": "translator.p4/collector_kw", "collector_ki": "translator.p4/collector_ki",
+		"collector_ap": "translator.p4/collector_ap", "key_checksum": "translator.p4/key_checksum",
+		"collector_pc": "postcard.p4/collector", "collector_ev": "postcard.p4/collector_ev",
+		"cache_index": "postcard.p4/cache_index",
+	} {
+		checks["translator_t2.p4/"+name] = checks[from]
+	}
+	for n := 0; n < p4gen.MaxCopies; n++ {
+		checks["translator_t2.p4/slot"+string(rune('0'+n))] = checks["translator.p4/slot"+string(rune('0'+n))]
+	}
+	for i := 1; i <= p4gen.PostcardHops; i++ {
+		checks["translator_t2.p4/hop"+string(rune('0'+i))] = checks["postcard.p4/hop"+string(rune('0'+i))]
 	}
 	seen := 0
 	for _, prog := range programs {
@@ -236,13 +254,21 @@ func frameEnv(t *testing.T, p *program, frame []byte, order []string) map[string
 }
 
 // TestICRCSplit proves the data-plane ICRC: for random frames of every shape
-// the translator sends, the control plane's per-QP constant XOR the model's
-// hash of the P4 field list (fields read where the P4 headers put them)
-// equals the full ICRC rocev2 computes.
+// each translator program sends, the control plane's per-QP constant XOR the
+// model's hash of the P4 field list (fields read where the P4 headers put
+// them) equals the full ICRC rocev2 computes.
 func TestICRCSplit(t *testing.T) {
-	crcs := includeCRCs(t)
 	tr := parseProgram(t, "translator/translator.p4")
 	pc := parseProgram(t, "translator/postcard.p4")
+	t.Run("tofino1", func(t *testing.T) { icrcSplit(t, tr, pc) })
+	t2 := parseProgram(t, "translator/translator_t2.p4")
+	t.Run("tofino2", func(t *testing.T) { icrcSplit(t, t2, t2) })
+}
+
+// icrcSplit checks the ICRC split of tr's Key-Write, Key-Increment and
+// Append writes and of pc's chunks.
+func icrcSplit(t *testing.T, tr, pc *program) {
+	crcs := includeCRCs(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, c := range append(testConnections(t), pcConnection(t)) {
 		s, err := c.check()

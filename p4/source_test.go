@@ -31,7 +31,7 @@ var (
 // lengths it writes must be those headers' lengths. RoCEv2 headers are
 // parsed only on UDP 4791, whose packets never reach nack().
 func TestNACKHeaders(t *testing.T) {
-	for _, prog := range []string{"translator/translator.p4", "translator/postcard.p4"} {
+	for _, prog := range []string{"translator/translator.p4", "translator/postcard.p4", "translator/translator_t2.p4"} {
 		src := readFile(t, prog)
 		p := parseProgram(t, prog)
 		body := block(t, src, `action nack\(\)`)

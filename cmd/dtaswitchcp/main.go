@@ -11,7 +11,7 @@
 //
 // The configuration file:
 //
-//	{"program": "translator",            // or "postcard" (p4/translator/postcard.p4)
+//	{"program": "translator",            // or "postcard" (p4/translator/postcard.p4), "translator_t2" (Tofino-2)
 //	 "local": "10.0.0.1:4791",           // the translator's RoCEv2 address (this socket)
 //	 "mac": "02:00:00:00:00:01",         // the switch's MAC toward the collectors
 //	 "collectors": [{"addr": "10.0.0.2:4791", "mac": "02:00:00:00:00:02", "port": 8}],
@@ -108,8 +108,10 @@ func parse(cfg Config) (*setup, error) {
 		s.program = p4.TranslatorProgram
 	case "postcard":
 		s.program = p4.PostcardProgram
+	case "translator_t2":
+		s.program = p4.Tofino2Program
 	default:
-		return nil, fmt.Errorf("%w: program %q, want translator or postcard", errConfig, cfg.Program)
+		return nil, fmt.Errorf("%w: program %q, want translator, postcard or translator_t2", errConfig, cfg.Program)
 	}
 	var err error
 	if s.local, err = netip.ParseAddrPort(cfg.Local); err != nil || !s.local.Addr().Is4() {
@@ -395,10 +397,7 @@ func write(dir string, plan *p4.Plan, prog p4.Program) error {
 	if err != nil {
 		return err
 	}
-	name := "translator"
-	if prog == p4.PostcardProgram {
-		name = "postcard"
-	}
+	name := prog.Name()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -161,16 +162,21 @@ func TestAgainstCollector(t *testing.T) {
 	}, col)
 	uc.Close()
 
-	// The postcard build, as a daemon: it writes the plan, keeps serving,
-	// and exits 0 on SIGTERM.
+	postcardDaemon(t, bin, col, local, roce, cmPort)
+	tofino2Plan(t, bin, local, roce, cmPort)
+}
+
+// postcardDaemon runs the postcard build as a daemon against the collector
+// at roce: it writes the plan, keeps serving, and exits 0 on SIGTERM.
+func postcardDaemon(t *testing.T, bin string, col *proctest.Proc, local, roce netip.AddrPort, cmPort int) {
 	out2 := t.TempDir()
 	sw2 := proctest.Start(t, bin, "-config", switchConfig(t, "postcard", local, roce, cmPort, out2))
 	proctest.WaitFor(t, "the postcard plan", 30*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(out2, "plan.json"))
 		return err == nil
 	}, sw2, col)
-	plan = readPlan(t, out2)
-	qps = qps[:0]
+	plan := readPlan(t, out2)
+	var qps []p4.Entry
 	for _, e := range plan.Entries {
 		if e.Table == "Egress.qp" {
 			qps = append(qps, e)
@@ -182,6 +188,31 @@ func TestAgainstCollector(t *testing.T) {
 	sw2.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := wait(t, sw2, 10*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGTERM\n%s", code, sw2.Logs())
+	}
+}
+
+// tofino2Plan runs the Tofino-2 program's control plane once against the
+// collector at roce: all four instances connected in one plan.
+func tofino2Plan(t *testing.T, bin string, local, roce netip.AddrPort, cmPort int) {
+	out3 := t.TempDir()
+	sw3 := proctest.Start(t, bin, "-once", "-config", switchConfig(t, "translator_t2", local, roce, cmPort, out3))
+	if code := wait(t, sw3, 30*time.Second); code != 0 {
+		t.Fatalf("dtaswitchcp (translator_t2) exited %d\n%s", code, sw3.Logs())
+	}
+	plan := readPlan(t, out3)
+	masks := map[uint64]int{}
+	for _, e := range plan.Entries {
+		if e.Table == "Egress.qp" {
+			masks[field(e, "slot_mask")]++
+		}
+	}
+	// Key-Write 4095, Postcarding 1023 (C-1), Key-Increment 1023, Append 0.
+	if len(masks) != 3 || masks[4095] != 1 || masks[1023] != 2 || masks[0] != 1 {
+		t.Fatalf("translator_t2 plan: slot masks %v, want 4095, 1023 twice and 0", masks)
+	}
+	py, err := os.ReadFile(filepath.Join(out3, "plan.py"))
+	if err != nil || !bytes.Contains(py, []byte("\np = bfrt.translator_t2.pipe\n")) || !bytes.Contains(py, []byte("add_with_to_pc_instance")) {
+		t.Fatalf("translator_t2 plan.py (%v):\n%.300s", err, py)
 	}
 }
 

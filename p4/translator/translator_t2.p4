@@ -1,0 +1,783 @@
+/* dtakit DTA translator for Tofino-2 (T2NA), written from docs/DTA-WIRE.md:
+ * all four primitives in one program.
+ *
+ * On Tofino-1 the four do not fit one program (translator.p4: Key-Write,
+ * Key-Increment and Append; postcard.p4: Postcarding). Tofino-2's 20 stages
+ * hold them together: this program is translator.p4 and postcard.p4 joined,
+ * with one parser, one instance table (keyed by CRC8 and opcode), one PSN
+ * register per QP, one qp table and one RoCEv2 header build for every kind
+ * of write. Each path does what its Tofino-1 program does (see there and
+ * p4/README.md); what differs is named here:
+ * - Kinds: KIND_CHUNK is 5 (postcard.p4's 1 is Key-Write here).
+ * - Drops (Ingress.dropped): 0 malformed, 1 no instance, 2 rate, 3 NACKed,
+ *   4 from a port not in Ingress.report_ports, 5 postcard held in the cache.
+ * - The chunk offset is (CRC_n(le32(key) || u8(n)) & (C-1)) << 5, the
+ *   Key-Write slot's computation with a shift of 5: Egress.qp's slot_mask is
+ *   C-1 for a Postcarding QP (postcard.p4 places the hash at bit 5 and masks
+ *   with (C-1)*32: the same offset).
+ * - Egress.qp's key is qpi: the postcard's QP, or the evicted flow's.
+ */
+#include <core.p4>
+#if __TARGET_TOFINO__ != 2
+#error "translator_t2.p4 is the Tofino-2 (T2NA) build: p4c-barefoot --target tofino2 --arch t2na"
+#endif
+#include <t2na.p4>
+#include "../include/dta_constants.p4"
+
+typedef bit<DTA_QP_BITS> qp_t;
+typedef bit<DTA_PC_CACHE_BITS> cidx_t;
+
+header ethernet_h { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv4_h {
+    bit<4> version; bit<4> ihl; bit<8> tos; bit<16> total_len;
+    bit<16> identification; bit<3> flags; bit<13> frag_offset;
+    bit<8> ttl; bit<8> protocol; bit<16> checksum; bit<32> src; bit<32> dst;
+}
+header udp_h { bit<16> src_port; bit<16> dst_port; bit<16> length; bit<16> checksum; }
+// DTA base header (section 2): opcode, I, S, reserved.
+header dta_base_h { bit<8> opcode; bit<1> immediate; bit<1> sequenced; bit<6> reserved; }
+header dta_seq_h { bit<8> seq; }
+// Key-Write (section 3), data fixed at DTA_KW_DATA_BYTES.
+header dta_kw_h { bit<8> redundancy; bit<32> key; bit<(DTA_KW_DATA_BYTES*8)> data; }
+// Key-Increment (section 3).
+header dta_ki_h { bit<8> redundancy; bit<32> key; bit<64> counter; }
+// Append (section 3), entries fixed at DTA_AP_ENTRY_BYTES.
+header dta_ap_h { bit<32> list; bit<(DTA_AP_ENTRY_BYTES*8)> data; }
+// Postcarding (section 3): key, hop, value, and the optional path length.
+header dta_pc_h { bit<32> key; bit<8> hop; bit<32> value; }
+header dta_pc_len_h { bit<8> path_len; }
+// Acknowledgement (section 2).
+header dta_ack_h { bit<8> seq; bit<1> nack; bit<7> reserved; }
+header bth_h {
+    bit<8> opcode; bit<1> se; bit<1> migreq; bit<2> pad; bit<4> tver; bit<16> pkey;
+    bit<8> resv8a; bit<24> dst_qp; bit<1> ack_req; bit<7> resv7; bit<24> psn;
+}
+header reth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<32> length; }
+header atomiceth_h { bit<32> va_hi; bit<32> va_lo; bit<32> rkey; bit<64> add; bit<64> compare; }
+header aeth_h { bit<8> syndrome; bit<24> msn; }
+// Key-Write slot: le32(checksum) || data (section 5).
+header kw_payload_h { bit<8> c0; bit<8> c1; bit<8> c2; bit<8> c3; bit<(DTA_KW_DATA_BYTES*8)> data; }
+// Append batch: DTA_AP_BATCH entries in list order.
+header ap_payload_h { DTA_AP_PAYLOAD_FIELDS }
+// A chunk (section 8.5): B = 5 slots of 32 bits, big-endian, then zero
+// padding to DTA_PC_CHUNK_BYTES = 32.
+header chunk_h { bit<32> s0; bit<32> s1; bit<32> s2; bit<32> s3; bit<32> s4; bit<32> pad0; bit<32> pad1; bit<32> pad2; }
+header icrc_h { bit<8> b0; bit<8> b1; bit<8> b2; bit<8> b3; }
+
+const bit<8> KIND_NONE = 0;
+const bit<8> KIND_KW = 1;
+const bit<8> KIND_KI = 2;
+const bit<8> KIND_ACK = 3;
+const bit<8> KIND_AP = 4;
+const bit<8> KIND_CHUNK = 5;
+// Bridged from ingress to egress, ahead of the packet: the kind, the QP, and
+// for a postcard the evicted flow's QP and whether its flow is new in the
+// cache (fresh).
+header bridge_h { bit<8> kind; bit<8> qp; bit<8> qp_ev; bit<8> fresh; }
+// Bridged for an Append batch: the entries held in ingress and the batch's
+// byte offset in the region.
+header bridge_ap_h { DTA_AP_HELD_FIELDS bit<32> offset; }
+// Bridged for a postcard: both keys, its value, and what the value
+// registers returned (as postcard.p4).
+header bridge_pc_h {
+    bit<32> key; bit<32> key_ev; bit<32> value;
+    bit<32> e0; bit<32> e1; bit<32> e2; bit<32> e3; bit<32> e4;
+}
+
+struct headers_t {
+    bridge_h bridge; bridge_ap_h bridge_ap; bridge_pc_h bridge_pc;
+    ethernet_h ethernet; ipv4_h ipv4; udp_h udp;
+    dta_base_h dta; dta_seq_h seq; dta_kw_h kw; dta_ki_h ki; dta_ap_h ap;
+    dta_pc_h pc; dta_pc_len_h pc_len; dta_ack_h ack;
+    bth_h bth; reth_h reth; atomiceth_h atomic; aeth_h aeth;
+    kw_payload_h kw_payload; ap_payload_h ap_payload; chunk_h chunk; icrc_h icrc;
+}
+struct ig_meta_t {
+    bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase;
+    bit<8> crc8_ev; bit<8> bit_; bit<8> need; bit<8> have; bit<32> idx; bit<32> old_key;
+}
+struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
+
+parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
+                out ingress_intrinsic_metadata_t ig_md) {
+    state start {
+        pkt.extract(ig_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        pkt.extract(h.ethernet);
+        transition select(h.ethernet.ether_type) { 0x0800: ipv4; default: accept; }
+    }
+    state ipv4 {
+        pkt.extract(h.ipv4);
+        transition select(h.ipv4.ihl, h.ipv4.frag_offset, h.ipv4.protocol) {
+            (5, 0, 17): udp;
+            default: accept;
+        }
+    }
+    state udp {
+        pkt.extract(h.udp);
+        transition select(h.udp.dst_port) {
+            DTA_REPORT_PORT: dta;
+            ROCE_UDP_PORT: bth;
+            default: accept;
+        }
+    }
+    state dta {
+        pkt.extract(h.dta);
+        transition select(h.dta.sequenced) { 1: dta_seq; default: dta_op; }
+    }
+    state dta_seq { pkt.extract(h.seq); transition dta_op; }
+    state dta_op {
+        transition select(h.dta.opcode) {
+            DTA_OP_KEY_WRITE: kw;
+            DTA_OP_KEY_INCREMENT: ki;
+            DTA_OP_APPEND: ap;
+            DTA_OP_POSTCARD: pc;
+            default: accept;
+        }
+    }
+    state kw { pkt.extract(h.kw); transition accept; }
+    state ki { pkt.extract(h.ki); transition accept; }
+    state ap { pkt.extract(h.ap); transition accept; }
+    // The path length is there when the UDP length says so: 8 + base + 10.
+    state pc {
+        pkt.extract(h.pc);
+        transition select(h.udp.length, h.dta.sequenced) {
+            (8 + 2 + DTA_POSTCARD_LEN + 1, 0): pc_len;
+            (8 + 3 + DTA_POSTCARD_LEN + 1, 1): pc_len;
+            default: accept;
+        }
+    }
+    state pc_len { pkt.extract(h.pc_len); transition accept; }
+    state bth {
+        pkt.extract(h.bth);
+        transition select(h.bth.opcode) {
+            ROCE_RC_ACK: aeth;
+            ROCE_RC_ATOMIC_ACK: aeth;
+            default: accept;
+        }
+    }
+    state aeth { pkt.extract(h.aeth); transition accept; }
+}
+
+control Ingress(inout headers_t h, inout ig_meta_t m,
+                in ingress_intrinsic_metadata_t ig_md,
+                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    // Collector choice at the translator as at a reporter: CRC8(be32(key)).
+    Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_kw;
+    Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_ki;
+    Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_ap;
+    Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_pc;
+    Hash<bit<8>>(HashAlgorithm_t.CRC8) collector_ev;
+    // Postcard cache entry: CRC32(le32(key)) & (entries-1) (section 8.5).
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC32) cache_index;
+
+    // Append batching: per list, the entries held so far and the ring head.
+    Register<bit<8>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_count;
+    RegisterAction<bit<8>, bit<DTA_AP_LIST_BITS>, bit<8>>(ap_count) ap_next = {
+        void apply(inout bit<8> v, out bit<8> old) {
+            old = v;
+            if (v == DTA_AP_BATCH - 1) { v = 0; } else { v = v + 1; }
+        }
+    };
+    DTA_AP_REGISTERS
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_head;
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_head) ap_advance = {
+        void apply(inout bit<32> v, out bit<32> old) {
+            old = v;
+            if (v == DTA_AP_ENTRIES - DTA_AP_BATCH) { v = 0; } else { v = v + DTA_AP_BATCH; }
+        }
+    };
+    // Batch offset = list*E*e + head*e, e = 4, E = 2^12 (a list below 2^10).
+    action ap_list_base() { m.lbase = h.ap.list << 14; }
+    action ap_head_offset() { m.head = m.head << 2; }
+    action ap_offset() { h.bridge_ap.offset = m.head | m.lbase; }
+
+    // The postcard cache, as postcard.p4: the flow each entry holds, the hops
+    // it has (bit i-1 for hop i; 0 is a free entry), one value per hop.
+    Register<bit<32>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_key;
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_key) swap_key = {
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = h.pc.key; }
+    };
+    Register<bit<8>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_have;
+    RegisterAction<bit<8>, cidx_t, bit<8>>(pc_have) add_hop = {
+        void apply(inout bit<8> v, out bit<8> old) {
+            old = v;
+            if (v == m.need) { v = 0; } else { v = v | m.bit_; }
+        }
+    };
+    RegisterAction<bit<8>, cidx_t, bit<8>>(pc_have) take = {
+        void apply(inout bit<8> v, out bit<8> old) { old = v; v = m.bit_; }
+    };
+    RegisterAction<bit<8>, cidx_t, bit<8>>(pc_have) take_done = {
+        void apply(inout bit<8> v, out bit<8> old) { old = v; v = 0; }
+    };
+    Register<bit<32>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_v0;
+    Register<bit<32>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_v1;
+    Register<bit<32>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_v2;
+    Register<bit<32>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_v3;
+    Register<bit<32>, cidx_t>(1 << DTA_PC_CACHE_BITS, 0) pc_v4;
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v0) put0 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = h.pc.value; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v0) set0 = { void apply(inout bit<32> v, out bit<32> new) { v = h.pc.value; new = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v1) put1 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = h.pc.value; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v1) set1 = { void apply(inout bit<32> v, out bit<32> new) { v = h.pc.value; new = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v2) put2 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = h.pc.value; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v2) set2 = { void apply(inout bit<32> v, out bit<32> new) { v = h.pc.value; new = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v3) put3 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = h.pc.value; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v3) set3 = { void apply(inout bit<32> v, out bit<32> new) { v = h.pc.value; new = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v4) put4 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = h.pc.value; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v4) set4 = { void apply(inout bit<32> v, out bit<32> new) { v = h.pc.value; new = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v0) clear0 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v1) clear1 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v2) clear2 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v3) clear3 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v4) clear4 = { void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v0) get0 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v1) get1 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v2) get2 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v3) get3 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
+    RegisterAction<bit<32>, cidx_t, bit<32>>(pc_v4) get4 = { void apply(inout bit<32> v, out bit<32> old) { old = v; } };
+
+    Counter<bit<32>, bit<3>>(8, CounterType_t.PACKETS) dropped; // 0 malformed, 1 no instance, 2 rate, 3 NACKed, 4 another pipe, 5 held in the cache
+    // Evicted flows whose collector has no Postcarding instance.
+    Counter<bit<32>, bit<1>>(1, CounterType_t.PACKETS) evicted_lost;
+    Meter<qp_t>(1 << DTA_QP_BITS, MeterType_t.PACKETS) rate;
+    bit<8> color = 0;
+    bool admit = false;
+    bool ok = false;
+    bit<8> same = 0;
+    bit<8> complete = 0;
+    bit<8> evicted_ok = 0;
+
+    action drop(bit<3> why) { ig_dprsr_md.drop_ctl = 1; dropped.count(why); }
+    // Reports enter through the ports of one pipe (p4.Config.ReportPorts):
+    // Tofino keeps the Append registers, the cache and the meters once per pipe.
+    action report_port() { }
+    table report_ports {
+        key = { ig_md.ingress_port: exact; }
+        actions = { report_port; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 128;
+    }
+    // Hop, path length and UDP length -> the hop's bit and the other hops
+    // the flow needs (generated, as postcard.p4). A miss is malformed.
+    action hop_mask(bit<8> b, bit<8> need) { m.bit_ = b; m.need = need; ok = true; }
+    table hops {
+        key = {
+            h.pc.hop: exact; h.seq.isValid(): exact; h.pc_len.isValid(): exact;
+            h.pc_len.path_len: ternary; h.udp.length: exact;
+        }
+        actions = { hop_mask; NoAction; }
+        default_action = NoAction;
+        const entries = { DTA_PC_HOP_ENTRIES }
+        size = 64;
+    }
+    action to_instance(bit<8> qp) {
+        h.bridge.setValid(); h.bridge.qp = qp; admit = true;
+    }
+    // A Postcarding instance: its QP and the multicast group of its N copies.
+    action to_pc_instance(bit<8> qp, MulticastGroupId_t mgid) {
+        h.bridge.setValid(); h.bridge.kind = KIND_CHUNK; h.bridge.qp = qp;
+        ig_tm_md.mcast_grp_a = mgid; admit = true;
+    }
+    action replicate(MulticastGroupId_t mgid) { ig_tm_md.mcast_grp_a = mgid; }
+    // (QP, N) -> the multicast group of N copies to the QP's collector port.
+    table copies {
+        key = { h.bridge.qp: exact; m.n: exact; }
+        actions = { replicate; NoAction; }
+        default_action = NoAction;
+        size = (1 << DTA_QP_BITS) * DTA_MAX_COPIES;
+    }
+    // (crc8, opcode) -> the instance of that primitive on the chosen collector.
+    table instance {
+        key = { m.crc8: exact; h.dta.opcode: exact; }
+        actions = { to_instance; to_pc_instance; NoAction; }
+        default_action = NoAction;
+        size = 1024;
+    }
+    // crc8 of an evicted flow -> its collector's Postcarding instance, with
+    // the group whose replication IDs carry DTA_PC_EVICTED.
+    action to_evicted(bit<8> qp, MulticastGroupId_t mgid) {
+        h.bridge.qp_ev = qp; ig_tm_md.mcast_grp_b = mgid; evicted_ok = 1;
+    }
+    table evicted {
+        key = { m.crc8_ev: exact; }
+        actions = { to_evicted; NoAction; }
+        default_action = NoAction;
+        size = 256;
+    }
+    action ack_to(PortId_t port, bit<8> qp) {
+        ig_tm_md.ucast_egress_port = port;
+        h.bridge.setValid(); h.bridge.kind = KIND_ACK; h.bridge.qp = qp;
+    }
+    // Translator QPN -> QP index, for ACKs and NAKs from collectors.
+    table responder {
+        key = { h.bth.dst_qp: exact; }
+        actions = { ack_to; NoAction; }
+        default_action = NoAction;
+        size = 1 << DTA_QP_BITS;
+    }
+    // The switch CPU runs the CM (p4.Handshake): RoCEv2 packets other than
+    // ACKs and NAKs go to it, and what it sends goes out unchanged.
+    action punt(PortId_t port) {
+        ig_tm_md.ucast_egress_port = port;
+        h.bridge.setValid(); h.bridge.kind = KIND_NONE;
+    }
+    table to_cpu {
+        actions = { punt; NoAction; }
+        default_action = NoAction;
+        size = 1;
+    }
+    table from_cpu {
+        key = { ig_md.ingress_port: exact; h.ipv4.dst: exact; }
+        actions = { punt; NoAction; }
+        default_action = NoAction;
+        size = 256;
+    }
+    // Turn the report into a NACK to its reporter (section 2, 8.6).
+    action nack() {
+        bit<48> mac = h.ethernet.dst; h.ethernet.dst = h.ethernet.src; h.ethernet.src = mac;
+        bit<32> ip = h.ipv4.dst; h.ipv4.dst = h.ipv4.src; h.ipv4.src = ip;
+        h.ipv4.total_len = 20 + 8 + 2; h.ipv4.ttl = 64;
+        h.udp.dst_port = DTA_ACK_PORT; h.udp.src_port = DTA_REPORT_PORT;
+        h.udp.length = 8 + 2; h.udp.checksum = 0;
+        h.ack.setValid(); h.ack.seq = h.seq.seq; h.ack.nack = 1; h.ack.reserved = 0;
+        h.dta.setInvalid(); h.seq.setInvalid(); h.kw.setInvalid(); h.ki.setInvalid(); h.ap.setInvalid();
+        h.pc.setInvalid(); h.pc_len.setInvalid();
+        ig_tm_md.ucast_egress_port = ig_md.ingress_port;
+        ig_tm_md.mcast_grp_a = 0;
+        h.bridge.setValid(); h.bridge.kind = KIND_NONE;
+        dropped.count(3);
+    }
+    action index() { m.idx = cache_index.get({h.pc.key[7:0], h.pc.key[15:8], h.pc.key[23:16], h.pc.key[31:24]}); }
+
+    apply {
+        if (h.kw.isValid()) {
+            m.crc8 = collector_kw.get({h.kw.key});
+            m.n = h.kw.redundancy;
+            // Data of another size than the compiled D is malformed here.
+            if (h.seq.isValid()) {
+                if (h.udp.length != 8 + 3 + 5 + DTA_KW_DATA_BYTES) { m.n = 0; }
+            } else if (h.udp.length != 8 + 2 + 5 + DTA_KW_DATA_BYTES) { m.n = 0; }
+        } else if (h.ki.isValid()) {
+            m.crc8 = collector_ki.get({h.ki.key});
+            m.n = h.ki.redundancy;
+            if (h.seq.isValid()) {
+                if (h.udp.length != 8 + 3 + DTA_KEY_INCREMENT_LEN) { m.n = 0; }
+            } else if (h.udp.length != 8 + 2 + DTA_KEY_INCREMENT_LEN) { m.n = 0; }
+        } else if (h.ap.isValid()) {
+            m.crc8 = collector_ap.get({h.ap.list});
+            m.n = 1;
+            // A list beyond L or all-zero data cannot be appended (section 5);
+            // an entry of another size than the compiled e is malformed here.
+            if (h.ap.list[31:DTA_AP_LIST_BITS] != 0 || h.ap.data == 0) { m.n = 0; }
+            if (h.seq.isValid()) {
+                if (h.udp.length != 8 + 3 + 4 + DTA_AP_ENTRY_BYTES) { m.n = 0; }
+            } else if (h.udp.length != 8 + 2 + 4 + DTA_AP_ENTRY_BYTES) { m.n = 0; }
+        } else if (h.pc.isValid()) {
+            m.crc8 = collector_pc.get({h.pc.key});
+            index();
+            hops.apply();
+            // A hops miss (a hop or length the layout cannot hold) or the
+            // blank value is malformed.
+            m.n = 1;
+            if (!ok || h.pc.value == 0) { m.n = 0; }
+        }
+        if (h.bth.isValid()) {
+            if (!from_cpu.apply().hit) {
+                if (h.aeth.isValid()) { responder.apply(); } else { to_cpu.apply(); }
+            }
+            if (!h.bridge.isValid()) { drop(0); }
+        } else if (h.kw.isValid() || h.ki.isValid() || h.ap.isValid() || h.pc.isValid()) {
+            if (m.n == 0) {
+                drop(0); // malformed: never NACKed
+            } else if (!report_ports.apply().hit) {
+                if (h.seq.isValid()) { nack(); } else { drop(4); }
+            } else {
+                instance.apply();
+                if (admit) {
+                    color = rate.execute(h.bridge.qp);
+                }
+                if (!admit || color == MeterColor_t.RED) {
+                    if (h.seq.isValid()) { nack(); }
+                    else if (!admit) { drop(1); }
+                    else { drop(2); }
+                } else if (h.pc.isValid()) {
+                    cidx_t i = m.idx[DTA_PC_CACHE_BITS-1:0];
+                    m.old_key = swap_key.execute(i);
+                    if (m.old_key == h.pc.key) { same = 1; m.have = add_hop.execute(i); }
+                    else if (m.need == 0) { m.have = take_done.execute(i); }
+                    else { m.have = take.execute(i); }
+                    if (same == 0 && m.have != 0) { m.crc8_ev = collector_ev.get({m.old_key}); }
+                    // Fresh: another flow's entry, or a free one.
+                    h.bridge_pc.setValid();
+                    h.bridge.fresh = 0;
+                    if (same == 0 || m.have == 0) { h.bridge.fresh = 1; }
+                    h.bridge_pc.key = h.pc.key;
+                    h.bridge_pc.key_ev = m.old_key;
+                    h.bridge_pc.value = h.pc.value;
+                    if (h.pc.hop == 1) { if (h.bridge.fresh == 1) { h.bridge_pc.e0 = put0.execute(i); } else { h.bridge_pc.e0 = set0.execute(i); } }
+                    else if (h.bridge.fresh == 1) { h.bridge_pc.e0 = clear0.execute(i); } else { h.bridge_pc.e0 = get0.execute(i); }
+                    if (h.pc.hop == 2) { if (h.bridge.fresh == 1) { h.bridge_pc.e1 = put1.execute(i); } else { h.bridge_pc.e1 = set1.execute(i); } }
+                    else if (h.bridge.fresh == 1) { h.bridge_pc.e1 = clear1.execute(i); } else { h.bridge_pc.e1 = get1.execute(i); }
+                    if (h.pc.hop == 3) { if (h.bridge.fresh == 1) { h.bridge_pc.e2 = put2.execute(i); } else { h.bridge_pc.e2 = set2.execute(i); } }
+                    else if (h.bridge.fresh == 1) { h.bridge_pc.e2 = clear2.execute(i); } else { h.bridge_pc.e2 = get2.execute(i); }
+                    if (h.pc.hop == 4) { if (h.bridge.fresh == 1) { h.bridge_pc.e3 = put3.execute(i); } else { h.bridge_pc.e3 = set3.execute(i); } }
+                    else if (h.bridge.fresh == 1) { h.bridge_pc.e3 = clear3.execute(i); } else { h.bridge_pc.e3 = get3.execute(i); }
+                    if (h.pc.hop == 5) { if (h.bridge.fresh == 1) { h.bridge_pc.e4 = put4.execute(i); } else { h.bridge_pc.e4 = set4.execute(i); } }
+                    else if (h.bridge.fresh == 1) { h.bridge_pc.e4 = clear4.execute(i); } else { h.bridge_pc.e4 = get4.execute(i); }
+                    // Complete: the same flow held every other hop it needs,
+                    // or a new flow needs none.
+                    if (same == 1) {
+                        if (m.have == m.need) { complete = 1; }
+                    } else if (m.need == 0) { complete = 1; }
+                    if (complete == 0) { ig_tm_md.mcast_grp_a = 0; }
+                    // Evict: another flow held the entry; its chunk goes to
+                    // its own collector's instance (mcast_grp_b).
+                    if (same == 0 && m.have != 0) {
+                        if (!evicted.apply().hit) { evicted_lost.count(0); }
+                    }
+                    if (complete == 0 && evicted_ok == 0) { drop(5); } // held in the cache
+                    h.dta.setInvalid(); h.seq.setInvalid(); h.pc.setInvalid(); h.pc_len.setInvalid();
+                } else {
+                    // N above DTA_MAX_COPIES is written with DTA_MAX_COPIES copies.
+                    if (m.n > DTA_MAX_COPIES) { m.n = DTA_MAX_COPIES; }
+                    copies.apply();
+                    if (h.kw.isValid()) { h.bridge.kind = KIND_KW; }
+                    else if (h.ki.isValid()) { h.bridge.kind = KIND_KI; }
+                    else {
+                        h.bridge.kind = KIND_AP;
+                        bit<DTA_AP_LIST_BITS> lidx = h.ap.list[DTA_AP_LIST_BITS-1:0];
+                        m.pos = ap_next.execute(lidx);
+                        ap_list_base();
+                        if (m.pos != DTA_AP_BATCH - 1) {
+                            DTA_AP_HOLD(lidx)
+                        } else {
+                            // The batch's last entry: write all B at the head.
+                            h.bridge_ap.setValid();
+                            DTA_AP_READ(lidx)
+                            m.head = ap_advance.execute(lidx);
+                            ap_head_offset();
+                            ap_offset();
+                        }
+                        if (m.pos != DTA_AP_BATCH - 1) { ig_dprsr_md.drop_ctl = 1; } // held
+                    }
+                }
+            }
+        } else {
+            drop(0);
+        }
+    }
+}
+
+control IgDeparser(packet_out pkt, inout headers_t h, in ig_meta_t m,
+                   in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_csum;
+    apply {
+        if (h.ack.isValid()) {
+            h.ipv4.checksum = ipv4_csum.update({
+                h.ipv4.version, h.ipv4.ihl, h.ipv4.tos, h.ipv4.total_len,
+                h.ipv4.identification, h.ipv4.flags, h.ipv4.frag_offset,
+                h.ipv4.ttl, h.ipv4.protocol, h.ipv4.src, h.ipv4.dst});
+        }
+        pkt.emit(h);
+    }
+}
+
+parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
+                out egress_intrinsic_metadata_t eg_md) {
+    state start {
+        pkt.extract(eg_md);
+        pkt.extract(h.bridge);
+        transition select(h.bridge.kind) { KIND_AP: bridge_ap; KIND_CHUNK: bridge_pc; default: l2; }
+    }
+    state bridge_ap { pkt.extract(h.bridge_ap); transition l2; }
+    state bridge_pc { pkt.extract(h.bridge_pc); transition l2; }
+    state l2 {
+        pkt.extract(h.ethernet);
+        pkt.extract(h.ipv4);
+        pkt.extract(h.udp);
+        transition select(h.bridge.kind) {
+            KIND_KW: dta;
+            KIND_KI: dta;
+            KIND_AP: dta;
+            KIND_ACK: bth;
+            default: accept;
+        }
+    }
+    state dta {
+        pkt.extract(h.dta);
+        transition select(h.dta.sequenced) { 1: dta_seq; default: dta_op; }
+    }
+    state dta_seq { pkt.extract(h.seq); transition dta_op; }
+    state dta_op {
+        transition select(h.bridge.kind) { KIND_KW: kw; KIND_KI: ki; default: ap; }
+    }
+    state kw { pkt.extract(h.kw); transition accept; }
+    state ki { pkt.extract(h.ki); transition accept; }
+    state ap { pkt.extract(h.ap); transition accept; }
+    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); transition accept; }
+}
+
+control Egress(inout headers_t h, inout eg_meta_t m,
+               in egress_intrinsic_metadata_t eg_md,
+               in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+               inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+               inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    // Slot or chunk of copy n: CRC_n(le32(key) || u8(n)) (sections 4, 8.2,
+    // 8.4, 8.5).
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC32) slot0;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_COPY1) slot1;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_COPY2) slot2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_COPY3) slot3;
+    // Key checksum: CRC32(le32(key)).
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC32) key_checksum;
+    // Hop checksums over le32(key) (section 8.5).
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_HOP1) hop1;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_HOP2) hop2;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_HOP3) hop3;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_HOP4) hop4;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_HOP5) hop5;
+    // ICRC over the variable bytes: BTH bytes 8..11 to the end of the payload.
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_write;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_atomic;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_append;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_chunk;
+
+    // Next PSN of each QP (24 bits in a 32-bit register).
+    Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
+        void apply(inout bit<32> v, out bit<32> old) {
+            old = v;
+            if (v == 0x00FFFFFF) { v = 0; } else { v = v + 1; } // 24-bit wrap
+        }
+    };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
+        void apply(inout bit<32> v) { v = (bit<32>)h.bth.psn; }
+    };
+
+    bit<8> rid = eg_md.egress_rid[7:0];
+    bit<8> copy = rid & (DTA_PC_EVICTED - 1);
+    bit<8> qpi = 0;
+    bit<32> report_key = 0;
+    bit<32> mask = 0;
+    bit<32> icrc_const = 0;
+
+    action set_qp(bit<48> src_mac, bit<48> dst_mac, bit<32> src_ip, bit<32> dst_ip,
+                  bit<16> src_port, bit<24> dst_qp, bit<32> rkey,
+                  bit<32> va_hi, bit<32> va_lo, bit<32> slot_mask, bit<32> icrc) {
+        h.ethernet.src = src_mac; h.ethernet.dst = dst_mac;
+        h.ipv4.src = src_ip; h.ipv4.dst = dst_ip;
+        h.udp.src_port = src_port;
+        h.bth.dst_qp = dst_qp;
+        h.reth.rkey = rkey; h.reth.va_hi = va_hi; h.reth.va_lo = va_lo;
+        h.atomic.rkey = rkey; h.atomic.va_hi = va_hi; h.atomic.va_lo = va_lo;
+        mask = slot_mask; icrc_const = icrc;
+    }
+    // QP index -> connection and region (from the collector's advertisement).
+    table qp {
+        key = { qpi: exact; }
+        actions = { set_qp; NoAction; }
+        default_action = NoAction;
+        size = 1 << DTA_QP_BITS;
+    }
+
+    action common() {
+        h.ipv4.version = 4; h.ipv4.ihl = 5; h.ipv4.tos = 0; h.ipv4.identification = 0;
+        h.ipv4.flags = 2; h.ipv4.frag_offset = 0; h.ipv4.ttl = 64; h.ipv4.protocol = 17;
+        h.udp.dst_port = ROCE_UDP_PORT; h.udp.checksum = 0;
+        h.bth.setValid();
+        h.bth.se = 0; h.bth.migreq = 0; h.bth.pad = 0; h.bth.tver = 0;
+        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0; h.bth.resv7 = 0;
+        h.icrc.setValid();
+        h.dta.setInvalid(); h.seq.setInvalid();
+    }
+    action write() {
+        common();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + 4 + DTA_KW_DATA_BYTES + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + 4 + DTA_KW_DATA_BYTES + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_WRITE_ONLY;
+        h.reth.setValid(); h.reth.length = 4 + DTA_KW_DATA_BYTES;
+        h.kw_payload.setValid(); h.kw_payload.data = h.kw.data;
+        report_key = h.kw.key;
+        h.kw.setInvalid();
+        h.atomic.setInvalid();
+    }
+    action append_write() {
+        common();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + DTA_AP_BATCH * DTA_AP_ENTRY_BYTES + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + DTA_AP_BATCH * DTA_AP_ENTRY_BYTES + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_WRITE_ONLY;
+        h.reth.setValid(); h.reth.length = DTA_AP_BATCH * DTA_AP_ENTRY_BYTES;
+        h.ap_payload.setValid();
+        DTA_AP_FILL
+        m.offset = h.bridge_ap.offset;
+        h.ap.setInvalid(); h.bridge_ap.setInvalid();
+        h.atomic.setInvalid();
+    }
+    action fetch_add() {
+        common();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_FETCH_ADD;
+        h.bth.ack_req = 1; // every FETCH_ADD asks for its ACK (section 8.6)
+        h.atomic.setValid(); h.atomic.add = h.ki.counter; h.atomic.compare = 0;
+        report_key = h.ki.key;
+        h.ki.setInvalid();
+        h.reth.setInvalid();
+    }
+    action chunk_write() {
+        common();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + DTA_PC_CHUNK_BYTES + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + DTA_PC_CHUNK_BYTES + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_WRITE_ONLY;
+        h.reth.setValid(); h.reth.length = DTA_PC_CHUNK_BYTES;
+        h.chunk.setValid(); h.chunk.pad0 = 0; h.chunk.pad1 = 0; h.chunk.pad2 = 0;
+        h.atomic.setInvalid();
+    }
+
+    // The replica's flow: the evicted one (replication ID with
+    // DTA_PC_EVICTED) or the postcard's. A flow the postcard completes but
+    // did not find in the cache needs one hop: its chunk is the value at hop 1.
+    action own() {
+        qpi = h.bridge.qp; report_key = h.bridge_pc.key;
+        h.chunk.s0 = h.bridge_pc.e0; h.chunk.s1 = h.bridge_pc.e1; h.chunk.s2 = h.bridge_pc.e2;
+        h.chunk.s3 = h.bridge_pc.e3; h.chunk.s4 = h.bridge_pc.e4;
+    }
+    action own_single() {
+        qpi = h.bridge.qp; report_key = h.bridge_pc.key;
+        h.chunk.s0 = h.bridge_pc.value; h.chunk.s1 = 0; h.chunk.s2 = 0; h.chunk.s3 = 0; h.chunk.s4 = 0;
+    }
+    action evicted() {
+        qpi = h.bridge.qp_ev; report_key = h.bridge_pc.key_ev;
+        h.chunk.s0 = h.bridge_pc.e0; h.chunk.s1 = h.bridge_pc.e1; h.chunk.s2 = h.bridge_pc.e2;
+        h.chunk.s3 = h.bridge_pc.e3; h.chunk.s4 = h.bridge_pc.e4;
+    }
+    action bridged_qp() { qpi = h.bridge.qp; }
+
+    // One dependent step per action: Tofino runs an action in one stage.
+    action mask_slot() { m.offset = m.slot_hash & mask; }
+    action shift_slot() { m.offset = m.offset << DTA_KW_SLOT_SHIFT; } // Key-Write slots
+    action shift_counter() { m.offset = m.offset << 3; } // 8-byte counters
+    action shift_chunk() { m.offset = m.offset << 5; } // DTA_PC_CHUNK_BYTES-byte chunks
+    action kw_checksum() { m.checksum = key_checksum.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
+    action swap_checksum() {
+        h.kw_payload.c0 = m.checksum[7:0]; h.kw_payload.c1 = m.checksum[15:8];
+        h.kw_payload.c2 = m.checksum[23:16]; h.kw_payload.c3 = m.checksum[31:24];
+    }
+    action code1() { h.chunk.s0 = h.chunk.s0 ^ hop1.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
+    action code2() { h.chunk.s1 = h.chunk.s1 ^ hop2.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
+    action code3() { h.chunk.s2 = h.chunk.s2 ^ hop3.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
+    action code4() { h.chunk.s3 = h.chunk.s3 ^ hop4.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
+    action code5() { h.chunk.s4 = h.chunk.s4 ^ hop5.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24]}); }
+    // The ICRC goes on the wire least-significant byte first: one byte per
+    // field, so the four moves run in one action.
+    action swap_icrc() {
+        h.icrc.b0 = m.icrc[7:0]; h.icrc.b1 = m.icrc[15:8];
+        h.icrc.b2 = m.icrc[23:16]; h.icrc.b3 = m.icrc[31:24];
+    }
+    action add_va_write() { h.reth.va_lo = h.reth.va_lo + m.offset; }
+    action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
+
+    // Both uses of the PSN register in one table, so they share its stage.
+    action take_psn() { m.psn = next_psn.execute(qpi); }
+    action resync() { resync_psn.execute(qpi); }
+    table psn_op {
+        key = { h.bridge.kind: exact; h.aeth.syndrome: ternary; }
+        actions = { take_psn; resync; NoAction; }
+        default_action = NoAction;
+        const entries = {
+            (KIND_KW, _): take_psn();
+            (KIND_KI, _): take_psn();
+            (KIND_AP, _): take_psn();
+            (KIND_CHUNK, _): take_psn();
+            (KIND_ACK, ROCE_SYNDROME_NAK_PSN): resync();
+        }
+        size = 8;
+    }
+
+    apply {
+        if (h.bridge.kind == KIND_CHUNK) {
+            if ((rid & DTA_PC_EVICTED) != 0) { evicted(); }
+            else if (h.bridge.fresh == 1) { own_single(); }
+            else { own(); }
+        } else if (h.bridge.kind != KIND_NONE) {
+            bridged_qp();
+        }
+        if (h.bridge.kind != KIND_NONE) { psn_op.apply(); }
+        if (h.bridge.kind == KIND_ACK) {
+            eg_dprsr_md.drop_ctl = 1;
+        } else if (h.bridge.kind != KIND_NONE) {
+            if (h.bridge.kind == KIND_KW) { write(); }
+            else if (h.bridge.kind == KIND_KI) { fetch_add(); }
+            else if (h.bridge.kind == KIND_AP) { append_write(); }
+            else { chunk_write(); }
+            qp.apply();
+            bit<32> p = m.psn;
+            h.bth.psn = p[23:0];
+            if (h.bridge.kind != KIND_KI) {
+                // AckReq on every 64th packet, so the collector's ACKs stay few.
+                if (p[5:0] == 0) { h.bth.ack_req = 1; } else { h.bth.ack_req = 0; }
+            }
+            if (h.bridge.kind != KIND_AP) {
+                if (copy == 0) {
+                    m.slot_hash = slot0.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
+                } else if (copy == 1) {
+                    m.slot_hash = slot1.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
+                } else if (copy == 2) {
+                    m.slot_hash = slot2.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
+                } else {
+                    m.slot_hash = slot3.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
+                }
+                mask_slot();
+                if (h.bridge.kind == KIND_KW) { shift_slot(); }
+                else if (h.bridge.kind == KIND_KI) { shift_counter(); }
+                else { shift_chunk(); }
+            }
+            if (h.bridge.kind == KIND_KW) {
+                kw_checksum();
+                swap_checksum();
+                add_va_write();
+                m.icrc = icrc_write.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                    h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
+                    h.kw_payload.c0, h.kw_payload.c1, h.kw_payload.c2, h.kw_payload.c3, h.kw_payload.data});
+            } else if (h.bridge.kind == KIND_KI) {
+                add_va_atomic();
+                m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                    h.atomic.va_hi, h.atomic.va_lo, h.atomic.rkey, h.atomic.add, h.atomic.compare});
+            } else if (h.bridge.kind == KIND_AP) {
+                add_va_write();
+                m.icrc = icrc_append.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                    h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
+                    DTA_AP_ICRC_FIELDS});
+            } else {
+                code1(); code2(); code3(); code4(); code5();
+                add_va_write();
+                m.icrc = icrc_chunk.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                    h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
+                    h.chunk.s0, h.chunk.s1, h.chunk.s2, h.chunk.s3, h.chunk.s4, h.chunk.pad0, h.chunk.pad1, h.chunk.pad2});
+            }
+            m.icrc = m.icrc ^ icrc_const;
+            swap_icrc();
+        }
+        h.bridge.setInvalid(); h.bridge_pc.setInvalid();
+    }
+}
+
+control EgDeparser(packet_out pkt, inout headers_t h, in eg_meta_t m,
+                   in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_csum;
+    apply {
+        h.ipv4.checksum = ipv4_csum.update({
+            h.ipv4.version, h.ipv4.ihl, h.ipv4.tos, h.ipv4.total_len,
+            h.ipv4.identification, h.ipv4.flags, h.ipv4.frag_offset,
+            h.ipv4.ttl, h.ipv4.protocol, h.ipv4.src, h.ipv4.dst});
+        pkt.emit(h.ethernet); pkt.emit(h.ipv4); pkt.emit(h.udp);
+        pkt.emit(h.bth); pkt.emit(h.reth); pkt.emit(h.atomic);
+        pkt.emit(h.kw_payload); pkt.emit(h.ap_payload); pkt.emit(h.chunk); pkt.emit(h.icrc);
+    }
+}
+
+Pipeline(IgParser(), Ingress(), IgDeparser(), EgParser(), Egress(), EgDeparser()) pipe;
+Switch(pipe) main;
