@@ -345,7 +345,15 @@ func acceptedConfigs(t *testing.T) map[Program][]Config {
 		MulticastBase: 0xFFFF - 2<<p4gen.QPBits, CPUPort: 511, RatePPS: 1_000_000, BurstPackets: 10_000,
 		ReportPorts: []uint16{511},
 	}
-	return map[Program][]Config{TranslatorProgram: {testConfig(t), edge}, PostcardProgram: {pc}}
+	// translator_t2.p4: the golden configuration, and the edge one with a
+	// Postcarding instance of the most chunks and the highest groups.
+	t2edge := edge
+	t2edge.Program = Tofino2Program
+	t2edge.MulticastBase = 0xFFFF - uint16(len(edge.Collectors)*copiesStride) - 2<<p4gen.QPBits
+	t2edge.Collectors = slices.Clone(edge.Collectors)
+	b.Index = 200
+	t2edge.Collectors[1].Connections = append(slices.Clone(edge.Collectors[1].Connections), b)
+	return map[Program][]Config{TranslatorProgram: {testConfig(t), edge}, PostcardProgram: {pc}, Tofino2Program: {t2Config(t), t2edge}}
 }
 
 // TestPlanMatchesSchema validates NewPlan's entries, registers and meters
@@ -353,7 +361,7 @@ func acceptedConfigs(t *testing.T) map[Program][]Config {
 // the golden configurations and ones at the edges of every field.
 func TestPlanMatchesSchema(t *testing.T) {
 	for prog, cfgs := range acceptedConfigs(t) {
-		name := strings.TrimSuffix(prog.String(), ".p4")
+		name := prog.Name()
 		s, err := loadSchema("testdata/bfrt_" + name + ".json")
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,8 @@
-// Package p4 holds dtakit's Tofino-1 P4 programs (translator/, reporter/)
-// and their generated include; its tests check the include is current, that
-// every hash the programs instantiate is one dta/tofino models, and that the
-// programs compile with the open-source Tofino back end.
+// Package p4 holds dtakit's P4 programs for Tofino-1 (translator/, reporter/)
+// and Tofino-2 (translator/translator_t2.p4) and their generated include;
+// its tests check the include is current, that every hash the programs
+// instantiate is one dta/tofino models, and that the programs compile with
+// the open-source Tofino back end.
 package p4
 
 //go:generate go run ./gen
