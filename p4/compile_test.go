@@ -18,7 +18,20 @@ import (
 )
 
 // programs are the P4 programs of this directory, each compiled by the tests.
-var programs = []string{"translator/translator.p4", "translator/postcard.p4", "reporter/reporter.p4"}
+var programs = []string{"translator/translator.p4", "translator/postcard.p4", "reporter/reporter.p4", "translator/translator_t2.p4"}
+
+// t2Compiles says whether TestCompile builds translator_t2.p4: its first
+// build failed in PHV allocation (p4/README.md).
+const t2Compiles = false
+
+// targetOf is the chip a program is written for: translator_t2.p4 is the
+// Tofino-2 (T2NA) build, the others Tofino-1 (TNA).
+func targetOf(prog string) string {
+	if strings.HasSuffix(prog, "_t2.p4") {
+		return "tofino2"
+	}
+	return "tofino"
+}
 
 // p4cDirs are where the open-source Tofino compiler may be (see its README),
 // from this directory: ../shared/tools/p4c relative to the repository root,
@@ -95,12 +108,13 @@ func compileBuild(t *testing.T, bin string, b build) compiled {
 	return c
 }
 
-// TestCompile runs the front end (p4test-tna) and the Tofino back end and
-// assembler (p4c-tofino) on every program and checks what they produced:
-// every parser select kept its match, every warning is one p4/README.md
-// explains, the translators' BF-RT schemas are the ones the control plane
-// is validated against (TestPlanMatchesSchema), and each gress keeps a
-// stage free (headroomStages).
+// TestCompile runs the front end (p4test-tna, Tofino-1 programs) and the
+// Tofino back end and assembler (p4c-tofino, p4c-tofino2 for the T2NA
+// program) on every program and checks what they produced: every parser
+// select kept its match, every warning is one p4/README.md explains, the
+// translators' BF-RT schemas are the ones the control plane is validated
+// against (TestPlanMatchesSchema), and each gress keeps a stage free
+// (headroom).
 func TestCompile(t *testing.T) {
 	if raceEnabled {
 		t.Skip("skipping: the compile check runs without -race (same result, half the CI time)")
@@ -109,11 +123,17 @@ func TestCompile(t *testing.T) {
 	for _, prog := range programs {
 		t.Run(strings.TrimSuffix(prog, ".p4"), func(t *testing.T) {
 			t.Parallel()
-			if out, err := exec.Command(filepath.Join(p4cBin, "p4test-tna"), prog).CombinedOutput(); err != nil {
-				t.Fatalf("p4test-tna %s: %v\n%s", prog, err, out)
+			target := targetOf(prog)
+			if target == "tofino2" && !t2Compiles {
+				t.Skip("skipping: translator_t2.p4 does not yet compile (PHV allocation; p4/README.md)")
 			}
-			c := compileBuild(t, p4cBin, build{prog: prog, target: "tofino"})
-			checkCompiled(t, prog, prog, c, headroomStages)
+			if target == "tofino" { // p4test-tna defines __TARGET_TOFINO__=1
+				if out, err := exec.Command(filepath.Join(p4cBin, "p4test-tna"), prog).CombinedOutput(); err != nil {
+					t.Fatalf("p4test-tna %s: %v\n%s", prog, err, out)
+				}
+			}
+			c := compileBuild(t, p4cBin, build{prog: prog, target: target})
+			checkCompiled(t, prog, prog, c, headroom(target))
 			name := strings.TrimSuffix(filepath.Base(prog), ".p4")
 			if name != "reporter" {
 				s, err := reduceBfrt(c.bfrt)
@@ -130,9 +150,14 @@ func TestCompile(t *testing.T) {
 	}
 }
 
-// headroomStages is the most stages a gress of a default build may use:
-// one of Tofino-1's 12 stays free for what comes next.
-const headroomStages = 11
+// headroom is the most stages a gress of a default build may use: one of
+// Tofino-1's 12, or of Tofino-2's 20, stays free for what comes next.
+func headroom(target string) int {
+	if target == "tofino2" {
+		return 19
+	}
+	return 11
+}
 
 // checkCompiled checks a build's output and logs its resource use; a gress
 // using more than maxStages stages fails t.
