@@ -95,6 +95,7 @@ struct headers_t {
 struct ig_meta_t {
     bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase;
     bit<8> crc8_ev; bit<8> bit_; bit<8> need; bit<8> have; bit<32> idx; bit<32> old_key;
+    bit<1> ap_zero; // an Append entry of all-zero data, found by the parser
 }
 struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
 
@@ -137,7 +138,14 @@ parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
     }
     state kw { pkt.extract(h.kw); transition accept; }
     state ki { pkt.extract(h.ki); transition accept; }
-    state ap { pkt.extract(h.ap); transition accept; }
+    // The all-zero check is a parser match: as a gateway on h.ap.data the
+    // Tofino-2 back end failed (ixbar_realign.cpp:63).
+    state ap {
+        pkt.extract(h.ap);
+        m.ap_zero = 0;
+        transition select(h.ap.data) { 0: ap_zero; default: accept; }
+    }
+    state ap_zero { m.ap_zero = 1; transition accept; }
     // The path length is there when the UDP length says so: 8 + base + 10.
     state pc {
         pkt.extract(h.pc);
@@ -371,7 +379,7 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
             m.n = 1;
             // A list beyond L or all-zero data cannot be appended (section 5);
             // an entry of another size than the compiled e is malformed here.
-            if (h.ap.list[31:DTA_AP_LIST_BITS] != 0 || h.ap.data == 0) { m.n = 0; }
+            if (h.ap.list[31:DTA_AP_LIST_BITS] != 0 || m.ap_zero == 1) { m.n = 0; }
             if (h.seq.isValid()) {
                 if (h.udp.length != 8 + 3 + 4 + DTA_AP_ENTRY_BYTES) { m.n = 0; }
             } else if (h.udp.length != 8 + 2 + 4 + DTA_AP_ENTRY_BYTES) { m.n = 0; }
@@ -520,6 +528,14 @@ parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
     state bth { pkt.extract(h.bth); pkt.extract(h.aeth); transition accept; }
 }
 
+// Each chunk slot is XORed with a 32-bit hash output: one slot per 32-bit
+// container keeps the two aligned (else PHV allocation splits a slot
+// across 16-bit containers the hash output does not align with).
+@pa_container_size("egress", "h.chunk.s0", 32)
+@pa_container_size("egress", "h.chunk.s1", 32)
+@pa_container_size("egress", "h.chunk.s2", 32)
+@pa_container_size("egress", "h.chunk.s3", 32)
+@pa_container_size("egress", "h.chunk.s4", 32)
 control Egress(inout headers_t h, inout eg_meta_t m,
                in egress_intrinsic_metadata_t eg_md,
                in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
