@@ -224,16 +224,30 @@ type Store interface {
 	// FetchAdd applies a FETCH_ADD at offset off and returns the
 	// counter's former value.
 	FetchAdd(off, add uint64) (uint64, error)
-	// Query answers a JSON query (the collector daemon's HTTP API) with
-	// a value that encodes to JSON.
-	Query(q []byte) (any, error)
-	// Columns names the columns of the rows Rows returns.
+	// Query answers q with one JSON-encodable answer per key of q.Keys
+	// (Append: per entry of list q.Params["list"]), each with the key
+	// and a "status" of found, not found or conflict (the collector
+	// daemon's HTTP API).
+	Query(q Query) ([]any, error)
+	// Columns names the columns of the rows Rows passes.
 	Columns() []Column
-	// Rows calls fn with the row of each key (each entry for a store
-	// that has no keys, such as Append, where keys is ignored), values in
-	// Columns order, until fn returns an error; keys nil means every key
-	// the store can enumerate. row is reused after fn returns.
-	Rows(keys []uint32, fn func(row []any) error) error
+	// Rows calls fn with the rows answering q, values in Columns order,
+	// until fn returns an error, which Rows returns (export). Keys nil
+	// means every key the store can enumerate. row is reused after fn
+	// returns.
+	Rows(q Query, fn func(row []any) error) error
+}
+
+// Query is a query of a Store.
+type Query struct {
+	// Keys are the keys to answer.
+	Keys []uint32
+	// N is the number of copies to read, a redundancy (Key-Write,
+	// Key-Increment, a Kind with copies); 0 where the primitive has none.
+	N int
+	// Params are the primitive's own parameters, by name (as the
+	// daemon's HTTP query gives them: Append's "list" and "peek").
+	Params map[string]string
 }
 
 // Column is one column of a Store's rows.
