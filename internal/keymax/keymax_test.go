@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,14 +32,53 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr, mem, stop := startTarget(t, l, geo)
+	defer stop()
 
-	// The collector side: a software target with one region, advertised
-	// as Key-Max.
+	tr, err := translator.New(translator.Config{
+		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),
+		Collectors: []netip.AddrPort{addr},
+		Shards:     2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := tr.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	ins := tr.Instances()
+	if len(ins) != 1 || ins[0].Primitive != keymax.Opcode || !ins[0].Ready || !ins[0].Used || ins[0].Err != nil {
+		t.Fatalf("instances %+v: want one Key-Max instance, ready and used", ins)
+	}
+
+	const keys, perKey = 200, 8
+	want := send(t, tr, keys, perKey)
+	total := uint64(keys*perKey + 2)
+	waitFor(t, func() bool { return reports(tr) >= total })
+	if err := tr.Close(5 * time.Second); err != nil {
+		t.Fatalf("Close: %v (everything should be acknowledged)", err)
+	}
+	c := tr.Counters()
+	if c.Reports[0] != total || c.Translated[0] != keys*perKey || c.Rejected != 2 || c.Malformed != 0 || c.Writes != keys*perKey || c.EncodeErrors != 0 {
+		t.Errorf("counters: reports %d translated %d rejected %d malformed %d writes %d encode errors %d; want %d %d 2 0 %d 0",
+			c.Reports[0], c.Translated[0], c.Rejected, c.Malformed, c.Writes, c.EncodeErrors, total, keys*perKey, keys*perKey)
+	}
+	stop()
+	checkStore(t, l, geo, mem, want)
+}
+
+// startTarget starts a software target with one region of layout l,
+// advertised as Key-Max, and returns its address, the region's memory and
+// a function that stops it (after which the memory may be read).
+func startTarget(t *testing.T, l keymax.Layout, geo []byte) (netip.AddrPort, []byte, func()) {
+	t.Helper()
 	uc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer uc.Close()
+	t.Cleanup(func() { uc.Close() })
 	if err := rocev2.ConfigureSocket(uc); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +87,7 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tgt.Close()
+	t.Cleanup(func() { tgt.Close() })
 	mem := make([]byte, l.RegionSize())
 	region, err := tgt.Register(mem, target.RemoteWrite)
 	if err != nil {
@@ -64,40 +104,30 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- tgt.Serve(ctx, uc) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
+	var once sync.Once
+	return addr, mem, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("target: %v", err)
+			}
+		})
+	}
+}
 
-	tr, err := translator.New(translator.Config{
-		ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"),
-		Collectors: []netip.AddrPort{addr},
-		Shards:     2,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
-	defer scancel()
-	if err := tr.Start(sctx); err != nil {
-		t.Fatal(err)
-	}
-	ins := tr.Instances()
-	if len(ins) != 1 || ins[0].Primitive != keymax.Opcode || !ins[0].Ready || !ins[0].Used || ins[0].Err != nil {
-		t.Fatalf("instances %+v: want one Key-Max instance, ready and used", ins)
-	}
-
-	// Reports: keys 1..200, values in random order, some over UDP (the
-	// wire path, dta's registered-opcode decoding), some through Submit.
+// send sends perKey reports of random values for each of keys 1..keys,
+// half over UDP (the wire path, dta's registered-opcode decoding), half
+// through Submit, then two bodies Key-Max refuses, and a Submit with a
+// copy (refused before translation). It returns each key's maximum.
+func send(t *testing.T, tr *translator.Translator, keys, perKey int) map[uint32]uint64 {
+	t.Helper()
 	rep, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(tr.ReportAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rep.Close()
-	const keys, perKey = 200, 8
 	want := map[uint32]uint64{}
 	rng := rand.New(rand.NewPCG(1, 2))
-	sentUDP, submitted := 0, 0
 	for i := range keys * perKey {
 		k := uint32(i%keys) + 1
 		v := rng.Uint64N(1 << 40)
@@ -107,19 +137,16 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 			if err := tr.Submit(&r, -1); err != nil {
 				t.Fatalf("Submit(%d, %d): %v", k, v, err)
 			}
-			submitted++
 			continue
 		}
 		if _, err := rep.Write(r.AppendTo(nil)); err != nil {
 			t.Fatal(err)
 		}
-		sentUDP++
-		if sentUDP%16 == 0 {
+		if i%32 == 31 {
 			// Pace the datagrams so that loopback UDP drops none.
-			waitFor(t, func() bool { return reports(tr) >= uint64(submitted+sentUDP) })
+			waitFor(t, func() bool { return reports(tr) >= uint64(i+1) })
 		}
 	}
-	// Bodies Key-Max refuses: the translator rejects them, counted.
 	bad := dta.Report{Header: dta.Header{Opcode: keymax.Opcode}, Body: []byte{0, 0, 0, 1}}
 	if err := tr.Submit(&bad, -1); !errors.Is(err, translator.ErrReport) {
 		t.Errorf("Submit of a 4-byte body: %v, want ErrReport", err)
@@ -132,25 +159,15 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 	if err := tr.Submit(&one, 0); !errors.Is(err, translator.ErrReport) {
 		t.Errorf("Submit with a copy: %v, want ErrReport", err)
 	}
-	total := uint64(keys*perKey + 2)
-	waitFor(t, func() bool { return reports(tr) >= total })
+	return want
+}
 
-	if err := tr.Close(5 * time.Second); err != nil {
-		t.Fatalf("Close: %v (everything should be acknowledged)", err)
-	}
-	c := tr.Counters()
-	if c.Reports[0] != total || c.Translated[0] != keys*perKey || c.Rejected != 2 || c.Malformed != 0 || c.Writes != keys*perKey || c.EncodeErrors != 0 {
-		t.Errorf("counters: reports %d translated %d rejected %d malformed %d writes %d encode errors %d; want %d %d 2 0 %d 0",
-			c.Reports[0], c.Translated[0], c.Rejected, c.Malformed, c.Writes, c.EncodeErrors, total, keys*perKey, keys*perKey)
-	}
-	cancel()
-	if err := <-served; err != nil {
-		t.Fatalf("target: %v", err)
-	}
-	served <- nil // for the deferred wait
-
-	// The collector reads the region through the seam: the Kind found by
-	// opcode, its Layout from the advertised geometry, its Store.
+// checkStore reads the region through the seam, as a collector would:
+// the Kind found by opcode, its Layout from the advertised geometry, its
+// Store's Query and Rows. Every key holds its maximum, but for keys whose
+// slot another key took last.
+func checkStore(t *testing.T, l keymax.Layout, geo, mem []byte, want map[uint32]uint64) {
+	t.Helper()
 	lay, err := primitive.Parse(keymax.Opcode, geo)
 	if err != nil {
 		t.Fatal(err)
@@ -173,13 +190,13 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 		switch {
 		case a.Status == "found" && a.Max == want[a.Key]:
 		case a.Status == "not found" && sharesSlot(l, a.Key, want):
-			collided++ // another key took the slot last
+			collided++
 		default:
 			t.Errorf("key %d: %+v, want max %d", a.Key, a, want[a.Key])
 		}
 	}
-	if collided > keys/10 {
-		t.Errorf("%d of %d keys lost their slot, more than collisions in %d slots explain", collided, keys, 1<<l.LogSlots)
+	if collided > len(want)/10 {
+		t.Errorf("%d of %d keys lost their slot, more than collisions in %d slots explain", collided, len(want), 1<<l.LogSlots)
 	}
 	rows := 0
 	if err := st.Rows(primitive.Query{}, func(row []any) error {
@@ -191,8 +208,8 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if rows != keys-collided {
-		t.Errorf("%d rows, want %d", rows, keys-collided)
+	if rows != len(want)-collided {
+		t.Errorf("%d rows, want %d", rows, len(want)-collided)
 	}
 }
 
