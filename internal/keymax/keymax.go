@@ -192,6 +192,18 @@ func (s *Store) Write(off uint64, data []byte, _ bool, _ uint32) error {
 
 func (*Store) FetchAdd(uint64, uint64) (uint64, error) { return 0, primitive.ErrUnsupported }
 
+// Snapshot copies the region into mem. A register written while the copy
+// runs is in it or not; a torn one may pair a key with another's maximum
+// (Key-Max has no checksum: it is a test primitive).
+func (s *Store) Snapshot(mem []byte) (primitive.Store, error) {
+	st, err := s.l.NewStore(mem)
+	if err != nil {
+		return nil, err
+	}
+	copy(st.(*Store).mem, s.mem)
+	return st, nil
+}
+
 // Max returns the largest value reported for key, and whether key's slot
 // holds key.
 func (s *Store) Max(key uint32) (uint64, bool) {
