@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 )
 
 // TestReporterAllowlist runs dtatranslator taking reports from 127.0.0.1
