@@ -3,7 +3,7 @@
 // itself, and the translator, the software target and the collector run it
 // with no edit of theirs. Import it for its side effect:
 //
-//	import _ "github.com/dtakit/dtakit/internal/keymax"
+//	import _ "github.com/dtakit/dtakit/internal/test/keymax"
 //
 // Key-Max keeps, per key, a register holding the largest value reported.
 // RDMA has no atomic maximum (FETCH_ADD adds, and the translator's Sink
