@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
@@ -150,10 +151,8 @@ type Engine struct {
 	rep     dta.Report
 	c       Counters
 
-	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
-	seqTick uint64               // counts admit calls, to age seqs
-	ackDue  []source             // sources owed a cumulative ack
-	evictAt int64                // with seqs full, no source is idle before this engine time
+	seqs   exactly.Table // wide sequence numbers by source (seqtrack.go)
+	ackDue []source      // sources owed a cumulative ack
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
@@ -466,7 +465,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		return
 	}
 	taken, tracked, refused := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
-	s.setApplied(r.Header.Seq, taken)
+	s.SetApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
 	case refused:
@@ -474,13 +473,13 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		// translated again, and passed by the cumulative ack, but never
 		// acknowledged on its own.
 	case taken && tracked:
-		if s.inWindow(seq) { // older: nothing to mark, acknowledged when settled
-			s.setPending(seq, true)
+		if s.InWindow(seq) { // older: nothing to mark, acknowledged when settled
+			s.SetPending(seq, true)
 		}
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
 	default:
-		s.nackFor(seq, e.now) // NACKed: its sender resends it
+		s.Missed(seq, e.now) // NACKed: its sender resends it
 	}
 }
 
@@ -509,7 +508,7 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 		e.drop(r, src, dta.ReasonBusy)
 	case err == errRejected:
 		if r.Header.Sequenced && r.Header.Wide {
-			e.nack(source{src, r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
+			e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
 			e.c.NACKs++
 			e.refused = true
 		}
@@ -568,7 +567,7 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
-	e.nack(source{src, r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
+	e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
 	e.c.NACKs++
 }
 
@@ -586,7 +585,7 @@ func (e *Engine) nack(src source, seq uint32, wide bool, why dta.Reason) {
 // ack port; a wide one carries src's session.
 func (e *Engine) toReporter(src source, a dta.Ack) {
 	if a.Wide {
-		a.Session = src.session
+		a.Session = src.Session
 	}
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued acks keep the old array alive.
@@ -594,7 +593,7 @@ func (e *Engine) toReporter(src source, a dta.Ack) {
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/dta/tofino"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
@@ -885,7 +886,7 @@ func TestPendingQueueBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &seqState{} // not tracked by e: settling it changes nothing else
+	src := &exactly.State{} // not tracked by e: settling it changes nothing else
 	req, err := rc.New(rc.Config{Local: testLocal, Remote: testTarget, Ring: 4, MaxPacket: 64}, 0)
 	if err != nil {
 		t.Fatal(err)

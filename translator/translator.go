@@ -418,9 +418,9 @@ func (t *Translator) readReports(sh *shard) {
 					// a copy later in this batch (a resend, a closing
 					// reporter's probe) is a duplicate, and no ack passes
 					// it before its entry is written.
-					st.setApplied(r.Header.Seq, true)
-					if st.inWindow(r.Header.Seq) {
-						st.setPending(r.Header.Seq, true)
+					st.SetApplied(r.Header.Seq, true)
+					if st.InWindow(r.Header.Seq) {
+						st.SetPending(r.Header.Seq, true)
 					}
 					toks[i] = token{s: st, by: sh.e, seq: r.Header.Seq}
 				}
@@ -442,8 +442,8 @@ func (t *Translator) readReports(sh *shard) {
 					continue
 				}
 				if !taken[i] {
-					toks[i].s.setApplied(toks[i].seq, false)
-					toks[i].s.nackFor(toks[i].seq, sh.e.now)
+					toks[i].s.SetApplied(toks[i].seq, false)
+					toks[i].s.Missed(toks[i].seq, sh.e.now)
 				}
 				if !taken[i] || !tracked[i] {
 					sh.e.release(toks[i].s, toks[i].seq, taken[i] && !refused[i])
