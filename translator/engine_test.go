@@ -12,8 +12,8 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
