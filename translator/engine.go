@@ -6,11 +6,11 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/exactly"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
@@ -158,11 +158,10 @@ type Engine struct {
 	cur     token
 	tracked bool
 	refused bool // the wide report being translated was NACKed as Rejected
-	// inbox holds reports other shards' engines settled for this one's
-	// sources; spare is its other buffer.
-	inMu         sync.Mutex
-	inbox, spare []settled
-	keptAlive    int64 // when keepAlive last ran
+	// settled holds the reports translated for other engines and settled
+	// since the last ResetOutput (Settled).
+	settled   []Settlement
+	keptAlive int64 // when keepAlive last ran
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -340,7 +339,6 @@ func (e *Engine) Tick(now time.Time) {
 // NACKs to the reporters (sent from the report socket, the port they sent
 // to). They stay valid until ResetOutput.
 func (e *Engine) Output() (roce, acks []Datagram) {
-	e.takeInbox()
 	e.endRound()
 	e.sendAcks()
 	return e.out, e.acks
@@ -353,17 +351,53 @@ func (e *Engine) ResetOutput() {
 	clear(e.acks)
 	e.acks = e.acks[:0]
 	e.nacks = e.nacks[:0]
+	clear(e.settled)
+	e.settled = e.settled[:0]
 }
 
-// Idle reports whether every QP has had all it sent acknowledged.
+// Idle reports whether every QP has had all it sent acknowledged (with
+// the verbs backend, every work request completed; a QP in error counts
+// as idle: what it had is lost).
 func (e *Engine) Idle() bool {
 	for _, q := range e.qps {
 		if q.state == qpReady && q.req.InFlight() != 0 {
 			return false
 		}
 	}
-	return true
+	return e.verbsIdle()
 }
+
+// AcceptReport decodes d, a datagram from the report socket, into r when
+// it comes from a configured reporter (Config.Reporters) and was read
+// whole, and reports whether it did; what it refuses it counts
+// (RefusedSource, Malformed).
+func (e *Engine) AcceptReport(d Datagram, r *dta.Report) bool {
+	switch {
+	case !netguard.Contains(e.cfg.Reporters, d.Addr.Addr()):
+		e.c.RefusedSource++
+	case d.Truncated, r.Decode(d.Buf) != nil: // cut: it could decode wrong
+		e.c.Malformed++
+	default:
+		return true
+	}
+	return false
+}
+
+// HandleRoCEDatagram is HandleRoCE for a datagram read from the RoCEv2
+// socket: one cut short by the read buffer is counted (BadRoCE) and
+// dropped.
+func (e *Engine) HandleRoCEDatagram(d Datagram, now time.Time) {
+	if d.Truncated {
+		e.c.BadRoCE++
+		return
+	}
+	e.HandleRoCE(d.Buf, d.Addr, now)
+}
+
+// Apply translates r as Translate does, except that refusal is returned,
+// not NACKed: it wraps ErrNoInstance, ErrBusy or ErrReport. With copy >=
+// 0, a Key-Write report writes only that copy (0..N-1) of its N.
+func (e *Engine) Apply(r *dta.Report, copy int) error { return e.apply(r, copy) }
 
 // HandleRoCE processes a RoCEv2 datagram received from src at the engine's
 // Local address: ACKs, NAKs and atomic ACKs of the data QPs, the
@@ -464,7 +498,7 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	if s == nil {
 		return
 	}
-	taken, tracked, refused := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
+	taken, tracked, refused := e.translateFor(r, src, token{s: s, seq: r.Header.Seq})
 	s.SetApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {

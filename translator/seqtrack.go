@@ -17,12 +17,14 @@ type source = exactly.Source
 // remembers: the reporter's resend window (reporter.WideWindow).
 const seqWindow = exactly.Window
 
-// token names a wide report whose source engine by keeps in s: the engine
-// that translates it may be another shard's.
+// token names a wide report whose source's state is s. away says another
+// engine keeps s (the one that read the report, home): settled, the report
+// goes back to it as a Settlement, through the Translator.
 type token struct {
-	s   *exactly.State
-	by  *Engine
-	seq uint32
+	s    *exactly.State
+	seq  uint32
+	home int32
+	away bool
 }
 
 // waiting is a report applied once the operation at pos (a packet's PSN,
@@ -88,13 +90,11 @@ func (e *Engine) unconfirm(q *qp) {
 }
 
 // done settles t's report: applied, or unconfirmed (NACKed with that
-// reason). Another engine's report goes to its inbox, which it takes in at
-// its next Output.
+// reason). A report whose source another engine keeps goes to Settled,
+// for the Translator to take to that engine (Settle).
 func (e *Engine) done(t token, unconfirmed bool) {
-	if t.by != e {
-		t.by.inMu.Lock()
-		t.by.inbox = append(t.by.inbox, settled{token: t, unconfirmed: unconfirmed})
-		t.by.inMu.Unlock()
+	if t.away {
+		e.settled = append(e.settled, Settlement{t: t, unconfirmed: unconfirmed})
 		return
 	}
 	e.release(t.s, t.seq, !unconfirmed)
@@ -114,23 +114,92 @@ func (e *Engine) unconfirmTokens(toks []token) {
 	}
 }
 
-// settled is a report another engine settled for this one.
-type settled struct {
-	token
+// Ticket names a wide report that one engine, its home, admitted (Admit)
+// for another to translate (TranslateFor): the home keeps its source's
+// state, since it reads the source's reports in order.
+type Ticket struct{ t token }
+
+// Outcome is what TranslateFor did with a report, for its home engine
+// (HandedOver).
+type Outcome struct{ taken, tracked, refused bool }
+
+// Settlement is a report that an engine translated for another (its home)
+// and whose operations were acknowledged or failed since: the home takes
+// it with Settle.
+type Settlement struct {
+	t           token
 	unconfirmed bool
 }
 
-// takeInbox settles the reports other engines settled for this one.
-func (e *Engine) takeInbox() {
-	e.inMu.Lock()
-	in := e.inbox
-	e.inbox = e.spare[:0]
-	e.inMu.Unlock()
-	for i := range in {
-		e.done(in[i].token, in[i].unconfirmed)
-		in[i] = settled{}
+// Home returns the index of the engine the settlement goes to, as given
+// to Admit.
+func (s Settlement) Home() int { return int(s.t.home) }
+
+// Admit takes r, a report from src that another engine translates
+// (TranslateFor), into the state e keeps of its source: the caller reads
+// each source's reports in order and hands its wide ones to other engines
+// through e. home is e's index among the engines, which Settled names.
+// It returns false when r is not to be translated (refused: NACKed or
+// counted as Translate would). A report that is not wide gets an empty
+// Ticket.
+func (e *Engine) Admit(r *dta.Report, src netip.AddrPort, home int, now time.Time) (Ticket, bool) {
+	e.setNow(now)
+	if !r.Header.Sequenced || !r.Header.Wide {
+		return Ticket{}, true
 	}
-	e.spare = in[:0]
+	s := e.admit(src, r)
+	if s == nil {
+		return Ticket{}, false
+	}
+	// Taken, and pending, until its translator says otherwise: a copy
+	// later in this batch (a resend, a closing reporter's probe) is a
+	// duplicate, and no ack passes it before its entry is written.
+	seq := r.Header.Seq
+	s.SetApplied(seq, true)
+	if s.InWindow(seq) {
+		s.SetPending(seq, true)
+	}
+	return Ticket{token{s: s, seq: seq, home: int32(home), away: true}}, true
+}
+
+// TranslateFor translates r, a report from src that another engine
+// admitted (tk), and says what became of it: that engine takes the
+// outcome (HandedOver) before it reads the source's next reports.
+func (e *Engine) TranslateFor(r *dta.Report, src netip.AddrPort, tk Ticket, now time.Time) Outcome {
+	e.setNow(now)
+	var o Outcome
+	o.taken, o.tracked, o.refused = e.translateFor(r, src, tk.t)
+	return o
+}
+
+// HandedOver records o, what another engine's TranslateFor did with tk's
+// report: one not taken is NACKed for a resend; one its translator does
+// not settle later (not taken, or taken and not tracked) is settled now.
+func (e *Engine) HandedOver(tk Ticket, o Outcome) {
+	t := tk.t
+	if t.s == nil {
+		return
+	}
+	if !o.taken {
+		t.s.SetApplied(t.seq, false)
+		t.s.Missed(t.seq, e.now)
+	}
+	if !o.taken || !o.tracked {
+		e.release(t.s, t.seq, o.taken && !o.refused)
+	}
+}
+
+// Settled returns the reports e translated for other engines that were
+// settled since the last ResetOutput: each goes to its Home's Settle.
+func (e *Engine) Settled() []Settlement { return e.settled }
+
+// Settle takes the reports other engines settled for e's sources.
+func (e *Engine) Settle(ss []Settlement) {
+	for _, st := range ss {
+		t := st.t
+		t.away = false
+		e.done(t, st.unconfirmed)
+	}
 }
 
 // release clears the pending mark of s's report seq and owes s an ack.
