@@ -198,10 +198,22 @@ func (s *State) Owes() bool {
 }
 
 // Unacked reports whether the source has numbers its last cumulative ack
-// did not pass, or, for OwedFor after its last NACK for a resend, a
-// resend owed: its sender takes silence for a translator that died.
+// did not pass, a resend taken and not yet acknowledged (pending: its
+// sender waits for its ack of its own), or, for OwedFor after its last
+// NACK for a resend, a resend owed: its sender takes silence for a
+// translator that died.
 func (s *State) Unacked(now int64) bool {
-	return s.ackFrom != s.next || now-s.nackAt < int64(OwedFor) && s.Owes()
+	return s.ackFrom != s.next || s.resendPending() || now-s.nackAt < int64(OwedFor) && s.Owes()
+}
+
+// resendPending reports whether a number NACKed for a resend is pending.
+func (s *State) resendPending() bool {
+	for i := range s.nacked {
+		if s.nacked[i]&s.pending[i] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // firstPending returns the oldest pending number from ackFrom on, or next.

@@ -172,3 +172,30 @@ func TestTableBounded(t *testing.T) {
 		t.Fatalf("All yields %d, want %d", n, MaxSources)
 	}
 }
+
+// TestUnackedWhileResendHeld: a resend taken and held (pending: an Append
+// entry waiting for its batch) keeps its source acknowledged, however
+// long after its NACK, so that its sender, waiting for its ack, does not
+// take the silence for a translator that died.
+func TestUnackedWhileResendHeld(t *testing.T) {
+	s := newState(0)
+	for seq := uint32(0); seq < 10; seq++ {
+		s.Admit(seq)
+		s.SetApplied(seq, seq != 5)
+	}
+	s.Missed(5, 0)
+	s.Ack()
+	if v, _ := s.Admit(5); v != Take {
+		t.Fatalf("resend of 5: %v", v)
+	}
+	s.SetApplied(5, true)
+	s.SetPending(5, true)
+	later := int64(10 * OwedFor)
+	if !s.Unacked(later) {
+		t.Fatal("a resend held: not unacked")
+	}
+	s.SetPending(5, false)
+	if s.Unacked(later) {
+		t.Fatal("the resend settled, all acknowledged: still unacked")
+	}
+}
