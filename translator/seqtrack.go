@@ -13,10 +13,6 @@ import (
 // (address, port and session) an exactly.State, in an exactly.Table.
 type source = exactly.Source
 
-// seqWindow is the span of numbers behind the newest that a source's state
-// remembers: the reporter's resend window (reporter.WideWindow).
-const seqWindow = exactly.Window
-
 // token names a wide report whose source's state is s. away says another
 // engine keeps s (the one that read the report, home): settled, the report
 // goes back to it as a Settlement, through the Translator.
