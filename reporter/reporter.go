@@ -494,7 +494,7 @@ func (r *Reporter) Send(rep *dta.Report) error {
 // waitLocked blocks, with the lock released, until the pace allows one
 // more report, the credit one more, and no NACKed report held for its
 // resend would be WideWindow behind the newest when it is sent
-// (resendBehind). r.mu is held.
+// (exactly.Store.Behind). r.mu is held.
 func (r *Reporter) waitLocked() error {
 	for {
 		if r.closed {
