@@ -845,9 +845,9 @@ func TestHeldResendKeepalive(t *testing.T) {
 	h.connect()
 	send := h.wideKI
 	send(40)
-	send(42) // 41 missing: NACKed, passed by the cumulative ack
+	send(42)                                      // 41 missing: NACKed, passed by the cumulative ack
 	h.advance(3*time.Second, 50*time.Millisecond) // past the 2 s a resend is owed
-	ft.silent = true // the resend stays pending
+	ft.silent = true                              // the resend stays pending
 	send(41)
 	h.nacks = nil
 	h.advance(160*time.Millisecond, 5*time.Millisecond)
