@@ -159,7 +159,7 @@ type Engine struct {
 	tracked bool
 	refused bool // the wide report being translated was NACKed as Rejected
 	// settled holds the reports translated for other engines and settled
-	// since the last ResetOutput (Settled).
+	// since the last TakeSettled.
 	settled   []Settlement
 	keptAlive int64 // when keepAlive last ran
 
@@ -351,8 +351,6 @@ func (e *Engine) ResetOutput() {
 	clear(e.acks)
 	e.acks = e.acks[:0]
 	e.nacks = e.nacks[:0]
-	clear(e.settled)
-	e.settled = e.settled[:0]
 }
 
 // Idle reports whether every QP has had all it sent acknowledged (with

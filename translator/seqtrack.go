@@ -86,8 +86,8 @@ func (e *Engine) unconfirm(q *qp) {
 }
 
 // done settles t's report: applied, or unconfirmed (NACKed with that
-// reason). A report whose source another engine keeps goes to Settled,
-// for the Translator to take to that engine (Settle).
+// reason). A report whose source another engine keeps is kept for
+// TakeSettled, for the Translator to take to that engine (Settle).
 func (e *Engine) done(t token, unconfirmed bool) {
 	if t.away {
 		e.settled = append(e.settled, Settlement{t: t, unconfirmed: unconfirmed})
@@ -134,7 +134,7 @@ func (s Settlement) Home() int { return int(s.t.home) }
 // Admit takes r, a report from src that another engine translates
 // (TranslateFor), into the state e keeps of its source: the caller reads
 // each source's reports in order and hands its wide ones to other engines
-// through e. home is e's index among the engines, which Settled names.
+// through e. home is e's index among the engines, which the Settlement names.
 // It returns false when r is not to be translated (refused: NACKed or
 // counted as Translate would). A report that is not wide gets an empty
 // Ticket.
@@ -185,9 +185,15 @@ func (e *Engine) HandedOver(tk Ticket, o Outcome) {
 	}
 }
 
-// Settled returns the reports e translated for other engines that were
-// settled since the last ResetOutput: each goes to its Home's Settle.
-func (e *Engine) Settled() []Settlement { return e.settled }
+// TakeSettled appends to dst the reports e translated for other engines
+// that were settled since the last call, forgets them, and returns the
+// extended slice: each goes to its Home's Settle.
+func (e *Engine) TakeSettled(dst []Settlement) []Settlement {
+	dst = append(dst, e.settled...)
+	clear(e.settled)
+	e.settled = e.settled[:0]
+	return dst
+}
 
 // Settle takes the reports other engines settled for e's sources.
 func (e *Engine) Settle(ss []Settlement) {

@@ -33,7 +33,7 @@ const (
 // which keeps the state of the report's source, admits it (Engine.Admit)
 // and hands it to its owner under the owner's mutex (TranslateFor). When
 // the owner's write of it is acknowledged, the settlement goes back to the
-// reader as a message (Engine.Settled, Engine.Settle) through the
+// reader as a message (Engine.TakeSettled, Engine.Settle) through the
 // reader's inbox: the engines never touch each other.
 type Translator struct {
 	mu      sync.Mutex // lifecycle: started, closed
@@ -58,6 +58,7 @@ type shard struct {
 	// taken alone or last, never while waiting for another lock.
 	inMu         sync.Mutex
 	inbox, spare []Settlement
+	out          []Settlement // what the engine settled for other shards, under mu
 }
 
 // New binds the translator's sockets and builds its engines. cfg.Local
@@ -378,14 +379,18 @@ func (t *Translator) sendLocked(sh *shard) {
 		sh.spare = in[:0]
 	}
 	roce, acks := sh.e.Output()
-	if out := sh.e.Settled(); len(out) > 0 {
+	if len(t.shards) > 1 {
+		out := sh.e.TakeSettled(sh.out[:0])
 		for _, st := range out {
 			home := t.shards[st.Home()]
 			home.inMu.Lock()
 			home.inbox = append(home.inbox, st)
 			home.inMu.Unlock()
 		}
-	} else if len(roce)+len(acks) == 0 {
+		clear(out)
+		sh.out = out[:0]
+	}
+	if len(roce)+len(acks) == 0 {
 		return
 	}
 	// A datagram the kernel refuses is skipped: the collector's
