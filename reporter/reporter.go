@@ -92,8 +92,8 @@ func (d Delivery) String() string {
 // field is 8 bits.
 const MaxRedundancy = 255
 
-// WideWindow is how many reports a reporter with WideSequence keeps for
-// resending.
+// WideWindow is how many reports (4096) a reporter with WideSequence
+// keeps for resending: the translator's window of numbers per source.
 const WideWindow = exactly.Window
 
 // kwSlot remembers the newest Key-Write report sent with a key (a direct-
