@@ -129,6 +129,13 @@ type collector struct {
 // Output's datagrams alias the engine's buffers (the retransmit rings):
 // send them, then call ResetOutput, before translating reports again after
 // HandleRoCE. An Engine is not safe for concurrent use.
+//
+// Engines shard as Translator shards them, each on its own goroutine and
+// sharing nothing: the engine that reads a source's reports keeps their
+// state and admits those another engine translates (Admit, TranslateFor,
+// HandedOver); what the translating engine settles later it hands out as
+// values (TakeSettled) for the caller to take to the reading engine
+// (Settle).
 type Engine struct {
 	cfg        Config
 	now        int64
