@@ -760,12 +760,12 @@ func TestProbeOfHeldResendIsNotAResend(t *testing.T) {
 	// before the second.
 	waitFor(t, "two unanswered copies, or report 5 given up", func() bool {
 		c := r.Counters()
-		return c.Retimed == 2 || c.GaveUp != 0
+		return c.Retimed == 2 || c.GaveUp != 0 || c.Unconfirmed != 0
 	})
 	ft.release(5)
 	waitFor(t, "report 5 acknowledged on its own, or given up", func() bool {
 		c := r.Counters()
-		return c.ResendAcks == 1 || c.GaveUp != 0
+		return c.ResendAcks == 1 || c.GaveUp != 0 || c.Unconfirmed != 0
 	})
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
