@@ -389,10 +389,35 @@ const (
 // where Config marks it. A truncated packet ends where the switch cut it:
 // whatever headers are whole are used.
 func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
+	typ, p = network(typ, p)
+	var dscp uint8
+	var l4 []byte
+	switch typ {
+	case inband.InIPv4:
+		l4, dscp = ipv4Header(&f, p)
+	case inband.InIPv6:
+		l4, dscp = ipv6Header(&f, p)
+	}
+	if !f.ok {
+		return f
+	}
+	payload, ok := transport(&f, l4)
+	if !ok || !b.marked(&f, dscp) || b.in.DecodeFromBytes(payload, gopacket.NilDecodeFeedback) != nil || b.in.Type != inband.TypeMD {
+		return f
+	}
+	f.md = true
+	b.original(&f)
+	return f
+}
+
+// network returns the network header's type (InIPv4, InIPv6, or 0 for
+// none) and its bytes: an Ethernet frame's payload past its VLAN tags, or
+// p itself.
+func network(typ uint8, p []byte) (uint8, []byte) {
 	switch typ {
 	case inband.InEthernet:
 		if len(p) < ethLen {
-			return f
+			return 0, nil
 		}
 		et, off := binary.BigEndian.Uint16(p[12:]), ethLen
 		for (et == etherVLAN || et == etherQinQ) && len(p) >= off+vlanLen {
@@ -400,72 +425,79 @@ func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
 		}
 		switch et {
 		case etherIPv4:
-			typ = inband.InIPv4
+			return inband.InIPv4, p[off:]
 		case etherIPv6:
-			typ = inband.InIPv6
-		default:
-			return f
+			return inband.InIPv6, p[off:]
 		}
-		p = p[off:]
 	case inband.InIPv4, inband.InIPv6:
-	default:
-		return f
+		return typ, p
 	}
-	var dscp uint8
-	var l4 []byte
-	if typ == inband.InIPv4 {
-		if len(p) < ip4Len || p[0]>>4 != 4 {
-			return f
-		}
-		ihl := 4 * int(p[0]&0xF)
-		f.ok, f.ttl, dscp = true, p[8], p[1]>>2
-		f.tuple.Src = netip.AddrFrom4([4]byte(p[12:16]))
-		f.tuple.Dst = netip.AddrFrom4([4]byte(p[16:20]))
-		f.tuple.Proto = p[9]
-		// A later fragment has no L4 header.
-		if ihl >= ip4Len && len(p) >= ihl && binary.BigEndian.Uint16(p[6:])&0x1FFF == 0 {
-			l4 = p[ihl:]
-		}
-	} else {
-		if len(p) < ip6Len || p[0]>>4 != 6 {
-			return f
-		}
-		f.ok, f.ttl, dscp = true, p[7], uint8(binary.BigEndian.Uint16(p)>>6)&0x3F
-		f.tuple.Src = netip.AddrFrom16([16]byte(p[8:24]))
-		f.tuple.Dst = netip.AddrFrom16([16]byte(p[24:40]))
-		f.tuple.Proto = p[6]
-		l4 = p[ip6Len:]
+	return 0, nil
+}
+
+// ipv4Header reads an IPv4 header into f (f.ok when whole) and returns
+// what follows it (nil for a later fragment, which has no L4 header) and
+// the DSCP.
+func ipv4Header(f *flow, p []byte) (l4 []byte, dscp uint8) {
+	if len(p) < ip4Len || p[0]>>4 != 4 {
+		return nil, 0
 	}
+	ihl := 4 * int(p[0]&0xF)
+	f.ok, f.ttl, dscp = true, p[8], p[1]>>2
+	f.tuple.Src = netip.AddrFrom4([4]byte(p[12:16]))
+	f.tuple.Dst = netip.AddrFrom4([4]byte(p[16:20]))
+	f.tuple.Proto = p[9]
+	if ihl >= ip4Len && len(p) >= ihl && binary.BigEndian.Uint16(p[6:])&0x1FFF == 0 {
+		l4 = p[ihl:]
+	}
+	return l4, dscp
+}
+
+// ipv6Header is ipv4Header for IPv6.
+func ipv6Header(f *flow, p []byte) (l4 []byte, dscp uint8) {
+	if len(p) < ip6Len || p[0]>>4 != 6 {
+		return nil, 0
+	}
+	f.ok, f.ttl, dscp = true, p[7], uint8(binary.BigEndian.Uint16(p)>>6)&0x3F
+	f.tuple.Src = netip.AddrFrom16([16]byte(p[8:24]))
+	f.tuple.Dst = netip.AddrFrom16([16]byte(p[24:40]))
+	f.tuple.Proto = p[6]
+	return p[ip6Len:], dscp
+}
+
+// transport reads the ports of a TCP or UDP header in l4 into f and
+// returns the header's payload; false for another protocol or a header
+// cut short.
+func transport(f *flow, l4 []byte) ([]byte, bool) {
 	var payload []byte
 	switch f.tuple.Proto {
 	case protoUDP:
 		if len(l4) < udpLen {
-			return f
+			return nil, false
 		}
 		payload = l4[udpLen:]
 	case protoTCP:
 		off := 4 * int(l4Byte(l4, 12)>>4)
 		if len(l4) < tcpLen || off < tcpLen || len(l4) < off {
-			return f
+			return nil, false
 		}
 		payload = l4[off:]
 	default:
-		return f
+		return nil, false
 	}
 	f.tuple.SrcPort, f.tuple.DstPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-	marked := b.cfg.INTAfterL4 ||
+	return payload, true
+}
+
+// marked says whether Config marks INT after f's L4 header.
+func (b *Bridge) marked(f *flow, dscp uint8) bool {
+	return b.cfg.INTAfterL4 ||
 		b.cfg.INTPort != 0 && f.tuple.Proto == protoUDP && f.tuple.DstPort == b.cfg.INTPort ||
 		b.cfg.INTDSCPMask != 0 && dscp&b.cfg.INTDSCPMask == b.cfg.INTDSCP&b.cfg.INTDSCPMask
-	if !marked || b.in.DecodeFromBytes(payload, gopacket.NilDecodeFeedback) != nil {
-		return f
-	}
-	switch b.in.Type {
-	case inband.TypeMD:
-		f.md = true
-	default:
-		return f
-	}
-	// The flow is the original one the INT headers were inserted into.
+}
+
+// original makes f the flow the INT headers in b.in were inserted into.
+func (b *Bridge) original(f *flow) {
 	switch {
 	case b.in.Legacy && b.in.Version == 0:
 		if f.tuple.Proto == protoUDP && f.tuple.DstPort == b.cfg.INTPort && b.cfg.INTPort != 0 {
@@ -480,7 +512,6 @@ func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
 			f.tuple.SrcPort, f.tuple.DstPort = binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
 		}
 	}
-	return f
 }
 
 // l4Byte returns b[i], or 0 when b is shorter.
