@@ -100,16 +100,27 @@ type Counters struct {
 // Bridge maps Telemetry Reports to DTA reports. It is not safe for
 // concurrent use; give each goroutine its own.
 type Bridge struct {
-	cfg    Config
-	rep    inband.Report
-	in     inband.INT
-	out    []dta.Report
-	arena  []byte
-	traces []Trace
-	hops   []inband.Metadata // the traces' hops
-	perHop []HopReport
-	recs   []Record
-	c      Counters
+	cfg     Config
+	rep     inband.Report
+	in      inband.INT
+	fields  inband.Fields // b.in's hop layout
+	out     []dta.Report
+	arena   []byte
+	traces  []Trace
+	stacks  []stack           // by trace
+	decoded bool              // the traces' Hops are decoded (Traces)
+	hops    []inband.Metadata // the traces' hops
+	perHop  []HopReport
+	recs    []Record // the traces' records, read from their stacks as they are found, then the per-hop reports'
+	c       Counters
+}
+
+// stack is where a Trace's hops are: n hops of per bytes, the top of the
+// stack (nearest the sink) first, laid out by fields.
+type stack struct {
+	hops   []byte
+	per, n int
+	fields inband.Fields
 }
 
 // Trace is an INT-MD path trace the bridge decoded: the flow, its key, the
@@ -176,7 +187,8 @@ func (b *Bridge) Counters() Counters { return b.c }
 // start resets the per-call outputs.
 func (b *Bridge) start() {
 	b.c.Packets++
-	b.out, b.arena, b.traces, b.hops, b.perHop = b.out[:0], b.arena[:0], b.traces[:0], b.hops[:0], b.perHop[:0]
+	b.out, b.arena, b.traces, b.stacks, b.hops, b.perHop = b.out[:0], b.arena[:0], b.traces[:0], b.stacks[:0], b.hops[:0], b.perHop[:0]
+	b.decoded = false
 }
 
 // Handle maps the Telemetry Report in payload (a UDP payload; any version)
@@ -233,7 +245,7 @@ func (b *Bridge) HandlePacket(frame []byte, first gopacket.LayerType) ([]dta.Rep
 		b.c.NoINT++
 	default:
 		key := inband.FlowKey(f.tuple)
-		b.stack(f.tuple, key, b.cfg.SinkNode, nil, true)
+		b.stack(&Trace{Flow: f.tuple, Key: key, Node: b.cfg.SinkNode}, true)
 		b.increment(key)
 	}
 	return b.out, nil
@@ -255,17 +267,14 @@ func (b *Bridge) individual(r *inband.Individual) {
 	}
 	switch {
 	case f.md:
-		var sink *inband.Metadata
+		t := Trace{Flow: f.tuple, Key: key, Node: node, Dropped: r.Dropped, Congested: r.Congested}
 		if local {
-			sink = &m
+			t.Sink = m
 		}
 		// An intermediate report (I) holds the stack as far as a transit
 		// node: a Trace, but not the flow's path, which the sink's report
 		// writes whole.
-		if b.stack(f.tuple, key, node, sink, !r.Intermediate) {
-			t := &b.traces[len(b.traces)-1]
-			t.Dropped, t.Congested = r.Dropped, r.Congested
-		}
+		b.stack(&t, !r.Intermediate)
 	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
 		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
@@ -302,46 +311,59 @@ func (b *Bridge) next() *dta.Report {
 
 // Traces returns the INT-MD path traces the last Handle or HandlePacket
 // decoded, for analytics beside the DTA reports (Detector, Aggregator).
-// They are valid until the next call.
+// They are valid until the next call. Their hops are decoded (every field,
+// inband.Metadata) when first asked for: Records reads the stacks itself.
 func (b *Bridge) Traces() []Trace {
-	// b.hops may have grown after a trace was recorded: slice it now.
+	if b.decoded {
+		return b.traces
+	}
+	b.decoded = true
+	total := 0
+	for i := range b.stacks {
+		total += b.stacks[i].n
+	}
+	b.hops = slices.Grow(b.hops[:0], total)[:total]
 	at := 0
 	for i := range b.traces {
-		n := len(b.traces[i].Hops)
-		b.traces[i].Hops = b.hops[at : at+n : at+n]
-		at += n
+		s := &b.stacks[i]
+		hops := b.hops[at : at+s.n : at+s.n]
+		at += s.n
+		// Hop n-1 (the bottom of the stack) is the source: it goes first.
+		for h := range hops {
+			s.fields.Decode(&hops[h], s.hop(s.n-1-h))
+		}
+		b.traces[i].Hops = hops
 	}
 	return b.traces
 }
+
+// hop returns hop h's bytes, h = 0 the top of the stack.
+func (s *stack) hop(h int) []byte { return s.hops[h*s.per : (h+1)*s.per] }
 
 // HopReports returns the per-hop reports the last Handle decoded (those
 // whose hop falls outside 1..PostcardHops included). They are valid until
 // the next call.
 func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
-// stack decodes the INT-MD stack in b.in once: a Trace of every hop, and
-// (with path) the path Key-Write of the PathHops hops nearest the source,
-// source first. It says whether it made a Trace.
-func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata, path bool) bool {
+// stack reads the INT-MD stack in b.in once: Trace t, whose hops are
+// decoded when asked for (Traces), its analytics record, and (with path)
+// the path Key-Write of the PathHops hops nearest the source, source
+// first.
+func (b *Bridge) stack(t *Trace, path bool) {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
-		return false
+		return
 	}
-	start := len(b.hops)
-	b.hops = slices.Grow(b.hops, n)[:start+n]
-	hops := b.hops[start : start+n]
-	// Hop n-1 (the bottom of the stack) is the source: it goes first.
-	for i := range hops {
-		b.in.Hop(n-1-i, &hops[i])
-	}
-	t := Trace{Flow: flow, Key: key, Node: node, Hops: hops}
-	if sink != nil {
-		t.Sink = *sink
-	}
-	b.traces = append(b.traces, t)
+	b.fields.Compile(&b.in)
+	per := 4 * int(b.in.HopML)
+	b.stacks = append(b.stacks, stack{hops: b.in.Stack[:n*per], per: per, n: n, fields: b.fields})
+	s := &b.stacks[len(b.stacks)-1]
+	t.Hops = nil
+	b.traces = append(b.traces, *t)
+	b.record(len(b.traces)-1).setStack(t, s)
 	if !path {
-		return true
+		return
 	}
 	if n > b.cfg.PathHops {
 		b.c.PathTruncated++
@@ -351,11 +373,19 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Met
 	v := b.arena[at:]
 	clear(v)
 	for i := range min(n, b.cfg.PathHops) {
-		binary.BigEndian.PutUint32(v[4*i:], hops[i].NodeID)
+		id, _ := b.fields.NodeID(s.hop(n - 1 - i))
+		binary.BigEndian.PutUint32(v[4*i:], id)
 	}
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: key, Data: v}}
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: t.Key, Data: v}}
 	b.c.KeyWrites++
-	return true
+}
+
+// record returns record i's storage.
+func (b *Bridge) record(i int) *Record {
+	for len(b.recs) <= i {
+		b.recs = append(b.recs, Record{Hops: make([]Hop, 0, MaxHops)})
+	}
+	return &b.recs[i]
 }
 
 func (b *Bridge) event(list, node, key, detail uint32) {

@@ -3,6 +3,7 @@ package intbridge
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -252,6 +253,15 @@ func FuzzRecords(f *testing.F) {
 		for i, r := range recs {
 			if len(r.Hops) > MaxHops || len(r.Hops) == 0 && len(b.Traces()) <= i {
 				t.Fatalf("record %+v", r)
+			}
+			// A trace's record, read from its stack, is the one its
+			// decoded Trace makes.
+			if i < len(b.Traces()) {
+				var want Record
+				want.SetTrace(&b.Traces()[i], t0)
+				if !reflect.DeepEqual(r, want) {
+					t.Fatalf("record %+v\nfrom its trace %+v", r, want)
+				}
 			}
 			if r.PerHop && (len(r.Hops) != 1 || r.Hops[0].Has&HasSwitch == 0) {
 				t.Fatalf("per-hop record %+v", r)
