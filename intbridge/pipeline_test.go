@@ -60,7 +60,11 @@ func newPipeline(t testing.TB) *pipeline {
 	for m := range cfg.Rules {
 		cfg.Rules[m] = Rule{Threshold: 100}
 	}
-	return &pipeline{b: b, d: newDetector(t, cfg), a: newAggregator(t, AggregatorConfig{Idle: time.Minute}), events: make([]Event, 0, 64)}
+	d, a, err := NewAnalytics(cfg, AggregatorConfig{Idle: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{b: b, d: d, a: a, events: make([]Event, 0, 64)}
 }
 
 func (p *pipeline) handle(pkt []byte, now time.Time) error {
