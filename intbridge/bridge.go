@@ -245,7 +245,7 @@ func (b *Bridge) HandlePacket(frame []byte, first gopacket.LayerType) ([]dta.Rep
 		b.c.NoINT++
 	default:
 		key := inband.FlowKey(f.tuple)
-		b.stack(&Trace{Flow: f.tuple, Key: key, Node: b.cfg.SinkNode}, true)
+		b.stack(f.tuple, key, b.cfg.SinkNode, true)
 		b.increment(key)
 	}
 	return b.out, nil
@@ -267,14 +267,16 @@ func (b *Bridge) individual(r *inband.Individual) {
 	}
 	switch {
 	case f.md:
-		t := Trace{Flow: f.tuple, Key: key, Node: node, Dropped: r.Dropped, Congested: r.Congested}
-		if local {
-			t.Sink = m
-		}
 		// An intermediate report (I) holds the stack as far as a transit
 		// node: a Trace, but not the flow's path, which the sink's report
 		// writes whole.
-		b.stack(&t, !r.Intermediate)
+		if t := b.stack(f.tuple, key, node, !r.Intermediate); t != nil {
+			t.Dropped, t.Congested = r.Dropped, r.Congested
+			if local {
+				t.Sink = m
+			}
+			b.recs[len(b.traces)-1].addSink(t, b.stacks[len(b.stacks)-1].n)
+		}
 	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
 		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
@@ -345,25 +347,27 @@ func (s *stack) hop(h int) []byte { return s.hops[h*s.per : (h+1)*s.per] }
 // the next call.
 func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
-// stack reads the INT-MD stack in b.in once: Trace t, whose hops are
-// decoded when asked for (Traces), its analytics record, and (with path)
-// the path Key-Write of the PathHops hops nearest the source, source
-// first.
-func (b *Bridge) stack(t *Trace, path bool) {
+// stack reads the INT-MD stack in b.in once: the Trace of flow, key and
+// node (returned, for its caller to add the reporting node's own), whose
+// hops are decoded when asked for (Traces), its analytics record but for
+// the reporting node, and (with path) the path Key-Write of the PathHops
+// hops nearest the source, source first. It returns nil for a stack that
+// does not split into hops.
+func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trace {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
-		return
+		return nil
 	}
 	b.fields.Compile(&b.in)
 	per := 4 * int(b.in.HopML)
 	b.stacks = append(b.stacks, stack{hops: b.in.Stack[:n*per], per: per, n: n, fields: b.fields})
 	s := &b.stacks[len(b.stacks)-1]
-	t.Hops = nil
-	b.traces = append(b.traces, *t)
+	b.traces = append(b.traces, Trace{Flow: flow, Key: key, Node: node})
+	t := &b.traces[len(b.traces)-1]
 	b.record(len(b.traces)-1).setStack(t, s)
 	if !path {
-		return
+		return t
 	}
 	if n > b.cfg.PathHops {
 		b.c.PathTruncated++
@@ -376,8 +380,9 @@ func (b *Bridge) stack(t *Trace, path bool) {
 		id, _ := b.fields.NodeID(s.hop(n - 1 - i))
 		binary.BigEndian.PutUint32(v[4*i:], id)
 	}
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: t.Key, Data: v}}
+	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: key, Data: v}}
 	b.c.KeyWrites++
+	return t
 }
 
 // record returns record i's storage.

@@ -148,8 +148,8 @@ func (r *Record) start(t *Trace, now time.Time) {
 }
 
 // setStack is SetTrace of t whose hops are in s, read straight into the
-// record (the fields a Hop holds, not a whole Metadata each); the time is
-// set by Bridge.Records.
+// record (the fields a Hop holds, not a whole Metadata each), but for the
+// reporting node (addSink); the time is set by Bridge.Records.
 func (r *Record) setStack(t *Trace, s *stack) {
 	r.start(t, time.Time{})
 	n := min(s.n, MaxHops)
@@ -157,7 +157,6 @@ func (r *Record) setStack(t *Trace, s *stack) {
 	for i := range n {
 		r.Hops[i].setFields(&s.fields, s.hop(s.n-1-i))
 	}
-	r.addSink(t, s.n)
 }
 
 // addSink adds trace t's reporting node to r, whose Hops are the first of

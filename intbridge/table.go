@@ -228,6 +228,11 @@ func (t *table) touch(row int32) {
 		t.ref[row] = true
 		return
 	}
+	t.toFront(row)
+}
+
+// toFront makes row a strict table's most recent.
+func (t *table) toFront(row int32) {
 	s := int32(len(t.keys))
 	if t.links[s].next == row {
 		return
