@@ -15,8 +15,10 @@
 //
 // Beside the DTA reports, the bridge hands analytics every hop's metadata
 // in one type, inband.Metadata: Traces for INT-MD stacks (and the sink's
-// own metadata), HopReports for per-hop reports, and both as the
-// analytics' Records, decoded once.
+// own metadata), HopReports for per-hop reports; and both as the
+// analytics' Records, whose hops are read straight from the stacks (the
+// fields a Hop holds): a Trace's Metadata is decoded only when Traces is
+// called.
 //
 // A report the bridge cannot map (no flow in it, a stack it cannot split) is
 // counted, never silently dropped.
