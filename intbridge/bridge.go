@@ -113,7 +113,7 @@ type Bridge struct {
 	decoded bool              // the traces' Hops are decoded (Traces)
 	hops    []inband.Metadata // the traces' hops
 	perHop  []HopReport
-	recs    []Record // the traces' records, read from their stacks as they are found, then the per-hop reports'
+	recs    []Record // the traces' records, then the per-hop reports'
 	c       Counters
 }
 
@@ -277,7 +277,6 @@ func (b *Bridge) individual(r *inband.Individual) {
 			if local {
 				t.Sink = m
 			}
-			b.recs[len(b.traces)-1].addSink(t, b.stacks[len(b.stacks)-1].n)
 		}
 	case local:
 		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
@@ -349,12 +348,11 @@ func (s *stack) hop(h int) []byte { return s.hops[h*s.per : (h+1)*s.per] }
 // the next call.
 func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
-// stack reads the INT-MD stack in b.in once: the Trace of flow, key and
-// node (returned, for its caller to add the reporting node's own), whose
-// hops are decoded when asked for (Traces), its analytics record but for
-// the reporting node, and (with path) the path Key-Write of the PathHops
-// hops nearest the source, source first. It returns nil for a stack that
-// does not split into hops.
+// stack reads the INT-MD stack in b.in: the Trace of flow, key and node
+// (returned, for its caller to add the reporting node's own), whose hops
+// are read when asked for (Records, Traces), and (with path) the path
+// Key-Write of the PathHops hops nearest the source, source first. It
+// returns nil for a stack that does not split into hops.
 func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trace {
 	n, err := b.in.Hops()
 	if err != nil {
@@ -367,7 +365,6 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trac
 	s := &b.stacks[len(b.stacks)-1]
 	b.traces = append(b.traces, Trace{Flow: flow, Key: key, Node: node})
 	t := &b.traces[len(b.traces)-1]
-	b.record(len(b.traces)-1).setStack(t, s)
 	if !path {
 		return t
 	}

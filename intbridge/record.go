@@ -148,15 +148,15 @@ func (r *Record) start(t *Trace, now time.Time) {
 }
 
 // setStack is SetTrace of t whose hops are in s, read straight into the
-// record (the fields a Hop holds, not a whole Metadata each), but for the
-// reporting node (addSink); the time is set by Bridge.Records.
-func (r *Record) setStack(t *Trace, s *stack) {
-	r.start(t, time.Time{})
+// record (the fields a Hop holds, not a whole Metadata each).
+func (r *Record) setStack(t *Trace, s *stack, now time.Time) {
+	r.start(t, now)
 	n := min(s.n, MaxHops)
 	r.Hops = r.Hops[:n]
 	for i := range n {
 		r.Hops[i].setFields(&s.fields, s.hop(s.n-1-i))
 	}
+	r.addSink(t, s.n)
 }
 
 // addSink adds trace t's reporting node to r, whose Hops are the first of
@@ -242,7 +242,7 @@ func (h *Hop) merge(s *Hop) {
 // Records returns the analytics records of what the last Handle or
 // HandlePacket decoded, received at now: one per Trace (as
 // Record.SetTrace makes it), then one per HopReport (Record.SetHopReport).
-// The traces' records were read from their stacks as Handle found them.
+// A trace's record is read from its stack, not from its decoded Metadata.
 // They are valid until the next call, and reuse their storage: no
 // allocation once grown.
 func (b *Bridge) Records(now time.Time) []Record {
@@ -253,7 +253,7 @@ func (b *Bridge) Records(now time.Time) []Record {
 	}
 	recs := b.recs[:n]
 	for i := range nt {
-		recs[i].Time = now
+		recs[i].setStack(&b.traces[i], &b.stacks[i], now)
 	}
 	for i := range b.perHop {
 		recs[nt+i].SetHopReport(&b.perHop[i], now)
