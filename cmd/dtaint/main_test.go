@@ -347,8 +347,11 @@ func TestReplay(t *testing.T) {
 		}
 	}
 	key := inband.FlowKey(flow)
+	// The flow appears with the first packet: the check waits for the
+	// end of the replay (logged), then reads the flow.
 	proctest.WaitFor(t, "the capture replayed", 10*time.Second, func() bool {
-		return proctest.GetJSON(fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row) == nil
+		return strings.Contains(d.Logs(), `"msg":"replayed"`) &&
+			proctest.GetJSON(fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row) == nil
 	}, d)
 	// Latencies 100..1000 at the source: the most recent 1000, the
 	// average (weight 1/8, each step truncated) 508.
