@@ -49,6 +49,23 @@ func may(from, to string) bool {
 	return to != "test" // program
 }
 
+// wire are the packages of the wire formats.
+var wire = map[string]bool{"dta": true, "dta/tofino": true, "rocev2": true, "rocev2/cm": true}
+
+// treeAllows reports whether package dir may import dep by the rules that
+// keep the dependency graph a tree: wire packages import nothing of ours
+// but wire packages (dta/tofino, rocev2 for rocev2/cm) and leaves; verbs
+// knows no DTA, only leaves.
+func treeAllows(dir, dep string) bool {
+	switch {
+	case wire[dir]:
+		return wire[dep] || layer(dep) == "leaf"
+	case dir == "verbs":
+		return layer(dep) == "leaf"
+	}
+	return true
+}
+
 // TestLayers: nothing imports upward. Leaves import only leaves, libraries
 // no application, harness or program, programs no test harness. Test files
 // are free (they sit on top). Every .go file counts, whatever its build
@@ -97,6 +114,9 @@ func TestLayers(t *testing.T) {
 			if from, to := layer(dir), layer(dep); !may(from, to) {
 				t.Errorf("%s (%s) imports %s (%s): nothing imports upward", dir, from, dep, to)
 			}
+			if !treeAllows(dir, dep) {
+				t.Errorf("%s imports %s: wire packages import only wire packages and leaves, verbs only leaves", dir, dep)
+			}
 		}
 	}
 	// The walk must have found the arrows it checks: a library on a leaf, a
@@ -134,6 +154,23 @@ func TestLayersClassify(t *testing.T) {
 	} {
 		if got := may(layer(c.from), layer(c.to)); got != c.ok {
 			t.Errorf("%s (%s) -> %s (%s): allowed %v, want %v", c.from, layer(c.from), c.to, layer(c.to), got, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"dta", "dta/tofino", true},
+		{"rocev2/cm", "rocev2", true},
+		{"dta", "keywrite", false},
+		{"rocev2", "translator", false},
+		{"rocev2/rc", "translator", true}, // not a wire package: the layers decide
+		{"verbs", "internal/units", true},
+		{"verbs", "dta", false},
+		{"verbs", "rocev2", false},
+	} {
+		if got := treeAllows(c.from, c.to); got != c.ok {
+			t.Errorf("tree: %s -> %s: allowed %v, want %v", c.from, c.to, got, c.ok)
 		}
 	}
 }
