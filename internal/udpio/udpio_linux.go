@@ -251,14 +251,58 @@ func (s *sysConn) loopback(dst netip.AddrPort) bool {
 
 func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 	d := &s.wr
-	if i, err := s.checkDestinations(ms); err != nil {
-		return i, err
+	if !s.connected {
+		for i := range ms {
+			if !ms[i].Addr.IsValid() || (s.is4 && !ms[i].Addr.Addr().Unmap().Is4()) {
+				return i, fmt.Errorf("udpio: sendmmsg: %w: message %d has destination %v, which this socket cannot reach", ErrBatch, i, ms[i].Addr)
+			}
+		}
 	}
 	// One header per run of datagrams that GSO can send as one.
 	nh, longest := 0, 0
 	for i := 0; i < len(ms); nh++ {
-		j := s.gsoRun(ms, i)
-		s.putHeader(nh, ms, i, j)
+		size := len(ms[i].Buf)
+		j := i + 1
+		if s.gso && size > 0 && (!s.loopbackGSOOnly || s.loopback(ms[i].Addr)) {
+			total := size
+			for j < len(ms) && j-i < s.maxSegs && (s.connected || ms[j].Addr == ms[i].Addr) {
+				l := len(ms[j].Buf)
+				if l == 0 || l > size || total+l > maxGSOBytes {
+					break
+				}
+				total += l
+				j++
+				if l < size {
+					break // only the last segment may be shorter
+				}
+			}
+		}
+		h := &d.hdrs[nh]
+		*h = mmsghdr{}
+		for k := i; k < j; k++ {
+			iov := &d.iovs[k]
+			iov.Base = nil
+			if len(ms[k].Buf) > 0 {
+				iov.Base = &ms[k].Buf[0]
+			}
+			iov.SetLen(len(ms[k].Buf))
+		}
+		h.hdr.Iov = &d.iovs[i]
+		h.hdr.SetIovlen(j - i)
+		if !s.connected {
+			h.hdr.Name = (*byte)(unsafe.Pointer(&d.names[nh]))
+			h.hdr.Namelen = rawFromAddr(&d.names[nh], ms[i].Addr, s.is4)
+		}
+		if j-i > 1 {
+			c := d.ctrl[nh*cmsgSpace : (nh+1)*cmsgSpace]
+			clear(c)
+			ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+			ch.Level, ch.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+			ch.SetLen(unix.CmsgLen(2))
+			binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(size))
+			h.hdr.Control = &c[0]
+			h.hdr.SetControllen(unix.CmsgSpace(2))
+		}
 		d.ends[nh] = j
 		longest = max(longest, j-i)
 		i = j
@@ -268,7 +312,14 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
 	}
 	if d.errno != 0 {
-		if s.fallBack(d.errno, longest) {
+		if d.errno == unix.EINVAL && longest > oldGSOSegments {
+			s.maxSegs = oldGSOSegments // a kernel before 6.10
+			return s.writeBatch(uc, ms)
+		}
+		if s.gso && d.ends[0] > 1 && (d.errno == unix.EIO || d.errno == unix.EINVAL || d.errno == unix.EOPNOTSUPP || d.errno == unix.ENOPROTOOPT) {
+			// The kernel or the route's device cannot segment: send one
+			// datagram per header from now on.
+			s.gso = false
 			return s.writeBatch(uc, ms)
 		}
 		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
@@ -277,95 +328,6 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 		return 0, nil
 	}
 	return d.ends[d.n-1], nil
-}
-
-// checkDestinations returns the index of the first datagram an
-// unconnected socket cannot send (no destination, or an IPv6 one on an
-// IPv4 socket) and an error saying so.
-func (s *sysConn) checkDestinations(ms []Datagram) (int, error) {
-	if s.connected {
-		return 0, nil
-	}
-	for i := range ms {
-		if !ms[i].Addr.IsValid() || (s.is4 && !ms[i].Addr.Addr().Unmap().Is4()) {
-			return i, fmt.Errorf("udpio: sendmmsg: %w: message %d has destination %v, which this socket cannot reach", ErrBatch, i, ms[i].Addr)
-		}
-	}
-	return 0, nil
-}
-
-// gsoRun returns the end of the run of datagrams from ms[i] that GSO can
-// send as one: to one destination, each as long as the first but the last,
-// which may be shorter, at most maxSegs and maxGSOBytes in all. Without
-// GSO (or for an empty datagram) the run is ms[i] alone.
-func (s *sysConn) gsoRun(ms []Datagram, i int) int {
-	size := len(ms[i].Buf)
-	j := i + 1
-	if !s.gso || size == 0 || (s.loopbackGSOOnly && !s.loopback(ms[i].Addr)) {
-		return j
-	}
-	total := size
-	for j < len(ms) && j-i < s.maxSegs && (s.connected || ms[j].Addr == ms[i].Addr) {
-		l := len(ms[j].Buf)
-		if l == 0 || l > size || total+l > maxGSOBytes {
-			break
-		}
-		total += l
-		j++
-		if l < size {
-			break // only the last segment may be shorter
-		}
-	}
-	return j
-}
-
-// putHeader fills message header nh with datagrams ms[i:j], sent as one
-// with UDP_SEGMENT when there are more than one.
-func (s *sysConn) putHeader(nh int, ms []Datagram, i, j int) {
-	d := &s.wr
-	h := &d.hdrs[nh]
-	*h = mmsghdr{}
-	for k := i; k < j; k++ {
-		iov := &d.iovs[k]
-		iov.Base = nil
-		if len(ms[k].Buf) > 0 {
-			iov.Base = &ms[k].Buf[0]
-		}
-		iov.SetLen(len(ms[k].Buf))
-	}
-	h.hdr.Iov = &d.iovs[i]
-	h.hdr.SetIovlen(j - i)
-	if !s.connected {
-		h.hdr.Name = (*byte)(unsafe.Pointer(&d.names[nh]))
-		h.hdr.Namelen = rawFromAddr(&d.names[nh], ms[i].Addr, s.is4)
-	}
-	if j-i > 1 {
-		c := d.ctrl[nh*cmsgSpace : (nh+1)*cmsgSpace]
-		clear(c)
-		ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
-		ch.Level, ch.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
-		ch.SetLen(unix.CmsgLen(2))
-		binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(len(ms[i].Buf)))
-		h.hdr.Control = &c[0]
-		h.hdr.SetControllen(unix.CmsgSpace(2))
-	}
-}
-
-// fallBack reports whether a batch sendmmsg refused with errno, whose
-// longest run was longest datagrams, is to be sent again: with fewer
-// segments per run on a kernel before 6.10, or without GSO when the
-// kernel or the route's device cannot segment (from now on).
-func (s *sysConn) fallBack(errno unix.Errno, longest int) bool {
-	d := &s.wr
-	if errno == unix.EINVAL && longest > oldGSOSegments {
-		s.maxSegs = oldGSOSegments // a kernel before 6.10
-		return true
-	}
-	if s.gso && d.ends[0] > 1 && (errno == unix.EIO || errno == unix.EINVAL || errno == unix.EOPNOTSUPP || errno == unix.ENOPROTOOPT) {
-		s.gso = false
-		return true
-	}
-	return false
 }
 
 // addrFromRaw reads a sockaddr_in or sockaddr_in6 the kernel filled in.
