@@ -187,48 +187,9 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 		return fmt.Errorf("starting the collector and translator: %w", err)
 	}
 	defer p.close()
-	a, err := newAnalysis(intPort)
-	if err != nil {
-		return err
-	}
-	st, err := a.replay(f, reportPort, p.rep)
-	if err != nil {
-		return err
-	}
-	if err := p.drain(); err != nil {
-		return err
-	}
-	bc, tc := a.b.Counters(), p.tr.Counters()
-	fmt.Fprintf(out, "replayed %s: %d packets, %d Telemetry Reports, %d skipped\n", pcap, st.Packets, st.Reports, st.Skipped)
-	fmt.Fprintf(out, "bridge: %d reports (%d malformed, %d without a flow, %d bad stacks) -> %d Key-Writes, %d Key-Increments, %d Appends, %d Postcards\n",
-		bc.Individuals, bc.Malformed, bc.NoFlow, bc.BadStack, bc.KeyWrites, bc.Increments, bc.Appends, bc.Postcards)
-	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NACKs+tc.Rejected)
-	if err := a.printFlows(out, p); err != nil {
-		return err
-	}
-	if err := printEventLists(out, p); err != nil {
-		return err
-	}
-	a.printEvents(out)
-	a.printHistograms(out)
-	return nil
-}
-
-// analysis is the INT bridge and the analyses run beside it: INTCollector's
-// event rules, the per-switch histograms, the flows seen and the events.
-type analysis struct {
-	b          *intbridge.Bridge
-	det        *intbridge.Detector
-	agg        *intbridge.Aggregator
-	flows      map[uint32]inband.FiveTuple
-	postcarded map[uint32]bool // flows with per-hop reports
-	events     []intbridge.Event
-}
-
-func newAnalysis(intPort uint16) (*analysis, error) {
 	b, err := intbridge.New(intbridge.Config{INTPort: intPort, PathHops: pathHops, PathRedundancy: redundancy, CountRedundancy: redundancy})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cfg := intbridge.DetectorConfig{}
 	cfg.Rules[intbridge.MetricHopLatency] = intbridge.Rule{Threshold: 1000}
@@ -239,63 +200,68 @@ func newAnalysis(intPort uint16) (*analysis, error) {
 	cfg.Rules[intbridge.MetricDrops] = intbridge.Rule{} // every drop
 	det, err := intbridge.NewDetector(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	agg, err := intbridge.NewAggregator(intbridge.AggregatorConfig{LatencyBins: intbridge.Bins{250, 500, 1000, 2000, 4000, 8000}, QueueBins: intbridge.Bins{16, 32, 64, 1024}})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &analysis{b: b, det: det, agg: agg, flows: map[uint32]inband.FiveTuple{}, postcarded: map[uint32]bool{}}, nil
-}
-
-// replay feeds the capture's Telemetry Reports to the bridge, sends the
-// DTA reports it makes with rep, and analyses its records.
-func (a *analysis) replay(f io.Reader, reportPort uint16, rep *reporter.Reporter) (intbridge.ReplayStats, error) {
+	flows := map[uint32]inband.FiveTuple{}
+	postcarded := map[uint32]bool{}
+	var events []intbridge.Event
 	var sendErr error
+	analyse := func(r *intbridge.Record) {
+		flows[r.Flow] = r.Tuple
+		agg.Add(r)
+		events = det.Observe(r, events)
+	}
 	st, err := intbridge.Replay(f, reportPort, func(payload []byte, ts time.Time) error {
-		reps, err := a.b.Handle(payload)
+		reps, err := b.Handle(payload)
 		if err != nil {
 			return nil // counted by the bridge as Malformed
 		}
 		for i := range reps {
-			if err := rep.Send(&reps[i]); err != nil && sendErr == nil {
+			if err := p.rep.Send(&reps[i]); err != nil && sendErr == nil {
 				sendErr = err
 			}
 		}
-		recs := a.b.Records(ts)
+		recs := b.Records(ts)
 		for i := range recs {
-			r := &recs[i]
-			if r.PerHop {
-				a.postcarded[r.Flow] = true
+			if recs[i].PerHop {
+				postcarded[recs[i].Flow] = true
 			}
-			a.flows[r.Flow] = r.Tuple
-			a.agg.Add(r)
-			a.events = a.det.Observe(r, a.events)
+			analyse(&recs[i])
 		}
 		return nil
 	})
-	if err == nil && sendErr != nil {
-		err = fmt.Errorf("sending DTA reports: %w", sendErr)
+	if err != nil {
+		return err
 	}
-	return st, err
-}
+	if sendErr != nil {
+		return fmt.Errorf("sending DTA reports: %w", sendErr)
+	}
+	if err := p.drain(); err != nil {
+		return err
+	}
+	bc, tc := b.Counters(), p.tr.Counters()
+	fmt.Fprintf(out, "replayed %s: %d packets, %d Telemetry Reports, %d skipped\n", pcap, st.Packets, st.Reports, st.Skipped)
+	fmt.Fprintf(out, "bridge: %d reports (%d malformed, %d without a flow, %d bad stacks) -> %d Key-Writes, %d Key-Increments, %d Appends, %d Postcards\n",
+		bc.Individuals, bc.Malformed, bc.NoFlow, bc.BadStack, bc.KeyWrites, bc.Increments, bc.Appends, bc.Postcards)
+	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NACKs+tc.Rejected)
 
-// printFlows prints each flow's path (Key-Write, or its postcards) and
-// report count (Key-Increment) as the collector holds them.
-func (a *analysis) printFlows(out io.Writer, p *pipeline) error {
 	fmt.Fprintln(out, "\nflows: path (Key-Write), reports (Key-Increment)")
-	keys := make([]uint32, 0, len(a.flows))
-	for k := range a.flows {
+	keys := make([]uint32, 0, len(flows))
+	for k := range flows {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(x, y uint32) int { return a.flows[x].Src.Compare(a.flows[y].Src) })
+	slices.SortFunc(keys, func(a, b uint32) int { return flows[a].Src.Compare(flows[b].Src) })
 	// Postcards decode against the node IDs they may hold.
-	table, err := postcard.NewTable(p.pc.Layout(), a.agg.SwitchIDs())
+	table, err := postcard.NewTable(p.pc.Layout(), agg.SwitchIDs())
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
-		t := a.flows[k]
+		t := flows[k]
 		path := "?"
 		if res, err := p.kw.Query(k, redundancy, keywrite.Plurality); err == nil && res.Status == keywrite.Found {
 			var ids []string
@@ -305,7 +271,7 @@ func (a *analysis) printFlows(out io.Writer, p *pipeline) error {
 				}
 			}
 			path = strings.Join(ids, " ")
-		} else if pp, o := p.pc.Query(table, k); a.postcarded[k] && o == postcard.Found {
+		} else if pp, o := p.pc.Query(table, k); postcarded[k] && o == postcard.Found {
 			var ids []string
 			for _, id := range pp.Hops[:pp.Len] {
 				ids = append(ids, fmt.Sprint(id))
@@ -315,12 +281,7 @@ func (a *analysis) printFlows(out io.Writer, p *pipeline) error {
 		count, _ := p.ki.Query(k, redundancy)
 		fmt.Fprintf(out, "flow %#08x %v:%d > %v:%d proto %d path %s reports %d\n", k, t.Src, t.SrcPort, t.Dst, t.DstPort, t.Proto, path, count)
 	}
-	return nil
-}
 
-// printEventLists prints the drops and congestion events of Append lists
-// 0 and 1.
-func printEventLists(out io.Writer, p *pipeline) error {
 	fmt.Fprintln(out, "\ndrops and congestion (Append lists 0 and 1)")
 	for list, name := range []string{"drop", "congestion"} {
 		rd, err := p.al.Reader(uint32(list))
@@ -341,14 +302,9 @@ func printEventLists(out io.Writer, p *pipeline) error {
 			}
 		}
 	}
-	return nil
-}
 
-// printEvents prints the detector's event counts and its changes, rises
-// and falls.
-func (a *analysis) printEvents(out io.Writer) {
 	fmt.Fprintln(out, "\nevents (INTCollector's rules: metric, kind, count)")
-	dc := a.det.Counters()
+	dc := det.Counters()
 	for m := intbridge.MetricPath; int(m) < intbridge.NumMetrics; m++ {
 		for k := intbridge.NewFlow; k <= intbridge.Periodic; k++ {
 			if n := dc.Events[m][k]; n > 0 {
@@ -356,22 +312,19 @@ func (a *analysis) printEvents(out io.Writer) {
 			}
 		}
 	}
-	for _, e := range a.events {
+	for _, e := range events {
 		if e.Metric == intbridge.MetricPath && e.Kind == intbridge.Change || e.Kind == intbridge.Change && e.Old != 0 || e.Kind == intbridge.Rise || e.Kind == intbridge.Fall {
 			fmt.Fprintf(out, "event %s\n", e.String())
 		}
 	}
-}
 
-// printHistograms prints each switch's hop latency and queue occupancy
-// histograms.
-func (a *analysis) printHistograms(out io.Writer) {
 	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy histograms (packets per bin, the bin's upper bound in brackets)")
-	for _, id := range a.agg.SwitchIDs() {
-		s := a.agg.Switch(id)
+	for _, id := range agg.SwitchIDs() {
+		s := agg.Switch(id)
 		fmt.Fprintf(out, "switch %d packets %d latency (%s) %s queue (%s) %s\n", id, s.Packets,
 			intbridge.MetricHopLatency.Unit(), bins(&s.Latency), intbridge.MetricQueueOccupancy.Unit(), bins(&s.Queue))
 	}
+	return nil
 }
 
 // bins prints a histogram as count[bound] pairs and the count above.
