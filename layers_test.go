@@ -12,9 +12,17 @@ import (
 
 const module = "github.com/dtakit/dtakit"
 
+// leaves are the utilities under internal/ that import nothing of ours but
+// each other. Plumbing the libraries share that imports libraries (wire
+// formats, say) sits beside them in internal/ and is a library.
+var leaves = map[string]bool{
+	"internal/units": true, "internal/gf2": true, "internal/hugemem": true, "internal/udpio": true,
+	"internal/netguard": true, "internal/promname": true, "internal/jsonconf": true, "internal/httpguard": true,
+}
+
 // layer says where a package directory sits in the module's layering:
 //
-//	leaf     internal/<name>: plumbing that imports nothing of ours but other leaves
+//	leaf     one of leaves: imports nothing of ours but other leaves
 //	library  every package a program or another library may import
 //	app      internal/app/...: what only programs (cmd/, examples/) use
 //	test     internal/test/...: test harnesses, for test files only
@@ -27,7 +35,7 @@ func layer(dir string) string {
 		return "app"
 	case p == "internal/test" || strings.HasPrefix(p, "internal/test/"):
 		return "test"
-	case strings.HasPrefix(p, "internal/") && !strings.Contains(strings.TrimPrefix(p, "internal/"), "/"):
+	case leaves[p]:
 		return "leaf"
 	}
 	return "library"
@@ -67,7 +75,9 @@ func treeAllows(dir, dep string) bool {
 }
 
 // TestLayers: nothing imports upward. Leaves import only leaves, libraries
-// no application, harness or program, programs no test harness. Test files
+// (internal/ plumbing that is not a leaf included) no application, harness
+// or program, programs no test harness; and what in internal/ only
+// programs or tests use sits in internal/app or internal/test. Test files
 // are free (they sit on top). Every .go file counts, whatever its build
 // tags, so a cgo or platform file cannot hide an arrow.
 func TestLayers(t *testing.T) {
@@ -126,6 +136,27 @@ func TestLayers(t *testing.T) {
 			t.Errorf("walk missed %s -> %s (%d arrows seen)", arrow[0], arrow[1], seen)
 		}
 	}
+	for leaf := range leaves {
+		if _, ok := imports[leaf]; !ok {
+			t.Errorf("leaf %s is not a package of the tree: update leaves", leaf)
+		}
+	}
+	// The tree says who uses what: a package in internal/ that is neither a
+	// leaf nor imported by a library is for programs or tests only, and
+	// belongs in internal/app or internal/test.
+	usedByLibrary := map[string]bool{}
+	for dir, deps := range imports {
+		if layer(dir) == "library" {
+			for dep := range deps {
+				usedByLibrary[dep] = true
+			}
+		}
+	}
+	for dir := range imports {
+		if strings.HasPrefix(dir, "internal/") && layer(dir) == "library" && !usedByLibrary[dir] {
+			t.Errorf("%s is imported by no library: move it to internal/app (programs) or internal/test (tests), or list it among the leaves", dir)
+		}
+	}
 }
 
 // TestLayersClassify pins the classification and the rule on cases the tree
@@ -138,6 +169,11 @@ func TestLayersClassify(t *testing.T) {
 		{"internal/units", "internal/gf2", true},
 		{"internal/units", "dta", false},
 		{"internal/units", "internal/app/cli", false},
+		{"internal/udpio", "internal/exactly", false},
+		{"internal/exactly", "dta", true}, // shared by libraries, not a leaf
+		{"internal/exactly", "internal/udpio", true},
+		{"internal/exactly", "internal/app/stream", false},
+		{"reporter", "internal/exactly", true},
 		{"keywrite", "internal/units", true},
 		{"translator", "rocev2/target", true},
 		{"translator", "internal/app/stream", false},
