@@ -81,39 +81,7 @@ func treeAllows(dir, dep string) bool {
 // are free (they sit on top). Every .go file counts, whatever its build
 // tags, so a cgo or platform file cannot hide an arrow.
 func TestLayers(t *testing.T) {
-	imports := map[string]map[string]bool{} // directory -> module-relative imports
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != "." && (n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		dir := filepath.ToSlash(filepath.Dir(path))
-		if imports[dir] == nil {
-			imports[dir] = map[string]bool{}
-		}
-		for _, spec := range f.Imports {
-			p, err := strconv.Unquote(spec.Path.Value)
-			if err != nil {
-				return err
-			}
-			if rel, ok := strings.CutPrefix(p, module+"/"); ok {
-				imports[dir][rel] = true
-			}
-		}
-		return nil
-	})
+	imports, err := moduleImports(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +112,60 @@ func TestLayers(t *testing.T) {
 	// The tree says who uses what: a package in internal/ that is neither a
 	// leaf nor imported by a library is for programs or tests only, and
 	// belongs in internal/app or internal/test.
+	for _, dir := range unusedByLibraries(imports) {
+		t.Errorf("%s is imported by no library: move it to internal/app (programs) or internal/test (tests), or list it among the leaves", dir)
+	}
+}
+
+// moduleImports returns, for each package directory under root, the
+// module-relative paths its non-test files import, whatever their build
+// tags.
+func moduleImports(root string) (map[string]map[string]bool, error) {
+	imports := map[string]map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		return addImports(imports, path)
+	})
+	return imports, err
+}
+
+// addImports adds the module's packages file path imports to its
+// directory's entry.
+func addImports(imports map[string]map[string]bool, path string) error {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+	if err != nil {
+		return err
+	}
+	dir := filepath.ToSlash(filepath.Dir(path))
+	if imports[dir] == nil {
+		imports[dir] = map[string]bool{}
+	}
+	for _, spec := range f.Imports {
+		p, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			return err
+		}
+		if rel, ok := strings.CutPrefix(p, module+"/"); ok {
+			imports[dir][rel] = true
+		}
+	}
+	return nil
+}
+
+// unusedByLibraries returns the packages in internal/ that are not leaves,
+// programs' or tests' and that no library imports.
+func unusedByLibraries(imports map[string]map[string]bool) []string {
 	usedByLibrary := map[string]bool{}
 	for dir, deps := range imports {
 		if layer(dir) == "library" {
@@ -152,11 +174,13 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+	var unused []string
 	for dir := range imports {
 		if strings.HasPrefix(dir, "internal/") && layer(dir) == "library" && !usedByLibrary[dir] {
-			t.Errorf("%s is imported by no library: move it to internal/app (programs) or internal/test (tests), or list it among the leaves", dir)
+			unused = append(unused, dir)
 		}
 	}
+	return unused
 }
 
 // TestLayersClassify pins the classification and the rule on cases the tree
