@@ -149,110 +149,28 @@ func (f *Figure) draw(dc draw.Canvas) (map[string]int, error) {
 	// drawn: the point is drawn at its 95 % upper bound instead, as an
 	// open downward triangle, and the axis starts a decade below the
 	// smallest value drawn.
-	lowest := math.Inf(1)
-	for _, s := range f.Series {
-		for _, pt := range s.Points {
-			switch {
-			case s.Analytic:
-			case pt.Y > 0:
-				lowest = math.Min(lowest, pt.Y)
-			case pt.Hi > 0:
-				lowest = math.Min(lowest, pt.Hi)
-			}
-		}
-	}
+	lowest := f.lowest()
 	floor := math.Pow(10, math.Floor(math.Log10(lowest/2)))
 	p.Add(plotter.NewGrid())
-	var bounds plotter.XYs // no event: the upper bounds, in every series' colour
-	var boundColors []color.Color
+	var bounds upperBounds // no event: the upper bounds, in every series' colour
 	measured := 0
 	for i, s := range f.Series {
 		c := palette[i%len(palette)]
+		var n int
+		var err error
 		if s.Analytic {
-			xys := make(plotter.XYs, 0, len(s.Points))
-			for _, pt := range s.Points {
-				if f.LogY && pt.Y <= 0 {
-					continue // below every axis; the CSV has it
-				}
-				xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
-			}
-			if len(xys) == 0 {
-				continue
-			}
-			l, err := plotter.NewLine(xys)
-			if err != nil {
-				return nil, err
-			}
-			l.Color, l.Width = c, vg.Points(1.2)
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			p.Add(l)
-			leg.Add(s.Name, l)
-			drawn[s.Name] += len(xys)
-			continue
+			n, err = f.addLine(p, &leg, s, c)
+		} else {
+			n, err = f.addMeasured(p, &leg, s, c, shapes[measured%len(shapes)], floor, &bounds)
+			measured++
 		}
-		var xys plotter.XYs
-		var errs errPoints
-		for _, pt := range s.Points {
-			if f.LogY && pt.Y <= 0 {
-				bounds = append(bounds, plotter.XY{X: pt.X, Y: pt.Hi})
-				boundColors = append(boundColors, c)
-				drawn[s.Name]++
-				continue
-			}
-			xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
-			lo := pt.Lo
-			if f.LogY && lo < floor {
-				lo = floor // the axis's bottom
-			}
-			errs = append(errs, errPoint{pt.X, pt.Y, pt.Y - lo, pt.Hi - pt.Y})
-			drawn[s.Name]++
-		}
-		shape := shapes[measured%len(shapes)]
-		measured++
-		sc, err := plotter.NewScatter(xys)
 		if err != nil {
 			return nil, err
 		}
-		sc.Color, sc.Shape, sc.Radius = c, shape, vg.Points(2.5)
-		leg.Add(s.Name, sc)
-		if len(xys) == 0 {
-			continue
-		}
-		eb, err := plotter.NewYErrorBars(errs)
-		if err != nil {
-			return nil, err
-		}
-		eb.Color = c
-		p.Add(eb, sc)
+		drawn[s.Name] += n
 	}
-	if len(bounds) > 0 {
-		// Bounds that coincide (several series with no event at the
-		// same x, out of as many trials) stand side by side.
-		type at struct{ x, y float64 }
-		count, seen := map[at]int{}, map[at]int{}
-		for _, b := range bounds {
-			count[at{b.X, b.Y}]++
-		}
-		styles := make([]draw.GlyphStyle, len(bounds))
-		r := vg.Points(3)
-		for i, b := range bounds {
-			k := at{b.X, b.Y}
-			dx := (vg.Length(seen[k]) - vg.Length(count[k]-1)/2) * 2.4 * r
-			seen[k]++
-			styles[i] = draw.GlyphStyle{Color: boundColors[i], Radius: r, Shape: downTriangle{dx}}
-		}
-		sc, err := plotter.NewScatter(bounds)
-		if err != nil {
-			return nil, err
-		}
-		sc.GlyphStyleFunc = func(i int) draw.GlyphStyle { return styles[i] }
-		p.Add(sc)
-		thumb, err := plotter.NewScatter(plotter.XYs{{}})
-		if err != nil {
-			return nil, err
-		}
-		thumb.Shape, thumb.Radius, thumb.Color = downTriangle{}, r, color.Black
-		leg.Add("none seen: 95 % upper bound", thumb)
+	if err := bounds.add(p, &leg); err != nil {
+		return nil, err
 	}
 
 	setRange(&p.X, f.LogX, f.XTicks)
@@ -295,6 +213,129 @@ func (f *Figure) draw(dc draw.Canvas) (map[string]int, error) {
 		da.FillText(ml, vg.Point{X: x + vg.Points(2), Y: da.Min.Y + vg.Points(4)}, m.Label)
 	}
 	return drawn, nil
+}
+
+// lowest returns the smallest measured value drawn on a log axis: a
+// point's value, or its upper bound when it is zero.
+func (f *Figure) lowest() float64 {
+	lowest := math.Inf(1)
+	for _, s := range f.Series {
+		for _, pt := range s.Points {
+			switch {
+			case s.Analytic:
+			case pt.Y > 0:
+				lowest = math.Min(lowest, pt.Y)
+			case pt.Hi > 0:
+				lowest = math.Min(lowest, pt.Hi)
+			}
+		}
+	}
+	return lowest
+}
+
+// addLine adds analytic series s to p as a dashed line in colour c and
+// returns the vertices drawn.
+func (f *Figure) addLine(p *plot.Plot, leg *plot.Legend, s Series, c color.Color) (int, error) {
+	xys := make(plotter.XYs, 0, len(s.Points))
+	for _, pt := range s.Points {
+		if f.LogY && pt.Y <= 0 {
+			continue // below every axis; the CSV has it
+		}
+		xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
+	}
+	if len(xys) == 0 {
+		return 0, nil
+	}
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return 0, err
+	}
+	l.Color, l.Width = c, vg.Points(1.2)
+	l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+	p.Add(l)
+	leg.Add(s.Name, l)
+	return len(xys), nil
+}
+
+// addMeasured adds measured series s to p as points of shape and colour c
+// with error bars cut at floor on a log axis, where a point with no event
+// goes to bounds instead. It returns the marks drawn.
+func (f *Figure) addMeasured(p *plot.Plot, leg *plot.Legend, s Series, c color.Color, shape draw.GlyphDrawer, floor float64, bounds *upperBounds) (int, error) {
+	var xys plotter.XYs
+	var errs errPoints
+	drawn := 0
+	for _, pt := range s.Points {
+		drawn++
+		if f.LogY && pt.Y <= 0 {
+			bounds.xys = append(bounds.xys, plotter.XY{X: pt.X, Y: pt.Hi})
+			bounds.colors = append(bounds.colors, c)
+			continue
+		}
+		xys = append(xys, plotter.XY{X: pt.X, Y: pt.Y})
+		lo := pt.Lo
+		if f.LogY && lo < floor {
+			lo = floor // the axis's bottom
+		}
+		errs = append(errs, errPoint{pt.X, pt.Y, pt.Y - lo, pt.Hi - pt.Y})
+	}
+	sc, err := plotter.NewScatter(xys)
+	if err != nil {
+		return drawn, err
+	}
+	sc.Color, sc.Shape, sc.Radius = c, shape, vg.Points(2.5)
+	leg.Add(s.Name, sc)
+	if len(xys) == 0 {
+		return drawn, nil
+	}
+	eb, err := plotter.NewYErrorBars(errs)
+	if err != nil {
+		return drawn, err
+	}
+	eb.Color = c
+	p.Add(eb, sc)
+	return drawn, nil
+}
+
+// upperBounds are the points with no event on a log axis, drawn at their
+// upper bound in their series' colour.
+type upperBounds struct {
+	xys    plotter.XYs
+	colors []color.Color
+}
+
+// add adds the bounds to p, with one legend entry for them all. Bounds
+// that coincide (several series with no event at the same x, out of as
+// many trials) stand side by side.
+func (b *upperBounds) add(p *plot.Plot, leg *plot.Legend) error {
+	if len(b.xys) == 0 {
+		return nil
+	}
+	type at struct{ x, y float64 }
+	count, seen := map[at]int{}, map[at]int{}
+	for _, xy := range b.xys {
+		count[at{xy.X, xy.Y}]++
+	}
+	styles := make([]draw.GlyphStyle, len(b.xys))
+	r := vg.Points(3)
+	for i, xy := range b.xys {
+		k := at{xy.X, xy.Y}
+		dx := (vg.Length(seen[k]) - vg.Length(count[k]-1)/2) * 2.4 * r
+		seen[k]++
+		styles[i] = draw.GlyphStyle{Color: b.colors[i], Radius: r, Shape: downTriangle{dx}}
+	}
+	sc, err := plotter.NewScatter(b.xys)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyleFunc = func(i int) draw.GlyphStyle { return styles[i] }
+	p.Add(sc)
+	thumb, err := plotter.NewScatter(plotter.XYs{{}})
+	if err != nil {
+		return err
+	}
+	thumb.Shape, thumb.Radius, thumb.Color = downTriangle{}, r, color.Black
+	leg.Add("none seen: 95 % upper bound", thumb)
+	return nil
 }
 
 // labelStyle is the axes' label style.

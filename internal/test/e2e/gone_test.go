@@ -217,7 +217,54 @@ func TestCollectorGone(t *testing.T) {
 	// The collector goes away; the stream goes on.
 	s.close(t)
 	sl := newSilent(t, addr)
-	k := uint32(n)
+	streamWhileAway(t, rep, tr, sl, n, retry)
+	time.Sleep(50 * time.Millisecond)
+	tc, rc := tr.Counters(), rep.Counters()
+	reqs := sl.count()
+	sl.close()
+	t.Logf("translator: %d timeouts, %d reconnects, %d lost, %d NACKs; reporter: %d NACKs, %d resent, %d gave up; REQs %v",
+		tc.Timeouts, tc.Reconnects, tc.Lost, tc.NACKs, rc.NACKs, rc.Resent, rc.GaveUp, reqs)
+	checkAway(t, tr, tc, rc, reqs)
+
+	// A new collector at the same address: the next retry connects.
+	s2 := serve(t, g, addr)
+	waitFor(t, 5*time.Second, "the instances to reconnect", func() bool {
+		for _, in := range tr.Instances() {
+			if !in.Ready {
+				return false
+			}
+		}
+		return true
+	})
+	before := tr.Counters()
+	keyWritesLand(t, rep, tr, s2, before, newModel(t, g))
+	// Append: the translator took the new collector's heads; a reader of
+	// the new region, starting at 0, reads the entries.
+	base := reports(tr.Counters())
+	for l := range uint32(4) {
+		_ = rep.Append(l, []byte{9, 9, 9, byte(l) + 1}, false)
+	}
+	waitReports(t, rep, tr, base+4) // before Close flushes the batches
+	if err := rep.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := tr.Close(2 * time.Second); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	after := tr.Counters()
+	if after.Reports[dta.OpKeyWrite]-before.Reports[dta.OpKeyWrite] < 64 {
+		t.Errorf("translator got %d Key-Write reports after the reconnection, want at least 64 (and resends of earlier ones)", after.Reports[dta.OpKeyWrite]-before.Reports[dta.OpKeyWrite])
+	}
+	checkAppendAfterReturn(t, s2)
+	s2.close(t)
+	leak()
+}
+
+// streamWhileAway streams reports from key n on while the collector is
+// away (sl answers its address), until every queue pair reconnected and
+// every CM port saw two rounds of REQs.
+func streamWhileAway(t *testing.T, rep *reporter.Reporter, tr *translator.Translator, sl *silent, n uint32, retry time.Duration) {
+	k := n
 	sendFor := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); k++ {
 			step(t, rep, nil, k, sendAll)
@@ -246,12 +293,12 @@ func TestCollectorGone(t *testing.T) {
 	for end := time.Now().Add(10 * time.Second); (!twoRounds() || tr.Counters().Reconnects < 4) && time.Now().Before(end); {
 		sendFor(20 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond)
-	tc, rc := tr.Counters(), rep.Counters()
-	reqs := sl.count()
-	sl.close()
-	t.Logf("translator: %d timeouts, %d reconnects, %d lost, %d NACKs; reporter: %d NACKs, %d resent, %d gave up; REQs %v",
-		tc.Timeouts, tc.Reconnects, tc.Lost, tc.NACKs, rc.NACKs, rc.Resent, rc.GaveUp, reqs)
+}
+
+// checkAway: while the collector was away, every queue pair timed out and
+// reconnected, reports for it were NACKed and resent, each CM port saw
+// two rounds of REQs, and no instance is ready.
+func checkAway(t *testing.T, tr *translator.Translator, tc translator.Counters, rc reporter.Counters, reqs map[uint16]int) {
 	if tc.Reconnects < 4 || tc.Timeouts < 4*uint64(translator.DefaultMaxRetries+1) || tc.Lost == 0 {
 		t.Errorf("translator did not time out and reconnect every QP: %+v", tc)
 	}
@@ -269,19 +316,12 @@ func TestCollectorGone(t *testing.T) {
 			t.Errorf("instance %+v: want not ready, ErrNotListening", in)
 		}
 	}
+}
 
-	// A new collector at the same address: the next retry connects.
-	s2 := serve(t, g, addr)
-	waitFor(t, 5*time.Second, "the instances to reconnect", func() bool {
-		for _, in := range tr.Instances() {
-			if !in.Ready {
-				return false
-			}
-		}
-		return true
-	})
-	before := tr.Counters()
-	m2 := newModel(t, g)
+// keyWritesLand writes 64 keys after the collector s2 came back (m2 their
+// reference store) and checks they land; before is the translator's
+// counters at its return.
+func keyWritesLand(t *testing.T, rep *reporter.Reporter, tr *translator.Translator, s2 *served, before translator.Counters, m2 *model) {
 	for k2 := range uint32(64) {
 		d := []byte{0, 0, byte(k2 >> 8), byte(k2) + 1}
 		_ = rep.KeyWrite(1000+k2, d, 2)
@@ -303,23 +343,11 @@ func TestCollectorGone(t *testing.T) {
 			t.Errorf("key %d after the collector came back: %+v", 1000+k2, res)
 		}
 	}
-	// Append: the translator took the new collector's heads; a reader of
-	// the new region, starting at 0, reads the entries.
-	base := reports(tr.Counters())
-	for l := range uint32(4) {
-		_ = rep.Append(l, []byte{9, 9, 9, byte(l) + 1}, false)
-	}
-	waitReports(t, rep, tr, base+4) // before Close flushes the batches
-	if err := rep.Close(); err != nil {
-		t.Error(err)
-	}
-	if err := tr.Close(2 * time.Second); err != nil {
-		t.Errorf("close: %v", err)
-	}
-	after := tr.Counters()
-	if after.Reports[dta.OpKeyWrite]-before.Reports[dta.OpKeyWrite] < 64 {
-		t.Errorf("translator got %d Key-Write reports after the reconnection, want at least 64 (and resends of earlier ones)", after.Reports[dta.OpKeyWrite]-before.Reports[dta.OpKeyWrite])
-	}
+}
+
+// checkAppendAfterReturn: the translator took the new collector's heads,
+// so a reader of the new region, starting at 0, reads the entries.
+func checkAppendAfterReturn(t *testing.T, s2 *served) {
 	s2.c.Counters()
 	written := 0
 	for _, b := range s2.ap.Region() {
@@ -346,6 +374,4 @@ func TestCollectorGone(t *testing.T) {
 	if written == 0 {
 		t.Error("no append entry was written into the new collector")
 	}
-	s2.close(t)
-	leak()
 }

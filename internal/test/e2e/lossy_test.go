@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dtakit/dtakit/rocev2/target"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -71,6 +72,15 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 	t.Logf("translator: %d packets, %d retransmitted, %d timeouts, %d sequence NAKs (%d repeats), %d stale ACKs",
 		tc.Packets, tc.Retransmits, tc.Timeouts, tc.SeqNAKs, tc.DupNAKs, tc.StaleACKs)
 	t.Logf("target: %d frames, %d duplicates, %d out of order, %d sequence NAKs, %d ACKs", cc.Frames, cc.Duplicates, cc.OutOfOrder, cc.NAKSequence, cc.ACKs+cc.AtomicACKs)
+	checkLossyCounts(t, tc, cc)
+	checkFaultsRecovered(t, f, tc, cc, rc)
+	m.equal(t, s)
+	checkKeyIncrementTotals(t, s, n)
+}
+
+// checkLossyCounts: nothing lost or refused on either side, and every
+// packet the translator sent executed once.
+func checkLossyCounts(t *testing.T, tc translator.Counters, cc target.Counters) {
 	if tc.Reconnects != 0 || tc.Lost != 0 || tc.Dropped != 0 || tc.NACKs != 0 || tc.RingFull != 0 ||
 		tc.EncodeErrors != 0 || tc.FlushLost != 0 {
 		t.Errorf("translator lost or refused something: %+v", tc)
@@ -89,7 +99,11 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 	if cc.WritePackets != tc.Packets-tc.FetchAdds {
 		t.Errorf("target applied %d WRITE packets, translator sent %d", cc.WritePackets, tc.Packets-tc.FetchAdds)
 	}
-	// The faults happened, and were recovered from as section 8.6 says.
+}
+
+// checkFaultsRecovered: the faults happened, and were recovered from.
+func checkFaultsRecovered(t *testing.T, f faults, tc translator.Counters, cc target.Counters, rc relayCounts) {
+	// As section 8.6 says.
 	for d, name := range []string{"to target", "to translator"} {
 		if f.Drop > 0 && rc.Dropped[d] == 0 || f.Duplicate > 0 && rc.Duplicated[d] == 0 || f.Delay > 0 && rc.Delayed[d] == 0 ||
 			f.Corrupt > 0 && rc.Corrupted[d] == 0 {
@@ -112,8 +126,12 @@ func lossy(t *testing.T, f faults, n uint32, seed uint64) {
 	if f.Delay > 0 && cc.NAKSequence == 0 {
 		t.Error("datagrams reordered, no sequence NAK")
 	}
-	m.equal(t, s)
-	// Key-Increment totals, explicitly: keys 0..49 got every k+1 with
+}
+
+// checkKeyIncrementTotals checks the Key-Increment totals of s after n
+// steps.
+func checkKeyIncrementTotals(t *testing.T, s *served, n uint32) {
+	// Explicitly: keys 0..49 got every k+1 with
 	// k%50 == key, n copies each (count-min can only overestimate with
 	// collisions; with 50 keys in 4096 counters, exact).
 	for key := range uint32(50) {

@@ -134,6 +134,12 @@ func TestForgedSourceRawSocket(t *testing.T) {
 		t.Errorf("%d lost and %d unconfirmed, %d keys handed to OnLoss: want at most %d", c.Lost, c.Unconfirmed, len(unsure), n/100)
 	}
 
+	checkAcknowledgedCounted(t, p, n, unsure)
+}
+
+// checkAcknowledgedCounted: every one of keys 0..n-1 not in unsure (whose
+// report was acknowledged) counts at least 1 in the collector's memory.
+func checkAcknowledgedCounted(t *testing.T, p *pipeline, n int, unsure map[uint32]bool) {
 	keys := make([]uint32, n)
 	for k := range keys {
 		keys[k] = uint32(k)

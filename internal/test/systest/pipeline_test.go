@@ -233,35 +233,62 @@ func (p *pipeline) stop(t testing.TB) {
 // reporter counted lost or unconfirmed: each of those may or may not have
 // been applied; every other one was acknowledged and must be there once.
 func (p *pipeline) check(t testing.TB, lost map[int]bool) {
-	st, K := &p.st, p.st.Keys
-	perOp := make(map[dta.Opcode]int)
+	c := &checker{p: p, lost: lost, perOp: make(map[dta.Opcode]int)}
+	st := &p.st
 	for i := range p.n {
-		perOp[st.Mix[i%len(st.Mix)]]++
+		c.perOp[st.Mix[i%len(st.Mix)]]++
 	}
-	// at returns the stream index of the j-th report of op (each primitive
-	// is once in the mix).
-	at := func(op dta.Opcode, j int) int { return j*len(st.Mix) + slices.Index(st.Mix, op) }
-	keys := make([]uint32, K)
-	for k := range keys {
-		keys[k] = uint32(k)
+	c.keys = make([]uint32, st.Keys)
+	for k := range c.keys {
+		c.keys[k] = uint32(k)
 	}
-	type result struct {
-		Results []struct {
-			Key    uint32   `json:"key"`
-			Status string   `json:"status"`
-			Data   string   `json:"data"`
-			Count  uint64   `json:"count"`
-			Path   []uint32 `json:"path"`
-		} `json:"results"`
-	}
+	kwShared := c.keyWrite(t)
+	c.keyIncrement(t)
+	c.postcard(t, kwShared)
+	c.append(t)
+}
+
+// checker is what check compares the collector's answers with: the
+// stream, the reports lost or unconfirmed, the reports per primitive and
+// the keys.
+type checker struct {
+	p     *pipeline
+	lost  map[int]bool
+	perOp map[dta.Opcode]int
+	keys  []uint32
+}
+
+// at returns the stream index of the j-th report of op (each primitive is
+// once in the mix).
+func (c *checker) at(op dta.Opcode, j int) int {
+	st := &c.p.st
+	return j*len(st.Mix) + slices.Index(st.Mix, op)
+}
+
+// queryResult is the collector's answer to a batch query.
+type queryResult struct {
+	Results []struct {
+		Key    uint32   `json:"key"`
+		Status string   `json:"status"`
+		Data   string   `json:"data"`
+		Count  uint64   `json:"count"`
+		Path   []uint32 `json:"path"`
+	} `json:"results"`
+}
+
+// keyWrite checks the Key-Write keys and returns how many were not read
+// back because every copy collided.
+func (c *checker) keyWrite(t testing.TB) (kwShared int) {
+	p, st, K, keys := c.p, &c.p.st, c.p.st.Keys, c.keys
+	lost, perOp := c.lost, c.perOp
 	// Key-Write: key k's j-th report (j mod K = k) has data Value(k, j / K).
 	// Its data is the last acknowledged report's, or a later lost one's,
 	// unless every copy's slot is shared with another key (collided).
-	var kw result
+	var kw queryResult
 	if err := post(p.collHTTP+"/v1/instances/0/keywrite", map[string]any{"keys": keys}, &kw); err != nil {
 		t.Fatal(err)
 	}
-	nKW, bad, kwShared := perOp[dta.OpKeyWrite], 0, 0
+	nKW, bad := perOp[dta.OpKeyWrite], 0
 	kwl := keywrite.Layout{Slots: p.kwSlots, DataSize: 4}
 	kwUsers := map[uint64]int{}
 	for _, k := range keys {
@@ -283,7 +310,7 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 			var want [4]byte
 			binary.BigEndian.PutUint32(want[:], st.Value(k, j/K))
 			ok = r.Status == "found" && r.Data == hex.EncodeToString(want[:])
-			if !lost[at(dta.OpKeyWrite, j)] {
+			if !lost[c.at(dta.OpKeyWrite, j)] {
 				break // acknowledged: no earlier report may show
 			}
 		}
@@ -300,11 +327,18 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 	if bad > 0 {
 		t.Errorf("Key-Write: %d of %d keys wrong (%d more collided)", bad, K, kwShared)
 	}
+	return kwShared
+}
+
+// keyIncrement checks the Key-Increment counts.
+func (c *checker) keyIncrement(t testing.TB) {
+	p, K, keys := c.p, c.p.st.Keys, c.keys
+	lost, perOp := c.lost, c.perOp
 	// Key-Increment: each report adds 1; count-min never under-counts, so
 	// a count below the acknowledged reports is a report lost after its
 	// acknowledgement, and one above all those sent, beyond collisions, a
 	// report applied twice. At load 2K/slots allow 1 % of keys over.
-	var ki result
+	var ki queryResult
 	if err := post(p.collHTTP+"/v1/instances/1/keyincrement", map[string]any{"keys": keys}, &ki); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +348,7 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 		var acked, sent uint64
 		for j := k; j < nKI; j += K {
 			sent++
-			if !lost[at(dta.OpKeyIncrement, j)] {
+			if !lost[c.at(dta.OpKeyIncrement, j)] {
 				acked++
 			}
 		}
@@ -328,13 +362,19 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 	if over > K/100 {
 		t.Errorf("Key-Increment: %d of %d keys over-counted", over, K)
 	}
+}
+
+// postcard checks the Postcarding paths (kwShared for the log line).
+func (c *checker) postcard(t testing.TB, kwShared int) {
+	p, st, K, keys := c.p, &c.p.st, c.p.st.Keys, c.keys
+	lost, perOp := c.lost, c.perOp
 	// Postcarding: each round of a flow takes a new path. A flow whose
 	// last complete round was acknowledged shows that round's path; one
 	// that lost a postcard of it, or has a partial round after it, may
 	// show anything. A path found but wrong is an acknowledged round lost,
 	// and so is one not found unless every copy of its chunk is shared
 	// with another flow (collided).
-	var pc result
+	var pc queryResult
 	nPC := perOp[dta.OpPostcard]
 	flows := keys[:min(K, nPC/st.Hops)]
 	if err := post(p.collHTTP+"/v1/instances/2/postcard", map[string]any{"keys": flows}, &pc); err != nil {
@@ -364,7 +404,7 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 		last := (nPC/st.Hops-1-f)/K*K + f // its last complete round's place
 		unsure := nPC%st.Hops != 0 && (nPC/st.Hops)%K == f
 		for h := range st.Hops {
-			unsure = unsure || lost[at(dta.OpPostcard, last*st.Hops+h)]
+			unsure = unsure || lost[c.at(dta.OpPostcard, last*st.Hops+h)]
 		}
 		ok := r.Status == "found" && len(r.Path) == st.Hops
 		for h := 0; ok && h < st.Hops; h++ {
@@ -388,6 +428,12 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 		t.Errorf("Postcarding: %d of %d paths acknowledged not found (%d more with a lost postcard, %d more collided)", missed, len(flows), excused, shared)
 	}
 	t.Logf("excused: %d of %d Key-Write keys and %d of %d flows not read back, every copy collided; %d flows with a lost postcard", kwShared, K, shared, len(flows), excused)
+}
+
+// append checks the Append lists.
+func (c *checker) append(t testing.TB) {
+	p, st := c.p, &c.p.st
+	lost, perOp := c.lost, c.perOp
 	// Append: list l got values 1..cnt; the v-th is report j = (v-1)·Lists
 	// + l. Each acknowledged one is read exactly once, a lost one at most
 	// once.
@@ -424,7 +470,7 @@ func (p *pipeline) check(t testing.TB, lost map[int]bool) {
 			}
 		}
 		for v := 1; v <= cnt; v++ {
-			if acked := !lost[at(dta.OpAppend, (v-1)*st.Lists+l)]; seen[v] > 1 || acked && seen[v] != 1 {
+			if acked := !lost[c.at(dta.OpAppend, (v-1)*st.Lists+l)]; seen[v] > 1 || acked && seen[v] != 1 {
 				t.Fatalf("Append list %d: entry %d (acknowledged %v) read %d times (%d entries read, %d sent)", l, v, acked, seen[v], got, cnt)
 			}
 		}

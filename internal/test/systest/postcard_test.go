@@ -52,25 +52,9 @@ func kill9PostcardsPerFlow(t *testing.T, busy bool) {
 	p.tr.Cmd.Wait()
 	p.startTranslator(t)
 
-	// The collector's Postcarding layout (startWith): flows whose copies
-	// share no chunk with another flow's.
-	codec, err := postcard.NewCodec(postcard.Layout{Hops: p.st.Hops, Chunks: uint32(p.chunks), Copies: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := map[uint32]bool{}
-	var keys []uint32
-	for k := uint32(1); len(keys) < flows; k++ {
-		a, b := codec.ChunkIndex(k, 0), codec.ChunkIndex(k, 1)
-		if used[a] || used[b] || a == b {
-			continue
-		}
-		used[a], used[b] = true, true
-		keys = append(keys, k)
-	}
+	keys := disjointFlows(t, p, flows)
 	value := func(f, hop int) uint32 { return 1 + uint32(f*7+hop*131)%uint32(p.st.Universe) }
 
-	type sentPC struct{ flow, hop int }
 	sent := make([]sentPC, 0, flows*hops) // by sequence number
 	var mu sync.Mutex
 	lost := map[uint32]dta.Reason{}
@@ -142,6 +126,37 @@ func kill9PostcardsPerFlow(t *testing.T, busy bool) {
 	if len(lost) == 0 {
 		t.Error("no postcard lost or unconfirmed: the translator died with none in flight, the test tests nothing")
 	}
+	checkFlowPaths(t, p, keys, hops, sent, lost, value)
+}
+
+// sentPC is a postcard sent: its flow's index and its hop.
+type sentPC struct{ flow, hop int }
+
+// disjointFlows returns flows keys whose copies share no chunk with
+// another flow's in the collector's Postcarding layout (startWith).
+func disjointFlows(t *testing.T, p *pipeline, flows int) []uint32 {
+	codec, err := postcard.NewCodec(postcard.Layout{Hops: p.st.Hops, Chunks: uint32(p.chunks), Copies: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[uint32]bool{}
+	var keys []uint32
+	for k := uint32(1); len(keys) < flows; k++ {
+		a, b := codec.ChunkIndex(k, 0), codec.ChunkIndex(k, 1)
+		if used[a] || used[b] || a == b {
+			continue
+		}
+		used[a], used[b] = true, true
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// checkFlowPaths: every flow of keys (of hops postcards) none of whose
+// postcards (sent, by sequence number) is in lost reads its path,
+// value(flow, hop) hop by hop.
+func checkFlowPaths(t *testing.T, p *pipeline, keys []uint32, hops int, sent []sentPC, lost map[uint32]dta.Reason, value func(f, hop int) uint32) {
+	flows := len(keys)
 	unsure := make([]bool, flows)
 	for seq := range lost {
 		unsure[sent[seq].flow] = true
