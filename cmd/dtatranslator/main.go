@@ -9,7 +9,7 @@
 // The configuration file (every field optional; flags override it):
 //
 //	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
-//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
+//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050, "ack_port": 40044,
 //	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
@@ -65,9 +65,12 @@ type Config struct {
 	Local      string   `json:"local"`
 	Collectors []string `json:"collectors"`
 	CMPort     uint16   `json:"cm_port"`
-	RingSize   int      `json:"ring_size"`
-	RateLimit  float64  `json:"rate_limit"`
-	Shards     int      `json:"shards"`
+	// AckPort is the port acks and NACKs are sent to, at each report's
+	// source address (default 40044): a reporter's -ack-port.
+	AckPort   uint16  `json:"ack_port"`
+	RingSize  int     `json:"ring_size"`
+	RateLimit float64 `json:"rate_limit"`
+	Shards    int     `json:"shards"`
 	// AppendLinger is the longest a partial Append batch waits, and
 	// PostcardLinger the longest a postcard flow waits for its other hops,
 	// before being written, as Go durations ("2ms").
@@ -95,6 +98,7 @@ func run(args []string) int {
 	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
 	collectors := fs.String("collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
 	cmPort := fs.Uint("cm-port", 0, "CM port of the collectors' first instance (default 40050)")
+	ackPort := fs.Uint("ack-port", 0, "port acks and NACKs are sent to at each report's source address (default 40044)")
 	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -137,6 +141,13 @@ func run(args []string) int {
 			return 2
 		}
 		cfg.CMPort = uint16(*cmPort)
+	}
+	if *ackPort != 0 {
+		if *ackPort > 65535 {
+			log.Error("configuration", "err", fmt.Sprintf("-ack-port %d out of range", *ackPort))
+			return 2
+		}
+		cfg.AckPort = uint16(*ackPort)
 	}
 	if *httpAddr != "" {
 		cfg.HTTP = *httpAddr
@@ -234,7 +245,7 @@ func (cfg Config) translator() (translator.Config, error) {
 	if cfg.RingSize < 0 || cfg.RateLimit < 0 || cfg.Shards < 0 {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
-	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	tc.CMPort, tc.AckPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.AckPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
 	for _, d := range []struct {
 		name, v string
 		to      *time.Duration
