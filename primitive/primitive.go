@@ -90,6 +90,9 @@ type Config struct {
 	// PostcardLinger and AppendLinger are how long a postcard flow or an
 	// Append batch waits for more reports before Tick writes it.
 	PostcardLinger, AppendLinger time.Duration
+	// MTU is the payload bytes of one RoCEv2 packet: a longer WRITE is
+	// several packets, each counted by Sink.Room.
+	MTU int
 }
 
 // Outcome is what became of a report handed to Translator.Translate.
@@ -173,11 +176,12 @@ const (
 type Sink interface {
 	// Now returns the current time, Unix nanoseconds.
 	Now() int64
-	// Room reports whether n more operations can be queued now (ring
-	// space and rate limit), counting why not.
+	// Room reports whether n more packets can be queued now (ring space
+	// and rate limit), counting why not: a WRITE longer than Config.MTU
+	// is several.
 	Room(n int) bool
 	// FlushRoom reports whether the instance is ready and n more
-	// operations fit its ring, whatever the rate limit.
+	// packets fit its ring, whatever the rate limit.
 	FlushRoom(n int) bool
 	// Write queues an RDMA WRITE of data at offset off of the region; with
 	// imm, its last packet carries immData. A write reaching past the

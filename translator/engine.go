@@ -11,6 +11,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/dtakit/dtakit/rocev2/rc"
@@ -21,7 +22,8 @@ import (
 type Datagram = udpio.Datagram
 
 // Counters is a snapshot of what an engine did. Reports counts decoded
-// reports by opcode (index 1..4, dta.Opcode); every report counted there ends
+// reports by opcode (index 1..4, dta.Opcode; index 0 counts the reports of
+// every primitive registered beyond the four); every report counted there ends
 // as translated (its operations counted in Writes or FetchAdds, or held in a
 // postcard cache or append batch), Rejected, Dropped or NACKed.
 type Counters struct {
@@ -112,12 +114,12 @@ type Counters struct {
 type collector struct {
 	index     int
 	addr      netip.AddrPort
-	instances []*instance  // in CM port order
-	byPrim    [5]*instance // the instance serving each primitive
-	probe     *instance    // the discovery connection under way, if any
-	done      bool         // discovery ended (REJ reason 8, or the cap)
-	err       error        // discovery failed (the last failure, while it retries)
-	retryAt   int64        // when a failed discovery probes again (0: not failed)
+	instances []*instance    // in CM port order
+	byPrim    [256]*instance // the instance serving each primitive, by opcode
+	probe     *instance      // the discovery connection under way, if any
+	done      bool           // discovery ended (REJ reason 8, or the cap)
+	err       error          // discovery failed (the last failure, while it retries)
+	retryAt   int64          // when a failed discovery probes again (0: not failed)
 	backoff   time.Duration
 }
 
@@ -167,6 +169,8 @@ type Engine struct {
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
+	// snk is the primitive.Sink handed to the instances' Translators.
+	snk sink
 }
 
 // NewEngine returns an engine for cfg, which must name its Local address
@@ -194,7 +198,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Choice != nil {
 		e.table = *cfg.Choice
 	}
-	e.sc.init()
 	return e, nil
 }
 
@@ -258,7 +261,7 @@ func (e *Engine) Instances() []InstanceInfo {
 			out = append(out, InstanceInfo{
 				Collector: col.index, Port: in.port, Primitive: in.prim, Ad: in.ad,
 				Ready: in.ready(),
-				Used:  in.prim.IsValid() && col.byPrim[in.prim] == in,
+				Used:  in.prim.IsKnown() && col.byPrim[in.prim] == in,
 				Err:   in.err,
 			})
 		}
@@ -314,11 +317,8 @@ func (e *Engine) Tick(now time.Time) {
 	}
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
-			if len(in.alWait) > 0 {
-				e.flushLingering(in)
-			}
-			if in.cache != nil {
-				e.emitLingering(in)
+			if in.tr != nil {
+				in.tr.Tick(e.sinkFor(in), e.now)
 			}
 			if in.rq != nil {
 				e.settleVerbs(in.rq)
@@ -524,34 +524,34 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 // Key-Write writes only copy cp when cp is not negative.
 func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
-	var key uint32
-	switch op {
-	case dta.OpKeyWrite:
-		key = r.KeyWrite.Key
-	case dta.OpKeyIncrement:
-		key = r.KeyIncrement.Key
-	case dta.OpAppend:
-		key = r.Append.ListID
-	case dta.OpPostcard:
-		key = r.Postcard.Key
-	default:
+	k, ok := primitive.Lookup(op)
+	if !ok {
 		e.c.Malformed++
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
-	e.c.Reports[op]++
-	in := e.chooseCollector(key).byPrim[op]
+	e.c.Reports[opIndex(op)]++
+	in := e.chooseCollector(k.Key(r)).byPrim[op]
 	if in == nil || !in.ready() {
 		e.c.NoInstance++
 		return errNoInstance
 	}
 	switch e.translate(in, r, cp) {
-	case busy:
+	case primitive.Busy:
 		return errBusy
-	case rejected:
+	case primitive.Rejected:
 		return errRejected
 	}
-	e.c.Translated[op]++
+	e.c.Translated[opIndex(op)]++
 	return nil
+}
+
+// opIndex returns op's index in Counters.Reports and Translated: op for
+// the four, 0 for a primitive registered beyond them.
+func opIndex(op dta.Opcode) int {
+	if op.IsValid() {
+		return int(op)
+	}
+	return 0
 }
 
 // Preallocated so the refusals on the hot path do not allocate.

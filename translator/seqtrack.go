@@ -404,8 +404,8 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
 
 // countRefused counts r, a report admit refused, with the reports.
 func (e *Engine) countRefused(r *dta.Report) {
-	if op := r.Header.Opcode; op.IsValid() {
-		e.c.Reports[op]++
+	if op := r.Header.Opcode; op.IsKnown() {
+		e.c.Reports[opIndex(op)]++
 	} else {
 		e.c.Malformed++
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -226,8 +227,10 @@ func (t *Translator) Submit(r *dta.Report, copy int) error {
 	if !started {
 		return fmt.Errorf("%w: the translator is not started", ErrNoInstance)
 	}
-	if copy >= 0 && r.Header.Opcode != dta.OpKeyWrite {
-		return fmt.Errorf("%w: a copy is chosen only for Key-Write, not %v", ErrReport, r.Header.Opcode)
+	if k, _ := primitive.Lookup(r.Header.Opcode); copy >= 0 {
+		if _, ok := k.(primitive.OneCopy); !ok {
+			return fmt.Errorf("%w: a copy is chosen only for Key-Write (primitive.OneCopy), not %v", ErrReport, r.Header.Opcode)
+		}
 	}
 	sh := t.shards[0]
 	if o := t.owner(r); o >= 0 {
@@ -249,11 +252,8 @@ func (t *Translator) owner(r *dta.Report) int {
 	if n == 1 {
 		return -1
 	}
-	switch r.Header.Opcode {
-	case dta.OpAppend:
-		return int(r.Append.ListID % n)
-	case dta.OpPostcard:
-		return int(r.Postcard.Key % n)
+	if k, ok := primitive.Lookup(r.Header.Opcode); ok && k.Stateful() {
+		return int(k.Key(r) % n)
 	}
 	return -1
 }

@@ -153,19 +153,10 @@ func (q *verbsQP) close() error {
 	return errors.Join(errs...)
 }
 
-// maxWrite is the longest RDMA WRITE in's primitive makes: a Key-Write slot,
-// a postcard chunk, an append batch; 8 bytes for atomic results.
-func (in *instance) maxWrite() int {
-	switch in.prim {
-	case dta.OpKeyWrite:
-		return in.kw.SlotSize()
-	case dta.OpPostcard:
-		return in.pc.Layout().ChunkSize()
-	case dta.OpAppend:
-		return in.al.Batch * in.al.SlotSize()
-	}
-	return 8
-}
+// maxWrite is the longest RDMA WRITE in's primitive makes (a Key-Write
+// payload, a postcard chunk, an append batch), and at least the 8 bytes of
+// an atomic's result.
+func (in *instance) maxWrite() int { return max(in.tr.MaxWrite(), 8) }
 
 // verbsBackend connects the engine's collectors through the RDMA CM.
 type verbsBackend struct {
