@@ -25,8 +25,5 @@ func (kind) ParseConfig(b json.RawMessage) (primitive.Layout, error) {
 		return nil, fmt.Errorf("keywrite: config: %w", err)
 	}
 	l := Layout{Slots: c.Slots, DataSize: c.DataSize}
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
 	return seam{l}, nil
 }

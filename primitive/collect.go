@@ -10,7 +10,7 @@ import "encoding/json"
 // Configurer is implemented by a Kind whose instances a configuration file
 // describes (the collector daemon's "instances"): ParseConfig decodes the
 // instance's JSON object, ignoring the fields that are not the primitive's,
-// into a valid Layout.
+// into a Layout (which the collector validates when it adds the instance).
 type Configurer interface {
 	Kind
 	ParseConfig(instance json.RawMessage) (Layout, error)
@@ -40,5 +40,5 @@ type HeadStore interface {
 // without it is snapshot by copying Region.
 type Snapshotter interface {
 	Store
-	Snapshot(dst Store) error
+	SnapshotTo(dst Store) error
 }
