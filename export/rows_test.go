@@ -63,6 +63,20 @@ func TestRows(t *testing.T) {
 	if err != nil || len(want) != 3 || want[0].Verdict != "found" || want[2].Verdict != "not found" || want[2].Value != nil {
 		t.Fatalf("the store's rows: %+v, %v", want, err)
 	}
+	checkGeneric(t, rows, want)
+	// With no keys, the keys the store lists itself (Scan).
+	out.Reset()
+	if st, err := Rows(&out, s, primitive.Query{N: 2}, meta, Options{}); err != nil || st.Rows != 10 {
+		t.Errorf("Rows of every key: %+v, %v; want 10 rows", st, err)
+	}
+	if _, err := Rows(&out, nil, primitive.Query{}, meta, Options{}); !errors.Is(err, ErrArgument) {
+		t.Errorf("Rows of a nil store: %v, want ErrArgument", err)
+	}
+}
+
+// checkGeneric compares rows read back with the rows the store passed.
+func checkGeneric(t *testing.T, rows, want []genericRow) {
+	t.Helper()
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d", len(rows), len(want))
 	}
@@ -74,13 +88,5 @@ func TestRows(t *testing.T) {
 		if r.Key != w.Key || !bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) || r.Copies != w.Copies || r.Matches != w.Matches || r.Verdict != w.Verdict {
 			t.Errorf("row %d: %+v, want %+v", i, r, w)
 		}
-	}
-	// With no keys, the keys the store lists itself (Scan).
-	out.Reset()
-	if st, err := Rows(&out, s, primitive.Query{N: 2}, meta, Options{}); err != nil || st.Rows != 10 {
-		t.Errorf("Rows of every key: %+v, %v; want 10 rows", st, err)
-	}
-	if _, err := Rows(&out, nil, primitive.Query{}, meta, Options{}); !errors.Is(err, ErrArgument) {
-		t.Errorf("Rows of a nil store: %v, want ErrArgument", err)
 	}
 }

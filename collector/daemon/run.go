@@ -118,7 +118,7 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 		errc <- nil
 	}()
 	for _, in := range d.insts {
-		d.log.Info("instance", "index", in.index, "primitive", in.info.Primitive.String(), "cm_port", in.info.CMPort,
+		d.log.Info("instance", "index", in.index, "primitive", in.kind(), "cm_port", in.info.CMPort,
 			"bytes", in.info.Length, "restored", in.info.Restored)
 	}
 	if d.http.Unguarded() {
@@ -221,7 +221,7 @@ func (d *Daemon) instances(w http.ResponseWriter, _ *http.Request) {
 	}
 	var o []out
 	for _, in := range d.insts {
-		o = append(o, out{in.index, in.info.Primitive.String(), in.kind(), in.info.CMPort, in.info.Length, in.info.Restored})
+		o = append(o, out{in.index, in.kind(), in.kind(), in.info.CMPort, in.info.Length, in.info.Restored})
 	}
 	reply(w, o, nil)
 }
