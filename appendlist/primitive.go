@@ -136,10 +136,14 @@ func (t *translator) flush(s primitive.Sink, list uint32) bool {
 func (t *translator) Tick(s primitive.Sink, now int64) {
 	i := 0
 	for ; i < len(t.wait) && now-t.wait[i].at >= t.linger; i++ {
+		// A list whose batch filled since is not waiting any more.
+		n := t.b.Pending(t.wait[i].list)
 		if !t.flush(s, t.wait[i].list) {
 			break // no room now: the next tick
 		}
-		s.Count(primitive.Lingered)
+		if n > 0 {
+			s.Count(primitive.Lingered)
+		}
 	}
 	if i > 0 {
 		n := copy(t.wait, t.wait[i:])

@@ -14,6 +14,7 @@ import (
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/keymax"
 	"github.com/dtakit/dtakit/primitive"
+	"github.com/dtakit/dtakit/reporter"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"
 	"github.com/dtakit/dtakit/translator"
@@ -64,6 +65,56 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 	if c.Reports[0] != total || c.Translated[0] != keys*perKey || c.Rejected != 2 || c.Malformed != 0 || c.Writes != keys*perKey || c.EncodeErrors != 0 {
 		t.Errorf("counters: reports %d translated %d rejected %d malformed %d writes %d encode errors %d; want %d %d 2 0 %d 0",
 			c.Reports[0], c.Translated[0], c.Rejected, c.Malformed, c.Writes, c.EncodeErrors, total, keys*perKey, keys*perKey)
+	}
+	stop()
+	checkStore(t, l, geo, mem, want)
+}
+
+// TestConfirmedThroughReporter sends Key-Max reports with the reporter's
+// default, Confirmed delivery (wide sequence numbers, acks when applied):
+// every report is acknowledged once its WRITE is, through the generic
+// exactly-once bookkeeping, none lost or unconfirmed, and each key's
+// register holds its maximum.
+func TestConfirmedThroughReporter(t *testing.T) {
+	l := keymax.Layout{LogSlots: 12}
+	geo, _ := l.AppendBinary(nil)
+	addr, mem, stop := startTarget(t, l, geo)
+	defer stop()
+	tr, err := translator.New(translator.Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := tr.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint32]uint64{}
+	const n = 1000
+	for i := range uint64(n) {
+		k := uint32(i%100) + 1
+		v := (i * 7919) % 1000
+		want[k] = max(want[k], v)
+		r := keymax.Report(k, v)
+		if err := rep.Send(&r); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	if err := rep.Close(); err != nil {
+		t.Fatalf("reporter Close: %v", err)
+	}
+	if c := rep.Counters(); c.Lost != 0 || c.Unconfirmed != 0 || c.Rejected != 0 || c.Acks == 0 {
+		t.Errorf("reporter counters %+v: want every report acknowledged", c)
+	}
+	if err := tr.Close(5 * time.Second); err != nil {
+		t.Fatalf("translator Close: %v", err)
+	}
+	if c := tr.Counters(); c.Translated[0] != n || c.Unconfirmed != 0 || c.Rejected != 0 {
+		t.Errorf("translated %d, unconfirmed %d, rejected %d; want %d, 0, 0", c.Translated[0], c.Unconfirmed, c.Rejected, n)
 	}
 	stop()
 	checkStore(t, l, geo, mem, want)
