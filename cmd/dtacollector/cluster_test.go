@@ -21,7 +21,7 @@ import (
 	"github.com/dtakit/dtakit/collector/cluster"
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/reporter"

@@ -32,8 +32,8 @@ import (
 
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/collector/daemon"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 )
 

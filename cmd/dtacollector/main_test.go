@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/translator"

@@ -20,7 +20,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/dtakit/dtakit/inband"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 )
 
 const intPort = 5000

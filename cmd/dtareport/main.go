@@ -1,5 +1,5 @@
 // Command dtareport sends DTA reports to a translator at a chosen rate: a
-// synthetic stream (package internal/stream: report i is a function of the
+// synthetic stream (package internal/app/stream: report i is a function of the
 // flags and i alone) or the reports of a pcap file, replayed. As package
 // reporter's zero Config does, it numbers reports with wide sequence
 // numbers, takes the translator's acks and NACKs, slows down and resends,
@@ -45,8 +45,8 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/stream"
 	"github.com/dtakit/dtakit/reporter"
 )
 

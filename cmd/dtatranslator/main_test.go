@@ -20,7 +20,7 @@ import (
 
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/reporter"
 )
 

@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/gopacket/gopacket"

@@ -18,7 +18,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/stream"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"

@@ -39,7 +39,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"

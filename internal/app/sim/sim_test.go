@@ -287,7 +287,7 @@ func TestCheckedInFigures(t *testing.T) {
 		}
 		for _, ext := range []string{".csv", ".svg"} {
 			got, _ := os.ReadFile(filepath.Join(dir, name+ext))
-			want, err := os.ReadFile(filepath.Join("..", "..", "docs", "figures", name+ext))
+			want, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "figures", name+ext))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 // int-collector, whose usage says so), and the README's table of exit
 // statuses has a row per command naming every status its -h names.
 func TestCommands(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/...", "./examples/...")
 	build.Dir = root

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/stream"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
