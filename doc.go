@@ -60,7 +60,7 @@
 // one seam through which code that runs every primitive reaches them: a
 // Kind by opcode or identifier, its Layout, a Translator writing through a
 // Sink, a Store over collector memory. A fifth primitive is one package and
-// one primitive.Register (internal/keymax is one).
+// one primitive.Register (internal/test/keymax is one).
 //
 // # Telemetry in, history out, sizing
 //

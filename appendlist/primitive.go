@@ -188,6 +188,10 @@ func (s *store) Write(off uint64, data []byte, imm bool, immData uint32) error {
 
 func (*store) FetchAdd(uint64, uint64) (uint64, error) { return 0, primitive.ErrUnsupported }
 
+var errSnapshot = fmt.Errorf("appendlist: snapshot: %w: lists are exported by reading them (Rows)", primitive.ErrUnsupported)
+
+func (*store) Snapshot([]byte) (primitive.Store, error) { return nil, errSnapshot }
+
 // answer is one entry of a list.
 type answer struct {
 	List   uint32 `json:"list"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/dtakit/dtakit/appendlist"
@@ -92,6 +93,10 @@ func TestPrimitive(t *testing.T) {
 	}
 	if _, err := st.Query(primitive.Query{Params: map[string]string{"list": "4"}}); err == nil {
 		t.Error("list 4 of 4 accepted")
+	}
+
+	if _, err := st.Snapshot(make([]byte, pl.RegionSize())); !errors.Is(err, primitive.ErrUnsupported) {
+		t.Errorf("Snapshot of an Append store: %v, want ErrUnsupported", err)
 	}
 
 	rs, ok := tr.(primitive.Resumer)

@@ -26,13 +26,3 @@ func (kind) ParseConfig(b json.RawMessage) (primitive.Layout, error) {
 	l := Layout{Slots: c.Slots}
 	return seam{l}, nil
 }
-
-// SnapshotTo moves the counters to dst, a Store of the same layout, and
-// zeroes them (Store.Snapshot): each epoch counts from zero.
-func (s store) SnapshotTo(dst primitive.Store) error {
-	d, ok := StoreOf(dst)
-	if !ok {
-		return fmt.Errorf("snapshot: %w: destination is a %T", ErrSnapshot, dst)
-	}
-	return s.Snapshot(d)
-}

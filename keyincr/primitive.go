@@ -89,6 +89,17 @@ func (s store) FetchAdd(off, add uint64) (uint64, error) {
 	return s.Apply(Write{Offset: off, Add: add})
 }
 
+func (s store) Snapshot(mem []byte) (primitive.Store, error) {
+	dst, err := NewStore(s.Store.Layout(), mem)
+	if err == nil {
+		err = s.Store.Snapshot(dst)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return store{dst}, nil
+}
+
 var errNoKeys = fmt.Errorf("keyincr: rows: %w: a count-min sketch lists no keys, name them", primitive.ErrUnsupported)
 
 // answer is a key's answer to a query: the count-min estimate from its

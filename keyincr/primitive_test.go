@@ -65,6 +65,16 @@ func TestPrimitive(t *testing.T) {
 	if err := st.Rows(primitive.Query{N: 2}, func([]any) error { return nil }); err == nil {
 		t.Error("Rows without keys: a count-min sketch cannot list them, want an error")
 	}
+	snap, err := st.Snapshot(make([]byte, l.RegionSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := snap.Query(primitive.Query{Keys: []uint32{3}, N: 2}); len(a) != 1 || a[0] != ans[0] {
+		t.Errorf("the snapshot answers %v, want %v", a, ans[0])
+	}
+	if a, _ := st.Query(primitive.Query{Keys: []uint32{3}, N: 2}); len(a) != 1 || a[0] == ans[0] || !bytes.Equal(mem, make([]byte, len(mem))) {
+		t.Errorf("after Snapshot the region answers %v: want it counting again from zero", a)
+	}
 	bad := dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: 0, Key: 1, Counter: 1}}
 	if o := tr.Translate(s, &bad, -1); o != primitive.Rejected || s.FetchAdds != 200 {
 		t.Errorf("redundancy 0: %v, %d FETCH_ADDs", o, s.FetchAdds)

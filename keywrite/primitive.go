@@ -96,6 +96,17 @@ func (s store) Write(off uint64, data []byte, _ bool, _ uint32) error {
 
 func (store) FetchAdd(uint64, uint64) (uint64, error) { return 0, primitive.ErrUnsupported }
 
+func (s store) Snapshot(mem []byte) (primitive.Store, error) {
+	dst, err := NewStore(s.Store.Layout(), mem)
+	if err == nil {
+		err = s.Store.Snapshot(dst)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return store{dst}, nil
+}
+
 // answer is a key's answer to a query: the key, the verdict, the value
 // (hex, "" unless found) and the copies that hold it.
 type answer struct {

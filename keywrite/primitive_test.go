@@ -92,6 +92,10 @@ func TestPrimitive(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { tr.Translate(s, &one, -1) }); n != 0 {
 		t.Errorf("Translate: %v allocations", n)
 	}
+	snap, err := st.Snapshot(make([]byte, l.RegionSize()))
+	if err != nil || !bytes.Equal(snap.Region(), mem) {
+		t.Errorf("Snapshot: %v, or its region differs", err)
+	}
 	if _, err := st.FetchAdd(0, 1); err == nil {
 		t.Error("FETCH_ADD on a Key-Write store accepted")
 	}

@@ -221,6 +221,17 @@ func (s *store) Write(off uint64, data []byte, _ bool, _ uint32) error {
 
 func (*store) FetchAdd(uint64, uint64) (uint64, error) { return 0, primitive.ErrUnsupported }
 
+func (s *store) Snapshot(mem []byte) (primitive.Store, error) {
+	dst, err := NewStore(s.Store.Layout(), mem)
+	if err == nil {
+		err = s.Store.Snapshot(dst)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &store{Store: dst, vals: s.vals, tab: s.tab}, nil
+}
+
 // table returns the Table of the store's value set, built on first use.
 func (s *store) table() (*Table, error) {
 	if s.tab != nil {

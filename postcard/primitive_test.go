@@ -65,6 +65,16 @@ func TestPrimitive(t *testing.T) {
 		t.Errorf("Query: %s", j)
 	}
 
+	snap, err := st.Snapshot(make([]byte, pl.RegionSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := snap.Query(primitive.Query{Keys: []uint32{1}}); err != nil || len(a) != 1 {
+		t.Errorf("the snapshot: %v, %v", a, err)
+	} else if j, _ := json.Marshal(a); string(j) != `[{"key":1,"status":"found","path":[10,11,12]}]` {
+		t.Errorf("the snapshot answers %s", j)
+	}
+
 	// Flow 2 stops at one hop: Tick writes it after the linger.
 	tr.Translate(s, pc(2, 1, 0, 13), -1)
 	tr.Tick(s, 50)

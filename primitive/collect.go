@@ -33,12 +33,3 @@ type HeadStore interface {
 	Store
 	Heads(dst []uint64) ([]uint64, error)
 }
-
-// Snapshotter is implemented by a Store that copies its region to dst, a
-// Store of the same Layout, in its own way (Key-Increment zeroes the
-// counters it copies, so that each epoch counts from zero). A Store
-// without it is snapshot by copying Region.
-type Snapshotter interface {
-	Store
-	SnapshotTo(dst Store) error
-}

@@ -228,6 +228,13 @@ type Store interface {
 	// FetchAdd applies a FETCH_ADD at offset off and returns the
 	// counter's former value.
 	FetchAdd(off, add uint64) (uint64, error)
+	// Snapshot ends an epoch for export: it returns a Store over mem (at
+	// least RegionSize bytes) holding the region as the typed store's
+	// Snapshot leaves it (Key-Increment's counts move to the copy, the
+	// region starts again from zero; the others are copied), safe while
+	// operations go on. ErrUnsupported where a copy means nothing
+	// (Append: its lists are exported by reading them, Rows).
+	Snapshot(mem []byte) (Store, error)
 	// Query answers q with one JSON-encodable answer per key of q.Keys
 	// (Append: per entry of list q.Params["list"]), each with the key
 	// and a "status" of found, not found or conflict (the collector

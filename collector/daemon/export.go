@@ -395,24 +395,15 @@ func exportStore(out *os.File, in *instance, s primitive.Store, ks export.Keys, 
 	return export.Rows(out, s, q, m, opts)
 }
 
-// snapshot copies an instance's region to its snapshot memory, as its
-// Store does (primitive.Snapshotter: Key-Increment zeroes its counters)
-// or byte for byte, and returns the snapshot's Store.
+// snapshot ends the epoch of an instance's region in its snapshot memory
+// (primitive.Store.Snapshot: Key-Increment's counters move there and
+// start again from zero) and returns the snapshot's Store.
 func (d *Daemon) snapshot(in *instance) (primitive.Store, error) {
-	l := in.store.Layout()
-	mem, err := d.exp.snapshot(in.index, l.RegionSize())
+	mem, err := d.exp.snapshot(in.index, in.store.Layout().RegionSize())
 	if err != nil {
 		return nil, err
 	}
-	s, err := l.NewStore(mem)
-	if err != nil {
-		return nil, err
-	}
-	if sn, ok := in.store.(primitive.Snapshotter); ok {
-		return s, sn.SnapshotTo(s)
-	}
-	copy(s.Region(), in.store.Region())
-	return s, nil
+	return in.store.Snapshot(mem)
 }
 
 // exportAppend drains every list through the readers the HTTP API uses, so

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/keymax"
+	"github.com/dtakit/dtakit/internal/test/keymax"
 	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/reporter"
 	"github.com/dtakit/dtakit/rocev2"

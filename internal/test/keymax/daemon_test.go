@@ -15,7 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/dtakit/dtakit/collector/daemon"
-	"github.com/dtakit/dtakit/internal/keymax"
+	"github.com/dtakit/dtakit/internal/test/keymax"
 	"github.com/dtakit/dtakit/translator"
 )
 

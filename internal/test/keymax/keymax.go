@@ -3,7 +3,7 @@
 // itself, and the translator, the software target and the collector run it
 // with no edit of theirs. Import it for its side effect:
 //
-//	import _ "github.com/dtakit/dtakit/internal/keymax"
+//	import _ "github.com/dtakit/dtakit/internal/test/keymax"
 //
 // Key-Max keeps, per key, a register holding the largest value reported.
 // RDMA has no atomic maximum (FETCH_ADD adds, and the translator's Sink
@@ -191,6 +191,18 @@ func (s *Store) Write(off uint64, data []byte, _ bool, _ uint32) error {
 }
 
 func (*Store) FetchAdd(uint64, uint64) (uint64, error) { return 0, primitive.ErrUnsupported }
+
+// Snapshot copies the region into mem. A register written while the copy
+// runs is in it or not; a torn one may pair a key with another's maximum
+// (Key-Max has no checksum: it is a test primitive).
+func (s *Store) Snapshot(mem []byte) (primitive.Store, error) {
+	st, err := s.l.NewStore(mem)
+	if err != nil {
+		return nil, err
+	}
+	copy(st.(*Store).mem, s.mem)
+	return st, nil
+}
 
 // Max returns the largest value reported for key, and whether key's slot
 // holds key.
