@@ -1,6 +1,10 @@
 package primitive
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/dtakit/dtakit/dta"
+)
 
 // The optional interfaces below are what a collector, its daemon and
 // export ask of a primitive beyond Kind, Layout and Store: each is
@@ -32,4 +36,12 @@ type Notifier interface {
 type HeadStore interface {
 	Store
 	Heads(dst []uint64) ([]uint64, error)
+}
+
+// Describer is implemented by a Kind that names the fields of its
+// reports' sub-header and data, for tools that print reports (dtadump):
+// Describe calls field with each, in wire order; data is hex.
+type Describer interface {
+	Kind
+	Describe(r *dta.Report, field func(name string, value any))
 }
