@@ -50,6 +50,20 @@ func TestPrimitive(t *testing.T) {
 	if s.Writes != 1 || s.Settled != 4 || s.Holding() != 0 || s.Err != nil {
 		t.Fatalf("a full batch: %d writes, %d settled, %d held (%v); want 1, 4, 0", s.Writes, s.Settled, s.Holding(), s.Err)
 	}
+	checkLinger(t, tr, s)
+	checkStore(t, st)
+	checkResume(t, tr, s, st)
+	s.Tracking = false
+	r := ap(2, 1)
+	if n := testing.AllocsPerRun(100, func() { tr.Translate(s, r, -1) }); n != 0 {
+		t.Errorf("Translate: %v allocations", n)
+	}
+}
+
+// checkLinger: a partial batch is written by Tick after its linger, and
+// by Flush.
+func checkLinger(t *testing.T, tr primitive.Translator, s *primitivetest.Sink) {
+	t.Helper()
 	tr.Translate(s, ap(2, 7), -1)
 	tr.Tick(s, 50)
 	if s.Writes != 1 || s.Holding() != 1 {
@@ -64,7 +78,12 @@ func TestPrimitive(t *testing.T) {
 	if s.Writes != 3 || s.Settled != 6 {
 		t.Errorf("Flush: %d writes, %d settled; want 3, 6", s.Writes, s.Settled)
 	}
+}
 
+// checkStore: the Store peeks list 1's entries, Rows consumes every
+// list's in order, and a snapshot is refused.
+func checkStore(t *testing.T, st primitive.Store) {
+	t.Helper()
 	ans, err := st.Query(primitive.Query{Params: map[string]string{"list": "1", "peek": "true"}})
 	if err != nil || len(ans) != 4 {
 		t.Fatalf("Query (peek) list 1: %v, %v", ans, err)
@@ -95,10 +114,14 @@ func TestPrimitive(t *testing.T) {
 		t.Error("list 4 of 4 accepted")
 	}
 
-	if _, err := st.Snapshot(make([]byte, pl.RegionSize())); !errors.Is(err, primitive.ErrUnsupported) {
+	if _, err := st.Snapshot(make([]byte, len(st.Region()))); !errors.Is(err, primitive.ErrUnsupported) {
 		t.Errorf("Snapshot of an Append store: %v, want ErrUnsupported", err)
 	}
+}
 
+// checkResume: the heads a collector sends set where lists resume.
+func checkResume(t *testing.T, tr primitive.Translator, s *primitivetest.Sink, st primitive.Store) {
+	t.Helper()
 	rs, ok := tr.(primitive.Resumer)
 	if !ok || rs.Heads() != 4 {
 		t.Fatalf("Append's translator is not a Resumer of 4 heads")
@@ -113,10 +136,5 @@ func TestPrimitive(t *testing.T) {
 	// The batch lands at entry 8 of list 0.
 	if s.Writes != w+1 || !bytes.Equal(st.Region()[8*4:9*4], []byte{0, 0, 0, 1}) {
 		t.Errorf("after SetHead(0, 8): entry 8 holds % x", st.Region()[8*4:9*4])
-	}
-	s.Tracking = false
-	r := ap(2, 1)
-	if n := testing.AllocsPerRun(100, func() { tr.Translate(s, r, -1) }); n != 0 {
-		t.Errorf("Translate: %v allocations", n)
 	}
 }

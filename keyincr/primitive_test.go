@@ -50,6 +50,14 @@ func TestPrimitive(t *testing.T) {
 	if !bytes.Equal(mem, ref.Region()) || s.Err != nil || s.FetchAdds != 200 || s.Settled != 100 {
 		t.Fatalf("region differs from Add's (%v), %d FETCH_ADDs, %d settled", s.Err, s.FetchAdds, s.Settled)
 	}
+	checkStore(t, st, mem)
+	checkRefusals(t, tr, s)
+}
+
+// checkStore checks the Store's answers to queries and rows, and that its
+// snapshot takes the counts, leaving the region at zero.
+func checkStore(t *testing.T, st primitive.Store, mem []byte) {
+	t.Helper()
 	ans, err := st.Query(primitive.Query{Keys: []uint32{3, 99}, N: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +73,7 @@ func TestPrimitive(t *testing.T) {
 	if err := st.Rows(primitive.Query{N: 2}, func([]any) error { return nil }); err == nil {
 		t.Error("Rows without keys: a count-min sketch cannot list them, want an error")
 	}
-	snap, err := st.Snapshot(make([]byte, l.RegionSize()))
+	snap, err := st.Snapshot(make([]byte, len(mem)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +83,12 @@ func TestPrimitive(t *testing.T) {
 	if a, _ := st.Query(primitive.Query{Keys: []uint32{3}, N: 2}); len(a) != 1 || a[0] == ans[0] || !bytes.Equal(mem, make([]byte, len(mem))) {
 		t.Errorf("after Snapshot the region answers %v: want it counting again from zero", a)
 	}
+}
+
+// checkRefusals: redundancy 0 is rejected, a full sink is busy, and
+// translating allocates nothing.
+func checkRefusals(t *testing.T, tr primitive.Translator, s *primitivetest.Sink) {
+	t.Helper()
 	bad := dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: 0, Key: 1, Counter: 1}}
 	if o := tr.Translate(s, &bad, -1); o != primitive.Rejected || s.FetchAdds != 200 {
 		t.Errorf("redundancy 0: %v, %d FETCH_ADDs", o, s.FetchAdds)

@@ -58,6 +58,14 @@ func TestPrimitive(t *testing.T) {
 	if !bytes.Equal(mem, ref.Region()) || s.Err != nil || s.Writes != 150 || s.Settled != 50 {
 		t.Fatalf("region differs from Put's (%v), %d writes, %d settled", s.Err, s.Writes, s.Settled)
 	}
+	checkStore(t, st, keys, mem)
+	checkRefusals(t, tr, s)
+}
+
+// checkStore checks the Store's answers to queries and rows, and its
+// snapshot.
+func checkStore(t *testing.T, st primitive.Store, keys []uint32, mem []byte) {
+	t.Helper()
 	ans, err := st.Query(primitive.Query{Keys: keys[:2], N: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +83,19 @@ func TestPrimitive(t *testing.T) {
 	}); err != nil || rows != 50 {
 		t.Errorf("Rows: %d rows, %v; want 50", rows, err)
 	}
+	snap, err := st.Snapshot(make([]byte, len(mem)))
+	if err != nil || !bytes.Equal(snap.Region(), mem) {
+		t.Errorf("Snapshot: %v, or its region differs", err)
+	}
+	if _, err := st.FetchAdd(0, 1); err == nil {
+		t.Error("FETCH_ADD on a Key-Write store accepted")
+	}
+}
+
+// checkRefusals: bad data is rejected, a copy is one write, a full sink is
+// busy, and translating allocates nothing.
+func checkRefusals(t *testing.T, tr primitive.Translator, s *primitivetest.Sink) {
+	t.Helper()
 
 	bad := dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: 1, Key: 1, Data: make([]byte, 4)}}
 	if o := tr.Translate(s, &bad, -1); o != primitive.Rejected || s.Writes != 150 {
@@ -91,12 +112,5 @@ func TestPrimitive(t *testing.T) {
 	s.Full = false
 	if n := testing.AllocsPerRun(100, func() { tr.Translate(s, &one, -1) }); n != 0 {
 		t.Errorf("Translate: %v allocations", n)
-	}
-	snap, err := st.Snapshot(make([]byte, l.RegionSize()))
-	if err != nil || !bytes.Equal(snap.Region(), mem) {
-		t.Errorf("Snapshot: %v, or its region differs", err)
-	}
-	if _, err := st.FetchAdd(0, 1); err == nil {
-		t.Error("FETCH_ADD on a Key-Write store accepted")
 	}
 }

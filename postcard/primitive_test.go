@@ -57,6 +57,19 @@ func TestPrimitive(t *testing.T) {
 	if s.Settled != 3 || s.Writes != 2 || s.Err != nil {
 		t.Fatalf("flow 1: %d settled, %d writes (%v); want 3, 2", s.Settled, s.Writes, s.Err)
 	}
+	checkQueries(t, st)
+	checkLinger(t, tr, s)
+	checkRows(t, st)
+	s.Tracking = false
+	r := pc(5, 1, 2, 11)
+	if n := testing.AllocsPerRun(100, func() { tr.Translate(s, r, -1) }); n != 0 {
+		t.Errorf("Translate: %v allocations", n)
+	}
+}
+
+// checkQueries: the Store and its snapshot decode flow 1's path.
+func checkQueries(t *testing.T, st primitive.Store) {
+	t.Helper()
 	ans, err := st.Query(primitive.Query{Keys: []uint32{1, 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +78,7 @@ func TestPrimitive(t *testing.T) {
 		t.Errorf("Query: %s", j)
 	}
 
-	snap, err := st.Snapshot(make([]byte, pl.RegionSize()))
+	snap, err := st.Snapshot(make([]byte, len(st.Region())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +87,13 @@ func TestPrimitive(t *testing.T) {
 	} else if j, _ := json.Marshal(a); string(j) != `[{"key":1,"status":"found","path":[10,11,12]}]` {
 		t.Errorf("the snapshot answers %s", j)
 	}
+}
 
+// checkLinger: a flow stopped at one hop is written by Tick after the
+// linger, one cached at Flush without room is lost, a value outside the
+// set is rejected and counted.
+func checkLinger(t *testing.T, tr primitive.Translator, s *primitivetest.Sink) {
+	t.Helper()
 	// Flow 2 stops at one hop: Tick writes it after the linger.
 	tr.Translate(s, pc(2, 1, 0, 13), -1)
 	tr.Tick(s, 50)
@@ -98,6 +117,11 @@ func TestPrimitive(t *testing.T) {
 	if o := tr.Translate(s, pc(4, 1, 0, 99), -1); o != primitive.Rejected || s.Counts[primitive.OutsideValues] != 1 || s.Holding() != 0 {
 		t.Errorf("value 99, outside the set: %v, counts %v", o, s.Counts)
 	}
+}
+
+// checkRows: one row per hop of flow 1.
+func checkRows(t *testing.T, st primitive.Store) {
+	t.Helper()
 	rows := 0
 	if err := st.Rows(primitive.Query{Keys: []uint32{1}}, func(row []any) error {
 		rows++
@@ -107,10 +131,5 @@ func TestPrimitive(t *testing.T) {
 		return nil
 	}); err != nil || rows != 3 {
 		t.Errorf("Rows: %d, %v; want 3 hops", rows, err)
-	}
-	s.Tracking = false
-	r := pc(5, 1, 2, 11)
-	if n := testing.AllocsPerRun(100, func() { tr.Translate(s, r, -1) }); n != 0 {
-		t.Errorf("Translate: %v allocations", n)
 	}
 }

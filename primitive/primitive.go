@@ -201,7 +201,9 @@ type Sink interface {
 	// operations just queued are acknowledged.
 	Settle()
 	// Hold holds the report being translated under slot (< slots of
-	// Translator.Held, at most per of them) until Release or Lose.
+	// Translator.Held, at most per of them) until Release or Lose; one
+	// not Settling is not held (nothing waits for it). A report beyond
+	// what Held said is NACKed unconfirmed at once (a Translator bug).
 	Hold(slot int)
 	// Held returns how many reports slot holds.
 	Held(slot int) int
@@ -244,8 +246,9 @@ type Store interface {
 	Columns() []Column
 	// Rows calls fn with the rows answering q, values in Columns order,
 	// until fn returns an error, which Rows returns (export). Keys nil
-	// means every key the store can enumerate. row is reused after fn
-	// returns.
+	// means every key the store holds, an error wrapping ErrUnsupported
+	// where it cannot list them (Key-Increment's counters, Postcarding's
+	// chunks). row is reused after fn returns.
 	Rows(q Query, fn func(row []any) error) error
 }
 
@@ -282,8 +285,8 @@ const (
 var (
 	// ErrUnknown: no Kind is registered under an opcode or a name.
 	ErrUnknown = errors.New("primitive: unknown primitive")
-	// ErrUnsupported: a Store does not take an operation (a FETCH_ADD on
-	// a WRITE region).
+	// ErrUnsupported: a Store cannot do what was asked (a FETCH_ADD on a
+	// WRITE region, rows of keys it cannot list, a snapshot of lists).
 	ErrUnsupported = errors.New("primitive: operation not supported")
 )
 

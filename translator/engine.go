@@ -160,7 +160,7 @@ type Engine struct {
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
 	tracked bool
-	refused bool // the wide report being translated was NACKed as Rejected
+	refused bool // the wide report being translated was NACKed (Rejected, or Unconfirmed by sink.Hold)
 	// inbox holds reports other shards' engines settled for this one's
 	// sources; spare is its other buffer.
 	inMu         sync.Mutex

@@ -9,6 +9,7 @@ package translator
 // reports are settled by their writes like any other (none is acknowledged
 // on being taken).
 type heldTokens struct {
+	slots  int
 	per    int
 	n      []int32 // dense: the reports each slot holds
 	dense  []token // slot·per + i
@@ -17,13 +18,20 @@ type heldTokens struct {
 
 func newHeldTokens(n, per int) *heldTokens {
 	if n*per <= maxTrackedEntries {
-		return &heldTokens{per: per, n: make([]int32, n), dense: make([]token, n*per)}
+		return &heldTokens{slots: n, per: per, n: make([]int32, n), dense: make([]token, n*per)}
 	}
-	return &heldTokens{per: per, sparse: make(map[int][]token)}
+	return &heldTokens{slots: n, per: per, sparse: make(map[int][]token)}
 }
 
-// add holds t under slot; false when slot holds per reports already.
+// valid reports whether slot is one of h's.
+func (h *heldTokens) valid(slot int) bool { return slot >= 0 && slot < h.slots }
+
+// add holds t under slot; false when slot holds per reports already, or
+// is not one of the n (a Translator that holds more than it said).
 func (h *heldTokens) add(slot int, t token) bool {
+	if !h.valid(slot) {
+		return false
+	}
 	if h.dense != nil {
 		i := int(h.n[slot])
 		if i >= h.per {
@@ -43,6 +51,9 @@ func (h *heldTokens) add(slot int, t token) bool {
 
 // count returns how many reports slot holds.
 func (h *heldTokens) count(slot int) int {
+	if !h.valid(slot) {
+		return 0
+	}
 	if h.dense != nil {
 		return int(h.n[slot])
 	}
@@ -52,6 +63,9 @@ func (h *heldTokens) count(slot int) int {
 // take returns the reports of slot and forgets them; the caller clears
 // the slice once it has settled them. It is valid until the next add.
 func (h *heldTokens) take(slot int) []token {
+	if !h.valid(slot) {
+		return nil
+	}
 	if h.dense != nil {
 		n := h.n[slot]
 		h.n[slot] = 0

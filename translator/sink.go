@@ -42,10 +42,13 @@ func (s *sink) Hold(slot int) {
 		in.held = newHeldTokens(in.tr.Held())
 	}
 	if !in.held.add(slot, e.cur) {
-		// More than the Translator said it holds: a bug. The report is
-		// settled by the operations queued last rather than never.
+		// More than the Translator said it holds (a bug): the report is
+		// NACKed as unconfirmed now, and taken, not pending (as a
+		// refused one), rather than acknowledged before its write.
 		e.c.EncodeErrors++
-		e.pendOn(in, e.cur)
+		e.done(e.cur, true)
+		e.refused = true
+		return
 	}
 	e.tracked = true
 }
