@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/primitive"
 )
@@ -88,5 +89,48 @@ func checkGeneric(t *testing.T, rows, want []genericRow) {
 		if r.Key != w.Key || !bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) || r.Copies != w.Copies || r.Matches != w.Matches || r.Verdict != w.Verdict {
 			t.Errorf("row %d: %+v, want %+v", i, r, w)
 		}
+	}
+}
+
+// TestStore: a built-in primitive's Store is exported with its own schema
+// (Key-Write's redundancy in the metadata, its int32 copies), its keys
+// listed by StoreKeys; a Key-Increment store lists none.
+func TestStore(t *testing.T) {
+	l := keywrite.Layout{Slots: 256, DataSize: 4}
+	geo, _ := l.AppendBinary(nil)
+	pl, err := primitive.Parse(dta.OpKeyWrite, geo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := pl.NewStore(make([]byte, pl.RegionSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kw, _ := keywrite.StoreOf(s)
+	for k := uint32(1); k <= 10; k++ {
+		if err := kw.Put(k, []byte{byte(k), 0, 0, 1}, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	st, err := Store(&out, s, 2, StoreKeys(s, 2), meta, Options{})
+	if err != nil || st.Rows != 10 {
+		t.Fatalf("Store: %+v, %v; want 10 rows", st, err)
+	}
+	rows, f := read[KeyWriteRow](t, out.Bytes())
+	if v, _ := f.Lookup("dtakit.redundancy"); v != "2" || len(rows) != 10 {
+		t.Errorf("dtakit.redundancy %q, %d rows: not Key-Write's schema", v, len(rows))
+	}
+	geo, _ = keyincr.Layout{Slots: 64}.AppendBinary(nil)
+	il, err := primitive.Parse(dta.OpKeyIncrement, geo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := il.NewStore(make([]byte, il.RegionSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StoreKeys(is, 2).Next(make([]uint32, 8)); !errors.Is(err, primitive.ErrUnsupported) {
+		t.Errorf("StoreKeys of a Key-Increment store: %v, want ErrUnsupported", err)
 	}
 }

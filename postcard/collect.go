@@ -48,3 +48,14 @@ func (kind) ParseConfig(b json.RawMessage) (primitive.Layout, error) {
 	}
 	return kind{}.ParseLayout(geo)
 }
+
+// TableOf returns the Table of the values s, a primitive.Store of a
+// Postcarding layout, decodes paths against: the value set its geometry
+// advertises.
+func TableOf(s primitive.Store) (*Table, error) {
+	st, ok := s.(*store)
+	if !ok {
+		return nil, fmt.Errorf("postcard: table: %w: a %T", primitive.ErrUnsupported, s)
+	}
+	return st.table()
+}

@@ -15,9 +15,6 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/export"
 	"github.com/dtakit/dtakit/internal/hugemem"
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/primitive"
 )
 
@@ -275,7 +272,7 @@ func (d *Daemon) exportInstance(in *instance, ef epochFiles) (ExportFile, error)
 	case ef.keys != nil:
 		f.Keys, ks = "given", export.KeyList(ef.keys)
 	case in.KeysFrom != nil:
-		f.Keys, ks = fmt.Sprintf("instance %d", *in.KeysFrom), keysOf(ef.snaps[*in.KeysFrom], d.insts[*in.KeysFrom].Redundancy)
+		f.Keys, ks = fmt.Sprintf("instance %d", *in.KeysFrom), export.StoreKeys(ef.snaps[*in.KeysFrom], d.insts[*in.KeysFrom].Redundancy)
 	case !listsKeys(ef.snaps[in.index], in.Redundancy):
 		f.Skipped = "no keys: give them in the request or name a keywrite instance in keys_from"
 		return f, nil
@@ -292,7 +289,7 @@ func (d *Daemon) exportInstance(in *instance, ef epochFiles) (ExportFile, error)
 	if in.list != nil {
 		st, err = d.exportAppend(in, out, ef.meta, opts)
 	} else {
-		st, err = exportStore(out, in, ef.snaps[in.index], ks, ef.meta, opts)
+		st, err = export.Store(out, ef.snaps[in.index], in.Redundancy, ks, ef.meta, opts)
 	}
 	if err == nil {
 		err = out.Sync()
@@ -317,83 +314,6 @@ func listsKeys(s primitive.Store, n int) bool {
 }
 
 var errProbe = errors.New("probe")
-
-// keysOf returns the keys a store lists with redundancy n: a Key-Write
-// instance's for keys_from, found by Scan (export.ScanKeys), or any other
-// store's rows' first column.
-func keysOf(s primitive.Store, n int) export.Keys {
-	if kw, ok := keywrite.StoreOf(s); ok {
-		return export.ScanKeys(kw, n)
-	}
-	return &rowKeys{s: s, n: n}
-}
-
-// rowKeys are the keys of a store's rows, read at the first Next.
-type rowKeys struct {
-	s    primitive.Store
-	n    int
-	keys []uint32
-	read bool
-	err  error
-	next int
-}
-
-func (k *rowKeys) Next(buf []uint32) (int, error) {
-	if !k.read {
-		k.read = true
-		k.err = k.s.Rows(primitive.Query{N: k.n}, func(row []any) error {
-			key, ok := row[0].(uint32)
-			if !ok {
-				return fmt.Errorf("%w: the store's rows start with a %T, not a key", primitive.ErrUnsupported, row[0])
-			}
-			k.keys = append(k.keys, key)
-			return nil
-		})
-	}
-	if k.err != nil {
-		return 0, k.err
-	}
-	c := copy(buf, k.keys[k.next:])
-	k.next += c
-	return c, nil
-}
-
-func (k *rowKeys) Progress() (uint64, uint64) { return uint64(k.next), uint64(len(k.keys)) }
-
-// exportStore writes a snapshot's rows for keys ks (nil: the keys the
-// store lists): with the schema of docs/DTA-WIRE.md section 8.9 for the
-// primitives it names, through export.Rows for any other.
-func exportStore(out *os.File, in *instance, s primitive.Store, ks export.Keys, m export.Meta, opts export.Options) (export.Stats, error) {
-	if kw, ok := keywrite.StoreOf(s); ok {
-		return export.KeyWrite(out, kw, in.Redundancy, ks, m, opts)
-	}
-	if ki, ok := keyincr.StoreOf(s); ok {
-		return export.KeyIncrement(out, ki, in.Redundancy, ks, m, opts)
-	}
-	if pc, ok := postcard.StoreOf(s); ok {
-		t, err := postcard.NewTable(pc.Layout(), in.Values)
-		if err != nil {
-			return export.Stats{}, err
-		}
-		return export.Postcard(out, pc, t, ks, m, opts)
-	}
-	q := primitive.Query{N: in.Redundancy}
-	if ks != nil {
-		q.Keys = []uint32{}
-		buf := make([]uint32, 4096)
-		for {
-			c, err := ks.Next(buf)
-			if err != nil {
-				return export.Stats{}, err
-			}
-			if c == 0 {
-				break
-			}
-			q.Keys = append(q.Keys, buf[:c]...)
-		}
-	}
-	return export.Rows(out, s, q, m, opts)
-}
 
 // snapshot ends the epoch of an instance's region in its snapshot memory
 // (primitive.Store.Snapshot: Key-Increment's counters move there and
