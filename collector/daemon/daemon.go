@@ -253,7 +253,12 @@ func (in *instance) build(c *collector.Collector) error {
 	in.store = in.info.Store
 	if in.list, ok = appendlist.StoreOf(in.store); ok {
 		in.lists = map[uint32]*listReader{}
+		return nil
 	}
+	// A store may make what its queries need at the first one (Postcarding
+	// its Table of the advertised values): make it now, before the HTTP
+	// server's handlers query it concurrently.
+	_, _ = in.store.Query(primitive.Query{Keys: []uint32{}})
 	return nil
 }
 
