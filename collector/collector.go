@@ -14,6 +14,11 @@
 //	... kw.Query(key, n, keywrite.Plurality) ...
 //	c.Close()
 //
+// Add adds an instance of any registered primitive (package primitive)
+// from its Layout and returns it with its primitive.Store; the typed Add
+// methods are for the four built in. The regions are served by a backend
+// chosen once in New (Config.Backend): the software target or an RDMA NIC.
+//
 // Instance i listens on CM port CMPort+i; a translator connects to CMPort,
 // CMPort+1, ... until a Reject tells it there are no more (docs/DTA-WIRE.md
 // section 8.6).
