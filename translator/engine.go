@@ -6,10 +6,11 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
@@ -130,6 +131,13 @@ type collector struct {
 // Output's datagrams alias the engine's buffers (the retransmit rings):
 // send them, then call ResetOutput, before translating reports again after
 // HandleRoCE. An Engine is not safe for concurrent use.
+//
+// Engines shard as Translator shards them, each on its own goroutine and
+// sharing nothing: the engine that reads a source's reports keeps their
+// state and admits those another engine translates (Admit, TranslateFor,
+// HandedOver); what the translating engine settles later it hands out as
+// values (TakeSettled) for the caller to take to the reading engine
+// (Settle).
 type Engine struct {
 	cfg        Config
 	now        int64
@@ -152,20 +160,17 @@ type Engine struct {
 	rep     dta.Report
 	c       Counters
 
-	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
-	seqTick uint64               // counts admit calls, to age seqs
-	ackDue  []source             // sources owed a cumulative ack
-	evictAt int64                // with seqs full, no source is idle before this engine time
+	seqs   exactly.Table // wide sequence numbers by source (seqtrack.go)
+	ackDue []source      // sources owed a cumulative ack
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
 	tracked bool
 	refused bool // the wide report being translated was NACKed (Rejected, or Unconfirmed by sink.Hold)
-	// inbox holds reports other shards' engines settled for this one's
-	// sources; spare is its other buffer.
-	inMu         sync.Mutex
-	inbox, spare []settled
-	keptAlive    int64 // when keepAlive last ran
+	// settled holds the reports translated for other engines and settled
+	// since the last TakeSettled.
+	settled   []Settlement
+	keptAlive int64 // when keepAlive last ran
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
@@ -341,7 +346,6 @@ func (e *Engine) Tick(now time.Time) {
 // NACKs to the reporters (sent from the report socket, the port they sent
 // to). They stay valid until ResetOutput.
 func (e *Engine) Output() (roce, acks []Datagram) {
-	e.takeInbox()
 	e.endRound()
 	e.sendAcks()
 	return e.out, e.acks
@@ -356,15 +360,49 @@ func (e *Engine) ResetOutput() {
 	e.nacks = e.nacks[:0]
 }
 
-// Idle reports whether every QP has had all it sent acknowledged.
+// Idle reports whether every QP has had all it sent acknowledged (with
+// the verbs backend, every work request completed; a QP in error counts
+// as idle: what it had is lost).
 func (e *Engine) Idle() bool {
 	for _, q := range e.qps {
 		if q.state == qpReady && q.req.InFlight() != 0 {
 			return false
 		}
 	}
-	return true
+	return e.verbsIdle()
 }
+
+// AcceptReport decodes d, a datagram from the report socket, into r when
+// it comes from a configured reporter (Config.Reporters) and was read
+// whole, and reports whether it did; what it refuses it counts
+// (RefusedSource, Malformed).
+func (e *Engine) AcceptReport(d Datagram, r *dta.Report) bool {
+	switch {
+	case !netguard.Contains(e.cfg.Reporters, d.Addr.Addr()):
+		e.c.RefusedSource++
+	case d.Truncated, r.Decode(d.Buf) != nil: // cut: it could decode wrong
+		e.c.Malformed++
+	default:
+		return true
+	}
+	return false
+}
+
+// HandleRoCEDatagram is HandleRoCE for a datagram read from the RoCEv2
+// socket: one cut short by the read buffer is counted (BadRoCE) and
+// dropped.
+func (e *Engine) HandleRoCEDatagram(d Datagram, now time.Time) {
+	if d.Truncated {
+		e.c.BadRoCE++
+		return
+	}
+	e.HandleRoCE(d.Buf, d.Addr, now)
+}
+
+// Apply translates r as Translate does, except that refusal is returned,
+// not NACKed: it wraps ErrNoInstance, ErrBusy or ErrReport. With copy >=
+// 0, a Key-Write report writes only that copy (0..N-1) of its N.
+func (e *Engine) Apply(r *dta.Report, copy int) error { return e.apply(r, copy) }
 
 // HandleRoCE processes a RoCEv2 datagram received from src at the engine's
 // Local address: ACKs, NAKs and atomic ACKs of the data QPs, the
@@ -465,8 +503,8 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	if s == nil {
 		return
 	}
-	taken, tracked, refused := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
-	s.setApplied(r.Header.Seq, taken)
+	taken, tracked, refused := e.translateFor(r, src, token{s: s, seq: r.Header.Seq})
+	s.SetApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
 	case refused:
@@ -474,13 +512,13 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		// translated again, and passed by the cumulative ack, but never
 		// acknowledged on its own.
 	case taken && tracked:
-		if s.inWindow(seq) { // older: nothing to mark, acknowledged when settled
-			s.setPending(seq, true)
+		if s.InWindow(seq) { // older: nothing to mark, acknowledged when settled
+			s.SetPending(seq, true)
 		}
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
 	default:
-		s.nackFor(seq, e.now) // NACKed: its sender resends it
+		s.Missed(seq, e.now) // NACKed: its sender resends it
 	}
 }
 
@@ -509,7 +547,7 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 		e.drop(r, src, dta.ReasonBusy)
 	case err == errRejected:
 		if r.Header.Sequenced && r.Header.Wide {
-			e.nack(source{src, r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
+			e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
 			e.c.NACKs++
 			e.refused = true
 		}
@@ -568,7 +606,7 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
-	e.nack(source{src, r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
+	e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
 	e.c.NACKs++
 }
 
@@ -586,7 +624,7 @@ func (e *Engine) nack(src source, seq uint32, wide bool, why dta.Reason) {
 // ack port; a wide one carries src's session.
 func (e *Engine) toReporter(src source, a dta.Ack) {
 	if a.Wide {
-		a.Session = src.session
+		a.Session = src.Session
 	}
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued acks keep the old array alive.
@@ -594,7 +632,7 @@ func (e *Engine) toReporter(src source, a dta.Ack) {
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

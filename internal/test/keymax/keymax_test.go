@@ -80,7 +80,8 @@ func TestConfirmedThroughReporter(t *testing.T) {
 	geo, _ := l.AppendBinary(nil)
 	addr, mem, stop := startTarget(t, l, geo)
 	defer stop()
-	tr, err := translator.New(translator.Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{addr}})
+	ackPort := freeAckPort(t)
+	tr, err := translator.New(translator.Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{addr}, AckPort: ackPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestConfirmedThroughReporter(t *testing.T) {
 	if err := tr.Start(sctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: ackPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,4 +358,16 @@ func TestSlotIsCRC32(t *testing.T) {
 			t.Errorf("Slot(%#x) = %d, want %d", k, got, want)
 		}
 	}
+}
+
+// freeAckPort returns a free UDP port for a test's acks: the default
+// (40044) may be taken by a test of another package running at once.
+func freeAckPort(t *testing.T) uint16 {
+	t.Helper()
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	return uint16(uc.LocalAddr().(*net.UDPAddr).Port)
 }
