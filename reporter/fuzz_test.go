@@ -44,30 +44,9 @@ func FuzzNACKs(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		r.session = 0               // the session the inputs' acks can name
-		sent := map[uint32][]byte{} // by sequence number, as sent
-		for i := range int(in[1]) + 300*int(in[0]>>7) {
-			if err := r.KeyWrite(uint32(i), []byte{byte(i), 1, 2, 3}, 1); err != nil {
-				t.Fatal(err)
-			}
-			b, _ := s.read()
-			h, err := dta.ParseHeader(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sent[h.Seq] = b
-		}
-		var ms []udpio.Datagram
-		other := netip.MustParseAddrPort("127.0.0.1:9")
-		for in = in[2:]; len(in) >= 2; {
-			src, n := in[0], min(int(in[1]), len(in)-2)
-			m := udpio.Datagram{Buf: append([]byte(nil), in[2:2+n]...), Addr: s.addr()}
-			if src&1 != 0 {
-				m.Addr = other
-			}
-			ms = append(ms, m)
-			in = in[2+n:]
-		}
+		r.session = 0 // the session the inputs' acks can name
+		sent := sendKeys(t, r, s, int(in[1])+300*int(in[0]>>7))
+		ms := fuzzAcks(in[2:], s.addr())
 		now := time.Now()
 		r.handleAcks(ms, now)
 		// Idle ticks until every resend's backoff and pace allowed it.
@@ -85,32 +64,77 @@ func FuzzNACKs(f *testing.F) {
 		if c.Retimed != 0 || c.NACKs != c.Resent+c.GaveUp+c.Unknown+unconf+c.Superseded+c.Moot-malformed(ms, s.addr()) {
 			t.Fatalf("NACKs %d, unconfirmed NACKs %d, %d malformed; counters %+v", c.NACKs, unconf, malformed(ms, s.addr()), c)
 		}
-		resends := map[uint32]int{}
-		for range c.Resent {
-			b, _ := s.read()
-			h, err := dta.ParseHeader(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(b, sent[h.Seq]) {
-				t.Fatalf("resent %x as number %d, which was sent as %x", b, h.Seq, sent[h.Seq])
-			}
-			if resends[h.Seq]++; resends[h.Seq] > 2 {
-				t.Fatalf("number %d resent more than MaxResends times", h.Seq)
-			}
-			named := false
-			for _, m := range ms {
-				a, err := dta.ParseAck(m.Buf)
-				named = named || (err == nil && m.Addr == s.addr() && a.NACK && a.Seq == h.Seq && a.Wide == wide && a.Session == 0)
-			}
-			if !named {
-				t.Fatalf("number %d resent, but no NACK from the translator names it", h.Seq)
-			}
-		}
+		checkResends(t, s, c.Resent, sent, ms, wide)
 		if c.Foreign != foreign(ms, s.addr(), wide) {
 			t.Fatalf("foreign %d, want %d", c.Foreign, foreign(ms, s.addr(), wide))
 		}
 	})
+}
+
+// sendKeys sends n Key-Write reports through r and returns them as s
+// received them, by sequence number.
+func sendKeys(t *testing.T, r *Reporter, s *sink, n int) map[uint32][]byte {
+	t.Helper()
+	sent := map[uint32][]byte{}
+	for i := range n {
+		if err := r.KeyWrite(uint32(i), []byte{byte(i), 1, 2, 3}, 1); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.read()
+		h, err := dta.ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[h.Seq] = b
+	}
+	return sent
+}
+
+// fuzzAcks cuts the fuzzer's input into datagrams (a source byte, whose
+// low bit says another address than the translator's, a length, the
+// bytes).
+func fuzzAcks(in []byte, translator netip.AddrPort) []udpio.Datagram {
+	var ms []udpio.Datagram
+	other := netip.MustParseAddrPort("127.0.0.1:9")
+	for len(in) >= 2 {
+		src, n := in[0], min(int(in[1]), len(in)-2)
+		m := udpio.Datagram{Buf: append([]byte(nil), in[2:2+n]...), Addr: translator}
+		if src&1 != 0 {
+			m.Addr = other
+		}
+		ms = append(ms, m)
+		in = in[2+n:]
+	}
+	return ms
+}
+
+// checkResends reads the n resends s received and checks each is a copy
+// of what was sent, at most MaxResends (2) times, under a NACK of the
+// translator's naming it.
+func checkResends(t *testing.T, s *sink, n uint64, sent map[uint32][]byte, ms []udpio.Datagram, wide bool) {
+	t.Helper()
+	resends := map[uint32]int{}
+	for range n {
+		b, _ := s.read()
+		h, err := dta.ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, sent[h.Seq]) {
+			t.Fatalf("resent %x as number %d, which was sent as %x", b, h.Seq, sent[h.Seq])
+		}
+		if resends[h.Seq]++; resends[h.Seq] > 2 {
+			t.Fatalf("number %d resent more than MaxResends times", h.Seq)
+		}
+		named := false
+		for _, m := range ms {
+			a, err := dta.ParseAck(m.Buf)
+			named = named || (err == nil && m.Addr == s.addr() && a.NACK && a.Seq == h.Seq && a.Wide == wide && a.Session == 0)
+		}
+		if !named {
+			t.Fatalf("number %d resent, but no NACK from the translator names it", h.Seq)
+		}
+	}
 }
 
 // unconfirmedNACKs counts the wide NACKs from the translator with reason
