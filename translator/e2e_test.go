@@ -66,24 +66,13 @@ func TestWithCollector(t *testing.T) {
 		_ = rep.KeyIncrement(k%50, uint64(k), 2)
 		_ = refKI.Add(k%50, uint64(k), 2)
 		_ = rep.Postcard(k/2, postcard.Hop(k%2)+1, 2, postcard.Value(k+1))
-		chunks, _ := cache.Insert(nil, k/2, postcard.Hop(k%2)+1, 2, postcard.Value(k+1))
-		for i := range chunks {
-			for _, w := range pcc.AppendWrites(nil, &chunks[i]) {
-				_ = refPC.Apply(w)
-			}
-		}
+		refPostcard(cache, refPC, k/2, postcard.Hop(k%2)+1, postcard.Value(k+1))
 		_ = rep.Append(k%4, d, false)
 		sent += 4
 		if k%8 == 7 {
 			// Pace the reporter so loopback UDP drops nothing.
 			_ = rep.Flush()
-			deadline := time.Now().Add(5 * time.Second)
-			for reports(tr.Counters()) < uint64(sent) {
-				if time.Now().After(deadline) {
-					t.Fatalf("translator received %d of %d reports", reports(tr.Counters()), sent)
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
+			waitReceived(t, tr, uint64(sent))
 		}
 	}
 	if err := tr.Close(2 * time.Second); err != nil {
@@ -124,4 +113,27 @@ func TestWithCollector(t *testing.T) {
 
 func reports(c translator.Counters) uint64 {
 	return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4]
+}
+
+// refPostcard applies a postcard of path length 2 to the reference cache
+// and store as the translator does.
+func refPostcard(cache *postcard.Cache, pcs *postcard.Store, key uint32, hop postcard.Hop, v postcard.Value) {
+	chunks, _ := cache.Insert(nil, key, hop, 2, v)
+	for i := range chunks {
+		for _, w := range cache.Codec().AppendWrites(nil, &chunks[i]) {
+			_ = pcs.Apply(w)
+		}
+	}
+}
+
+// waitReceived waits until tr has received n reports, 5 s at most.
+func waitReceived(t *testing.T, tr *translator.Translator, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for reports(tr.Counters()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("translator received %d of %d reports", reports(tr.Counters()), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

@@ -94,20 +94,8 @@ func TestDiscoveryAndAdvertisement(t *testing.T) {
 	if len(ft.reqs) != 5 {
 		t.Fatalf("%d REQs, want 5", len(ft.reqs))
 	}
-	for i, r := range ft.reqs {
-		if want := cm.ServiceID(uint16(DefaultCMPort + i)); r.ServiceID != want {
-			t.Errorf("REQ %d: service ID %#x, want %#x", i, r.ServiceID, want)
-		}
-		if r.TransportType != 0 || r.PKey != 0xFFFF || r.PathMTU != cm.MTU1024 || r.MaxCMRetries != 15 || r.RetryCount != 3 {
-			t.Errorf("REQ %d: %v", i, &r)
-		}
-		if r.LocalQPN < 2 || r.StartingPSN > rocev2.PSNMask {
-			t.Errorf("REQ %d: QPN %#x PSN %#x", i, r.LocalQPN, r.StartingPSN)
-		}
-		ip, err := cm.DecodeIPHeader(r.PrivateData[:])
-		if err != nil || ip.SrcPort != testLocal.Port() || ip.Src != testLocal.Addr() || ip.Dst != testTarget.Addr() {
-			t.Errorf("REQ %d: IP header %+v, %v", i, ip, err)
-		}
+	for i := range ft.reqs {
+		checkDiscoveryREQ(t, i, &ft.reqs[i])
 	}
 	if ft.rtus != 4 {
 		t.Errorf("%d RTUs, want 4", ft.rtus)
@@ -125,6 +113,24 @@ func TestDiscoveryAndAdvertisement(t *testing.T) {
 		if in.Primitive != ft.insts[i].prim || !in.Ready || !in.Used || in.Port != uint16(DefaultCMPort+i) || in.Ad.RKey != ft.insts[i].rkey {
 			t.Errorf("instance %d: %+v", i, in)
 		}
+	}
+}
+
+// checkDiscoveryREQ checks the translator's i-th REQ of discovery.
+func checkDiscoveryREQ(t *testing.T, i int, r *cm.ConnectRequest) {
+	t.Helper()
+	if want := cm.ServiceID(uint16(DefaultCMPort + i)); r.ServiceID != want {
+		t.Errorf("REQ %d: service ID %#x, want %#x", i, r.ServiceID, want)
+	}
+	if r.TransportType != 0 || r.PKey != 0xFFFF || r.PathMTU != cm.MTU1024 || r.MaxCMRetries != 15 || r.RetryCount != 3 {
+		t.Errorf("REQ %d: %v", i, r)
+	}
+	if r.LocalQPN < 2 || r.StartingPSN > rocev2.PSNMask {
+		t.Errorf("REQ %d: QPN %#x PSN %#x", i, r.LocalQPN, r.StartingPSN)
+	}
+	ip, err := cm.DecodeIPHeader(r.PrivateData[:])
+	if err != nil || ip.SrcPort != testLocal.Port() || ip.Src != testLocal.Addr() || ip.Dst != testTarget.Addr() {
+		t.Errorf("REQ %d: IP header %+v, %v", i, ip, err)
 	}
 }
 
@@ -246,17 +252,7 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 		for hop := uint8(1); hop <= 5; hop++ {
 			r := pcReport(i, hop, uint32(hop)*1000+i)
 			h.report(r)
-			chunks, err := cache.Insert(nil, r.Postcard.Key, postcard.Hop(r.Postcard.Hop), postcard.PathLength(r.Postcard.PathLength), postcard.Value(r.Postcard.Value))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := range chunks {
-				for _, w := range pcc.AppendWrites(nil, &chunks[j]) {
-					if err := pcs.Apply(w); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			refPostcard(t, cache, pcs, r.Postcard)
 		}
 		h.report(alReport(i%4, uint64(i)+1, false))
 		if i%16 == 0 {
@@ -273,8 +269,35 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	if !bytes.Equal(insts[2].mem, pcs.Region()) {
 		t.Error("postcarding region differs from the store's")
 	}
-	// Append: 50 entries per list, 48 written in batches of 4.
-	region, err := appendlist.NewStore(testAL, insts[3].mem)
+	checkAllAppended(t, insts[3].mem)
+	checkAllCounts(t, h.e.Counters())
+	if !h.e.Idle() {
+		t.Error("not idle after the pump")
+	}
+}
+
+// refPostcard applies p to the reference cache and store as a translator
+// would.
+func refPostcard(t *testing.T, cache *postcard.Cache, pcs *postcard.Store, p dta.Postcard) {
+	t.Helper()
+	chunks, err := cache.Insert(nil, p.Key, postcard.Hop(p.Hop), postcard.PathLength(p.PathLength), postcard.Value(p.Value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range chunks {
+		for _, w := range cache.Codec().AppendWrites(nil, &chunks[j]) {
+			if err := pcs.Apply(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// checkAllAppended checks TestAllPrimitivesWriteWhatTheStoresExpect's
+// Append region: 50 entries per list, 48 written in batches of 4.
+func checkAllAppended(t *testing.T, mem []byte) {
+	t.Helper()
+	region, err := appendlist.NewStore(testAL, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +314,12 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 			}
 		}
 	}
-	c := h.e.Counters()
+}
+
+// checkAllCounts checks TestAllPrimitivesWriteWhatTheStoresExpect's
+// counters.
+func checkAllCounts(t *testing.T, c Counters) {
+	t.Helper()
 	if c.Reports[dta.OpKeyWrite] != 200 || c.Reports[dta.OpKeyIncrement] != 200 || c.Reports[dta.OpPostcard] != 1000 || c.Reports[dta.OpAppend] != 200 {
 		t.Errorf("reports %v", c.Reports)
 	}
@@ -301,9 +329,6 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	// 400 key-write writes, 200 flows × 2 copies, 48 append batches.
 	if c.Writes != 400+400+48 {
 		t.Errorf("%d writes, want %d", c.Writes, 400+400+48)
-	}
-	if !h.e.Idle() {
-		t.Error("not idle after the pump")
 	}
 }
 

@@ -217,15 +217,17 @@ func (ft *fakeTarget) receiveCM(p *rocev2.Packet) {
 	}
 }
 
-func (ft *fakeTarget) receiveData(q *fakeQP, p *rocev2.Packet) {
-	in := ft.insts[q.inst]
+// outOfOrder answers p when it is not the packet q expects, as an RC
+// responder does (a NAK once per gap, a duplicate re-acknowledged), and
+// reports whether it was.
+func (ft *fakeTarget) outOfOrder(q *fakeQP, p *rocev2.Packet) bool {
 	switch d := p.BTH.PSN.Diff(q.expected); {
 	case d > 0:
 		if !q.nakSent {
 			q.nakSent = true
 			ft.ack(q, q.expected, rocev2.SyndromeNAKPSNSequenceError)
 		}
-		return
+		return true
 	case d < 0:
 		ft.dups++
 		if p.BTH.Opcode == rocev2.RCFetchAdd {
@@ -234,11 +236,19 @@ func (ft *fakeTarget) receiveData(q *fakeQP, p *rocev2.Packet) {
 				AETH:         rocev2.AETH{Syndrome: rocev2.SyndromeACK},
 				AtomicAckETH: rocev2.AtomicAckETH{OrigRemoteData: q.atomics[p.BTH.PSN]},
 			})
-			return
+			return true
 		}
 		if !ft.noAck {
 			ft.ack(q, q.expected.Add(rocev2.PSNMask), rocev2.SyndromeACK)
 		}
+		return true
+	}
+	return false
+}
+
+func (ft *fakeTarget) receiveData(q *fakeQP, p *rocev2.Packet) {
+	in := ft.insts[q.inst]
+	if ft.outOfOrder(q, p) {
 		return
 	}
 	if ft.nakAccess {
