@@ -364,7 +364,7 @@ func (t *Target) Counters() Counters {
 	c := t.c
 	for _, qp := range t.qps {
 		qp.mu.Lock()
-		c.add(&qp.c)
+		c.add(qp.counters())
 		qp.mu.Unlock()
 	}
 	return c
