@@ -370,17 +370,45 @@ func (t *Target) Counters() Counters {
 	return c
 }
 
-// counterWords is the number of uint64 counters in Counters, which has no
-// field of another type (a test checks).
-const counterWords = unsafe.Sizeof(Counters{}) / 8
-
-// add adds o's counts to c's.
+// add adds o's counts to c's (TestCountersAdd checks that it adds every
+// field).
 func (c *Counters) add(o *Counters) {
-	a := (*[counterWords]uint64)(unsafe.Pointer(c))
-	b := (*[counterWords]uint64)(unsafe.Pointer(o))
-	for i := range a {
-		a[i] += b[i]
-	}
+	c.Frames += o.Frames
+	c.Bytes += o.Bytes
+	c.BadICRC += o.BadICRC
+	c.Malformed += o.Malformed
+	c.Unknown += o.Unknown
+	c.Foreign += o.Foreign
+	c.Flushed += o.Flushed
+	c.WritePackets += o.WritePackets
+	c.WriteBytes += o.WriteBytes
+	c.Sends += o.Sends
+	c.Atomics += o.Atomics
+	c.Completions += o.Completions
+	c.Duplicates += o.Duplicates
+	c.StaleAtomics += o.StaleAtomics
+	c.OutOfOrder += o.OutOfOrder
+	c.ACKs += o.ACKs
+	c.AtomicACKs += o.AtomicACKs
+	c.NAKSequence += o.NAKSequence
+	c.NAKInvalid += o.NAKInvalid
+	c.NAKAccess += o.NAKAccess
+	c.RNRNAKs += o.RNRNAKs
+	c.SendPackets += o.SendPackets
+	c.SendRetransmits += o.SendRetransmits
+	c.SendFailures += o.SendFailures
+	c.PeerNAKs += o.PeerNAKs
+	c.CMReceived += o.CMReceived
+	c.Connections += o.Connections
+	c.Rejects += o.Rejects
+	c.CMTimeouts += o.CMTimeouts
+	c.Disconnects += o.Disconnects
+	c.Replaced += o.Replaced
+	c.Reaped += o.Reaped
+	c.ForeignCM += o.ForeignCM
+	c.RefusedPeer += o.RefusedPeer
+	c.HalfOpen += o.HalfOpen
+	c.Truncated += o.Truncated
 }
 
 const pageSize = 4096
