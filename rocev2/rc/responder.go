@@ -74,7 +74,8 @@ type Responder struct {
 	atomics    *[AtomicResources]atomicResult // by PSN; allocated at the first atomic
 
 	bases responseBases
-	buf   [2][atomicAckLen]byte // the responses of the last call
+	tmpl  [atomicAckLen - rocev2.ICRCLen]byte // the bases' responses (on the heap with r, not each time)
+	buf   [2][atomicAckLen]byte               // the responses of the last call
 	out   [2][]byte
 	c     ResponderCounters
 }
@@ -273,11 +274,12 @@ type responseBases struct {
 func (r *Responder) base(atomic bool) (uint32, bool) {
 	rb := &r.bases
 	if !rb.valid || rb.local != r.cfg.Local || rb.remote != r.cfg.Remote {
-		var b [atomicAckLen - rocev2.ICRCLen]byte
+		b := r.tmpl[:]
+		clear(b)
 		rocev2.AppendBTH(b[:0], rocev2.RCAcknowledge, 0, rocev2.DefaultPKey, r.cfg.RemoteQPN, false, 0)
 		ack, err1 := rocev2.DatagramICRC(r.cfg.Local, r.cfg.Remote, b[:ackLen-rocev2.ICRCLen])
 		b[0] = byte(rocev2.RCAtomicAcknowledge)
-		atomicAck, err2 := rocev2.DatagramICRC(r.cfg.Local, r.cfg.Remote, b[:])
+		atomicAck, err2 := rocev2.DatagramICRC(r.cfg.Local, r.cfg.Remote, b)
 		*rb = responseBases{local: r.cfg.Local, remote: r.cfg.Remote, ack: ack, atomicAck: atomicAck,
 			valid: true, mismatch: err1 != nil || err2 != nil}
 	}

@@ -11,6 +11,13 @@
 // (package rocev2, [rocev2.DatagramICRC]), so the target must know its own
 // specific address.
 //
+// Each queue pair is an [rc.Responder] for its peer's requests, an
+// [rc.Requester] for the target's own SENDs and, when the CM made it, a
+// [cm.Acceptor]: socket-free cores that follow package rc's conventions
+// (time as Unix nanoseconds, datagrams returned as bytes). The target
+// executes the requests and holds the sockets; [Target.Process] and
+// [Target.Tick] take a time.Time and convert it once.
+//
 // No frame, however hostile, makes the target write outside a registered
 // region: every RDMA operation is checked against the region its rkey names,
 // with overflow-safe arithmetic, before a byte moves. Bad input is answered
