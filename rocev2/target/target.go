@@ -77,11 +77,12 @@ var DefaultAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), roc
 
 // Timing of the CM and of the target's own SENDs (the contract of issue 7).
 const (
-	// RetryInterval is the wait before the target resends a REP, a DREQ or
-	// an unacknowledged SEND.
+	// RetryInterval is the wait before the target resends a REP or a DREQ,
+	// and the floor of its SENDs' retransmission timeout (RFC 6298, the
+	// timeout before a round trip was measured).
 	RetryInterval = 100 * time.Millisecond
 	// MaxTries is the number of times such a message is sent before the
-	// target gives up on it.
+	// target gives up on it (for SENDs, on those unacknowledged).
 	MaxTries = 5
 	// MaxPendingSends bounds the SENDs a queue pair holds unacknowledged.
 	MaxPendingSends = 16
