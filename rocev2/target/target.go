@@ -88,10 +88,6 @@ const (
 	MaxPendingSends = 16
 	// MaxPostedRecvs bounds the receive buffers posted to a queue pair.
 	MaxPostedRecvs = 64
-	// atomicResources is the number of PSNs back a QP answers a duplicate
-	// atomic with its saved result (its responder resources): the results
-	// of the atomics among the last atomicResources PSNs, a power of two.
-	atomicResources = 1024
 )
 
 // Config configures a Target.
