@@ -69,7 +69,11 @@ func (r *Requester) icrc(b []byte) uint32 {
 		f.tail = rocev2.LinearCRC(b[20:])
 		f.tailOK = true
 	}
-	return en.k ^ f.tail ^ en.h.Sum(b[8:20])
+	h := &en.h // DeltaTables.Sum unrolled: its loop is measurably slower here
+	return en.k ^ f.tail ^
+		h[11][b[8]] ^ h[10][b[9]] ^ h[9][b[10]] ^ h[8][b[11]] ^
+		h[7][b[12]] ^ h[6][b[13]] ^ h[5][b[14]] ^ h[4][b[15]] ^
+		h[3][b[16]] ^ h[2][b[17]] ^ h[1][b[18]] ^ h[0][b[19]]
 }
 
 // fillICRC computes the cached values for datagrams of n bytes starting
