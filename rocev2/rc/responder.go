@@ -123,8 +123,7 @@ func (r *Responder) Remote() netip.AddrPort { return r.cfg.Remote }
 // next call on r. It does not allocate.
 func (r *Responder) Receive(psn rocev2.PSN, op rocev2.Opcode) (Verdict, [][]byte) {
 	if psn == r.epsn {
-		r.nakSent = false
-		return Execute, nil
+		return Execute, nil // nakSent is cleared by the outcome (Done, AtomicDone, Refuse)
 	}
 	return r.unexpected(psn, op)
 }
@@ -160,7 +159,7 @@ func (r *Responder) unexpected(psn rocev2.PSN, op rocev2.Opcode) (Verdict, [][]b
 // packet), and an ACK is pending when ackReq.
 func (r *Responder) Done(ackReq, last bool) {
 	psn := r.epsn
-	r.epsn = psn.Next()
+	r.epsn, r.nakSent = psn.Next(), false
 	if last {
 		r.msn = (r.msn + 1) & rocev2.PSNMask
 	}
@@ -175,7 +174,7 @@ func (r *Responder) Done(ackReq, last bool) {
 // are valid until the next call on r.
 func (r *Responder) AtomicDone(orig uint64) [][]byte {
 	psn := r.epsn
-	r.epsn = psn.Next()
+	r.epsn, r.nakSent = psn.Next(), false
 	r.msn = (r.msn + 1) & rocev2.PSNMask
 	if r.atomics == nil {
 		r.atomics = new([AtomicResources]atomicResult)
@@ -191,6 +190,7 @@ func (r *Responder) AtomicDone(orig uint64) [][]byte {
 // it); any other NAK is fatal, and the caller puts the queue pair in the
 // error state.
 func (r *Responder) Refuse(s rocev2.Syndrome) [][]byte {
+	r.nakSent = false
 	switch {
 	case s.IsRNRNAK():
 		r.c.RNRNAKs++
