@@ -275,18 +275,18 @@ func (e *Engine) handleSend(q *qp) {
 		e.c.BadRoCE++
 		return
 	}
-	v, rs := q.resp.Receive(e.rx.BTH.PSN, e.rx.BTH.Opcode)
-	e.sendResponses(q, rs...)
-	if v == rc.Duplicate {
-		e.sendResponses(q, q.resp.Flush()) // acknowledged again, not executed
+	v, b, dgs := q.resp.Receive(nil, &e.rx.BTH)
+	if v == rc.Execute {
+		// Each SEND acknowledged at once, AckReq or not: the collector
+		// waits for it before its next.
+		q.resp.Done(true, true)
 	}
+	e.sendResponses(q, dgs)
+	_, dgs = q.resp.Flush(b) // the ACK, or again for a repeat (not executed)
+	e.sendResponses(q, dgs)
 	if v != rc.Execute {
 		return
 	}
-	// Each SEND acknowledged at once, AckReq or not: the collector waits
-	// for it before its next.
-	q.resp.Done(true, true)
-	e.sendResponses(q, q.resp.Flush())
 	if q.state != qpWaitAdvert {
 		return // a later SEND means nothing to the translator
 	}
@@ -371,11 +371,9 @@ func (e *Engine) takeHeads(q *qp) error {
 
 // sendResponses queues q's Responder's responses (ACKs, NAKs) to the
 // collector.
-func (e *Engine) sendResponses(q *qp, bs ...[]byte) {
-	for _, b := range bs {
-		if b != nil {
-			e.out = append(e.out, Datagram{Addr: q.remote, Buf: append(make([]byte, 0, len(b)), b...)})
-		}
+func (e *Engine) sendResponses(q *qp, dgs [][]byte) {
+	for _, b := range dgs {
+		e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
 	}
 }
 

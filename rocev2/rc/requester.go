@@ -21,10 +21,12 @@
 //   - Time is given as Unix nanoseconds (now int64), so that a caller
 //     driving many of them reads the clock once; a core that keeps no
 //     timer takes none.
-//   - Datagrams to send are returned as byte slices, in the order to send
-//     them, valid until the next call on the core (the Requester's until
-//     the packet is acknowledged: they alias its ring); an Event or a
-//     Verdict says what else the caller must do.
+//   - Datagrams to send are written into the caller's buffer: appended to
+//     a b []byte the call takes, and returned as the extended buffer and
+//     as one slice of it per datagram, in the order to send them. The
+//     Requester, which must keep each packet until it is acknowledged,
+//     writes into its ring instead and returns slices of it. An Event or
+//     a Verdict says what else the caller must do.
 //
 // None is safe for concurrent use.
 package rc

@@ -75,8 +75,7 @@ type Responder struct {
 
 	bases responseBases
 	tmpl  [atomicAckLen - rocev2.ICRCLen]byte // the bases' responses (on the heap with r, not each time)
-	buf   [2][atomicAckLen]byte               // the responses of the last call
-	out   [2][]byte
+	out   [2][]byte                           // the datagrams of the last call
 	c     ResponderCounters
 }
 
@@ -112,37 +111,44 @@ func (r *Responder) Counters() ResponderCounters { return r.c }
 // ACK included: a target whose address changed, a requester that sends
 // from another port.
 func (r *Responder) Route(local, remote netip.AddrPort) {
-	r.cfg.Local, r.cfg.Remote = local, remote
+	if r.cfg.Remote != remote || r.cfg.Local != local { // mostly equal: no stores
+		r.cfg.Local, r.cfg.Remote = local, remote
+	}
 }
 
 // Remote returns where the responses go.
 func (r *Responder) Remote() netip.AddrPort { return r.cfg.Remote }
 
-// Receive classifies a request with PSN psn and opcode op, and returns the
-// responses to send now, in order. They alias r and are valid until the
-// next call on r. It does not allocate.
-func (r *Responder) Receive(psn rocev2.PSN, op rocev2.Opcode) (Verdict, [][]byte) {
-	if psn == r.epsn {
-		return Execute, nil // nakSent is cleared by the outcome (Done, AtomicDone, Refuse)
+// Receive classifies a request by its BTH (PSN and opcode). The responses
+// to send now, if any, are appended to b, and returned as the extended
+// buffer and as slices of it, one per datagram, in order (backed by r
+// until its next call). It does not allocate when b has room.
+func (r *Responder) Receive(b []byte, bth *rocev2.BTH) (v Verdict, out []byte, dgs [][]byte) {
+	out = b
+	if bth.PSN != r.epsn {
+		v, out, dgs = r.unexpected(b, bth)
 	}
-	return r.unexpected(psn, op)
+	return // Execute: nakSent is cleared by the outcome (Done, AtomicDone, Refuse)
 }
 
-func (r *Responder) unexpected(psn rocev2.PSN, op rocev2.Opcode) (Verdict, [][]byte) {
+func (r *Responder) unexpected(b []byte, bth *rocev2.BTH) (Verdict, []byte, [][]byte) {
+	psn, op := bth.PSN, bth.Opcode
 	if psn.Diff(r.epsn) > 0 {
 		r.c.OutOfOrder++
 		if r.nakSent {
-			return OutOfOrder, nil // the gap's NAK went already
+			return OutOfOrder, b, nil // the gap's NAK went already
 		}
 		r.nakSent = true
 		r.c.SeqNAKs++
-		return OutOfOrder, r.respond(rocev2.SyndromeNAKPSNSequenceError, r.epsn)
+		b, dgs := r.respond(b, rocev2.SyndromeNAKPSNSequenceError, r.epsn)
+		return OutOfOrder, b, dgs
 	}
 	r.c.Duplicates++
 	if op == rocev2.RCFetchAdd || op == rocev2.RCCompareSwap {
 		if r.atomics != nil {
 			if a := &r.atomics[psn&(AtomicResources-1)]; a.valid && a.psn == psn {
-				return Duplicate, r.atomicAck(a)
+				b, dgs := r.atomicAck(b, a)
+				return Duplicate, b, dgs
 			}
 		}
 		// Older than the saved results: the original value is gone. An
@@ -151,7 +157,7 @@ func (r *Responder) unexpected(psn rocev2.PSN, op rocev2.Opcode) (Verdict, [][]b
 		r.c.StaleAtomics++
 	}
 	r.setAck(r.epsn.Add(rocev2.PSNMask)) // ePSN-1, the last executed
-	return Duplicate, nil
+	return Duplicate, b, nil
 }
 
 // Done records that the request with the expected PSN was executed: its
@@ -170,9 +176,9 @@ func (r *Responder) Done(ackReq, last bool) {
 
 // AtomicDone records that the atomic with the expected PSN was executed,
 // orig being the value it found, saves the result for a duplicate and
-// returns the responses to send now, the ATOMIC ACK last. They alias r and
-// are valid until the next call on r.
-func (r *Responder) AtomicDone(orig uint64) [][]byte {
+// appends the responses to send now to b, the ATOMIC ACK last, as Receive
+// does.
+func (r *Responder) AtomicDone(b []byte, orig uint64) ([]byte, [][]byte) {
 	psn := r.epsn
 	r.epsn, r.nakSent = psn.Next(), false
 	r.msn = (r.msn + 1) & rocev2.PSNMask
@@ -181,15 +187,15 @@ func (r *Responder) AtomicDone(orig uint64) [][]byte {
 	}
 	a := &r.atomics[psn&(AtomicResources-1)]
 	*a = atomicResult{psn: psn, valid: true, msn: r.msn, orig: orig}
-	return r.atomicAck(a)
+	return r.atomicAck(b, a)
 }
 
 // Refuse answers the request with the expected PSN, not executed, with the
-// NAK s and returns the responses to send now, the NAK last. After a
-// receiver-not-ready NAK the PSN stays expected (the requester retries
-// it); any other NAK is fatal, and the caller puts the queue pair in the
-// error state.
-func (r *Responder) Refuse(s rocev2.Syndrome) [][]byte {
+// NAK s, appending the responses to send now to b, the NAK last, as Receive
+// does. After a receiver-not-ready NAK the PSN stays expected (the
+// requester retries it); any other NAK is fatal, and the caller puts the
+// queue pair in the error state.
+func (r *Responder) Refuse(b []byte, s rocev2.Syndrome) ([]byte, [][]byte) {
 	r.nakSent = false
 	switch {
 	case s.IsRNRNAK():
@@ -199,50 +205,61 @@ func (r *Responder) Refuse(s rocev2.Syndrome) [][]byte {
 	default:
 		r.c.InvalidNAKs++
 	}
-	return r.respond(s, r.epsn)
+	return r.respond(b, s, r.epsn)
 }
 
-// Flush returns the pending ACK, or nil when none is. It aliases r and is
-// valid until the next call on r.
-func (r *Responder) Flush() []byte {
-	if !r.ackPending {
-		return nil
-	}
-	r.ackPending = false
-	b := r.appendAck(r.buf[0][:0], rocev2.SyndromeACK, r.ackPSN)
-	if b != nil {
-		r.c.ACKs++
-	}
-	return b
+// Flush appends the pending ACK, if any, to b, as Receive does.
+func (r *Responder) Flush(b []byte) ([]byte, [][]byte) {
+	start := len(b)
+	b = r.flushFirst(b)
+	return b, r.views(b, start, len(b))
 }
 
 // setAck makes an ACK of psn pending: one ACK covers every request before.
 func (r *Responder) setAck(psn rocev2.PSN) { r.ackPending, r.ackPSN = true, psn }
 
-// respond returns the pending ACK, if any, and the NAK s of psn.
-func (r *Responder) respond(s rocev2.Syndrome, psn rocev2.PSN) [][]byte {
-	out := r.flushFirst()
-	if b := r.appendAck(r.buf[1][:0], s, psn); b != nil {
-		out = append(out, b)
-	}
-	return out
+// respond appends the pending ACK, if any, and the NAK s of psn to b.
+func (r *Responder) respond(b []byte, s rocev2.Syndrome, psn rocev2.PSN) ([]byte, [][]byte) {
+	start := len(b)
+	b = r.flushFirst(b)
+	mid := len(b)
+	b = r.appendAck(b, s, psn)
+	return b, r.views(b, start, mid)
 }
 
-// atomicAck returns the pending ACK, if any, and the ATOMIC ACK of a.
-func (r *Responder) atomicAck(a *atomicResult) [][]byte {
-	out := r.flushFirst()
-	if b := r.appendAtomicAck(r.buf[1][:0], a); b != nil {
+// atomicAck appends the pending ACK, if any, and the ATOMIC ACK of a to b.
+func (r *Responder) atomicAck(b []byte, a *atomicResult) ([]byte, [][]byte) {
+	start := len(b)
+	b = r.flushFirst(b)
+	mid := len(b)
+	if b = r.appendAtomicAck(b, a); len(b) > mid {
 		r.c.AtomicACKs++
-		out = append(out, b)
 	}
-	return out
+	return b, r.views(b, start, mid)
 }
 
-// flushFirst returns r.out holding the pending ACK, if any.
-func (r *Responder) flushFirst() [][]byte {
+// flushFirst appends the pending ACK, if any, to b.
+func (r *Responder) flushFirst(b []byte) []byte {
+	if !r.ackPending {
+		return b
+	}
+	r.ackPending = false
+	n := len(b)
+	if b = r.appendAck(b, rocev2.SyndromeACK, r.ackPSN); len(b) > n {
+		r.c.ACKs++
+	}
+	return b
+}
+
+// views returns the datagrams b[start:mid] and b[mid:], those not empty,
+// in r.out.
+func (r *Responder) views(b []byte, start, mid int) [][]byte {
 	out := r.out[:0]
-	if b := r.Flush(); b != nil {
-		out = append(out, b)
+	if mid > start {
+		out = append(out, b[start:mid:mid])
+	}
+	if n := len(b); n > mid {
+		out = append(out, b[mid:n:n])
 	}
 	return out
 }
@@ -293,12 +310,12 @@ func (r *Responder) base(atomic bool) (uint32, bool) {
 	return rb.ack, true
 }
 
-// appendAck appends an ACK or NAK of psn with syndrome s to b, or returns
-// nil when the route cannot carry it.
+// appendAck appends an ACK or NAK of psn with syndrome s to b, or nothing
+// when the route cannot carry it.
 func (r *Responder) appendAck(b []byte, s rocev2.Syndrome, psn rocev2.PSN) []byte {
 	k, ok := r.base(false)
 	if !ok {
-		return nil
+		return b
 	}
 	b = rocev2.AppendBTH(b, rocev2.RCAcknowledge, 0, rocev2.DefaultPKey, r.cfg.RemoteQPN, false, psn)
 	b = rocev2.AETH{Syndrome: s, MSN: r.msn}.AppendTo(b)
@@ -308,12 +325,12 @@ func (r *Responder) appendAck(b []byte, s rocev2.Syndrome, psn rocev2.PSN) []byt
 	return binary.LittleEndian.AppendUint32(b, k)
 }
 
-// appendAtomicAck appends the ATOMIC ACK of a to b, or returns nil when the
+// appendAtomicAck appends the ATOMIC ACK of a to b, or nothing when the
 // route cannot carry it.
 func (r *Responder) appendAtomicAck(b []byte, a *atomicResult) []byte {
 	k, ok := r.base(true)
 	if !ok {
-		return nil
+		return b
 	}
 	b = rocev2.AppendBTH(b, rocev2.RCAtomicAcknowledge, 0, rocev2.DefaultPKey, r.cfg.RemoteQPN, false, a.psn)
 	b = rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: a.msn}.AppendTo(b)

@@ -70,10 +70,24 @@ func wantResponses(t *testing.T, r *Responder, got [][]byte, want ...response) {
 }
 
 func flush(r *Responder) [][]byte {
-	if b := r.Flush(); b != nil {
-		return [][]byte{b}
-	}
-	return nil
+	_, dgs := r.Flush(nil)
+	return dgs
+}
+
+// receive runs Receive with no buffer.
+func receive(r *Responder, psn rocev2.PSN, op rocev2.Opcode) (Verdict, [][]byte) {
+	v, _, dgs := r.Receive(nil, &rocev2.BTH{Opcode: op, PSN: psn})
+	return v, dgs
+}
+
+func atomicDone(r *Responder, orig uint64) [][]byte {
+	_, dgs := r.AtomicDone(nil, orig)
+	return dgs
+}
+
+func refuse(r *Responder, s rocev2.Syndrome) [][]byte {
+	_, dgs := r.Refuse(nil, s)
+	return dgs
 }
 
 func TestNewResponderRefusesBadConfig(t *testing.T) {
@@ -90,7 +104,7 @@ func TestNewResponderRefusesBadConfig(t *testing.T) {
 // execute runs one in-order request through r as a caller does.
 func execute(t *testing.T, r *Responder, psn rocev2.PSN, ackReq, last bool) {
 	t.Helper()
-	v, rs := r.Receive(psn, rocev2.RCWriteOnly)
+	v, rs := receive(r, psn, rocev2.RCWriteOnly)
 	if v != Execute || rs != nil {
 		t.Fatalf("PSN %d (expected %d): verdict %d, responses %d", psn, r.Expected(), v, len(rs))
 	}
@@ -104,7 +118,7 @@ func TestResponderInOrder(t *testing.T) {
 	execute(t, r, 100, false, false) // a WRITE First
 	execute(t, r, 101, false, true)  // its Last
 	execute(t, r, 102, false, true)  // a WRITE Only
-	if r.Expected() != 103 || r.MSN() != 2 || r.AckPending() || r.Flush() != nil {
+	if r.Expected() != 103 || r.MSN() != 2 || r.AckPending() || len(flush(r)) != 0 {
 		t.Errorf("expected %d, MSN %d, ack pending %v", r.Expected(), r.MSN(), r.AckPending())
 	}
 }
@@ -121,7 +135,7 @@ func TestResponderCoalescesACKs(t *testing.T) {
 		t.Fatal("no ACK pending after AckReq")
 	}
 	wantResponses(t, r, flush(r), ack(102, 4))
-	if r.AckPending() || r.Flush() != nil || r.Counters().ACKs != 1 {
+	if r.AckPending() || len(flush(r)) != 0 || r.Counters().ACKs != 1 {
 		t.Errorf("second flush: pending %v, counters %+v", r.AckPending(), r.Counters())
 	}
 }
@@ -132,7 +146,7 @@ func TestResponderDuplicate(t *testing.T) {
 	r := newTestResponder(t, 100)
 	execute(t, r, 100, false, true)
 	execute(t, r, 101, false, true)
-	v, rs := r.Receive(100, rocev2.RCWriteOnly)
+	v, rs := receive(r, 100, rocev2.RCWriteOnly)
 	if v != Duplicate || rs != nil {
 		t.Fatalf("verdict %d, %d responses", v, len(rs))
 	}
@@ -149,18 +163,18 @@ func TestResponderDuplicate(t *testing.T) {
 func TestResponderSequenceNAKOncePerGap(t *testing.T) {
 	r := newTestResponder(t, 100)
 	execute(t, r, 100, true, true)
-	v, rs := r.Receive(102, rocev2.RCWriteOnly)
+	v, rs := receive(r, 102, rocev2.RCWriteOnly)
 	if v != OutOfOrder {
 		t.Fatalf("verdict %d", v)
 	}
 	wantResponses(t, r, rs, ack(100, 1), nak(rocev2.SyndromeNAKPSNSequenceError, 101, 1))
 	for _, psn := range []rocev2.PSN{103, 102, 104} {
-		if v, rs := r.Receive(psn, rocev2.RCWriteOnly); v != OutOfOrder || rs != nil {
+		if v, rs := receive(r, psn, rocev2.RCWriteOnly); v != OutOfOrder || rs != nil {
 			t.Fatalf("PSN %d in the same gap: verdict %d, %d responses", psn, v, len(rs))
 		}
 	}
 	execute(t, r, 101, false, true)
-	v, rs = r.Receive(105, rocev2.RCWriteOnly)
+	v, rs = receive(r, 105, rocev2.RCWriteOnly)
 	if v != OutOfOrder {
 		t.Fatalf("verdict %d", v)
 	}
@@ -177,15 +191,15 @@ func TestResponderSequenceNAKOncePerGap(t *testing.T) {
 func TestResponderAtomicReplay(t *testing.T) {
 	r := newTestResponder(t, 100)
 	execute(t, r, 100, true, true)
-	if v, _ := r.Receive(101, rocev2.RCFetchAdd); v != Execute {
+	if v, _ := receive(r, 101, rocev2.RCFetchAdd); v != Execute {
 		t.Fatalf("verdict %d", v)
 	}
 	atomicAck := response{op: rocev2.RCAtomicAcknowledge, s: rocev2.SyndromeACK, psn: 101, msn: 2, orig: 0xABCDEF0123456789}
 	// An ACK carries the MSN when it is sent: the atomic's message counts.
-	wantResponses(t, r, r.AtomicDone(0xABCDEF0123456789), ack(100, 2), atomicAck)
+	wantResponses(t, r, atomicDone(r, 0xABCDEF0123456789), ack(100, 2), atomicAck)
 	execute(t, r, 102, false, true)
 
-	v, rs := r.Receive(101, rocev2.RCFetchAdd)
+	v, rs := receive(r, 101, rocev2.RCFetchAdd)
 	if v != Duplicate {
 		t.Fatalf("verdict %d", v)
 	}
@@ -195,10 +209,10 @@ func TestResponderAtomicReplay(t *testing.T) {
 	}
 
 	for psn := rocev2.PSN(103); psn < 103+AtomicResources; psn++ {
-		r.Receive(psn, rocev2.RCCompareSwap)
-		r.AtomicDone(uint64(psn))
+		receive(r, psn, rocev2.RCCompareSwap)
+		atomicDone(r, uint64(psn))
 	}
-	if v, rs := r.Receive(101, rocev2.RCFetchAdd); v != Duplicate || rs != nil {
+	if v, rs := receive(r, 101, rocev2.RCFetchAdd); v != Duplicate || rs != nil {
 		t.Fatalf("stale atomic: verdict %d, %d responses", v, len(rs))
 	}
 	wantResponses(t, r, flush(r), ack(102+AtomicResources, 3+AtomicResources))
@@ -213,13 +227,13 @@ func TestResponderAtomicReplay(t *testing.T) {
 func TestResponderRefuse(t *testing.T) {
 	r := newTestResponder(t, 100)
 	execute(t, r, 100, true, true)
-	r.Receive(101, rocev2.RCSendOnly)
+	receive(r, 101, rocev2.RCSendOnly)
 	rnr := rocev2.SyndromeRNRNAK | 14
-	wantResponses(t, r, r.Refuse(rnr), ack(100, 1), nak(rnr, 101, 1))
+	wantResponses(t, r, refuse(r, rnr), ack(100, 1), nak(rnr, 101, 1))
 	execute(t, r, 101, false, true)
-	r.Receive(102, rocev2.RCWriteOnly)
-	wantResponses(t, r, r.Refuse(rocev2.SyndromeNAKRemoteAccessError), nak(rocev2.SyndromeNAKRemoteAccessError, 102, 2))
-	wantResponses(t, r, r.Refuse(rocev2.SyndromeNAKInvalidRequest), nak(rocev2.SyndromeNAKInvalidRequest, 102, 2))
+	receive(r, 102, rocev2.RCWriteOnly)
+	wantResponses(t, r, refuse(r, rocev2.SyndromeNAKRemoteAccessError), nak(rocev2.SyndromeNAKRemoteAccessError, 102, 2))
+	wantResponses(t, r, refuse(r, rocev2.SyndromeNAKInvalidRequest), nak(rocev2.SyndromeNAKInvalidRequest, 102, 2))
 	if c := r.Counters(); c.RNRNAKs != 1 || c.AccessNAKs != 1 || c.InvalidNAKs != 1 {
 		t.Errorf("counters %+v", c)
 	}
@@ -246,7 +260,7 @@ func TestResponderPSNWrap(t *testing.T) {
 		{0x800000, 0x000001, Duplicate},
 	} {
 		r := newTestResponder(t, c.expected)
-		if v, _ := r.Receive(c.psn, rocev2.RCWriteOnly); v != c.want {
+		if v, _ := receive(r, c.psn, rocev2.RCWriteOnly); v != c.want {
 			t.Errorf("expected %#x, PSN %#x: verdict %d, want %d", c.expected, c.psn, v, c.want)
 		}
 	}
@@ -256,7 +270,7 @@ func TestResponderPSNWrap(t *testing.T) {
 	execute(t, r, 0xFFFFFF, false, true)
 	execute(t, r, 0x000000, true, true)
 	wantResponses(t, r, flush(r), ack(0, 3))
-	if v, _ := r.Receive(0xFFFFFF, rocev2.RCWriteOnly); v != Duplicate {
+	if v, _ := receive(r, 0xFFFFFF, rocev2.RCWriteOnly); v != Duplicate {
 		t.Errorf("the PSN before the wrap: verdict %d", v)
 	}
 	wantResponses(t, r, flush(r), ack(0, 3))
@@ -284,14 +298,14 @@ func TestResponsesMatchAppendDatagram(t *testing.T) {
 		r.Route(pr[0], dst)
 		r.msn = rng.Uint32() & rocev2.PSNMask
 		syn := rocev2.Syndrome(rng.Uint32())
-		got := r.Refuse(syn)
+		got := refuse(r, syn)
 		want, err := (&rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: 0xFFFF, DestQP: qpn, PSN: psn},
 			AETH: rocev2.AETH{Syndrome: syn, MSN: r.msn}}).AppendDatagram(nil, pr[0], dst)
 		if err != nil || len(got) != 1 || !bytes.Equal(got[0], want) {
 			t.Fatalf("ACK\n got %x\nwant %x (%v)", got, want, err)
 		}
 		orig := rng.Uint64()
-		got = r.AtomicDone(orig)
+		got = atomicDone(r, orig)
 		want, _ = (&rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAtomicAcknowledge, PKey: 0xFFFF, DestQP: qpn, PSN: psn},
 			AETH: rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: r.msn}, AtomicAckETH: rocev2.AtomicAckETH{OrigRemoteData: orig}}).AppendDatagram(nil, pr[0], dst)
 		if len(got) != 1 || !bytes.Equal(got[0], want) {
@@ -306,28 +320,43 @@ func TestResponderMixedFamilies(t *testing.T) {
 	r := newTestResponder(t, 100)
 	r.Route(testRemote, netip.MustParseAddrPort("[2001:db8::2]:4791"))
 	execute(t, r, 100, true, true)
-	if b := r.Flush(); b != nil || r.Counters().EncodeErrors != 1 || r.Counters().ACKs != 0 {
+	if b, dgs := r.Flush(nil); len(b) != 0 || len(dgs) != 0 || r.Counters().EncodeErrors != 1 || r.Counters().ACKs != 0 {
 		t.Errorf("ACK % x, counters %+v", b, r.Counters())
 	}
 }
 
 func TestResponderDoesNotAllocate(t *testing.T) {
 	r := newTestResponder(t, 0)
-	r.Receive(0, rocev2.RCFetchAdd)
-	r.AtomicDone(1) // the saved results' array
+	atomicDone(r, 1) // the saved results' array
+	buf := make([]byte, 0, 256)
 	n := testing.AllocsPerRun(100, func() {
 		psn := r.Expected()
-		r.Receive(psn, rocev2.RCWriteOnly)
+		b := buf[:0]
+		_, b, _ = r.Receive(b, &rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: psn})
 		r.Done(true, true)
-		r.Receive(r.Expected(), rocev2.RCFetchAdd)
-		r.AtomicDone(7)
-		r.Receive(psn, rocev2.RCFetchAdd)
-		r.Receive(psn.Add(10), rocev2.RCWriteOnly)
-		r.Flush()
+		_, b, _ = r.Receive(b, &rocev2.BTH{Opcode: rocev2.RCFetchAdd, PSN: r.Expected()})
+		b, _ = r.AtomicDone(b, 7)
+		_, b, _ = r.Receive(b, &rocev2.BTH{Opcode: rocev2.RCFetchAdd, PSN: psn})
+		_, b, _ = r.Receive(b, &rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: psn.Add(10)})
+		r.Flush(b)
 	})
 	if n != 0 {
 		t.Errorf("%v allocations", n)
 	}
+}
+
+// TestResponderAppends: responses are appended to the caller's buffer,
+// after what it holds, and the datagrams returned are slices of it.
+func TestResponderAppends(t *testing.T) {
+	r := newTestResponder(t, 100)
+	execute(t, r, 100, true, true)
+	r.Receive(nil, &rocev2.BTH{Opcode: rocev2.RCFetchAdd, PSN: 101})
+	b, dgs := r.AtomicDone([]byte("prefix"), 5)
+	if string(b[:6]) != "prefix" || len(dgs) != 2 || len(b) != 6+len(dgs[0])+len(dgs[1]) ||
+		&dgs[0][0] != &b[6] || &dgs[1][0] != &b[6+len(dgs[0])] {
+		t.Fatalf("buffer % x, datagrams % x", b, dgs)
+	}
+	wantResponses(t, r, dgs, ack(100, 2), response{op: rocev2.RCAtomicAcknowledge, s: rocev2.SyndromeACK, psn: 101, msn: 2, orig: 5})
 }
 
 // BenchmarkResponder measures a batch of 32 WRITEs, the last with AckReq,
@@ -337,13 +366,14 @@ func BenchmarkResponder(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	buf := make([]byte, 0, 64)
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := range 32 {
-			if v, _ := r.Receive(r.Expected(), rocev2.RCWriteOnly); v == Execute {
+			if v, _, _ := r.Receive(buf, &rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: r.Expected()}); v == Execute {
 				r.Done(i == 31, true)
 			}
 		}
-		r.Flush()
+		r.Flush(buf)
 	}
 }

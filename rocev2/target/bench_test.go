@@ -39,8 +39,8 @@ func peerBatch(p *peer, r *Region, n int, mk func(p *peer, r *Region, i int) []b
 	if err != nil {
 		panic(err)
 	}
-	resp.Receive(resp.Expected(), rocev2.RCFetchAdd)
-	resp.AtomicDone(0)
+	resp.Receive(nil, &rocev2.BTH{Opcode: rocev2.RCFetchAdd, PSN: resp.Expected()})
+	resp.AtomicDone(nil, 0)
 	bb.start = *resp
 	for i := range n {
 		bb.in = append(bb.in, Datagram{Buf: mk(p, r, i), Addr: p.addr})

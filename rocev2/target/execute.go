@@ -29,7 +29,9 @@ func (qp *QP) execute(p *rocev2.Packet, out *Output) {
 	case rocev2.RCFetchAdd, rocev2.RCCompareSwap:
 		var orig uint64
 		if orig, nak = qp.atomic(p); nak == executed {
-			out.emit(qp.resp.AtomicDone(orig), qp.resp.Remote())
+			var dgs [][]byte
+			out.buf, dgs = qp.resp.AtomicDone(out.buf, orig)
+			out.commitAll(dgs, qp.resp.Remote())
 			return
 		}
 	default:
@@ -41,7 +43,9 @@ func (qp *QP) execute(p *rocev2.Packet, out *Output) {
 		qp.resp.Done(p.BTH.AckReq, last)
 		return
 	}
-	out.emit(qp.resp.Refuse(nak), qp.resp.Remote())
+	var dgs [][]byte
+	out.buf, dgs = qp.resp.Refuse(out.buf, nak)
+	out.commitAll(dgs, qp.resp.Remote())
 	if !nak.IsRNRNAK() { // receiver not ready: the requester retries the same PSN
 		// Invalid requests and access errors are fatal, as on a NIC.
 		qp.state = qpError

@@ -72,10 +72,17 @@ func (o *Output) emit1(b []byte, dst netip.AddrPort) {
 	o.commit(dst)
 }
 
-// emit appends the datagrams bs to dst, in order.
-func (o *Output) emit(bs [][]byte, dst netip.AddrPort) {
-	for _, b := range bs {
-		o.emit1(b, dst)
+// commitAll ends the datagrams dgs, the last ones appended to o.buf (by a
+// QP's Responder), to dst.
+func (o *Output) commitAll(dgs [][]byte, dst netip.AddrPort) {
+	end := len(o.buf)
+	for _, d := range dgs {
+		end -= len(d)
+	}
+	for _, d := range dgs {
+		end += len(d)
+		o.ends = append(o.ends, end)
+		o.addrs = append(o.addrs, dst)
 	}
 }
 

@@ -260,8 +260,10 @@ func (qp *QP) receive(now int64, p *rocev2.Packet, src netip.AddrPort, out *Outp
 		return
 	}
 	qp.resp.Route(qp.t.local(), qp.t.replyTo(src))
-	v, rs := qp.resp.Receive(p.BTH.PSN, op)
-	out.emit(rs, qp.resp.Remote())
+	var v rc.Verdict
+	var dgs [][]byte
+	v, out.buf, dgs = qp.resp.Receive(out.buf, &p.BTH)
+	out.commitAll(dgs, qp.resp.Remote())
 	if v == rc.Execute {
 		qp.execute(p, out)
 	}
@@ -273,9 +275,9 @@ func (qp *QP) receive(now int64, p *rocev2.Packet, src netip.AddrPort, out *Outp
 
 // flushAck sends the ACK pending at the end of a batch.
 func (qp *QP) flushAck(out *Output) {
-	if b := qp.resp.Flush(); b != nil {
-		out.emit1(b, qp.resp.Remote())
-	}
+	var dgs [][]byte
+	out.buf, dgs = qp.resp.Flush(out.buf)
+	out.commitAll(dgs, qp.resp.Remote())
 }
 
 // counters returns the QP's counts, its Responder's and Requester's

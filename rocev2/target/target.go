@@ -14,7 +14,8 @@
 // Each queue pair is an [rc.Responder] for its peer's requests, an
 // [rc.Requester] for the target's own SENDs and, when the CM made it, a
 // [cm.Acceptor]: socket-free cores that follow package rc's conventions
-// (time as Unix nanoseconds, datagrams returned as bytes). The target
+// (time as Unix nanoseconds, datagrams written into the caller's buffer, the
+// Output's, and returned as slices of it). The target
 // executes the requests and holds the sockets; [Target.Process] and
 // [Target.Tick] take a time.Time and convert it once.
 //
