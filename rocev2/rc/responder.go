@@ -272,7 +272,10 @@ const (
 
 // ackTables are the DeltaTables of a response's window, from its PSN (BTH
 // byte 9) to its end: nothing follows the window.
-var ackTables = func() (t rocev2.DeltaTables) {
+// Allocated, not a global array: 16 KB among the globals moved the
+// requester's hot data into conflicting cache sets, a measurable slowdown.
+var ackTables = func() *rocev2.DeltaTables {
+	t := new(rocev2.DeltaTables)
 	t.Fill(0)
 	return t
 }()
@@ -320,7 +323,7 @@ func (r *Responder) appendAck(b []byte, s rocev2.Syndrome, psn rocev2.PSN) []byt
 	b = rocev2.AppendBTH(b, rocev2.RCAcknowledge, 0, rocev2.DefaultPKey, r.cfg.RemoteQPN, false, psn)
 	b = rocev2.AETH{Syndrome: s, MSN: r.msn}.AppendTo(b)
 	w := b[len(b)-7:] // the window: PSN, syndrome, MSN (unrolled DeltaTables.Sum)
-	t := &ackTables
+	t := ackTables
 	k ^= t[6][w[0]] ^ t[5][w[1]] ^ t[4][w[2]] ^ t[3][w[3]] ^ t[2][w[4]] ^ t[1][w[5]] ^ t[0][w[6]]
 	return binary.LittleEndian.AppendUint32(b, k)
 }
@@ -336,7 +339,7 @@ func (r *Responder) appendAtomicAck(b []byte, a *atomicResult) []byte {
 	b = rocev2.AETH{Syndrome: rocev2.SyndromeACK, MSN: a.msn}.AppendTo(b)
 	b = rocev2.AtomicAckETH{OrigRemoteData: a.orig}.AppendTo(b)
 	w := b[len(b)-15:] // the window: PSN, syndrome, MSN, value (unrolled DeltaTables.Sum)
-	t := &ackTables
+	t := ackTables
 	k ^= t[14][w[0]] ^ t[13][w[1]] ^ t[12][w[2]] ^ t[11][w[3]] ^ t[10][w[4]] ^ t[9][w[5]] ^ t[8][w[6]] ^
 		t[7][w[7]] ^ t[6][w[8]] ^ t[5][w[9]] ^ t[4][w[10]] ^ t[3][w[11]] ^ t[2][w[12]] ^ t[1][w[13]] ^ t[0][w[14]]
 	return binary.LittleEndian.AppendUint32(b, k)
