@@ -56,7 +56,7 @@ func (e *Engine) connect(in *instance) {
 	q := &qp{
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm,
-		respPSN:     start,
+		recvPSN:     start,
 		fin:         fin,
 	}
 	in.qp = q
@@ -236,7 +236,8 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		e.c.BadRoCE++
 	case cm.Established:
 		q.remoteQPN, q.startPSN = q.dial.RemoteQPN(), q.dial.StartPSN()
-		q.msn = 0
+		// Valid: the REQ's PSN and the REP's 24-bit QPN.
+		q.resp, _ = rc.NewResponder(rc.ResponderConfig{Local: e.cfg.Local, Remote: q.remote, RemoteQPN: q.remoteQPN, StartPSN: q.recvPSN})
 		q.state = qpWaitAdvert
 		q.cmAt = e.now
 		if col := in.col; col.probe == in {
@@ -268,25 +269,25 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 	}
 }
 
-// handleSend is the responder for the collector's SEND on q: the
-// advertisement, acknowledged with an RC ACK.
+// handleSend takes the collector's SEND on q through q's Responder: the
+// advertisement (and the heads after it), each acknowledged with an RC ACK.
 func (e *Engine) handleSend(q *qp) {
 	if q.state != qpWaitAdvert && q.state != qpReady {
 		e.c.BadRoCE++
 		return
 	}
-	psn := e.rx.BTH.PSN
-	switch d := psn.Diff(q.respPSN); {
-	case d < 0: // a repeat: acknowledge again, do not execute
-		e.sendAck(q, q.respPSN.Add(minusOne), rocev2.SyndromeACK)
-		return
-	case d > 0:
-		e.sendAck(q, q.respPSN, rocev2.SyndromeNAKPSNSequenceError)
+	v, b, dgs := q.resp.Receive(nil, &e.rx.BTH)
+	if v == rc.Execute {
+		// Each SEND acknowledged at once, AckReq or not: the collector
+		// waits for it before its next.
+		q.resp.Done(true, true)
+	}
+	e.sendResponses(q, dgs)
+	_, dgs = q.resp.Flush(b) // the ACK, or again for a repeat (not executed)
+	e.sendResponses(q, dgs)
+	if v != rc.Execute {
 		return
 	}
-	q.respPSN = psn.Next()
-	q.msn = (q.msn + 1) & rocev2.PSNMask
-	e.sendAck(q, psn, rocev2.SyndromeACK)
 	if q.state != qpWaitAdvert {
 		return // a later SEND means nothing to the translator
 	}
@@ -370,18 +371,12 @@ func (e *Engine) takeHeads(q *qp) error {
 	return nil
 }
 
-// sendAck queues an ACK or NAK for the collector's SENDs.
-func (e *Engine) sendAck(q *qp, psn rocev2.PSN, s rocev2.Syndrome) {
-	p := rocev2.Packet{
-		BTH:  rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: rocev2.DefaultPKey, DestQP: q.remoteQPN, PSN: psn},
-		AETH: rocev2.AETH{Syndrome: s, MSN: q.msn},
+// sendResponses queues q's Responder's responses (ACKs, NAKs) to the
+// collector.
+func (e *Engine) sendResponses(q *qp, dgs [][]byte) {
+	for _, b := range dgs {
+		e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
 	}
-	b, err := p.AppendDatagram(make([]byte, 0, 32), e.cfg.Local, q.remote)
-	if err != nil {
-		e.c.EncodeErrors++
-		return
-	}
-	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
 }
 
 // assign maps each primitive of col to its first configured instance, in

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"reflect"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
@@ -641,17 +640,55 @@ func unmap(a netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }
 
-// add adds o's counts to c.
+// add adds o's counts to c (TestCountersAdd checks that it adds every
+// field).
 func (c *Counters) add(o Counters) {
-	cv, ov := reflect.ValueOf(c).Elem(), reflect.ValueOf(o)
-	for i := range cv.NumField() {
-		switch f := cv.Field(i); f.Kind() {
-		case reflect.Uint64:
-			f.SetUint(f.Uint() + ov.Field(i).Uint())
-		case reflect.Array:
-			for j := range f.Len() {
-				f.Index(j).SetUint(f.Index(j).Uint() + ov.Field(i).Index(j).Uint())
-			}
-		}
+	for i := range c.Reports {
+		c.Reports[i] += o.Reports[i]
+	}
+	c.Malformed += o.Malformed
+	c.RefusedSource += o.RefusedSource
+	c.Rejected += o.Rejected
+	c.OutsideValues += o.OutsideValues
+	c.NoInstance += o.NoInstance
+	c.RingFull += o.RingFull
+	c.RateLimited += o.RateLimited
+	c.Dropped += o.Dropped
+	c.NACKs += o.NACKs
+	c.Duplicates += o.Duplicates
+	c.Stale += o.Stale
+	c.SourcesEvicted += o.SourcesEvicted
+	c.SourcesRefused += o.SourcesRefused
+	c.Missing += o.Missing
+	c.Acks += o.Acks
+	c.Writes += o.Writes
+	c.FetchAdds += o.FetchAdds
+	c.Packets += o.Packets
+	c.Retransmits += o.Retransmits
+	c.Timeouts += o.Timeouts
+	c.SeqNAKs += o.SeqNAKs
+	c.DupNAKs += o.DupNAKs
+	c.RNRNAKs += o.RNRNAKs
+	c.AccessNAKs += o.AccessNAKs
+	c.InvalidNAKs += o.InvalidNAKs
+	c.OtherNAKs += o.OtherNAKs
+	c.AtomicACKs += o.AtomicACKs
+	c.StaleACKs += o.StaleACKs
+	c.BadACKs += o.BadACKs
+	c.Reconnects += o.Reconnects
+	c.Lost += o.Lost
+	c.ResendAcks += o.ResendAcks
+	c.Unconfirmed += o.Unconfirmed
+	c.BadICRC += o.BadICRC
+	c.BadRoCE += o.BadRoCE
+	c.CMMessages += o.CMMessages
+	c.FlushLost += o.FlushLost
+	c.Lingered += o.Lingered
+	c.PartialChunks += o.PartialChunks
+	c.DiscoveryRetries += o.DiscoveryRetries
+	c.VerbsErrors += o.VerbsErrors
+	c.EncodeErrors += o.EncodeErrors
+	for i := range c.Translated {
+		c.Translated[i] += o.Translated[i]
 	}
 }

@@ -38,10 +38,10 @@ type qp struct {
 	cmAt        int64      // when the REP came: the wait for the advertisement starts
 	startPSN    rocev2.PSN // the REP's: the requester's first
 
-	// Responder state for the SENDs the collector makes (the advertisement,
-	// then the Append heads when it says they follow).
-	respPSN   rocev2.PSN // expected
-	msn       uint32
+	// The responder for the SENDs the collector makes (the advertisement,
+	// then the Append heads when it says they follow), from the REP on.
+	recvPSN   rocev2.PSN // the REQ's starting PSN: the collector's first SEND's
+	resp      *rc.Responder
 	headsDue  bool   // waiting for ListHeads SENDs
 	headsNext uint32 // the first list still without its head
 

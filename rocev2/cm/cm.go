@@ -12,7 +12,10 @@
 // Each side's exchange for one connection is a small state machine that
 // deals in MADs and events: [Dialer] for the active side (a translator),
 // [Acceptor] for the passive side (a target). Neither touches a socket or
-// knows what the queue pair carries.
+// knows what the queue pair carries. They follow package rc's conventions
+// for socket-free cores: time as Unix nanoseconds (now int64); what to send
+// returned as bytes beside an Event (a MAD, which the caller carries in a
+// [Packet]; a fresh slice, the caller's to keep).
 //
 // Byte offsets in comments count from the end of the 24-byte MAD header; bit
 // positions from the most significant bit.

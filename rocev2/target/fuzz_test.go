@@ -62,7 +62,7 @@ func FuzzProcess(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p := newPeer(t, 256)
 		p.psn = 100
-		p.qp.epsn = 100
+		setExpected(p.qp, 100)
 		_ = p.t.Listen(40050, ListenConfig{Greeting: []byte("hi")})
 		_ = p.qp.PostRecv(make([]byte, 300))
 		gw, ga, gd := newGuarded(256), newGuarded(256), newGuarded(256)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
+	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 var (
@@ -74,6 +75,15 @@ func newPeer(tb testing.TB, mtu int) *peer {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// setExpected makes qp's Responder expect psn next, as a fresh one.
+func setExpected(qp *QP, psn rocev2.PSN) {
+	r, err := rc.NewResponder(rc.ResponderConfig{RemoteQPN: qp.remoteQPN, StartPSN: psn})
+	if err != nil {
+		panic(err)
+	}
+	qp.resp = r
 }
 
 // frame encodes pkt from the peer to the target, with its PSN and QP.
