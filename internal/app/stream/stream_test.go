@@ -85,3 +85,15 @@ func TestReportAllocs(t *testing.T) {
 		t.Errorf("%v allocations per report", n)
 	}
 }
+
+// BenchmarkReport: one report of the default mix (dtareport's send loop
+// makes one per datagram).
+func BenchmarkReport(b *testing.B) {
+	s := Default
+	buf := make([]byte, s.EntrySize)
+	r := new(dta.Report)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Report(i, r, buf)
+	}
+}
