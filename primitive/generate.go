@@ -23,7 +23,7 @@ type Synthetic struct {
 // Generate does not allocate.
 type Generator interface {
 	Kind
-	Generate(s Synthetic, j int, r *dta.Report, buf []byte)
+	Generate(s *Synthetic, j int, r *dta.Report, buf []byte)
 }
 
 // Value is the pseudo-random value of (a, b) in s (see SyntheticValue).

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/primitive"
 )
 
 // TestDigest pins the streams' bytes: the SHA-256 of the payloads of the
@@ -14,7 +15,7 @@ import (
 // both sides of a run recompute a stream from its parameters, so a change
 // here is a change of what dtareport sends.
 func TestDigest(t *testing.T) {
-	other := Synthetic{Seed: 7, Keys: 10, Redundancy: 3, Hops: 3, Lists: 3, EntrySize: 8, Universe: 100}
+	other := Synthetic{Synthetic: primitive.Synthetic{Seed: 7, Keys: 10, Redundancy: 3, Hops: 3, Lists: 3, EntrySize: 8, Universe: 100}}
 	for _, c := range []struct {
 		name string
 		s    Synthetic

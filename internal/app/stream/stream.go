@@ -23,20 +23,14 @@ import (
 // as the primitive's primitive.Generator makes it from the stream's
 // parameters (keywrite, keyincr, postcard and appendlist say how).
 type Synthetic struct {
-	Seed       uint64
-	Mix        []dta.Opcode
-	Keys       int // distinct keys (flows) per primitive
-	Redundancy int // Key-Write copies and Key-Increment counters, 1..255
-	Hops       int // postcard path length, 1..255
-	Lists      int // Append lists
-	EntrySize  int // Append entry size, at least 4
-	Universe   int // postcard values are 1..Universe
+	primitive.Synthetic // the parameters; each primitive takes those it needs
+	Mix                 []dta.Opcode
 }
 
 // Default is a stream of all four primitives on 32 768 keys, 2 copies,
 // 5 hops of values 1..4096, 8 lists of 4-byte entries.
-var Default = Synthetic{Seed: 1, Mix: []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpPostcard, dta.OpAppend},
-	Keys: 1 << 15, Redundancy: 2, Hops: 5, Lists: 8, EntrySize: 4, Universe: 4096}
+var Default = Synthetic{Mix: []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpPostcard, dta.OpAppend},
+	Synthetic: primitive.Synthetic{Seed: 1, Keys: 1 << 15, Redundancy: 2, Hops: 5, Lists: 8, EntrySize: 4, Universe: 4096}}
 
 // ParseMix reads a comma-separated list of the names of primitives that
 // generate reports (keywrite, keyincrement, postcard, append); a name
@@ -102,12 +96,6 @@ func (s *Synthetic) generates() bool {
 	return true
 }
 
-// params returns the stream's parameters as the primitives take them.
-func (s *Synthetic) params() primitive.Synthetic {
-	return primitive.Synthetic{Seed: s.Seed, Keys: s.Keys, Redundancy: s.Redundancy, Hops: s.Hops,
-		Lists: s.Lists, EntrySize: s.EntrySize, Universe: s.Universe}
-}
-
 // Report fills r with report i of s (valid); buf (at least EntrySize
 // bytes) holds its data, which r aliases.
 func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
@@ -115,7 +103,7 @@ func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 	*r = dta.Report{Header: dta.Header{Opcode: op}}
 	if k, ok := primitive.Lookup(op); ok {
 		if g, ok := k.(primitive.Generator); ok {
-			g.Generate(s.params(), i/len(s.Mix), r, buf)
+			g.Generate(&s.Synthetic, i/len(s.Mix), r, buf)
 		}
 	}
 }
@@ -123,11 +111,8 @@ func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 // PostcardValue is the value hop (0-based) of flow reports in its round
 // (postcard.SyntheticValue).
 func (s *Synthetic) PostcardValue(flow, hop, round int) uint32 {
-	return postcard.SyntheticValue(s.params(), flow, hop, round)
+	return postcard.SyntheticValue(&s.Synthetic, flow, hop, round)
 }
-
-// Value is the pseudo-random value of (a, b) in s (see Value).
-func (s *Synthetic) Value(a, b int) uint32 { return Value(s.Seed, a, b) }
 
 // Value is the pseudo-random value of (a, b) under seed
 // (primitive.SyntheticValue).
