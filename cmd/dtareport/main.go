@@ -47,6 +47,7 @@ import (
 	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/internal/app/stream"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/reporter"
 )
 
@@ -167,7 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 		}
 	}
 	o := &options{count: *count, mix: *mix, pcapFile: *pcapFile, lossFile: *lossFile,
-		synthetic: stream.Synthetic{Seed: *seed, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}}
+		synthetic: stream.Synthetic{Synthetic: primitive.Synthetic{Seed: *seed, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}}}
 	if err := o.check(*to, *local, *rate, *ackPort, *redundancy, *pcapPort); err != nil {
 		return nil, exit(stderr, err), false
 	}

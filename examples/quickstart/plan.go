@@ -195,8 +195,19 @@ func (p *plan) streams() int {
 	return s
 }
 
-func (p *plan) total() int { return p.n[1] + p.n[2] + p.n[3] + p.n[4] }
+// total returns the reports the plan sends, of every primitive.
+func (p *plan) total() (t int) {
+	for _, n := range p.n {
+		t += n
+	}
+	return t
+}
 
-func decoded(tc translator.Counters) uint64 {
-	return tc.Reports[1] + tc.Reports[2] + tc.Reports[3] + tc.Reports[4]
+// decoded returns the reports the translator decoded, of every primitive
+// (a registered one beyond the four counts at index 0).
+func decoded(tc translator.Counters) (d uint64) {
+	for _, n := range tc.Reports {
+		d += n
+	}
+	return d
 }

@@ -2,9 +2,11 @@ package stream
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/test/keymax"
 )
 
 func TestReports(t *testing.T) {
@@ -54,5 +56,44 @@ func TestBadStreams(t *testing.T) {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%+v validated", s)
 		}
+	}
+}
+
+// TestMixOfRegistry: a mix names only registered primitives that generate
+// reports; Keymax (registered, no Generator) and an unregistered opcode
+// are refused, by ParseMix and by Validate.
+func TestMixOfRegistry(t *testing.T) {
+	if _, err := ParseMix("keywrite,keymax"); err == nil || !strings.Contains(err.Error(), "append, keyincrement, keywrite, postcard") {
+		t.Errorf("ParseMix took keymax, or does not list the choices: %v", err)
+	}
+	for _, op := range []dta.Opcode{keymax.Opcode, 0xee} {
+		s := Default
+		s.Mix = []dta.Opcode{dta.OpKeyWrite, op}
+		if err := s.Validate(); err == nil {
+			t.Errorf("mix %v validated", s.Mix)
+		}
+	}
+}
+
+// TestReportAllocs: a report of the stream allocates nothing.
+func TestReportAllocs(t *testing.T) {
+	s := Default
+	buf := make([]byte, s.EntrySize)
+	r := new(dta.Report)
+	i := 0
+	if n := testing.AllocsPerRun(1000, func() { s.Report(i, r, buf); i++ }); n != 0 {
+		t.Errorf("%v allocations per report", n)
+	}
+}
+
+// BenchmarkReport: one report of the default mix (dtareport's send loop
+// makes one per datagram).
+func BenchmarkReport(b *testing.B) {
+	s := Default
+	buf := make([]byte, s.EntrySize)
+	r := new(dta.Report)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s.Report(i, r, buf)
 	}
 }
