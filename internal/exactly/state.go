@@ -286,10 +286,12 @@ func (s *State) Owes() bool {
 }
 
 // Unacked reports whether the source has numbers its last cumulative ack
-// did not pass, a resend taken and not yet acknowledged (pending: its
-// sender waits for its ack of its own), or, for OwedFor after its last
-// NACK for a resend, a resend owed: its sender takes silence for a
-// translator that died.
+// did not pass (while numbers whose NACK waits for budget hold it back,
+// only for OwedFor after its last report: a forged gap draws no acks for
+// ever), a resend taken and not yet acknowledged (pending: its sender
+// waits for its ack of its own), or, for OwedFor after its last NACK for
+// a resend, a resend owed: its sender takes silence for a translator that
+// died.
 func (s *State) Unacked(now int64) bool {
 	return s.ackFrom != s.next && (s.nWithheld == 0 || now-s.lastAt < int64(OwedFor)) ||
 		s.resendPending() || now-s.nackAt < int64(OwedFor) && s.Owes()
