@@ -8,7 +8,7 @@ import (
 	"github.com/dtakit/dtakit/internal/exactly"
 )
 
-// TestMissingNACKsPaidFor: a source's missing NACKs are paid for by its
+// TestMissingNACKsPaidFor: a source's l.missing NACKs are paid for by its
 // reports, so one report that skips numbers of a new source (a forgery
 // from a victim's address) draws a few NACKs, not thousands; the numbers
 // not NACKed hold the cumulative ack back, so silence is never an
@@ -18,44 +18,19 @@ func TestMissingNACKsPaidFor(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{}, ft)
 	h.connect()
-	seen := map[uint32]bool{} // sent, or NACKed missing
-	var missing, acks int
-	var acked uint32
-	check := func(when string) {
-		t.Helper()
-		for _, d := range h.nacks {
-			a, err := dta.ParseAck(d.Buf)
-			if err != nil || d.Addr != netip.AddrPortFrom(testReporter.Addr(), dta.AckPort) || !a.Wide {
-				t.Fatalf("ack %x to %v: %v", d.Buf, d.Addr, err)
-			}
-			switch {
-			case a.NACK && a.Reason == dta.ReasonMissing:
-				seen[a.Seq] = true
-				missing++
-			case a.NACK:
-			default:
-				acks++
-				acked = a.Seq
-				for n := uint32(1001); n != a.Seq+1; n++ {
-					if !seen[n] {
-						t.Fatalf("%s: the cumulative ack passed %d, neither received nor NACKed (ack %d)", when, n, a.Seq)
-					}
-				}
-			}
-		}
-		h.nacks = nil
-	}
-	send := func(seq uint32) { seen[seq] = true; h.wideKI(seq) }
+	l := ackLog{seen: map[uint32]bool{}}
+	check := func(when string) { t.Helper(); l.take(t, h, when) }
+	send := func(seq uint32) { l.seen[seq] = true; h.wideKI(seq) }
 	send(1000)
 	send(4000)
 	check("after the gap")
 	const bound = exactly.NewSourceNACKs + 2*exactly.NACKsPerReport
-	if missing > bound || missing == 0 {
-		t.Fatalf("a new source skipping 2999 numbers drew %d missing NACKs, want 1 to %d", missing, bound)
+	if l.missing > bound || l.missing == 0 {
+		t.Fatalf("a new source skipping 2999 numbers drew %d missing NACKs, want 1 to %d", l.missing, bound)
 	}
 	c := h.e.Counters()
-	if c.MissingWithheld != uint64(2999-missing) {
-		t.Errorf("MissingWithheld %d, want %d", c.MissingWithheld, 2999-missing)
+	if c.MissingWithheld != uint64(2999-l.missing) {
+		t.Errorf("MissingWithheld %d, want %d", c.MissingWithheld, 2999-l.missing)
 	}
 	// A report that would push a number not NACKed out of the window.
 	h.wideKI(1000 + exactly.Window + 100)
@@ -74,9 +49,9 @@ func TestMissingNACKsPaidFor(t *testing.T) {
 	}
 	// The source's next reports pay for the rest, oldest first.
 	seq := uint32(4001)
-	for ; missing < 2999; seq++ {
+	for ; l.missing < 2999; seq++ {
 		if seq > 5600 {
-			t.Fatalf("after reports up to %d, %d of 2999 missing numbers NACKed", seq-1, missing)
+			t.Fatalf("after reports up to %d, %d of 2999 missing numbers NACKed", seq-1, l.missing)
 		}
 		send(seq)
 		check("paying")
@@ -85,10 +60,45 @@ func TestMissingNACKsPaidFor(t *testing.T) {
 	for n := uint32(1001); n != 4000; n++ {
 		h.wideKI(n)
 	}
-	acks = 0
+	l.acks = 0
 	h.pump()
 	check("resent")
-	if c := h.e.Counters(); c.Missing != 2999 || acks == 0 || acked != seq-1 {
-		t.Errorf("Missing %d, want 2999; %d acks, the last %d, want %d", c.Missing, acks, acked, seq-1)
+	if c := h.e.Counters(); c.Missing != 2999 || l.acks == 0 || l.acked != seq-1 {
+		t.Errorf("Missing %d, want 2999; %d acks, the last %d, want %d", c.Missing, l.acks, l.acked, seq-1)
 	}
+}
+
+// ackLog follows what a translator answered one source (testReporter)
+// that sends from 1000 on: seen holds the numbers sent or NACKed missing.
+type ackLog struct {
+	seen          map[uint32]bool
+	missing, acks int
+	acked         uint32 // the last cumulative ack
+}
+
+// take reads h's answers, failing t if a cumulative ack passes a number
+// neither sent nor NACKed.
+func (l *ackLog) take(t *testing.T, h *harness, when string) {
+	t.Helper()
+	for _, d := range h.nacks {
+		a, err := dta.ParseAck(d.Buf)
+		if err != nil || d.Addr != netip.AddrPortFrom(testReporter.Addr(), dta.AckPort) || !a.Wide {
+			t.Fatalf("ack %x to %v: %v", d.Buf, d.Addr, err)
+		}
+		switch {
+		case a.NACK && a.Reason == dta.ReasonMissing:
+			l.seen[a.Seq] = true
+			l.missing++
+		case a.NACK:
+		default:
+			l.acks++
+			l.acked = a.Seq
+			for n := uint32(1001); n != a.Seq+1; n++ {
+				if !l.seen[n] {
+					t.Fatalf("%s: the cumulative ack passed %d, neither received nor NACKed (ack %d)", when, n, a.Seq)
+				}
+			}
+		}
+	}
+	h.nacks = nil
 }
