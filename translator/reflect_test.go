@@ -8,7 +8,7 @@ import (
 	"github.com/dtakit/dtakit/internal/exactly"
 )
 
-// TestMissingNACKsPaidFor: a source's l.missing NACKs are paid for by its
+// TestMissingNACKsPaidFor: a source's missing NACKs are paid for by its
 // reports, so one report that skips numbers of a new source (a forgery
 // from a victim's address) draws a few NACKs, not thousands; the numbers
 // not NACKed hold the cumulative ack back, so silence is never an
