@@ -15,10 +15,6 @@ type Source struct {
 	Session uint64
 }
 
-// MaxMissing bounds the numbers one gap reports missing: a larger gap is
-// more than the sender still holds.
-const MaxMissing = Window
-
 // A source's missing NACKs are paid for by the reports it sends, so that a
 // report skipping numbers of a forged source cannot draw a flood of NACKs
 // to the address it forged (docs/DTA-WIRE.md, "Threat model"): a new
