@@ -777,3 +777,39 @@ func TestProbeOfHeldResendIsNotAResend(t *testing.T) {
 		t.Fatalf("report 5 sent %d times; counters %+v: want one resend, acknowledged on its own, none given up, lost or unconfirmed", tries, c)
 	}
 }
+
+// TestCloseWaitsForALiveTranslator: at Close, the translator still talks
+// (its keepalive acks come every 50 ms) but acknowledges the last reports
+// only after 1.5 s, as one whose collector is slow under load: Close waits
+// for them instead of counting them unconfirmed after a second.
+func TestCloseWaitsForALiveTranslator(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	ft.mu.Lock()
+	ft.holdAcks = true // it talks, but its acks do not move
+	ft.mu.Unlock()
+	r := wideReporter(t, ft, ackPort, Config{})
+	for i := range 100 {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		ft.mu.Lock()
+		ft.holdAcks, ft.ackedTo = false, ft.next
+		a := dta.Ack{Seq: ft.next - 1, Wide: true, Span: uint16(ft.next - ft.first), Session: ft.sess}.AppendTo(nil)
+		peer := ft.peer
+		ft.mu.Unlock()
+		if _, err := ft.uc.WriteToUDPAddrPort(a, peer); err != nil {
+			t.Error(err)
+		}
+	}()
+	start := time.Now()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Counters(); c.Unconfirmed != 0 || c.Lost != 0 || time.Since(start) < 1400*time.Millisecond {
+		t.Fatalf("Close returned after %v with counters %+v: want it to wait for the acks, nothing unconfirmed", time.Since(start), c)
+	}
+}

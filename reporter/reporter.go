@@ -158,6 +158,13 @@ const (
 	// lingerMax the most it waits, for NACKs of the reports just sent.
 	lingerQuiet = 20 * time.Millisecond
 	lingerMax   = time.Second
+	// lingerHeard is the most Close waits while the translator's acks
+	// still come (it sends one every 50 ms while reports are pending)
+	// without every report acknowledged: a collector backing off its
+	// retransmissions, or daemons on a machine under load, can take more
+	// than lingerMax to acknowledge reports the translator took. Waiting
+	// sends nothing new, so it cannot apply a report twice.
+	lingerHeard = 10 * time.Second
 )
 
 // DefaultBatch is the number of reports sent in one system call.
@@ -635,7 +642,8 @@ func (r *Reporter) flushLocked() error {
 // Close sends what is queued; with Confirmed delivery it sends the last
 // report twice more (see probeTail) and keeps answering NACKs
 // until 20 ms passed without a NACK or a resend and none is pending (at
-// most a second);
+// most a second, or up to ten while the translator's acks still come and
+// reports wait for theirs);
 // what is still pending then is lost, and what was never acknowledged
 // unconfirmed (counted, and handed to OnLoss). It then stops listening and
 // closes the sockets.
@@ -652,11 +660,14 @@ func (r *Reporter) Close() error {
 		r.probeTail()
 	}
 	if r.ack != nil {
-		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		start := time.Now()
+		for end := start.Add(lingerMax); ; time.Sleep(time.Millisecond) {
+			now := time.Now()
 			r.mu.Lock()
-			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet && (!r.credit.on || r.credit.acked == r.seq && r.store.Settled())
+			quiet := len(r.resends) == 0 && now.Sub(r.lastEvent) >= lingerQuiet && (!r.credit.on || r.credit.acked == r.seq && r.store.Settled())
+			heard := r.credit.on && !r.credit.silent(now)
 			r.mu.Unlock()
-			if quiet {
+			if quiet || now.After(end) && (!heard || now.Sub(start) > lingerHeard) {
 				break
 			}
 		}

@@ -63,6 +63,13 @@ type Counters struct {
 	// Missing counts wide sequence numbers a source skipped: each is NACKed
 	// with reason Missing.
 	Missing uint64
+	// MissingWithheld counts missing numbers whose NACK waited because the
+	// source had not sent enough reports to pay for it (each report pays
+	// for two; docs/DTA-WIRE.md, "Exactly once"): each holds the source's
+	// cumulative ack back until it is NACKed (then counted in Missing too)
+	// or its report comes. BeyondWithheld counts reports NACKed busy
+	// because taking them would move such a number out of the window.
+	MissingWithheld, BeyondWithheld uint64
 	// Acks counts cumulative acks sent to sources of wide sequenced reports.
 	Acks uint64
 

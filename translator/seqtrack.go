@@ -250,7 +250,9 @@ func (e *Engine) ackResend(s *exactly.State, seq uint32) {
 // (Duplicates; dropped without a NACK), a copy older than the window
 // (Stale; NACKed unconfirmed), or a new source when no room is free
 // (SourcesRefused; NACKed busy). A number past the next expected one NACKs
-// the numbers skipped, with reason Missing. e.seqs tracks the source from
+// the numbers skipped, with reason Missing, as the source's budget allows
+// (nackMissing); one that would move a number not NACKed yet out of the
+// window is NACKed busy (BeyondWithheld). e.seqs tracks the source from
 // its first report on.
 func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *exactly.State {
 	seq := r.Header.Seq
@@ -270,16 +272,19 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *exactly.State {
 	}
 	e.seqs.Touch(s, e.now)
 	e.owesAck(s)
-	v, gap := s.Admit(seq)
+	w0 := s.Withheld()
+	v, _ := s.Admit(seq)
 	switch v {
 	case exactly.Take:
-		for i := range min(gap, exactly.MaxMissing) {
-			n := seq - gap + i
-			e.nack(src, n, true, dta.ReasonMissing)
-			s.Missed(n, e.now)
-			e.c.Missing++
-		}
+		e.nackMissing(s, w0)
 		return s
+	case exactly.Beyond:
+		// It would move a number whose NACK is withheld out of the
+		// window: its sender may resend it once that is settled.
+		e.nackMissing(s, w0)
+		e.nack(src, seq, true, dta.ReasonBusy)
+		e.c.NACKs++
+		e.c.BeyondWithheld++
 	case exactly.Duplicate:
 		e.c.Duplicates++
 		if !s.Pending(seq) {
@@ -299,6 +304,24 @@ func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *exactly.State {
 	}
 	e.countRefused(r)
 	return nil
+}
+
+// nackMissing NACKs, as missing, the numbers s skipped whose NACK waits,
+// as far as s's budget pays (exactly.State.NextMissing), and counts those
+// of its newest gap left waiting; w0 is how many waited before the report.
+// The rest hold its cumulative ack back, so that its sender never takes
+// silence for an acknowledgement, until reports it sends pay for them.
+func (e *Engine) nackMissing(s *exactly.State, w0 uint32) {
+	w1 := s.Withheld()
+	for n, ok := s.NextMissing(e.now); ok; n, ok = s.NextMissing(e.now) {
+		e.nack(s.Source(), n, true, dta.ReasonMissing)
+		e.c.Missing++
+	}
+	if w1 > w0 {
+		// The older ones are NACKed first: the newest gap's left are
+		// the last min(w2, w1-w0).
+		e.c.MissingWithheld += uint64(min(s.Withheld(), w1-w0))
+	}
 }
 
 // countRefused counts r, a report admit refused, with the reports.

@@ -15,9 +15,18 @@ type Source struct {
 	Session uint64
 }
 
-// MaxMissing bounds the numbers one gap reports missing: a larger gap is
-// more than the sender still holds.
-const MaxMissing = Window
+// A source's missing NACKs are paid for by the reports it sends, so that a
+// report skipping numbers of a forged source cannot draw a flood of NACKs
+// to the address it forged (docs/DTA-WIRE.md, "Threat model"): a new
+// source may draw NewSourceNACKs, each report it sends earns
+// NACKsPerReport more, and the unspent budget is capped at MaxNACKBudget.
+// A missing number whose NACK waits for budget holds the cumulative ack
+// back until it is NACKed or its report comes.
+const (
+	NewSourceNACKs = 16
+	NACKsPerReport = 2
+	MaxNACKBudget  = Window
+)
 
 // OwedFor is how long after its last NACK for a resend a source still
 // gets acks while a resend is owed: longer than a sender holds a copy (a
@@ -49,9 +58,17 @@ type State struct {
 	// older than the window is refused (Stale). A fixed bitmap, so that
 	// however many are owed, none is forgotten while its sender may
 	// still hold a copy, and a source costs the same.
-	late    Bits
-	lastUse uint64 // the table's admission count when last used
-	lastAt  int64  // the time of its last report
+	late Bits
+	// withheld marks missing numbers in the window whose NACK waits for
+	// budget (NACKs left the source may draw): the cumulative ack stops
+	// before the oldest, so that silence about a number is never taken
+	// for its acknowledgement.
+	withheld     Bits
+	nWithheld    uint32
+	withheldFrom uint32 // no withheld number is before it
+	budget       uint32
+	lastUse      uint64 // the table's admission count when last used
+	lastAt       int64  // the time of its last report
 	// AckDue says an ack may have moved since the last one sent: the
 	// translator lists the source to be acknowledged once.
 	AckDue bool
@@ -75,16 +92,25 @@ const (
 	BeforeFirst
 	// Stale: older than the window and not owed: its fate is forgotten.
 	Stale
+	// Beyond: taken, it would move a number whose NACK is withheld out
+	// of the window, unacknowledged and never NACKed: refused for now (a
+	// sender keeping its credit never gets this far ahead).
+	Beyond
 )
 
-// Admit decides about number seq of the source. A number at or past the
-// next expected one moves the window to it and returns in gap how many it
-// skipped: the caller reports the last min(gap, MaxMissing) of them
-// missing (Missed). A late number's resend is taken once.
+// Admit decides about number seq of the source, which earns the source
+// NACKsPerReport of budget. A number at or past the next expected one
+// moves the window to it and returns in gap how many it skipped: those
+// still in the window are withheld until the caller NACKs them as missing
+// (NextMissing). A late number's resend is taken once.
 func (s *State) Admit(seq uint32) (v Verdict, gap uint32) {
+	s.budget = min(s.budget+NACKsPerReport, MaxNACKBudget)
 	d := Diff(seq, s.next)
 	switch {
 	case d >= 0:
+		if s.nWithheld > 0 && s.passesWithheld(seq) {
+			return Beyond, 0
+		}
 		return Take, s.advance(seq)
 	case d > -Window:
 		switch {
@@ -92,6 +118,10 @@ func (s *State) Admit(seq uint32) (v Verdict, gap uint32) {
 			return Duplicate, 0
 		case Diff(seq, s.first) < 0:
 			return BeforeFirst, 0
+		}
+		if s.withheld.Has(seq) {
+			s.withheld.Set(seq, false)
+			s.nWithheld--
 		}
 		return Take, 0
 	case s.takeLate(seq):
@@ -117,8 +147,62 @@ func (s *State) advance(seq uint32) uint32 {
 		s.pending.Set(n, false)
 		s.nacked.Set(n, false)
 	}
+	// The skipped numbers still in the window wait for their NACK.
+	from := s.next
+	if gap >= Window {
+		from = seq - Window + 1
+	}
+	if s.nWithheld == 0 {
+		s.withheldFrom = from
+	}
+	for n := from; n != seq; n++ {
+		s.withheld.Set(n, true)
+	}
+	s.nWithheld += seq - from
 	s.next = seq + 1
 	return gap
+}
+
+// passesWithheld reports whether moving the window to seq would move a
+// withheld number out of it.
+func (s *State) passesWithheld(seq uint32) bool {
+	if Diff(seq, s.next) >= Window {
+		return true
+	}
+	for n := s.next; n != seq+1; n++ {
+		if s.withheld.Has(n) { // the bit of n - Window, leaving
+			return true
+		}
+	}
+	return false
+}
+
+// Withheld returns how many missing numbers wait for their NACK.
+func (s *State) Withheld() uint32 { return s.nWithheld }
+
+// NextMissing returns the oldest missing number whose NACK was withheld,
+// when the source's budget pays for one more NACK, and records it NACKed
+// at time now (Missed); ok is false otherwise.
+func (s *State) NextMissing(now int64) (seq uint32, ok bool) {
+	if s.nWithheld == 0 || s.budget == 0 {
+		return 0, false
+	}
+	n := s.withheldFrom
+	if !s.InWindow(n) {
+		n = s.next - Window + 1
+	}
+	for ; n != s.next; n++ {
+		if s.withheld.Has(n) {
+			s.withheld.Set(n, false)
+			s.nWithheld--
+			s.budget--
+			s.withheldFrom = n + 1
+			s.Missed(n, now)
+			return n, true
+		}
+	}
+	s.nWithheld = 0 // not reached: every withheld number is in the window
+	return 0, false
 }
 
 // InWindow reports whether seq is one of the Window numbers before next.
@@ -198,12 +282,15 @@ func (s *State) Owes() bool {
 }
 
 // Unacked reports whether the source has numbers its last cumulative ack
-// did not pass, a resend taken and not yet acknowledged (pending: its
-// sender waits for its ack of its own), or, for OwedFor after its last
-// NACK for a resend, a resend owed: its sender takes silence for a
-// translator that died.
+// did not pass (while numbers whose NACK waits for budget hold it back,
+// only for OwedFor after its last report: a forged gap draws no acks for
+// ever), a resend taken and not yet acknowledged (pending: its sender
+// waits for its ack of its own), or, for OwedFor after its last NACK for
+// a resend, a resend owed: its sender takes silence for a translator that
+// died.
 func (s *State) Unacked(now int64) bool {
-	return s.ackFrom != s.next || s.resendPending() || now-s.nackAt < int64(OwedFor) && s.Owes()
+	return s.ackFrom != s.next && (s.nWithheld == 0 || now-s.lastAt < int64(OwedFor)) ||
+		s.resendPending() || now-s.nackAt < int64(OwedFor) && s.Owes()
 }
 
 // resendPending reports whether a number NACKed for a resend is pending.
@@ -224,7 +311,7 @@ func (s *State) firstPending() uint32 {
 	}
 	for n := from; n != s.next; {
 		i := n % Window
-		w := s.pending[i/64] >> (i % 64)
+		w := (s.pending[i/64] | s.withheld[i/64]) >> (i % 64)
 		if w != 0 {
 			if p := n + uint32(bits.TrailingZeros64(w)); Diff(p, s.next) < 0 {
 				return p

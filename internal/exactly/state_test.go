@@ -199,3 +199,106 @@ func TestUnackedWhileResendHeld(t *testing.T) {
 		t.Fatal("the resend settled, all acknowledged: still unacked")
 	}
 }
+
+// TestBudgetKeepsHonestSender: a sender that keeps its credit (3072
+// numbers beyond the ack) and resends what is NACKed, losing most of its
+// first reports and some later, has every number applied: the NACK
+// budget its reports earn pays for every missing NACK in time, none of
+// its reports is refused (Beyond), and no cumulative ack passes a number
+// neither received nor NACKed. Losing four in five at first, more than
+// its reports pay for at once, it still moves on: the NACKs are paid
+// oldest first, so the ack, and its credit, keep moving.
+func TestBudgetKeepsHonestSender(t *testing.T) {
+	const n, credit = 20000, 3072
+	s := newState(0)
+	rng := uint64(1)
+	lose := func(seq uint32) bool {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		p := uint64(5) // percent
+		if seq < 4000 {
+			p = 80
+		}
+		return (rng>>33)%100 < p
+	}
+	seen := make([]bool, n) // received, or NACKed missing
+	var acked, next uint32  // one past the ack; the next new number
+	var nacked []uint32
+	var now int64
+	take := func(seq uint32, why string) {
+		if v, _ := s.Admit(seq); v != Take {
+			t.Fatalf("%s %d: %v, want Take", why, seq, v)
+		}
+		s.SetApplied(seq, true)
+		seen[seq] = true
+	}
+	probes, most := 0, uint32(0)
+	for round := 0; acked < n; round++ {
+		if round > 100000 {
+			t.Fatalf("stuck: acked %d, next %d, %d withheld", acked, next, s.Withheld())
+		}
+		now += 1e6
+		sent := false
+		for ; next < n && next-acked < credit; next++ {
+			sent = true
+			if !lose(next) {
+				take(next, "report")
+			}
+		}
+		if !sent && next > 0 {
+			// Waiting for credit: a probe, a copy of the last report
+			// (the reporter's probeAfter), which pays too.
+			probes++
+			if v, _ := s.Admit(next - 1); v != Duplicate && v != Take {
+				t.Fatalf("probe %d: %v", next-1, v)
+			}
+		}
+		most = max(most, s.Withheld())
+		for seq, ok := s.NextMissing(now); ok; seq, ok = s.NextMissing(now) {
+			seen[seq] = true
+			nacked = append(nacked, seq)
+		}
+		if seq, _, ok := s.Ack(); ok {
+			for m := acked; m != seq+1; m++ {
+				if !seen[m] {
+					t.Fatalf("the ack (%d) passed %d, neither received nor NACKed", seq, m)
+				}
+			}
+			acked = seq + 1
+		}
+		for _, seq := range nacked {
+			take(seq, "resend")
+		}
+		nacked = nacked[:0]
+	}
+	if s.Withheld() != 0 {
+		t.Errorf("%d still withheld", s.Withheld())
+	}
+	if most == 0 {
+		t.Error("no NACK was ever withheld: the budget went untested")
+	}
+	t.Logf("at most %d NACKs withheld; %d probes", most, probes)
+}
+
+// TestWithheldKeepaliveEnds: a source held back only by numbers whose
+// NACK waits (a forged gap that nothing pays for) is kept alive with acks
+// for OwedFor after its last report, not for ever: a forged report draws
+// a bounded number of acks to the address it forged.
+func TestWithheldKeepaliveEnds(t *testing.T) {
+	s := newState(1000)
+	s.Admit(1000)
+	s.SetApplied(1000, true)
+	s.Admit(4000)
+	s.SetApplied(4000, true)
+	for _, ok := s.NextMissing(0); ok; _, ok = s.NextMissing(0) {
+	}
+	seq, _, ok := s.Ack()
+	if w := s.Withheld(); !ok || w == 0 || seq != 4000-w-1 {
+		t.Fatalf("ack %d (%v) with %d withheld: want the number before the oldest withheld", seq, ok, w)
+	}
+	if !s.Unacked(int64(OwedFor) / 2) {
+		t.Error("no keepalive while its reports are recent")
+	}
+	if s.Unacked(int64(OwedFor) + 1) {
+		t.Errorf("keepalive %v after its last report", OwedFor)
+	}
+}

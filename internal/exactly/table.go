@@ -74,7 +74,7 @@ func (t *Table) Add(src Source, seq uint32, now int64) (s *State, evicted bool) 
 		delete(t.m, s0.src)
 		evicted = true
 	}
-	s = &State{src: src, first: seq, next: seq, ackFrom: seq, lastAt: now}
+	s = &State{src: src, first: seq, next: seq, ackFrom: seq, lastAt: now, budget: NewSourceNACKs}
 	t.m[src] = s
 	return s, evicted
 }
