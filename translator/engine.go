@@ -667,6 +667,8 @@ func (c *Counters) add(o Counters) {
 	c.SourcesEvicted += o.SourcesEvicted
 	c.SourcesRefused += o.SourcesRefused
 	c.Missing += o.Missing
+	c.MissingWithheld += o.MissingWithheld
+	c.BeyondWithheld += o.BeyondWithheld
 	c.Acks += o.Acks
 	c.Writes += o.Writes
 	c.FetchAdds += o.FetchAdds
