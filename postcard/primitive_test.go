@@ -3,6 +3,8 @@ package postcard_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta"
@@ -131,5 +133,48 @@ func checkRows(t *testing.T, st primitive.Store) {
 		return nil
 	}); err != nil || rows != 3 {
 		t.Errorf("Rows: %d, %v; want 3 hops", rows, err)
+	}
+}
+
+// TestStoreConcurrentQueries: queries of one store and of its snapshot
+// running at once build the value set's table once, without a data race
+// (the collector daemon answers HTTP queries concurrently; run with
+// -race).
+func TestStoreConcurrentQueries(t *testing.T) {
+	k, _ := primitive.Lookup(dta.OpPostcard)
+	l := postcard.Layout{Hops: 2, Chunks: 1 << 6, Copies: 1}
+	geo, _ := l.AppendGeometry(nil, postcard.NewValueSet([]uint32{1, 2, 3}))
+	pl, err := k.ParseLayout(geo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := pl.NewStore(make([]byte, pl.RegionSize()))
+	snap, err := st.Snapshot(make([]byte, pl.RegionSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers = 8
+	errs := make(chan error, 2*workers)
+	var start sync.WaitGroup
+	start.Add(1)
+	for i := range 2 * workers {
+		s := []primitive.Store{st, snap}[i%2]
+		go func() {
+			start.Wait()
+			a, err := s.Query(primitive.Query{Keys: []uint32{7}})
+			if err == nil && len(a) != 1 {
+				err = fmt.Errorf("%d answers", len(a))
+			}
+			if err == nil {
+				err = s.Rows(primitive.Query{Keys: []uint32{7}}, func([]any) error { return nil })
+			}
+			errs <- err
+		}()
+	}
+	start.Done()
+	for range 2 * workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
