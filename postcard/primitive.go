@@ -302,8 +302,8 @@ func (s *store) Query(q primitive.Query) ([]any, error) {
 
 var columns = []primitive.Column{
 	{Name: "key", Type: primitive.Uint32},
-	{Name: "hop", Type: primitive.Uint32},
-	{Name: "value", Type: primitive.Uint32}, // 0 (the blank) unless found
+	{Name: "hop", Type: primitive.Int32},
+	{Name: "value", Type: primitive.NullUint32}, // nil unless found
 	{Name: "verdict", Type: primitive.String},
 }
 
@@ -323,14 +323,14 @@ func (s *store) Rows(q primitive.Query, fn func(row []any) error) error {
 	for _, k := range q.Keys {
 		p, o := s.Store.Query(t, k)
 		if o != Found {
-			row[0], row[1], row[2], row[3] = k, uint32(0), uint32(0), verdict(o)
+			row[0], row[1], row[2], row[3] = k, int32(0), nil, verdict(o)
 			if err := fn(row); err != nil {
 				return err
 			}
 			continue
 		}
 		for i, v := range p.Values() {
-			row[0], row[1], row[2], row[3] = k, uint32(i+1), v, verdict(o)
+			row[0], row[1], row[2], row[3] = k, int32(i+1), v, verdict(o)
 			if err := fn(row); err != nil {
 				return err
 			}

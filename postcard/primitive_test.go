@@ -127,7 +127,7 @@ func checkRows(t *testing.T, st primitive.Store) {
 	rows := 0
 	if err := st.Rows(primitive.Query{Keys: []uint32{1}}, func(row []any) error {
 		rows++
-		if row[0] != uint32(1) || row[1] != uint32(rows) || row[2] != uint32(9+rows) || row[3] != "found" {
+		if row[0] != uint32(1) || row[1] != int32(rows) || row[2] != uint32(9+rows) || row[3] != "found" {
 			t.Errorf("row %v", row)
 		}
 		return nil
