@@ -35,3 +35,7 @@ func (kind) ParseConfig(b json.RawMessage) (primitive.Layout, error) {
 	l := Layout{Lists: c.Lists, Entries: c.Entries, EntrySize: c.EntrySize, Batch: c.Batch, Markers: c.Markers}
 	return seam{l}, nil
 }
+
+func (kind) Title() string { return "Append" }
+
+func (kind) AfterExport() string { return primitive.Drained }

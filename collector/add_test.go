@@ -1,11 +1,14 @@
 package collector
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/test/keymax"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/primitive"
@@ -82,5 +85,37 @@ func TestAddTyped(t *testing.T) {
 	}
 	if _, ok := ins[1].Store.(primitive.Notifier); !ok {
 		t.Error("an Append Store is not a primitive.Notifier")
+	}
+}
+
+// TestAddErrorsNameTitle: Add's errors name the typed method of a
+// primitive with a Go name (primitive.Titled), as the typed method's
+// would, whichever way the instance was added; others say Add.
+func TestAddErrorsNameTitle(t *testing.T) {
+	c, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		op     dta.Opcode
+		config string
+		want   string
+	}{
+		{dta.OpKeyWrite, `{"slots": 1000, "data_size": 4}`, "collector.AddKeyWrite: keywrite: "},
+		{dta.OpKeyIncrement, `{"slots": 1000}`, "collector.AddKeyIncrement: keyincr: "},
+		{dta.OpAppend, `{"lists": 2, "entries": 8, "entry_size": 0}`, "collector.AddAppend: appendlist: "},
+		{keymax.Opcode, "", "collector.Add: keymax: "},
+	} {
+		var l primitive.Layout = keymax.Layout{LogSlots: 99}
+		if tc.config != "" {
+			k, _ := primitive.Lookup(tc.op)
+			if l, err = k.(primitive.Configurer).ParseConfig(json.RawMessage(tc.config)); err != nil {
+				t.Fatalf("%v: %v", tc.op, err)
+			}
+		}
+		if _, err := c.Add(l); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Add(%v): %v, want an error starting %q", tc.op, err, tc.want)
+		}
 	}
 }

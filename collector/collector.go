@@ -200,23 +200,17 @@ func (c *Collector) Add(l primitive.Layout) (Instance, error) {
 	if l == nil {
 		return Instance{}, fmt.Errorf("collector.Add: %w: nil layout", ErrConfig)
 	}
-	op, ok := typedAdd[l.Kind().Opcode()]
-	if !ok {
-		op = "Add"
+	op := "Add"
+	if t, ok := l.Kind().(primitive.Titled); ok {
+		// An error says the same whichever way the instance was added
+		// (the collector daemon's configuration errors).
+		op += t.Title()
 	}
 	in, err := c.add(op, l)
 	if err != nil {
 		return Instance{}, err
 	}
 	return in.Instance, nil
-}
-
-// typedAdd names, in Add's errors, the typed method a built-in primitive's
-// instance is added with, so that an error says the same whichever way the
-// instance was added (the collector daemon's configuration errors).
-var typedAdd = map[dta.Opcode]string{
-	dta.OpKeyWrite: "AddKeyWrite", dta.OpKeyIncrement: "AddKeyIncrement",
-	dta.OpPostcard: "AddPostcard", dta.OpAppend: "AddAppend",
 }
 
 // addTyped adds the instance of a built-in primitive whose geometry is geo.

@@ -11,11 +11,11 @@ import (
 )
 
 // Rows exports the rows a primitive's Store passes for q (its Rows and
-// Columns): a primitive without an exporter of its own above. Each row
-// has the epoch's columns (Epoch's) and the Store's columns, by the
-// Store's names; the file's dtakit.primitive metadata is the primitive's
-// name. Columns are ordered by name in the file (readers select them by
-// name). A Bytes column is optional: a nil value is null.
+// Columns). Each row has the epoch's columns (Epoch's) and the Store's
+// columns, by the Store's names; the file's dtakit.primitive metadata is
+// the primitive's name, and a primitive.Annotator's Annotate adds its own.
+// Columns are ordered by name in the file (readers select them by name).
+// A Bytes or NullUint32 column is optional: a nil value is null.
 func Rows(out io.Writer, s primitive.Store, q primitive.Query, m Meta, o Options) (Stats, error) {
 	if s == nil {
 		return Stats{}, fmt.Errorf("export.Rows: %w: nil store", ErrArgument)
@@ -43,7 +43,17 @@ func Rows(out io.Writer, s primitive.Store, q primitive.Query, m Meta, o Options
 		parquet.MaxRowsPerRowGroup(int64(o.RowGroupRows)),
 		parquet.CreatedBy("dtakit", "", ""),
 	}
-	for k, v := range m.keyValues(name) {
+	kv := m.keyValues(name)
+	if a, ok := s.(primitive.Annotator); ok {
+		more, err := a.Annotate(q)
+		if err != nil {
+			return Stats{}, fmt.Errorf("export.Rows: %w", err)
+		}
+		for k, v := range more {
+			kv[k] = v
+		}
+	}
+	for k, v := range kv {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
 	// index[i] is the file's column of the row's value i: the epoch's
@@ -123,13 +133,18 @@ func columnNode(t primitive.ColumnType) (parquet.Node, bool) {
 		return parquet.Encoded(parquet.String(), &parquet.RLEDictionary), true
 	case primitive.Bool:
 		return parquet.Leaf(parquet.BooleanType), true
+	case primitive.Int32:
+		return parquet.Int(32), true
+	case primitive.NullUint32:
+		return parquet.Optional(parquet.Uint(32)), true
 	}
 	return nil, false
 }
 
-// definition is a value's definition level: 1 for a Bytes value present.
+// definition is a value's definition level: 1 for a value of an optional
+// column present.
 func definition(t primitive.ColumnType, v parquet.Value) int {
-	if t == primitive.Bytes && !v.IsNull() {
+	if (t == primitive.Bytes || t == primitive.NullUint32) && !v.IsNull() {
 		return 1
 	}
 	return 0
@@ -165,6 +180,17 @@ func columnValue(c primitive.Column, v any) (parquet.Value, error) {
 		var x bool
 		x, ok = v.(bool)
 		pv = parquet.BooleanValue(x)
+	case primitive.Int32:
+		var x int32
+		x, ok = v.(int32)
+		pv = parquet.Int32Value(x)
+	case primitive.NullUint32:
+		var x uint32
+		if x, ok = v.(uint32); ok {
+			pv = parquet.Int32Value(int32(x))
+		} else if ok = v == nil; ok {
+			pv = parquet.NullValue()
+		}
 	}
 	if !ok {
 		return parquet.Value{}, fmt.Errorf("%w: column %q: a %T", ErrArgument, c.Name, v)

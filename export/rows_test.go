@@ -22,8 +22,8 @@ type genericRow struct {
 	End       time.Time `parquet:"epoch_end,timestamp(microsecond)"`
 	Key       uint32    `parquet:"key"`
 	Value     []byte    `parquet:"value,optional"`
-	Copies    uint32    `parquet:"copies"`
-	Matches   uint32    `parquet:"matches"`
+	Copies    int32     `parquet:"copies"`
+	Matches   int32     `parquet:"matches"`
 	Verdict   string    `parquet:"verdict"`
 }
 
@@ -58,7 +58,7 @@ func TestRows(t *testing.T) {
 	// The file holds what the store passes, value by value.
 	var want []genericRow
 	err = s.Rows(primitive.Query{Keys: []uint32{3, 7, 99}, N: 2}, func(row []any) error {
-		want = append(want, genericRow{Key: row[0].(uint32), Value: bytes.Clone(row[1].([]byte)), Copies: row[2].(uint32), Matches: row[3].(uint32), Verdict: row[4].(string)})
+		want = append(want, genericRow{Key: row[0].(uint32), Value: bytes.Clone(row[1].([]byte)), Copies: row[2].(int32), Matches: row[3].(int32), Verdict: row[4].(string)})
 		return nil
 	})
 	if err != nil || len(want) != 3 || want[0].Verdict != "found" || want[2].Verdict != "not found" || want[2].Value != nil {

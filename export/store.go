@@ -3,36 +3,22 @@ package export
 import (
 	"fmt"
 	"io"
+	"strconv"
 
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/primitive"
 )
 
 // Store exports s, a snapshot of a primitive's Store, queried with
-// redundancy n for keys (nil: the keys s lists itself): with the schema
-// of KeyWrite, KeyIncrement or Postcard (docs/DTA-WIRE.md section 8.8)
-// for a store of theirs, through Rows for a store of any other primitive.
+// redundancy n for keys (nil: the keys s lists itself), through Rows: the
+// built-in primitives' Stores pass the rows of docs/DTA-WIRE.md section
+// 8.8's schemas, with Options.Delta as their query's primitive.ParamDelta.
 // An Append store is exported from its readers (Append).
 func Store(out io.Writer, s primitive.Store, n int, keys Keys, m Meta, o Options) (Stats, error) {
-	if kw, ok := keywrite.StoreOf(s); ok {
-		return KeyWrite(out, kw, n, keys, m, o)
-	}
-	if ki, ok := keyincr.StoreOf(s); ok {
-		return KeyIncrement(out, ki, n, keys, m, o)
-	}
-	if pc, ok := postcard.StoreOf(s); ok {
-		t, err := postcard.TableOf(s)
-		if err != nil {
-			return Stats{}, fmt.Errorf("export.Store: %w", err)
-		}
-		return Postcard(out, pc, t, keys, m, o)
-	}
 	if s == nil {
 		return Stats{}, fmt.Errorf("export.Store: %w: nil store", ErrArgument)
 	}
-	q := primitive.Query{N: n}
+	o = o.withDefaults()
+	q := primitive.Query{N: n, Params: map[string]string{primitive.ParamDelta: strconv.FormatFloat(o.Delta, 'g', -1, 64)}}
 	if keys != nil {
 		q.Keys = []uint32{}
 		buf := make([]uint32, batch)
@@ -51,14 +37,11 @@ func Store(out io.Writer, s primitive.Store, n int, keys Keys, m Meta, o Options
 }
 
 // StoreKeys returns the keys s, a primitive's Store, lists with
-// redundancy n, each once: a Key-Write store's by ScanKeys, any other's
-// as the first column of its rows (read at the first Next), for the keys
-// of a primitive that shares its key space. A store that cannot list its
-// keys fails Next with an error wrapping primitive.ErrUnsupported.
+// redundancy n, each once, as the first column of its rows (read at the
+// first Next), for the keys of a primitive that shares its key space. A
+// store that cannot list its keys fails Next with an error wrapping
+// primitive.ErrUnsupported.
 func StoreKeys(s primitive.Store, n int) Keys {
-	if kw, ok := keywrite.StoreOf(s); ok {
-		return ScanKeys(kw, n)
-	}
 	return &rowKeys{s: s, n: n}
 }
 

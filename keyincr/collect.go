@@ -26,3 +26,10 @@ func (kind) ParseConfig(b json.RawMessage) (primitive.Layout, error) {
 	l := Layout{Slots: c.Slots}
 	return seam{l}, nil
 }
+
+func (kind) Title() string { return "KeyIncrement" }
+
+func (kind) AfterExport() string { return primitive.Zeroed }
+
+// BorrowsKeys: a count-min sketch holds no keys.
+func (kind) BorrowsKeys() {}

@@ -2,6 +2,8 @@ package keyincr
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/primitive"
@@ -129,15 +131,53 @@ func (s store) Query(q primitive.Query) ([]any, error) {
 var columns = []primitive.Column{
 	{Name: "key", Type: primitive.Uint32},
 	{Name: "estimate", Type: primitive.Uint64},
+	{Name: "error_bound", Type: primitive.Uint64},
 }
 
 func (store) Columns() []primitive.Column { return columns }
 
+// bound returns the epoch's total (the counters' sum over n) and the
+// error bound ⌈ε·total⌉ of an estimate from n counters, exceeded with
+// probability at most q.Params[primitive.ParamDelta] (default 0.01).
+func (s store) bound(q primitive.Query) (total, bound uint64, delta float64, err error) {
+	delta = 0.01
+	if d, ok := q.Params[primitive.ParamDelta]; ok {
+		delta, err = strconv.ParseFloat(d, 64)
+	}
+	if err != nil || !(delta > 0 && delta < 1) {
+		return 0, 0, 0, fmt.Errorf("keyincr: rows: %w: delta %q, want a number in (0, 1)", primitive.ErrUnsupported, q.Params[primitive.ParamDelta])
+	}
+	if q.N < 1 || q.N > MaxRedundancy {
+		return 0, 0, 0, fmt.Errorf("keyincr: rows: %w: %d", ErrRedundancy, q.N)
+	}
+	total = s.Store.Total() / uint64(q.N)
+	return total, uint64(math.Ceil(Epsilon(s.Store.Layout().Slots, q.N, delta) * float64(total))), delta, nil
+}
+
+// Annotate names the redundancy, the delta and the epoch's total of the
+// rows' error bounds.
+func (s store) Annotate(q primitive.Query) (map[string]string, error) {
+	total, _, delta, err := s.bound(q)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{
+		"dtakit.redundancy": strconv.Itoa(q.N),
+		"dtakit.delta":      strconv.FormatFloat(delta, 'g', -1, 64),
+		"dtakit.total":      strconv.FormatUint(total, 10),
+	}, nil
+}
+
 // Rows passes each key of q.Keys with its estimate from its first q.N
-// counters; a count-min sketch cannot list its keys, so Keys is required.
+// counters and the estimates' error bound; a count-min sketch cannot list
+// its keys, so Keys is required.
 func (s store) Rows(q primitive.Query, fn func(row []any) error) error {
 	if q.Keys == nil {
 		return errNoKeys
+	}
+	_, bound, _, err := s.bound(q)
+	if err != nil {
+		return err
 	}
 	row := make([]any, len(columns))
 	for _, k := range q.Keys {
@@ -145,7 +185,7 @@ func (s store) Rows(q primitive.Query, fn func(row []any) error) error {
 		if err != nil {
 			return err
 		}
-		row[0], row[1] = k, v
+		row[0], row[1], row[2] = k, v, bound
 		if err := fn(row); err != nil {
 			return err
 		}

@@ -67,7 +67,7 @@ func checkStore(t *testing.T, st primitive.Store, mem []byte) {
 		t.Errorf("Query: %s", j)
 	}
 	var got []any
-	if err := st.Rows(primitive.Query{Keys: []uint32{3}, N: 2}, func(row []any) error { got = append(got, row...); return nil }); err != nil || len(got) != 2 || got[1] != uint64(480) {
+	if err := st.Rows(primitive.Query{Keys: []uint32{3}, N: 2}, func(row []any) error { got = append(got, row...); return nil }); err != nil || len(got) != 3 || got[1] != uint64(480) || got[2] == uint64(0) {
 		t.Errorf("Rows: %v, %v", got, err)
 	}
 	if err := st.Rows(primitive.Query{N: 2}, func([]any) error { return nil }); err == nil {

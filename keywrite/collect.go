@@ -27,3 +27,8 @@ func (kind) ParseConfig(b json.RawMessage) (primitive.Layout, error) {
 	l := Layout{Slots: c.Slots, DataSize: c.DataSize}
 	return seam{l}, nil
 }
+
+func (kind) Title() string { return "KeyWrite" }
+
+// ListsKeys: a slot's checksum names its key (Scan).
+func (kind) ListsKeys() {}

@@ -2,6 +2,7 @@ package keywrite
 
 import (
 	"encoding/hex"
+	"strconv"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/primitive"
@@ -136,12 +137,21 @@ func (s store) Query(q primitive.Query) ([]any, error) {
 var columns = []primitive.Column{
 	{Name: "key", Type: primitive.Uint32},
 	{Name: "value", Type: primitive.Bytes}, // nil unless found
-	{Name: "copies", Type: primitive.Uint32},
-	{Name: "matches", Type: primitive.Uint32},
+	{Name: "copies", Type: primitive.Int32},
+	{Name: "matches", Type: primitive.Int32},
 	{Name: "verdict", Type: primitive.String},
 }
 
 func (store) Columns() []primitive.Column { return columns }
+
+// Annotate names the redundancy of the rows and where their keys came from.
+func (store) Annotate(q primitive.Query) (map[string]string, error) {
+	keys := "given"
+	if q.Keys == nil {
+		keys = "scanned"
+	}
+	return map[string]string{"dtakit.redundancy": strconv.Itoa(q.N), "dtakit.keys": keys}, nil
+}
 
 // Rows passes each key's answer from its first q.N copies; with no keys,
 // every key a copy of which verifies (Scan).
@@ -153,9 +163,9 @@ func (s store) Rows(q primitive.Query, fn func(row []any) error) error {
 			if err != nil {
 				return err
 			}
-			row[0], row[1], row[2], row[3], row[4] = k, []byte(nil), uint32(0), uint32(res.Matches), res.Status.Verdict()
+			row[0], row[1], row[2], row[3], row[4] = k, []byte(nil), int32(0), int32(res.Matches), res.Status.Verdict()
 			if res.Status == Found {
-				row[1], row[2] = res.Data, uint32(res.Votes)
+				row[1], row[2] = res.Data, int32(res.Votes)
 			}
 			if err := fn(row); err != nil {
 				return err

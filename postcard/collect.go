@@ -59,3 +59,8 @@ func TableOf(s primitive.Store) (*Table, error) {
 	}
 	return st.table()
 }
+
+func (kind) Title() string { return "Postcard" }
+
+// BorrowsKeys: a chunk does not hold its key.
+func (kind) BorrowsKeys() {}

@@ -2,6 +2,7 @@ package postcard
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
@@ -198,7 +199,7 @@ func (l seam) NewStore(mem []byte) (primitive.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &store{Store: s, vals: l.vals}, nil
+	return &store{Store: s, vals: l.vals, tab: new(lazyTable)}, nil
 }
 
 // maxTableValues bounds the universe a store expands its advertised value
@@ -206,11 +207,19 @@ func (l seam) NewStore(mem []byte) (primitive.Store, error) {
 const maxTableValues = 1 << 20
 
 // store is a Store as a primitive.Store; its Table comes from the
-// advertised value set.
+// advertised value set, built by the first query and shared with its
+// snapshots (the daemon's queries run concurrently).
 type store struct {
 	*Store
 	vals ValueSet
-	tab  *Table
+	tab  *lazyTable
+}
+
+// lazyTable is a Table built once, on first use.
+type lazyTable struct {
+	once sync.Once
+	t    *Table
+	err  error
 }
 
 func (s *store) Layout() primitive.Layout { return seam{s.Store.Layout(), s.vals} }
@@ -234,9 +243,11 @@ func (s *store) Snapshot(mem []byte) (primitive.Store, error) {
 
 // table returns the Table of the store's value set, built on first use.
 func (s *store) table() (*Table, error) {
-	if s.tab != nil {
-		return s.tab, nil
-	}
+	s.tab.once.Do(func() { s.tab.t, s.tab.err = s.newTable() })
+	return s.tab.t, s.tab.err
+}
+
+func (s *store) newTable() (*Table, error) {
 	if s.vals.IsAll() {
 		return nil, fmt.Errorf("postcard: query: %w: the geometry names no value set to decode paths with", primitive.ErrUnsupported)
 	}
@@ -252,12 +263,7 @@ func (s *store) table() (*Table, error) {
 			}
 		}
 	}
-	t, err := NewTable(s.Store.Layout(), vs)
-	if err != nil {
-		return nil, err
-	}
-	s.tab = t
-	return t, nil
+	return NewTable(s.Store.Layout(), vs)
 }
 
 // answer is a flow's answer to a query: its path's values when found.
@@ -296,8 +302,8 @@ func (s *store) Query(q primitive.Query) ([]any, error) {
 
 var columns = []primitive.Column{
 	{Name: "key", Type: primitive.Uint32},
-	{Name: "hop", Type: primitive.Uint32},
-	{Name: "value", Type: primitive.Uint32}, // 0 (the blank) unless found
+	{Name: "hop", Type: primitive.Int32},
+	{Name: "value", Type: primitive.NullUint32}, // nil unless found
 	{Name: "verdict", Type: primitive.String},
 }
 
@@ -317,14 +323,14 @@ func (s *store) Rows(q primitive.Query, fn func(row []any) error) error {
 	for _, k := range q.Keys {
 		p, o := s.Store.Query(t, k)
 		if o != Found {
-			row[0], row[1], row[2], row[3] = k, uint32(0), uint32(0), verdict(o)
+			row[0], row[1], row[2], row[3] = k, int32(0), nil, verdict(o)
 			if err := fn(row); err != nil {
 				return err
 			}
 			continue
 		}
 		for i, v := range p.Values() {
-			row[0], row[1], row[2], row[3] = k, uint32(i+1), v, verdict(o)
+			row[0], row[1], row[2], row[3] = k, int32(i+1), v, verdict(o)
 			if err := fn(row); err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package postcard_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/dtakit/dtakit/dta"
@@ -125,11 +127,54 @@ func checkRows(t *testing.T, st primitive.Store) {
 	rows := 0
 	if err := st.Rows(primitive.Query{Keys: []uint32{1}}, func(row []any) error {
 		rows++
-		if row[0] != uint32(1) || row[1] != uint32(rows) || row[2] != uint32(9+rows) || row[3] != "found" {
+		if row[0] != uint32(1) || row[1] != int32(rows) || row[2] != uint32(9+rows) || row[3] != "found" {
 			t.Errorf("row %v", row)
 		}
 		return nil
 	}); err != nil || rows != 3 {
 		t.Errorf("Rows: %d, %v; want 3 hops", rows, err)
+	}
+}
+
+// TestStoreConcurrentQueries: queries of one store and of its snapshot
+// running at once build the value set's table once, without a data race
+// (the collector daemon answers HTTP queries concurrently; run with
+// -race).
+func TestStoreConcurrentQueries(t *testing.T) {
+	k, _ := primitive.Lookup(dta.OpPostcard)
+	l := postcard.Layout{Hops: 2, Chunks: 1 << 6, Copies: 1}
+	geo, _ := l.AppendGeometry(nil, postcard.NewValueSet([]uint32{1, 2, 3}))
+	pl, err := k.ParseLayout(geo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := pl.NewStore(make([]byte, pl.RegionSize()))
+	snap, err := st.Snapshot(make([]byte, pl.RegionSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers = 8
+	errs := make(chan error, 2*workers)
+	var start sync.WaitGroup
+	start.Add(1)
+	for i := range 2 * workers {
+		s := []primitive.Store{st, snap}[i%2]
+		go func() {
+			start.Wait()
+			a, err := s.Query(primitive.Query{Keys: []uint32{7}})
+			if err == nil && len(a) != 1 {
+				err = fmt.Errorf("%d answers", len(a))
+			}
+			if err == nil {
+				err = s.Rows(primitive.Query{Keys: []uint32{7}}, func([]any) error { return nil })
+			}
+			errs <- err
+		}()
+	}
+	start.Done()
+	for range 2 * workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -115,6 +115,10 @@ type Counters struct {
 	// datagrams counted in Reports may be NACKed (then resent), duplicates,
 	// refused or translated.
 	Translated [5]uint64
+	// RegisteredReports and RegisteredTranslated count, by opcode, the
+	// reports of each primitive registered beyond the four that Reports[0]
+	// and Translated[0] sum (metrics by primitive; not in JSON).
+	RegisteredReports, RegisteredTranslated [256]uint64 `json:"-"`
 }
 
 // collector is one target and the instances discovered on it.
@@ -573,7 +577,7 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 		e.c.Malformed++
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
-	e.c.Reports[opIndex(op)]++
+	countOp(&e.c.Reports, &e.c.RegisteredReports, op)
 	in := e.chooseCollector(k.Key(r)).byPrim[op]
 	if in == nil || !in.ready() {
 		e.c.NoInstance++
@@ -585,17 +589,8 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 	case primitive.Rejected:
 		return errRejected
 	}
-	e.c.Translated[opIndex(op)]++
+	countOp(&e.c.Translated, &e.c.RegisteredTranslated, op)
 	return nil
-}
-
-// opIndex returns op's index in Counters.Reports and Translated: op for
-// the four, 0 for a primitive registered beyond them.
-func opIndex(op dta.Opcode) int {
-	if op.IsValid() {
-		return int(op)
-	}
-	return 0
 }
 
 // Preallocated so the refusals on the hot path do not allocate.

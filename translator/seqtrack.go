@@ -327,7 +327,7 @@ func (e *Engine) nackMissing(s *exactly.State, w0 uint32) {
 // countRefused counts r, a report admit refused, with the reports.
 func (e *Engine) countRefused(r *dta.Report) {
 	if op := r.Header.Opcode; op.IsKnown() {
-		e.c.Reports[opIndex(op)]++
+		countOp(&e.c.Reports, &e.c.RegisteredReports, op)
 	} else {
 		e.c.Malformed++
 	}

@@ -53,6 +53,7 @@ import (
 	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/promname"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -339,6 +340,15 @@ func handler(t *translator.Translator) http.Handler {
 // dtakit_translator_reports_total, labelled by primitive.
 type metrics struct{ t *translator.Translator }
 
+// byPrimitive returns c's report datagrams and reports translated of the
+// primitive op.
+func byPrimitive(c *translator.Counters, op dta.Opcode) (reports, translated uint64) {
+	if op.IsValid() {
+		return c.Reports[op], c.Translated[op]
+	}
+	return c.RegisteredReports[op], c.RegisteredTranslated[op]
+}
+
 func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -346,9 +356,10 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	promname.Counters(ch, "dtakit_translator", "translator counter", c)
 	desc := prometheus.NewDesc("dtakit_translator_report_datagrams_total", "report datagrams decoded, by primitive; each resend and duplicate counts again", []string{"primitive"}, nil)
 	translated := prometheus.NewDesc("dtakit_translator_reports_total", "reports translated, by primitive: each once, however many datagrams it took", []string{"primitive"}, nil)
-	for op := dta.OpKeyWrite; op <= dta.OpPostcard; op++ {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.Reports[op]), op.String())
-		ch <- prometheus.MustNewConstMetric(translated, prometheus.CounterValue, float64(c.Translated[op]), op.String())
+	for _, k := range primitive.Kinds() {
+		reports, done := byPrimitive(&c, k.Opcode())
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(reports), k.Name())
+		ch <- prometheus.MustNewConstMetric(translated, prometheus.CounterValue, float64(done), k.Name())
 	}
 	var ready float64
 	for _, in := range m.t.Instances() {

@@ -189,19 +189,43 @@ func (c *Config) withDefaults() error {
 	if c.Name == "" {
 		c.Name = c.Addr
 	}
+	return c.checkKeysFrom()
+}
+
+// checkKeysFrom checks that each keys_from is on an instance of a
+// primitive whose store cannot list its keys (primitive.KeyBorrower) and
+// names an instance of one whose store lists them (primitive.KeyLister).
+func (c *Config) checkKeysFrom() error {
+	is := func(name string, role func(primitive.Kind) bool) bool {
+		k, ok := primitive.ByName(strings.ToLower(name))
+		return ok && role(k)
+	}
 	for i, in := range c.Instances {
 		if in.KeysFrom == nil {
 			continue
 		}
-		p := strings.ToLower(in.Primitive)
-		if p != "keyincrement" && p != "postcard" {
-			return fmt.Errorf("%w: instance %d (%s): keys_from is for keyincrement and postcard instances", ErrConfig, i, in.Primitive)
+		if !is(in.Primitive, isKeyBorrower) {
+			return fmt.Errorf("%w: instance %d (%s): keys_from is for %s instances", ErrConfig, i, in.Primitive, kindNames(isKeyBorrower, " and "))
 		}
-		if k := *in.KeysFrom; k < 0 || k >= len(c.Instances) || strings.ToLower(c.Instances[k].Primitive) != "keywrite" {
-			return fmt.Errorf("%w: instance %d: keys_from %d names no keywrite instance", ErrConfig, i, k)
+		if k := *in.KeysFrom; k < 0 || k >= len(c.Instances) || !is(c.Instances[k].Primitive, isKeyLister) {
+			return fmt.Errorf("%w: instance %d: keys_from %d names no %s instance", ErrConfig, i, k, kindNames(isKeyLister, " or "))
 		}
 	}
 	return nil
+}
+
+func isKeyBorrower(k primitive.Kind) bool { _, ok := k.(primitive.KeyBorrower); return ok }
+func isKeyLister(k primitive.Kind) bool   { _, ok := k.(primitive.KeyLister); return ok }
+
+// kindNames joins the names of the registered primitives that have role.
+func kindNames(role func(primitive.Kind) bool, sep string) string {
+	var ns []string
+	for _, k := range primitive.Kinds() {
+		if role(k) {
+			ns = append(ns, k.Name())
+		}
+	}
+	return strings.Join(ns, sep)
 }
 
 // instance is a configured instance with its store.

@@ -54,9 +54,6 @@ type ExportFile struct {
 	Memory string `json:"memory"`
 }
 
-// afterExport is ExportFile.Memory by primitive.
-var afterExport = map[string]string{"keywrite": "kept", "postcard": "kept", "keyincrement": "zeroed", "append": "drained"}
-
 // ExportResult describes a finished epoch export.
 type ExportResult struct {
 	Epoch   uint64       `json:"epoch"`
@@ -262,9 +259,9 @@ func (d *Daemon) exportInstance(in *instance, ef epochFiles) (ExportFile, error)
 		e.progress.total.Store(p.Total)
 		e.progress.rows.Store(p.Rows)
 	}}
-	f := ExportFile{Instance: in.index, Primitive: in.kind(), Memory: afterExport[in.kind()]}
-	if f.Memory == "" {
-		f.Memory = "kept"
+	f := ExportFile{Instance: in.index, Primitive: in.kind(), Memory: primitive.Kept}
+	if k, ok := in.store.Layout().Kind().(primitive.Exported); ok {
+		f.Memory = k.AfterExport()
 	}
 	var ks export.Keys // nil: the store lists its keys
 	switch {

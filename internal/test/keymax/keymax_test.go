@@ -66,6 +66,9 @@ func TestThroughTranslatorAndTarget(t *testing.T) {
 		t.Errorf("counters: reports %d translated %d rejected %d malformed %d writes %d encode errors %d; want %d %d 2 0 %d 0",
 			c.Reports[0], c.Translated[0], c.Rejected, c.Malformed, c.Writes, c.EncodeErrors, total, keys*perKey, keys*perKey)
 	}
+	if c.RegisteredReports[keymax.Opcode] != total || c.RegisteredTranslated[keymax.Opcode] != keys*perKey {
+		t.Errorf("Key-Max's own counters: reports %d translated %d; want %d %d", c.RegisteredReports[keymax.Opcode], c.RegisteredTranslated[keymax.Opcode], total, keys*perKey)
+	}
 	stop()
 	checkStore(t, l, geo, mem, want)
 }
