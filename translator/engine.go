@@ -648,6 +648,10 @@ func (c *Counters) add(o Counters) {
 	for i := range c.Reports {
 		c.Reports[i] += o.Reports[i]
 	}
+	for i := range c.RegisteredReports {
+		c.RegisteredReports[i] += o.RegisteredReports[i]
+		c.RegisteredTranslated[i] += o.RegisteredTranslated[i]
+	}
 	c.Malformed += o.Malformed
 	c.RefusedSource += o.RefusedSource
 	c.Rejected += o.Rejected
