@@ -118,23 +118,8 @@ func TestProcessParallel(t *testing.T) {
 					errs <- err.Error()
 					return
 				}
-				acks := 0
-				for _, p := range resp {
-					switch {
-					case p.BTH.DestQP != j.p.qpn:
-						errs <- "a response to another queue pair"
-						return
-					case p.BTH.Opcode == rocev2.RCAtomicAcknowledge:
-						origs[s] = append(origs[s], p.AtomicAckETH.OrigRemoteData)
-					case p.BTH.Opcode == rocev2.RCAcknowledge && p.AETH.Syndrome == rocev2.SyndromeACK && p.BTH.PSN == j.last[b]:
-						acks++
-					default:
-						errs <- "an unexpected response"
-						return
-					}
-				}
-				if acks != 1 {
-					errs <- "no ACK of the batch's last write"
+				if e := batchAnswers(resp, j.p.qpn, j.last[b], &origs[s]); e != "" {
+					errs <- e
 					return
 				}
 			}
@@ -153,15 +138,7 @@ func TestProcessParallel(t *testing.T) {
 	if got := binary.LittleEndian.Uint64(g.mem); got != adds {
 		t.Errorf("shared counter %d, want %d", got, adds)
 	}
-	seen := make([]bool, adds)
-	for _, o := range origs {
-		for _, v := range o {
-			if v >= adds || seen[v] {
-				t.Fatalf("FETCH_ADD returned %d twice or out of range: not atomic", v)
-			}
-			seen[v] = true
-		}
-	}
+	checkOriginals(t, origs, adds)
 	for s := range workers {
 		var want [8]byte
 		binary.LittleEndian.PutUint64(want[:], uint64(s)<<32|uint64(batches-1))
@@ -177,6 +154,44 @@ func TestProcessParallel(t *testing.T) {
 	if c.Frames != total || c.WritePackets != workers*batches*writes || c.Atomics != adds ||
 		c.AtomicACKs != adds || c.ACKs != workers*batches || c.NAKSequence+c.NAKInvalid+c.NAKAccess+c.Unknown+c.Duplicates != 0 {
 		t.Errorf("counters %+v", c)
+	}
+}
+
+// batchAnswers checks the responses to one batch of a queue pair qpn,
+// whose last write has PSN last, and adds the ATOMIC ACKs' original values
+// to origs; it returns what is wrong, or "".
+func batchAnswers(resp []rocev2.Packet, qpn uint32, last rocev2.PSN, origs *[]uint64) string {
+	acks := 0
+	for _, p := range resp {
+		switch {
+		case p.BTH.DestQP != qpn:
+			return "a response to another queue pair"
+		case p.BTH.Opcode == rocev2.RCAtomicAcknowledge:
+			*origs = append(*origs, p.AtomicAckETH.OrigRemoteData)
+		case p.BTH.Opcode == rocev2.RCAcknowledge && p.AETH.Syndrome == rocev2.SyndromeACK && p.BTH.PSN == last:
+			acks++
+		default:
+			return "an unexpected response"
+		}
+	}
+	if acks != 1 {
+		return "no ACK of the batch's last write"
+	}
+	return ""
+}
+
+// checkOriginals checks that the FETCH_ADDs' original values are 0..adds-1,
+// each once: the adds were atomic.
+func checkOriginals(t *testing.T, origs [][]uint64, adds uint64) {
+	t.Helper()
+	seen := make([]bool, adds)
+	for _, o := range origs {
+		for _, v := range o {
+			if v >= adds || seen[v] {
+				t.Fatalf("FETCH_ADD returned %d twice or out of range: not atomic", v)
+			}
+			seen[v] = true
+		}
 	}
 }
 
