@@ -322,7 +322,12 @@ func (e *Engine) attachVerbs(c int, port uint16, ad dta.Advertisement, q *verbsQ
 	return nil
 }
 
-func (v *verbsBackend) close(e *Engine) error {
+// close settles and frees the QPs the NIC runs, and the event channel.
+func (v *verbsBackend) close(t *Translator) error {
+	sh := t.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.e
 	var errs []error
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
@@ -371,4 +376,11 @@ func (v *verbsBackend) discoverAll(ctx context.Context, e *Engine, mu *sync.Mute
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// start connects every collector's instances through the RDMA CM, one
+// collector after the other, and returns their errors joined.
+func (v *verbsBackend) start(ctx context.Context, t *Translator) error {
+	sh := t.shards[0] // Verbs runs one shard
+	return v.discoverAll(ctx, sh.e, &sh.mu)
 }
