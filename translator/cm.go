@@ -42,7 +42,7 @@ func (e *Engine) probe(col *collector) {
 // PSN, and a REQ to its port.
 func (e *Engine) connect(in *instance) {
 	var fin waitQueue[rocev2.PSN]
-	if old := in.qp; old != nil {
+	if old, ok := in.conn.(*qp); ok {
 		e.closeQP(old)
 		fin = old.fin // empty, its memory reused
 	}
@@ -59,7 +59,7 @@ func (e *Engine) connect(in *instance) {
 		recvPSN:     start,
 		fin:         fin,
 	}
-	in.qp = q
+	in.conn = q
 	e.qps[q.qpn] = q
 	e.byComm[q.localCommID] = q
 
@@ -148,8 +148,8 @@ func (e *Engine) closeQP(q *qp) {
 	if e.byComm[q.localCommID] == q {
 		delete(e.byComm, q.localCommID)
 	}
-	if q.inst.qp == q {
-		q.inst.qp = nil
+	if q.inst.conn == q {
+		q.inst.conn = nil
 	}
 }
 
@@ -177,7 +177,7 @@ func (e *Engine) failConnect(q *qp, err error) {
 // QP's unacknowledged packets are lost (counted).
 func (e *Engine) reconnect(in *instance) {
 	e.c.Reconnects++
-	if old := in.qp; old != nil {
+	if old, ok := in.conn.(*qp); ok {
 		if old.state == qpReady {
 			e.c.Lost += uint64(old.req.InFlight())
 		}

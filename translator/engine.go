@@ -335,10 +335,9 @@ func (e *Engine) Tick(now time.Time) {
 			if in.tr != nil {
 				in.tr.Tick(e.sinkFor(in), e.now)
 			}
-			if in.rq != nil {
-				e.settleVerbs(in.rq)
-			}
-			if in.qp == nil && in.retryAt != 0 && e.now >= in.retryAt {
+			if in.conn != nil {
+				in.conn.tick(e)
+			} else if in.retryAt != 0 && e.now >= in.retryAt {
 				in.retryAt = 0
 				e.connect(in)
 			}
@@ -374,12 +373,14 @@ func (e *Engine) ResetOutput() {
 // the verbs backend, every work request completed; a QP in error counts
 // as idle: what it had is lost).
 func (e *Engine) Idle() bool {
-	for _, q := range e.qps {
-		if q.state == qpReady && q.req.InFlight() != 0 {
-			return false
+	for _, col := range e.collectors {
+		for _, in := range col.instances {
+			if in.conn != nil && !in.conn.idle() {
+				return false
+			}
 		}
 	}
-	return e.verbsIdle()
+	return true
 }
 
 // AcceptReport decodes d, a datagram from the report socket, into r when

@@ -947,7 +947,7 @@ func TestPendingQueueBounded(t *testing.T) {
 	q := &qp{req: req}
 	for i := range 20000 {
 		req.FetchAdd(8, 1, 1, 0) // packet i queued
-		e.pend(q, token{s: src, seq: uint32(i)})
+		q.pend(token{s: src, seq: uint32(i)})
 		if i > 0 { // packets before i acknowledged
 			req.HandleAck(rocev2.PSN(i-1), rocev2.SyndromeACK, 0)
 		}

@@ -44,7 +44,7 @@ func (e *Engine) attach(c int, ad dta.Advertisement, remoteQPN uint32, start roc
 	if q.req, err = e.newRequester(q); err != nil {
 		return 0, err
 	}
-	in.qp = q
+	in.conn = q
 	e.qps[q.qpn] = q
 	col.instances = append(col.instances, in)
 	e.assign(col)

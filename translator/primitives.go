@@ -20,15 +20,13 @@ import (
 type instance struct {
 	col     *collector
 	port    uint16
-	qp      *qp
+	conn    conn  // the software or the verbs QP, nil while there is none
 	err     error // why the instance is not usable
 	retryAt int64 // when a failed instance tries to connect again (0: never)
 
 	prim dta.Opcode
 	ad   dta.Advertisement // Geometry owned by the instance
 	geom string            // the geometry as advertised, to notice a change
-
-	rq *verbsQP // with the verbs backend, the QP the NIC runs, instead of qp
 
 	// tr is the primitive's translation state (package primitive); held
 	// holds the wide reports tr keeps back (a postcard cache entry's hops
@@ -43,20 +41,7 @@ type instance struct {
 const maxTrackedEntries = 1 << 18
 
 // ready reports whether in can take reports.
-func (in *instance) ready() bool {
-	if in.rq != nil {
-		return in.err == nil
-	}
-	return in.qp != nil && in.qp.state == qpReady
-}
-
-// hasRoom reports whether in's QP can take n more operations now.
-func (e *Engine) hasRoom(in *instance, n int) bool {
-	if in.rq != nil {
-		return in.rq.room(n)
-	}
-	return e.room(in.qp, n)
-}
+func (in *instance) ready() bool { return in.conn != nil && in.conn.ready() }
 
 // configure sets up in's translation state from its advertisement: the
 // primitive registered under its opcode decodes the geometry (package
@@ -130,19 +115,9 @@ func (e *Engine) translate(in *instance, r *dta.Report, cp int) primitive.Outcom
 // queued on in's QP, to be settled when they are acknowledged.
 func (e *Engine) track(in *instance) {
 	if e.cur.s != nil {
-		e.pendOn(in, e.cur)
+		in.conn.pend(e.cur)
 		e.tracked = true
 	}
-}
-
-// pendOn records that t's report is applied once the last operation
-// queued on in's QP is acknowledged (software) or completed (verbs).
-func (e *Engine) pendOn(in *instance, t token) {
-	if in.rq != nil {
-		in.rq.pend(t)
-		return
-	}
-	e.pend(in.qp, t)
 }
 
 // write posts one RDMA WRITE of data at offset off of in's region: WRITE
@@ -155,35 +130,7 @@ func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData 
 		return
 	}
 	e.c.Writes++
-	if in.rq != nil {
-		if err := in.rq.write(in.ad.VA+off, in.ad.RKey, data, imm, immData); err != nil {
-			e.c.VerbsErrors++
-		}
-		return
-	}
-	q, p := in.qp, &e.sc.pkt
-	if len(data) <= MTU {
-		if b := q.req.WriteOnly(in.ad.VA+off, in.ad.RKey, data, imm, immData, e.now); b != nil {
-			e.send(q, b)
-		}
-		return
-	}
-	*p = rocev2.Packet{
-		BTH:     rocev2.BTH{Opcode: rocev2.RCWriteFirst},
-		RETH:    rocev2.RETH{VA: in.ad.VA + off, RKey: in.ad.RKey, DMALength: uint32(len(data))},
-		Payload: data[:MTU],
-	}
-	e.post(q, p)
-	for data = data[MTU:]; len(data) > MTU; data = data[MTU:] {
-		*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteMiddle}, Payload: data[:MTU]}
-		e.post(q, p)
-	}
-	*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteLast}, Payload: data}
-	if imm {
-		p.BTH.Opcode = rocev2.RCWriteLastImm
-		p.ImmDt.Data = immData
-	}
-	e.post(q, p)
+	in.conn.write(e, in.ad.VA+off, in.ad.RKey, data, imm, immData)
 }
 
 // fetchAdd posts one FETCH_ADD of add to the counter at offset off of in's
@@ -194,21 +141,7 @@ func (e *Engine) fetchAdd(in *instance, off, add uint64) {
 		return
 	}
 	e.c.FetchAdds++
-	if in.rq != nil {
-		if err := in.rq.fetchAdd(in.ad.VA+off, in.ad.RKey, add); err != nil {
-			e.c.VerbsErrors++
-		}
-		return
-	}
-	e.send(in.qp, in.qp.req.FetchAdd(in.ad.VA+off, in.ad.RKey, add, e.now))
-}
-
-// shareTail tells in's requester whether the packets posted next are copies
-// of one report (rc.Requester.ShareTail).
-func (in *instance) shareTail(on bool) {
-	if q := in.qp; q != nil && q.req != nil {
-		q.req.ShareTail(on)
-	}
+	in.conn.fetchAdd(e, in.ad.VA+off, in.ad.RKey, add)
 }
 
 // Flush writes what the translator holds back: every cached postcard flow's
@@ -223,13 +156,4 @@ func (e *Engine) Flush() {
 			}
 		}
 	}
-}
-
-// canFlush reports whether in's QP has room for n more operations,
-// whatever the rate limit.
-func (e *Engine) canFlush(in *instance, n int) bool {
-	if in.rq != nil {
-		return in.rq.room(n)
-	}
-	return in.qp.req.Room(n)
 }

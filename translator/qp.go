@@ -68,9 +68,11 @@ func (q *qp) refill(now int64, rate float64, burst int) {
 	q.lastRefill = now
 }
 
+func (q *qp) ready() bool { return q.state == qpReady }
+
 // room reports whether q can send n more packets now: ring space and, with
 // a rate limit, tokens. It counts the reason when it cannot.
-func (e *Engine) room(q *qp, n int) bool {
+func (q *qp) room(e *Engine, n int) bool {
 	if !q.req.Room(n) {
 		e.c.RingFull++
 		return false
@@ -84,6 +86,51 @@ func (e *Engine) room(q *qp, n int) bool {
 	}
 	return true
 }
+
+func (q *qp) flushRoom(n int) bool { return q.req.Room(n) }
+
+// write posts a WRITE Only, or First/Middle/Last when data exceeds the MTU.
+func (q *qp) write(e *Engine, va uint64, rkey uint32, data []byte, imm bool, immData uint32) {
+	if len(data) <= MTU {
+		if b := q.req.WriteOnly(va, rkey, data, imm, immData, e.now); b != nil {
+			e.send(q, b)
+		}
+		return
+	}
+	p := &e.sc.pkt
+	*p = rocev2.Packet{
+		BTH:     rocev2.BTH{Opcode: rocev2.RCWriteFirst},
+		RETH:    rocev2.RETH{VA: va, RKey: rkey, DMALength: uint32(len(data))},
+		Payload: data[:MTU],
+	}
+	e.post(q, p)
+	for data = data[MTU:]; len(data) > MTU; data = data[MTU:] {
+		*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteMiddle}, Payload: data[:MTU]}
+		e.post(q, p)
+	}
+	*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteLast}, Payload: data}
+	if imm {
+		p.BTH.Opcode = rocev2.RCWriteLastImm
+		p.ImmDt.Data = immData
+	}
+	e.post(q, p)
+}
+
+func (q *qp) fetchAdd(e *Engine, va uint64, rkey uint32, add uint64) {
+	e.send(q, q.req.FetchAdd(va, rkey, add, e.now))
+}
+
+func (q *qp) shareTail(on bool) {
+	if q.req != nil {
+		q.req.ShareTail(on)
+	}
+}
+
+// tick does nothing: acknowledgements settle as they come (handleAck), and
+// the engine ticks its QPs' timers (tickCM, tickQP).
+func (q *qp) tick(*Engine) {}
+
+func (q *qp) idle() bool { return q.state != qpReady || q.req.InFlight() == 0 }
 
 // post sends p on q (the multi-packet WRITEs; the one-packet WRITEs and
 // FETCH_ADDs take the requester's fast path).

@@ -208,7 +208,7 @@ func TestPSNWraps(t *testing.T) {
 	if !bytes.Equal(in.mem, st.Region()) {
 		t.Error("region differs")
 	}
-	q := h.e.collectors[0].instances[0].qp
+	q := h.e.collectors[0].instances[0].conn.(*qp)
 	if q.req.Next() != 14 {
 		t.Errorf("next PSN %d, want 14 (20 packets from 2^24-6)", q.req.Next())
 	}

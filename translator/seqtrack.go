@@ -68,7 +68,7 @@ func (w *waitQueue[P]) pop() token {
 
 // pend records that t's report is applied when q's last packet queued is
 // acknowledged.
-func (e *Engine) pend(q *qp, t token) { q.fin.push(t, q.req.Next().Add(minusOne)) }
+func (q *qp) pend(t token) { q.fin.push(t, q.req.Next().Add(minusOne)) }
 
 // settle settles the reports whose packets q's responder acknowledged.
 func (e *Engine) settle(q *qp) {

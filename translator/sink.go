@@ -18,18 +18,23 @@ func (e *Engine) sinkFor(in *instance) *sink {
 }
 
 func (s *sink) Now() int64      { return s.e.now }
-func (s *sink) Room(n int) bool { return s.e.hasRoom(s.in, n) }
+func (s *sink) Room(n int) bool { return s.in.conn.room(s.e, n) }
 
-func (s *sink) FlushRoom(n int) bool { return s.in.ready() && s.e.canFlush(s.in, n) }
+func (s *sink) FlushRoom(n int) bool { return s.in.ready() && s.in.conn.flushRoom(n) }
 
 func (s *sink) Write(off uint64, data []byte, imm bool, immData uint32) {
 	s.e.write(s.in, off, data, imm, immData)
 }
 
 func (s *sink) FetchAdd(off, add uint64) { s.e.fetchAdd(s.in, off, add) }
-func (s *sink) ShareTail(on bool)        { s.in.shareTail(on) }
 func (s *sink) Settling() bool           { return s.e.cur.s != nil }
 func (s *sink) Settle()                  { s.e.track(s.in) }
+
+func (s *sink) ShareTail(on bool) {
+	if c := s.in.conn; c != nil {
+		c.shareTail(on)
+	}
+}
 
 // Hold holds the wide report being translated under slot; an unsequenced
 // one is not held (nothing waits for it).
@@ -68,7 +73,7 @@ func (s *sink) Release(slot int) {
 	}
 	toks := s.in.held.take(slot)
 	for i := range toks {
-		s.e.pendOn(s.in, toks[i])
+		s.in.conn.pend(toks[i])
 	}
 	clear(toks)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -39,7 +40,7 @@ const (
 type Translator struct {
 	mu      sync.Mutex // lifecycle: started, closed
 	shards  []*shard
-	vb      *verbsBackend
+	be      backend
 	tick    time.Duration
 	started bool
 	closed  bool
@@ -82,13 +83,10 @@ func New(cfg Config) (*Translator, error) {
 		return nil, fmt.Errorf("%w: %d shards with Verbs: the NIC's queue pairs are one engine's", ErrConfig, n)
 	}
 	t := &Translator{stop: make(chan struct{})}
-	var ucs []*net.UDPConn // every socket bound so far, closed on error
+	var opened []io.Closer // every socket (or verbs event channel) so far, closed on error
 	fail := func(err error) (*Translator, error) {
-		for _, uc := range ucs {
-			uc.Close()
-		}
-		if t.vb != nil {
-			_ = t.vb.ec.Close() // no engine yet: no QPs to close
+		for _, c := range opened {
+			_ = c.Close() // no engine yet: no QPs to close
 		}
 		return nil, err
 	}
@@ -98,8 +96,8 @@ func New(cfg Config) (*Translator, error) {
 		if reps, err = udpio.ListenShards(cfg.ReportAddr, n); err != nil {
 			return fail(fmt.Errorf("translator: report socket: %w", err))
 		}
-		ucs = append(ucs, reps...)
 		for _, uc := range reps {
+			opened = append(opened, uc)
 			// Reports come in bursts: ask for a deep receive queue (the
 			// kernel caps it at net.core.rmem_max).
 			_ = uc.SetReadBuffer(socketBuffer)
@@ -114,16 +112,19 @@ func New(cfg Config) (*Translator, error) {
 		}
 		if cfg.Verbs {
 			// The NIC speaks RoCEv2: no socket of ours does.
-			var err error
-			if t.vb, err = newVerbsBackend(cfg.Local.Addr()); err != nil {
+			vb, err := newVerbsBackend(cfg.Local.Addr())
+			if err != nil {
 				return fail(err)
 			}
+			opened = append(opened, vb.ec)
+			t.be = vb
 		} else {
+			t.be = software{}
 			cuc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(scfg.Local))
 			if err != nil {
 				return fail(fmt.Errorf("translator: rocev2 socket: %w", err))
 			}
-			ucs = append(ucs, cuc)
+			opened = append(opened, cuc)
 			_ = cuc.SetReadBuffer(socketBuffer)
 			if err := rocev2.ConfigureSocket(cuc); err != nil {
 				return fail(fmt.Errorf("translator: rocev2 socket: %w", err))
@@ -183,40 +184,7 @@ func (t *Translator) Start(ctx context.Context) error {
 	}
 	t.wg.Add(1)
 	go t.ticker()
-	if t.vb != nil {
-		return t.discoverVerbs(ctx)
-	}
-	for _, sh := range t.shards {
-		t.wg.Add(1)
-		go t.readRoCE(sh)
-		sh.mu.Lock()
-		sh.e.Start(time.Now())
-		t.sendLocked(sh)
-		sh.mu.Unlock()
-	}
-
-	poll := time.NewTicker(2 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		done, err := true, error(nil)
-		for _, sh := range t.shards {
-			sh.mu.Lock()
-			d, e := sh.e.Connected()
-			sh.mu.Unlock()
-			done = done && d
-			if err == nil {
-				err = e
-			}
-		}
-		if done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("translator: connecting: %w", ctx.Err())
-		case <-poll.C:
-		}
-	}
+	return t.be.start(ctx, t)
 }
 
 // Submit translates r as if it had arrived on the report socket, except
@@ -346,12 +314,7 @@ func (t *Translator) Close(timeout time.Duration) error {
 			sh.mu.Unlock()
 		}
 	}
-	if t.vb != nil {
-		sh := t.shards[0]
-		sh.mu.Lock()
-		err = errors.Join(err, t.vb.close(sh.e))
-		sh.mu.Unlock()
-	}
+	err = errors.Join(err, t.be.close(t))
 	close(t.stop)
 	for _, sh := range t.shards {
 		if sh.rep != nil {
@@ -511,9 +474,55 @@ func (t *Translator) ticker() {
 	}
 }
 
-// discoverVerbs connects every collector's instances through the RDMA CM,
-// one collector after the other, and returns their errors joined.
-func (t *Translator) discoverVerbs(ctx context.Context) error {
-	sh := t.shards[0] // Verbs runs one shard
-	return t.vb.discoverAll(ctx, sh.e, &sh.mu)
+// backend is how a Translator's engines reach the collectors: its shards'
+// RoCEv2 sockets (software) or a local RDMA NIC (Config.Verbs, verbs.go).
+// New chooses it.
+type backend interface {
+	// start connects every collector's instances, as Start says.
+	start(ctx context.Context, t *Translator) error
+	// close releases what the backend holds once the engines
+	// disconnected (the shards' sockets are Close's).
+	close(t *Translator) error
 }
+
+// software is the backend of RoCEv2 over the shards' sockets (shard.roce):
+// each engine runs its QPs (qp.go, cm.go).
+type software struct{}
+
+// start reads each shard's RoCEv2 socket, starts the discovery and waits
+// for every instance to be ready or failed.
+func (software) start(ctx context.Context, t *Translator) error {
+	for _, sh := range t.shards {
+		t.wg.Add(1)
+		go t.readRoCE(sh)
+		sh.mu.Lock()
+		sh.e.Start(time.Now())
+		t.sendLocked(sh)
+		sh.mu.Unlock()
+	}
+
+	poll := time.NewTicker(2 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		done, err := true, error(nil)
+		for _, sh := range t.shards {
+			sh.mu.Lock()
+			d, e := sh.e.Connected()
+			sh.mu.Unlock()
+			done = done && d
+			if err == nil {
+				err = e
+			}
+		}
+		if done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("translator: connecting: %w", ctx.Err())
+		case <-poll.C:
+		}
+	}
+}
+
+func (software) close(*Translator) error { return nil }
