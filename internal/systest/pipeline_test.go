@@ -58,6 +58,14 @@ func start(t testing.TB, n, keys int) *pipeline { return startWith(t, n, keys, "
 // startWith is start with the collector's regions backed by files in
 // regionDir when it is not empty.
 func startWith(t testing.TB, n, keys int, regionDir string) *pipeline {
+	// A shard per core; the default ring, so that the translator refuses
+	// reports now and then and the NACK path runs too.
+	return startConfigured(t, n, keys, regionDir, `{"ring_size": 1024, "shards": 2}`)
+}
+
+// startConfigured is startWith with the translator's configuration file
+// trConfig, or none (every default) when it is empty.
+func startConfigured(t testing.TB, n, keys int, regionDir, trConfig string) *pipeline {
 	collBin, trBin, repBin := binaries(t)
 	p := &pipeline{
 		collHTTP: fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp")),
@@ -96,13 +104,14 @@ func startWith(t testing.TB, n, keys int, regionDir string) *pipeline {
 	}
 	p.collArgs = []string{"-config", file}
 	p.startCollector(t)
-	// A shard per core; the default ring, so that the translator refuses
-	// reports now and then and the NACK path runs too.
-	trFile := filepath.Join(t.TempDir(), "translator.json")
-	if err := os.WriteFile(trFile, []byte(`{"ring_size": 1024, "shards": 2}`), 0o644); err != nil {
-		t.Fatal(err)
+	p.trArgs = []string{"-report", p.report, "-collectors", p.roce, "-cm-port", strconv.Itoa(cmPort), "-http", p.trHTTP, "-drain", "10s"}
+	if trConfig != "" {
+		trFile := filepath.Join(t.TempDir(), "translator.json")
+		if err := os.WriteFile(trFile, []byte(trConfig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p.trArgs = append([]string{"-config", trFile}, p.trArgs...)
 	}
-	p.trArgs = []string{"-config", trFile, "-report", p.report, "-collectors", p.roce, "-cm-port", strconv.Itoa(cmPort), "-http", p.trHTTP, "-drain", "10s"}
 	p.startTranslator(t)
 	return p
 }
