@@ -281,6 +281,14 @@ func (t *Translator) Counters() Counters {
 		sh.mu.Lock()
 		c.add(sh.e.Counters())
 		sh.mu.Unlock()
+		if sh.rep != nil {
+			st := sh.rep.Stats()
+			c.ReportDatagramsIn, c.ReportDatagramsOut = c.ReportDatagramsIn+st.Read, c.ReportDatagramsOut+st.Written
+		}
+		if sh.roce != nil {
+			st := sh.roce.Stats()
+			c.RDMADatagramsIn, c.RDMADatagramsOut = c.RDMADatagramsIn+st.Read, c.RDMADatagramsOut+st.Written
+		}
 	}
 	return c
 }

@@ -464,6 +464,12 @@ sending:
 		tc.Writes, tc.FetchAdds, tc.Packets, tc.Retransmits, tc.NACKs)
 	fmt.Fprintf(w, "target: %d WRITE packets and %d atomics applied, %d duplicates, %d remote access NAKs, %d invalid request NAKs, %d bad ICRCs\n",
 		cc.WritePackets, cc.Atomics, cc.Duplicates, cc.NAKAccess, cc.NAKInvalid, cc.BadICRC)
+	if received > 0 {
+		per := func(v uint64) float64 { return float64(v) / float64(received) }
+		fmt.Fprintf(w, "datagrams per report: translator's report sockets %.3f in, %.3f out; its RoCEv2 sockets %.3f out, %.3f in; %.3f in all\n",
+			per(tc.ReportDatagramsIn), per(tc.ReportDatagramsOut), per(tc.RDMADatagramsOut), per(tc.RDMADatagramsIn),
+			per(tc.ReportDatagramsIn+tc.ReportDatagramsOut+tc.RDMADatagramsOut+tc.RDMADatagramsIn))
+	}
 	if cfg.stats != nil {
 		*cfg.stats = stats{received, elapsed}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -73,6 +74,7 @@ type direction struct {
 	n     int
 	errno syscall.Errno
 	fn    func(fd uintptr) bool
+	calls atomic.Uint64 // system calls made, for Stats
 }
 
 func (d *direction) init(max int, call uintptr) {
@@ -82,6 +84,7 @@ func (d *direction) init(max int, call uintptr) {
 	d.ctrl = make([]byte, max*cmsgSpace)
 	d.ends = make([]int, max)
 	d.fn = func(fd uintptr) bool {
+		d.calls.Add(1)
 		r, _, e := unix.Syscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EAGAIN {
 			return false // wait for the poller
@@ -90,6 +93,8 @@ func (d *direction) init(max int, call uintptr) {
 		return true
 	}
 }
+
+func (s *sysConn) calls() (read, write uint64) { return s.rd.calls.Load(), s.wr.calls.Load() }
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	raw, err := uc.SyscallConn()
