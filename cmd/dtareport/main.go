@@ -46,6 +46,7 @@ import (
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/cpuprofile"
 	"github.com/dtakit/dtakit/internal/stream"
 	"github.com/dtakit/dtakit/reporter"
 )
@@ -83,9 +84,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
 	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line")
+	profile := cpuprofile.Flag(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
 		return code
 	}
+	stopProfile, err := profile()
+	if err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+		return 1
+	}
+	defer func() {
+		if err := stopProfile(); err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+		}
+	}()
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)
 		return 2

@@ -47,6 +47,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/cpuprofile"
 	"github.com/dtakit/dtakit/internal/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
@@ -98,6 +99,7 @@ func run(args []string) int {
 	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	profile := cpuprofile.Flag(fs)
 	var web httpguard.Config
 	webFlags := web.Flags(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
@@ -108,6 +110,16 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "dtatranslator:", err)
 		return 2
 	}
+	stopProfile, err := profile()
+	if err != nil {
+		log.Error("profile", "err", err)
+		return 1
+	}
+	defer func() {
+		if err := stopProfile(); err != nil {
+			log.Error("profile", "err", err)
+		}
+	}()
 	var cfg Config
 	if *config != "" {
 		b, err := os.ReadFile(*config)

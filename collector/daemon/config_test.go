@@ -29,3 +29,19 @@ func TestLoadConfigPosition(t *testing.T) {
 		}
 	}
 }
+
+// TestShards: "shards" is taken (default 1) and checked.
+func TestShards(t *testing.T) {
+	base := Config{Instances: []Instance{{Primitive: "keywrite", Slots: 1024, DataSize: 4, Redundancy: 2}}}
+	c := base
+	if err := c.withDefaults(); err != nil || c.Shards != 1 {
+		t.Errorf("no shards: %d, %v; want 1", c.Shards, err)
+	}
+	for _, n := range []int{-1, 257} {
+		c := base
+		c.Shards = n
+		if err := c.withDefaults(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "shards") {
+			t.Errorf("shards %d: %v, want ErrConfig naming shards", n, err)
+		}
+	}
+}

@@ -107,7 +107,11 @@ type Config struct {
 	// (dtakit_collector_refused_peer_total). Absent means loopback only.
 	Translators []string `json:"translators"`
 	// ReplyPort: see collector.Config.ReplyPort.
-	ReplyPort uint16     `json:"reply_port"`
+	ReplyPort uint16 `json:"reply_port"`
+	// Shards is the number of sockets the software target serves on,
+	// each with its own goroutine (collector.Config.Shards; default 1):
+	// a sharded translator's connections are then served side by side.
+	Shards    int        `json:"shards"`
 	Instances []Instance `json:"instances"`
 	// Export, when set, writes each epoch as Parquet files (ExportConfig).
 	Export *ExportConfig `json:"export"`
@@ -172,6 +176,12 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Backend == "" {
 		c.Backend = "software"
+	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if c.Shards < 0 || c.Shards > 256 {
+		return fmt.Errorf("%w: shards %d: want 1..256", ErrConfig, c.Shards)
 	}
 	if c.Backend != "software" && c.Backend != "verbs" {
 		return fmt.Errorf("%w: backend %q: want software or verbs", ErrConfig, c.Backend)

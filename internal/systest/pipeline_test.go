@@ -43,6 +43,7 @@ type pipeline struct {
 	dtareport        string
 	collBin, trBin   string
 	collArgs, trArgs []string
+	repArgs          []string // more dtareport flags
 }
 
 func binaries(t testing.TB) (coll, tr, rep string) {
@@ -60,12 +61,25 @@ func start(t testing.TB, n, keys int) *pipeline { return startWith(t, n, keys, "
 func startWith(t testing.TB, n, keys int, regionDir string) *pipeline {
 	// A shard per core; the default ring, so that the translator refuses
 	// reports now and then and the NACK path runs too.
-	return startConfigured(t, n, keys, regionDir, `{"ring_size": 1024, "shards": 2}`)
+	return startConfigured(t, n, keys, options{regionDir: regionDir, trConfig: `{"ring_size": 1024, "shards": 2}`})
 }
 
-// startConfigured is startWith with the translator's configuration file
-// trConfig, or none (every default) when it is empty.
-func startConfigured(t testing.TB, n, keys int, regionDir, trConfig string) *pipeline {
+// options are how the pipeline is configured beyond its instances.
+type options struct {
+	regionDir string // backs the collector's regions with files there
+	// trConfig is the translator's configuration file, none (every
+	// default) when empty; collConfig more fields of the collector's
+	// ("\"shards\": 1, "), after its instances' geometry.
+	trConfig, collConfig string
+	// profile, when not empty, is a directory each program writes a CPU
+	// profile into (collector.pprof, translator.pprof, report.pprof: the
+	// collector's only once stopped with SIGTERM).
+	profile string
+}
+
+// startConfigured is start configured by o.
+func startConfigured(t testing.TB, n, keys int, o options) *pipeline {
+	regionDir, trConfig, profile := o.regionDir, o.trConfig, o.profile
 	collBin, trBin, repBin := binaries(t)
 	p := &pipeline{
 		collHTTP: fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp")),
@@ -91,18 +105,22 @@ func startConfigured(t testing.TB, n, keys int, regionDir, trConfig string) *pip
 		values[i] = strconv.Itoa(i + 1)
 	}
 	cmPort := 43000 + os.Getpid()%1000
-	cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "region_dir": %q, "instances": [
+	cfg := fmt.Sprintf(`{%s"addr": %q, "http": %q, "cm_port": %d, "region_dir": %q, "instances": [
 		{"primitive": "keywrite", "slots": %d, "data_size": 4, "redundancy": 2},
 		{"primitive": "keyincrement", "slots": %d, "redundancy": 2},
 		{"primitive": "postcard", "hops": %d, "chunks": %d, "copies": 2, "values": [%s]},
 		{"primitive": "append", "lists": %d, "entries": %d, "entry_size": %d, "batch": 16, "markers": true}]}`,
-		p.roce, p.collHTTP, cmPort, regionDir, p.kwSlots, p.kiSlots, p.st.Hops, p.chunks, strings.Join(values, ","),
+		o.collConfig, p.roce, p.collHTTP, cmPort, regionDir, p.kwSlots, p.kiSlots, p.st.Hops, p.chunks, strings.Join(values, ","),
 		p.st.Lists, p.entries, p.st.EntrySize)
 	file := filepath.Join(t.TempDir(), "collector.json")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.collArgs = []string{"-config", file}
+	if profile != "" {
+		p.collArgs = append(p.collArgs, "-cpuprofile", filepath.Join(profile, "collector.pprof"))
+		p.repArgs = []string{"-cpuprofile", filepath.Join(profile, "report.pprof")}
+	}
 	p.startCollector(t)
 	p.trArgs = []string{"-report", p.report, "-collectors", p.roce, "-cm-port", strconv.Itoa(cmPort), "-http", p.trHTTP, "-drain", "10s"}
 	if trConfig != "" {
@@ -111,6 +129,9 @@ func startConfigured(t testing.TB, n, keys int, regionDir, trConfig string) *pip
 			t.Fatal(err)
 		}
 		p.trArgs = append([]string{"-config", trFile}, p.trArgs...)
+	}
+	if profile != "" {
+		p.trArgs = append(p.trArgs, "-cpuprofile", filepath.Join(profile, "translator.pprof"))
 	}
 	p.startTranslator(t)
 	return p

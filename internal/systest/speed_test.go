@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,10 @@ import (
 // machine's load changes over seconds, so only figures measured side by
 // side, in alternating order, compare.
 var pairs = flag.Int("pairs", 1, "alternating pairs the paired benchmarks run (-args -pairs N)")
+
+// profile, when set, makes BenchmarkDeployed's daemons write CPU profiles
+// there (collector.pprof, translator.pprof, report.pprof), the last pair's.
+var profile = flag.String("profile", "", "directory for CPU profiles of BenchmarkDeployed's daemons (-args -profile DIR)")
 
 // benchReports is b.N reports, at least 20 000: go test runs a benchmark
 // once with b.N = 1 before the -benchtime it was asked for, and that run
@@ -36,6 +42,9 @@ func benchReports(b *testing.B) int { return max(b.N, 20_000) }
 // report; the second of a pair reports their ratio (daemons/quickstart).
 //
 //	go test ./internal/systest -run '^$' -bench Deployed -benchtime 1000000x -args -pairs 3
+//
+// -args -profile DIR writes the daemons' CPU profiles (the last pair's)
+// into DIR: go tool pprof -top DIR/translator.pprof.
 func BenchmarkDeployed(b *testing.B) {
 	qs := proctest.Build(b, "github.com/dtakit/dtakit/examples/quickstart", "quickstart")
 	b.Run("ceiling", func(b *testing.B) {
@@ -51,7 +60,7 @@ func BenchmarkDeployed(b *testing.B) {
 		runD := func() {
 			b.Run("daemons", func(b *testing.B) {
 				n := benchReports(b)
-				p := startConfigured(b, n, 4096, "", "")
+				p := startConfigured(b, n, 4096, options{profile: *profile})
 				r := p.sources(b, 1)
 				daemons = r.rate
 				r.report(b)
@@ -59,6 +68,9 @@ func BenchmarkDeployed(b *testing.B) {
 					b.ReportMetric(daemons/quick, "daemons/quickstart")
 				}
 				p.stop(b)
+				if *profile != "" {
+					p.stopCollector(b)
+				}
 			})
 		}
 		runQ := func() {
@@ -98,7 +110,7 @@ func BenchmarkSources(b *testing.B) {
 		}
 		for _, s := range order {
 			b.Run(fmt.Sprintf("sources=%d", s), func(b *testing.B) {
-				p := startConfigured(b, benchReports(b), 4096, "", "")
+				p := startConfigured(b, benchReports(b), 4096, options{})
 				r := p.sources(b, s)
 				rates[s] = r.rate
 				r.report(b)
@@ -151,8 +163,12 @@ func (p *pipeline) sources(b *testing.B, s int) delivery {
 		if i == 0 {
 			ip = p.reporterIP
 		}
-		pr := &proc{cmd: exec.Command(p.dtareport, "-translator", p.report, "-local", ip+":0",
-			"-count", strconv.Itoa(n), "-keys", strconv.Itoa(p.st.Keys), "-seed", strconv.FormatUint(p.st.Seed+uint64(i), 10))}
+		args := []string{"-translator", p.report, "-local", ip + ":0",
+			"-count", strconv.Itoa(n), "-keys", strconv.Itoa(p.st.Keys), "-seed", strconv.FormatUint(p.st.Seed+uint64(i), 10)}
+		if i == 0 {
+			args = append(args, p.repArgs...)
+		}
+		pr := &proc{cmd: exec.Command(p.dtareport, args...)}
 		pr.cmd.Stdout, pr.cmd.Stderr = &pr.out, &pr.logs
 		proctest.DieWithTest(pr.cmd)
 		if err := pr.cmd.Start(); err != nil {
@@ -180,6 +196,7 @@ func (p *pipeline) sources(b *testing.B, s int) delivery {
 	}
 	el := time.Since(start)
 	b.StopTimer()
+	d.rate = float64(total) / el.Seconds()
 	if total != p.n {
 		b.Fatalf("%d sources: %d of %d reports sent", s, total, p.n)
 	}
@@ -201,7 +218,6 @@ func (p *pipeline) sources(b *testing.B, s int) delivery {
 	if got := st.Counters.Translated[1] + st.Counters.Translated[2] + st.Counters.Translated[3] + st.Counters.Translated[4]; got != uint64(p.n) {
 		b.Errorf("the translator translated %d reports, the reporters confirmed %d", got, p.n)
 	}
-	d.rate = float64(total) / el.Seconds()
 	return d
 }
 
@@ -251,4 +267,53 @@ func quickstart(b *testing.B, qs string, n int) delivery {
 		}
 	}
 	return d
+}
+
+// stopCollector ends the collector with SIGTERM and waits for it to exit 0.
+func (p *pipeline) stopCollector(t testing.TB) {
+	if err := p.coll.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.coll.Cmd.Wait(); err != nil {
+		t.Fatalf("collector: %v\n%s", err, p.coll.Logs())
+	}
+}
+
+// variant is a configuration BenchmarkDefaults measures beside the
+// others: the translator's configuration file and more fields of the
+// collector's, split by "|".
+var variant = flag.String("variant", "", "a configuration BenchmarkDefaults runs too: translator JSON|collector fields (-args -variant '{\"ring_size\": 4096}|\"shards\": 2, ')")
+
+// BenchmarkDefaults runs the daemons with the configuration they had
+// before issue 28 chose their defaults from measurements (before:
+// translator ring 1024 and one shard, collector one shard), with every
+// default (defaults), and with -args -variant, from one dtareport and from
+// four at once, -args -pairs N rounds (the order reversed every other
+// round).
+//
+//	go test ./internal/systest -run '^$' -bench Defaults -benchtime 1000000x -args -pairs 2
+func BenchmarkDefaults(b *testing.B) {
+	configs := []struct{ name, tr, coll string }{
+		{"before", `{"ring_size": 1024, "shards": 1}`, `"shards": 1, `},
+		{"defaults", "", ""},
+	}
+	if *variant != "" {
+		tr, coll, _ := strings.Cut(*variant, "|")
+		configs = append(configs, struct{ name, tr, coll string }{"variant", tr, coll})
+	}
+	for i := range *pairs {
+		for _, s := range []int{1, 4} {
+			for j := range configs {
+				if i%2 == 1 {
+					j = len(configs) - 1 - j
+				}
+				c := configs[j]
+				b.Run(fmt.Sprintf("%s/sources=%d", c.name, s), func(b *testing.B) {
+					p := startConfigured(b, benchReports(b), 4096, options{trConfig: c.tr, collConfig: c.coll})
+					p.sources(b, s).report(b)
+					p.stop(b)
+				})
+			}
+		}
+	}
 }
