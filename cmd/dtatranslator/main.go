@@ -10,9 +10,12 @@
 //
 //	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
-//	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
+//	 "ring_size": 16384, "rate_limit": 0, "shards": 2, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
+//
+// "shards" defaults to one per core (GOMAXPROCS): reports from several
+// reporters are translated side by side.
 //
 // Reports are taken from loopback unless -reporters (or "reporters") names
 // the reporters' addresses or prefixes. The HTTP address, like the
@@ -38,6 +41,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -247,6 +251,11 @@ func (cfg Config) translator() (translator.Config, error) {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
 	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	if tc.Shards == 0 {
+		// One per core: reports from several sources are translated side
+		// by side (a source's reports go to one shard).
+		tc.Shards = runtime.GOMAXPROCS(0)
+	}
 	for _, d := range []struct {
 		name, v string
 		to      *time.Duration

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -30,12 +31,12 @@ func TestLoadConfigPosition(t *testing.T) {
 	}
 }
 
-// TestShards: "shards" is taken (default 1) and checked.
+// TestShards: "shards" is taken (default one per core) and checked.
 func TestShards(t *testing.T) {
 	base := Config{Instances: []Instance{{Primitive: "keywrite", Slots: 1024, DataSize: 4, Redundancy: 2}}}
 	c := base
-	if err := c.withDefaults(); err != nil || c.Shards != 1 {
-		t.Errorf("no shards: %d, %v; want 1", c.Shards, err)
+	if err := c.withDefaults(); err != nil || c.Shards != runtime.GOMAXPROCS(0) {
+		t.Errorf("no shards: %d, %v; want GOMAXPROCS %d", c.Shards, err, runtime.GOMAXPROCS(0))
 	}
 	for _, n := range []int{-1, 257} {
 		c := base
