@@ -67,11 +67,7 @@ func run() int {
 		log.Error("profile", "err", err)
 		return 1
 	}
-	defer func() {
-		if err := stopProfile(); err != nil {
-			log.Error("profile", "err", err)
-		}
-	}()
+	defer stopProfile(func(err error) { log.Error("profile", "err", err) })
 	if *config == "" {
 		fmt.Fprintln(os.Stderr, "dtacollector: -config is required")
 		return 2

@@ -93,11 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dtareport:", err)
 		return 1
 	}
-	defer func() {
-		if err := stopProfile(); err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
-		}
-	}()
+	defer stopProfile(func(err error) { fmt.Fprintln(stderr, "dtareport:", err) })
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)
 		return 2

@@ -119,11 +119,7 @@ func run(args []string) int {
 		log.Error("profile", "err", err)
 		return 1
 	}
-	defer func() {
-		if err := stopProfile(); err != nil {
-			log.Error("profile", "err", err)
-		}
-	}()
+	defer stopProfile(func(err error) { log.Error("profile", "err", err) })
 	var cfg Config
 	if *config != "" {
 		b, err := os.ReadFile(*config)

@@ -11,12 +11,13 @@ import (
 
 // Flag adds -cpuprofile FILE to fs. The function it returns, called once
 // fs is parsed, starts the profile when one was asked for and returns the
-// function that stops it and writes FILE (a no-op without the flag).
-func Flag(fs *flag.FlagSet) func() (stop func() error, err error) {
+// function that stops it and writes FILE, handing fail the error if that
+// fails (a no-op without the flag).
+func Flag(fs *flag.FlagSet) func() (stop func(fail func(error)), err error) {
 	file := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	return func() (func() error, error) {
+	return func() (func(fail func(error)), error) {
 		if *file == "" {
-			return func() error { return nil }, nil
+			return func(func(error)) {}, nil
 		}
 		f, err := os.Create(*file)
 		if err != nil {
@@ -26,12 +27,11 @@ func Flag(fs *flag.FlagSet) func() (stop func() error, err error) {
 			f.Close()
 			return nil, fmt.Errorf("cpuprofile: %w", err)
 		}
-		return func() error {
+		return func(fail func(error)) {
 			pprof.StopCPUProfile()
 			if err := f.Close(); err != nil {
-				return fmt.Errorf("cpuprofile: %w", err)
+				fail(fmt.Errorf("cpuprofile: %w", err))
 			}
-			return nil
 		}, nil
 	}
 }
