@@ -217,6 +217,7 @@ func (p *pipeline) sendAsync(t testing.TB, losses string) func() (reportResult, 
 	if losses != "" {
 		args = append(args, "-losses", losses)
 	}
+	args = append(args, p.repArgs...)
 	cmd := exec.Command(p.dtareport, args...)
 	var out, logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &logs
@@ -474,6 +475,19 @@ func TestThreeProcesses(t *testing.T) {
 	start(t, n, 4096).deliver(t, "dtareport")
 }
 
+// TestThreeProcessesSplit is TestThreeProcesses with dtareport -split: a
+// reporter per primitive, each from its own address, so each key's,
+// list's and flow's reports still come from one reporter in order.
+func TestThreeProcessesSplit(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	p := start(t, n, 4096)
+	p.repArgs = []string{"-split"}
+	p.deliver(t, "dtareport -split")
+}
+
 // deliver sends the stream, which must all be delivered (none lost,
 // unconfirmed or refused by a socket), stops the translator and checks
 // every key.
@@ -559,12 +573,17 @@ func TestKill9BusyCores(t *testing.T) {
 	t.Run("collector", func(t *testing.T) { killMidStream(t, "collector", true) })
 }
 
-func killMidStream(t *testing.T, which string, busy bool) {
+// TestKill9TranslatorSplit is TestKill9Translator with dtareport -split:
+// the losses each reporter names map back to their places in the stream.
+func TestKill9TranslatorSplit(t *testing.T) { killMidStream(t, "translator", false, "-split") }
+
+func killMidStream(t *testing.T, which string, busy bool, repArgs ...string) {
 	n := 1_000_000
 	if testing.Short() || busy {
 		n = 300_000
 	}
 	p := startWith(t, n, 4096, t.TempDir())
+	p.repArgs = repArgs
 	if busy {
 		busyCores(t)
 	}

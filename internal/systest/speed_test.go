@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,14 +33,15 @@ var profile = flag.String("profile", "", "directory for CPU profiles of Benchmar
 // warms the processes up. Use -benchtime=1000000x.
 func benchReports(b *testing.B) int { return max(b.N, 20_000) }
 
-// BenchmarkDeployed runs, in alternating pairs (-args -pairs N), the three
-// daemons as users deploy them (dtacollector with the README's instances,
-// dtatranslator and dtareport with every default) and the in-process
-// quickstart (examples/quickstart: the same work in one process, four
-// reporters), b.N reports each, and the loopback ceiling
+// BenchmarkDeployed runs, in alternating rounds (-args -pairs N), the
+// three daemons as users deploy them (dtacollector with the README's
+// instances, dtatranslator and dtareport with every default), the same
+// with dtareport -split (a reporter per primitive, as the quickstart has)
+// and the in-process quickstart (examples/quickstart: the same work in one
+// process, four reporters), b.N reports each, and the loopback ceiling
 // (udpio.MeasureCeiling, 64-byte datagrams in batches of 128) for scale.
 // Each reports reports/s, lost and unconfirmed reports and datagrams per
-// report; the second of a pair reports their ratio (daemons/quickstart).
+// report, and their ratios to the quickstart once both ran.
 //
 //	go test ./internal/systest -run '^$' -bench Deployed -benchtime 1000000x -args -pairs 3
 //
@@ -56,39 +58,48 @@ func BenchmarkDeployed(b *testing.B) {
 		b.ReportMetric(float64(c.Sent-c.Received), "lost")
 	})
 	for i := range *pairs {
-		var daemons, quick float64
-		runD := func() {
-			b.Run("daemons", func(b *testing.B) {
-				n := benchReports(b)
-				p := startConfigured(b, n, 4096, options{profile: *profile})
-				r := p.sources(b, 1)
-				daemons = r.rate
-				r.report(b)
-				if quick > 0 { // the pair's second: their ratio
-					b.ReportMetric(daemons/quick, "daemons/quickstart")
+		// rates by sub-benchmark; each run after the quickstart, or the
+		// quickstart after the others, reports the ratio to it.
+		rates := map[string]float64{}
+		ratios := func(b *testing.B, name string) {
+			q := rates["quickstart"]
+			for _, d := range []string{"daemons", "daemons-split"} {
+				if rates[d] > 0 && q > 0 && (name == d || name == "quickstart") {
+					b.ReportMetric(rates[d]/q, d+"/quickstart")
 				}
+			}
+		}
+		daemons := func(name string, repArgs ...string) {
+			b.Run(name, func(b *testing.B) {
+				p := startConfigured(b, benchReports(b), 4096, options{profile: *profile})
+				p.repArgs = append(p.repArgs, repArgs...)
+				r := p.sources(b, 1)
+				rates[name] = r.rate
+				r.report(b)
+				ratios(b, name)
 				p.stop(b)
 				if *profile != "" {
 					p.stopCollector(b)
 				}
 			})
 		}
-		runQ := func() {
-			b.Run("quickstart", func(b *testing.B) {
-				r := quickstart(b, qs, benchReports(b))
-				quick = r.rate
-				r.report(b)
-				if daemons > 0 {
-					b.ReportMetric(daemons/quick, "daemons/quickstart")
-				}
-			})
+		runs := []func(){
+			func() { daemons("daemons") },
+			func() { daemons("daemons-split", "-split") },
+			func() {
+				b.Run("quickstart", func(b *testing.B) {
+					r := quickstart(b, qs, benchReports(b))
+					rates["quickstart"] = r.rate
+					r.report(b)
+					ratios(b, "quickstart")
+				})
+			},
 		}
-		if i%2 == 0 {
-			runD()
-			runQ()
-		} else {
-			runQ()
-			runD()
+		if i%2 == 1 {
+			slices.Reverse(runs)
+		}
+		for _, run := range runs {
+			run()
 		}
 	}
 }
