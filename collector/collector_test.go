@@ -113,8 +113,16 @@ func (r *requester) connect(port uint16) *cm.Reject {
 	r.remoteQPN = rep.LocalQPN
 	reqPSN := r.psn
 	r.psn = rocev2.PSN(rep.StartingPSN) // each side sends from the PSN the other gave
-	r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), &cm.ReadyToUse{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID})
+	rtu := &cm.ReadyToUse{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID}
+	r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), rtu)
 	s := r.recv()
+	// A REP sent again (the collector's CM timer ran out before the RTU
+	// came, as under load) is answered with the RTU again, as a real
+	// requester does.
+	for i := 0; s.BTH.DestQP == cm.GSIQP && i < 3; i++ {
+		r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), rtu)
+		s = r.recv()
+	}
 	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.PSN != reqPSN || s.BTH.DestQP != r.qpn {
 		r.tb.Fatalf("advertisement SEND %+v", s)
 	}

@@ -302,6 +302,7 @@ func TestInteropTranslatorChild(t *testing.T) {
 // reporter, and checks that it applied and flushed every report.
 func runTranslator(t *testing.T, cfg translator.Config) {
 	t.Helper()
+	cfg.AckPort = freeAckPort(t)
 	tr, err := translator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func runTranslator(t *testing.T, cfg translator.Config) {
 	}
 	// Wide numbers: each report is acknowledged once applied (with the
 	// verbs backend, once the NIC completed its work requests).
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: cfg.AckPort})
 	if err != nil {
 		t.Fatal(err)
 	}

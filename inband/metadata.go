@@ -157,54 +157,184 @@ func (m *Metadata) Has(b int) bool { return m.Present&(0x8000>>b) != 0 }
 // decodeMetadata fills m from b, laid out by bitmap under l. b must hold
 // at least l.words(bitmap)·4 bytes; the rest is domain-specific.
 func decodeMetadata(m *Metadata, l *layout, bitmap uint16, b []byte) {
-	*m = Metadata{}
-	off := 0
+	var f Fields
+	f.compile(l, bitmap)
+	f.Decode(m, b)
+}
+
+// numFields is the number of field kinds.
+const numFields = int(fCongestion16) + 1
+
+// Fields is a metadata layout compiled for one bitmap: where each field
+// lies in a hop's (or a report's) metadata, so that reading one field is a
+// load and an all-ones check. Hop and Individual.Metadata decode every
+// field into a Metadata; a caller that wants a few fields of many hops
+// (an INT-MD stack's) compiles Fields once (Compile) and reads them.
+type Fields struct {
+	l      *layout
+	bitmap uint16
+	at     [numFields]uint8 // 1 + byte offset of each kind, 0 when the bitmap lacks it
+	words  int              // baseline words
+}
+
+// Compile makes f the layout of i's hops: its instructions under its
+// version. It does nothing when f already is.
+func (f *Fields) Compile(i *INT) {
+	if l := i.layout(); f.l != l || f.bitmap != i.Instructions {
+		f.compile(l, i.Instructions)
+	}
+}
+
+func (f *Fields) compile(l *layout, bitmap uint16) {
+	f.l, f.bitmap, f.words, f.at = l, bitmap, 0, [numFields]uint8{}
 	for bm := bitmap; bm != 0; {
 		bit := bits.LeadingZeros16(bm)
 		bm &^= 0x8000 >> bit
 		k := l[bit]
-		n := 4 * int(fieldWords[k])
-		f := b[off : off+n]
-		off += n
-		if k == fReserved || allOnes(f) {
-			continue // reserved, or the hop could not provide it
+		if k != fReserved {
+			f.at[k] = uint8(1 + 4*f.words)
 		}
-		w := binary.BigEndian.Uint32(f)
-		switch k {
-		case fNodeID:
-			m.NodeID = w
-		case fL1Ports:
-			m.L1Ingress, m.L1Egress = uint16(w>>16), uint16(w)
-		case fHopLatency:
-			m.HopLatency = w
-		case fQueue:
-			m.QueueID, m.QueueOccupancy = uint8(w>>24), w&0xFFFFFF
-		case fQueue16:
-			m.QueueID, m.QueueOccupancy = uint8(w>>16), w&0xFFFF
-		case fIngressTS32:
-			m.IngressTimestamp = uint64(w)
-		case fIngressTS64:
-			m.IngressTimestamp = binary.BigEndian.Uint64(f)
-		case fEgressTS32:
-			m.EgressTimestamp = uint64(w)
-		case fEgressTS64:
-			m.EgressTimestamp = binary.BigEndian.Uint64(f)
-		case fL2Ports:
-			m.L2Ingress, m.L2Egress = w, binary.BigEndian.Uint32(f[4:])
-		case fTxUtil:
-			m.TxUtilization = w
-		case fBuffer:
-			m.BufferID, m.BufferOccupancy = uint8(w>>24), w&0xFFFFFF
-		case fChecksum:
-			m.Checksum = w
-		case fDrop:
-			m.DropQueueID, m.DropReason = uint8(w>>24), uint8(w>>16)
-		case fCongestion16:
-			m.QueueID, m.QueueCongestion = uint8(w>>16), w&0xFFFF
-		}
-		m.Present |= 0x8000 >> presentBit[k]
+		f.words += int(fieldWords[k])
 	}
-	if off < len(b) {
+}
+
+// Words returns the baseline words of metadata the layout holds.
+func (f *Fields) Words() int { return f.words }
+
+// word returns field k's first word in b and whether it is there and
+// available (not all ones).
+func (f *Fields) word(b []byte, k field) (uint32, bool) {
+	at := int(f.at[k]) - 1
+	if at < 0 {
+		return 0, false
+	}
+	if w := binary.BigEndian.Uint32(b[at:]); w != 0xFFFFFFFF {
+		return w, true
+	}
+	return 0, false // the hop could not provide it
+}
+
+// double returns two-word field k.
+func (f *Fields) double(b []byte, k field) (uint64, bool) {
+	at := int(f.at[k]) - 1
+	if at < 0 {
+		return 0, false
+	}
+	if v := binary.BigEndian.Uint64(b[at:]); v != ^uint64(0) {
+		return v, true
+	}
+	return 0, false
+}
+
+// NodeID returns the node ID in metadata b, and whether b holds it
+// available (in the bitmap, not all ones); so do the other accessors.
+func (f *Fields) NodeID(b []byte) (uint32, bool) { return f.word(b, fNodeID) }
+
+// L1Ports returns the level 1 ingress and egress interface IDs.
+func (f *Fields) L1Ports(b []byte) (in, out uint16, ok bool) {
+	w, ok := f.word(b, fL1Ports)
+	return uint16(w >> 16), uint16(w), ok
+}
+
+// L2Ports returns the level 2 ingress and egress interface IDs.
+func (f *Fields) L2Ports(b []byte) (in, out uint32, ok bool) {
+	v, ok := f.double(b, fL2Ports)
+	return uint32(v >> 32), uint32(v), ok
+}
+
+// HopLatency returns the hop latency.
+func (f *Fields) HopLatency(b []byte) (uint32, bool) { return f.word(b, fHopLatency) }
+
+// Queue returns the queue ID and occupancy (INT 0.5: 16 bits each, as
+// INTCollector reads them; else 8 and 24).
+func (f *Fields) Queue(b []byte) (id uint8, occupancy uint32, ok bool) {
+	if w, ok := f.word(b, fQueue); ok {
+		return uint8(w >> 24), w & 0xFFFFFF, true
+	}
+	w, ok := f.word(b, fQueue16)
+	return uint8(w >> 16), w & 0xFFFF, ok
+}
+
+// Congestion returns INT 0.5's queue ID and congestion status, whose queue
+// ID a Metadata holds as QueueID.
+func (f *Fields) Congestion(b []byte) (id uint8, status uint32, ok bool) {
+	w, ok := f.word(b, fCongestion16)
+	return uint8(w >> 16), w & 0xFFFF, ok
+}
+
+// IngressTimestamp returns the ingress timestamp (32 or 64 bits).
+func (f *Fields) IngressTimestamp(b []byte) (uint64, bool) {
+	if v, ok := f.double(b, fIngressTS64); ok {
+		return v, true
+	}
+	w, ok := f.word(b, fIngressTS32)
+	return uint64(w), ok
+}
+
+// EgressTimestamp returns the egress timestamp (32 or 64 bits).
+func (f *Fields) EgressTimestamp(b []byte) (uint64, bool) {
+	if v, ok := f.double(b, fEgressTS64); ok {
+		return v, true
+	}
+	w, ok := f.word(b, fEgressTS32)
+	return uint64(w), ok
+}
+
+// TxUtilization returns the egress interface Tx utilisation.
+func (f *Fields) TxUtilization(b []byte) (uint32, bool) { return f.word(b, fTxUtil) }
+
+// Buffer returns the buffer ID and occupancy.
+func (f *Fields) Buffer(b []byte) (id uint8, occupancy uint32, ok bool) {
+	w, ok := f.word(b, fBuffer)
+	return uint8(w >> 24), w & 0xFFFFFF, ok
+}
+
+// Decode fills m from metadata b (at least Words()·4 bytes; the rest is
+// domain-specific): every field the layout holds.
+func (f *Fields) Decode(m *Metadata, b []byte) {
+	*m = Metadata{}
+	var p uint16 // Present
+	var ok bool
+	if m.NodeID, ok = f.NodeID(b); ok {
+		p |= 0x8000 >> BitNodeID
+	}
+	if m.L1Ingress, m.L1Egress, ok = f.L1Ports(b); ok {
+		p |= 0x8000 >> BitL1Ports
+	}
+	if m.HopLatency, ok = f.HopLatency(b); ok {
+		p |= 0x8000 >> BitHopLatency
+	}
+	if m.QueueID, m.QueueOccupancy, ok = f.Queue(b); ok {
+		p |= 0x8000 >> BitQueue
+	}
+	if m.IngressTimestamp, ok = f.IngressTimestamp(b); ok {
+		p |= 0x8000 >> BitIngressTS
+	}
+	if m.EgressTimestamp, ok = f.EgressTimestamp(b); ok {
+		p |= 0x8000 >> BitEgressTS
+	}
+	if m.L2Ingress, m.L2Egress, ok = f.L2Ports(b); ok {
+		p |= 0x8000 >> BitL2Ports
+	}
+	if m.TxUtilization, ok = f.TxUtilization(b); ok {
+		p |= 0x8000 >> BitTxUtil
+	}
+	if m.BufferID, m.BufferOccupancy, ok = f.Buffer(b); ok {
+		p |= 0x8000 >> BitBuffer
+	}
+	if m.Checksum, ok = f.word(b, fChecksum); ok {
+		p |= 0x8000 >> BitChecksum
+	}
+	if w, ok := f.word(b, fDrop); ok {
+		m.DropQueueID, m.DropReason = uint8(w>>24), uint8(w>>16)
+		p |= 0x8000 >> BitDropReason
+	}
+	if id, status, ok := f.Congestion(b); ok {
+		m.QueueID, m.QueueCongestion = id, status
+		p |= 0x8000 >> BitQueueCongestion
+	}
+	m.Present = p
+	if off := 4 * f.words; off < len(b) {
 		m.DomainSpecific = b[off:]
 	}
 }
@@ -263,15 +393,6 @@ func appendMetadata(dst []byte, m *Metadata, l *layout, bitmap uint16) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, w)
 	}
 	return append(dst, m.DomainSpecific...)
-}
-
-func allOnes(b []byte) bool {
-	for _, c := range b {
-		if c != 0xFF {
-			return false
-		}
-	}
-	return true
 }
 
 // Error is a decoding error: which header, what is wrong.

@@ -406,3 +406,22 @@ func (a *Aggregator) SwitchIDs() []uint32 {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
 }
+
+// NewAnalytics returns a Detector and an Aggregator that share one flow
+// index: a record's flow is probed for once, the second lookup finding the
+// entry the first brought into cache. Each keeps its own rows, bound and
+// eviction as its configuration says, and behaves as NewDetector's and
+// NewAggregator's; being joined, the two are used together, on one
+// goroutine at a time.
+func NewAnalytics(dcfg DetectorConfig, acfg AggregatorConfig) (*Detector, *Aggregator, error) {
+	d, err := NewDetector(dcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := NewAggregator(acfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	share(a.flows, d.flows)
+	return d, a, nil
+}

@@ -178,9 +178,6 @@ type flowRow struct {
 	hop      [MaxHops]uint32
 	above    uint16 // level state: bit 0 the flow latency, bit 1+h hop h
 	reported int64  // the last event, unix ns
-	// keyRows are the rows of each hop's queue occupancy, congestion,
-	// link, drop and buffer keys last found: hints, checked before use.
-	keyRows [MaxHops][5]int32
 }
 
 type keyRow struct {
@@ -203,6 +200,7 @@ type Detector struct {
 	keys  *table
 	krows []keyRow
 	c     DetectorCounters
+	now   int64 // the record's time being observed, unix ns
 }
 
 // NewDetector returns a detector with cfg.
@@ -249,24 +247,12 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	before := len(events)
 	hops := r.Hops[:min(len(r.Hops), MaxHops)]
 	now := r.Time.UnixNano()
-	var f *flowRow
-	off := 0 // hops[h] is the path's hop h+off
+	d.now = now
 	switch p := int(r.Position); {
 	case !r.PerHop:
-		events, f = d.flow(r, hops, now, events)
+		events = d.flow(r, hops, now, events)
 	case p >= 1 && p <= MaxHops && len(hops) == 1 && hops[0].Has&HasSwitch != 0:
-		events, f = d.postcard(r, &hops[0], p-1, now, events)
-		off = p - 1
-	}
-	// A flow's hops' key rows, found before, are hints: a steady path
-	// skips the probes.
-	var noHint [5]int32
-	hint := func(h, i int) *int32 {
-		if f == nil {
-			noHint[i] = -1
-			return &noHint[i]
-		}
-		return &f.keyRows[h+off][i]
+		events = d.postcard(r, &hops[0], p-1, now, events)
 	}
 	for h := range hops {
 		hp := &hops[h]
@@ -274,19 +260,19 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 			continue
 		}
 		if hp.Has&HasQueue != 0 {
-			events = d.key(MetricQueueOccupancy, hp, uint32(hp.Queue), hp.Occupancy, r.Time, now, hint(h, 0), events)
+			events = d.key(MetricQueueOccupancy, hp.Switch, uint32(hp.Queue), hp.Occupancy, r, events)
 		}
 		if hp.Has&HasCongestion != 0 {
-			events = d.key(MetricQueueCongestion, hp, uint32(hp.Queue), hp.Congestion, r.Time, now, hint(h, 1), events)
+			events = d.key(MetricQueueCongestion, hp.Switch, uint32(hp.Queue), hp.Congestion, r, events)
 		}
 		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
-			events = d.key(MetricLinkUtilization, hp, hp.Egress, hp.TxUtil, r.Time, now, hint(h, 2), events)
+			events = d.key(MetricLinkUtilization, hp.Switch, hp.Egress, hp.TxUtil, r, events)
 		}
 		if hp.Has&HasDrops != 0 {
-			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, hint(h, 3), events)
+			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, events)
 		}
 		if hp.Has&HasBuffer != 0 {
-			events = d.key(MetricBufferOccupancy, hp, uint32(hp.Buffer), hp.BufferOccupancy, r.Time, now, hint(h, 4), events)
+			events = d.key(MetricBufferOccupancy, hp.Switch, uint32(hp.Buffer), hp.BufferOccupancy, r, events)
 		}
 	}
 	for _, e := range events[before:] {
@@ -296,7 +282,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 }
 
 // flow runs the flow-keyed rules: path, flow latency, hop latency.
-func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Event, *flowRow) {
+func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Event {
 	row := d.flows.find(uint64(r.Flow))
 	var latency uint32
 	hasLatency := false
@@ -337,7 +323,7 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 	}
 	rule := &d.cfg.Rules[MetricHopLatency]
 	for h := range hops {
-		if hops[h].Has&HasLatency == 0 {
+		if hops[h].Has&HasLatency == 0 || !newHops && rule.quiet(f.hop[h], f.above&(2<<h) != 0, hops[h].Latency) {
 			continue
 		}
 		k1, k2, old := judge(rule, newHops, &f.hop[h], &f.above, 2<<h, hops[h].Latency)
@@ -347,8 +333,8 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 			}
 		}
 	}
-	if hasLatency {
-		k1, k2, old := judge(&d.cfg.Rules[MetricFlowLatency], fresh, &f.latency, &f.above, 1, latency)
+	if fl := &d.cfg.Rules[MetricFlowLatency]; hasLatency && (fresh || !fl.quiet(f.latency, f.above&1 != 0, latency)) {
+		k1, k2, old := judge(fl, fresh, &f.latency, &f.above, 1, latency)
 		for _, k := range [2]EventKind{k1, k2} {
 			if k != 0 {
 				events = append(events, Event{Kind: k, Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: old, New: latency, NewPath: f.path})
@@ -371,13 +357,13 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 			}
 		}
 	}
-	return events, f
+	return events
 }
 
 // postcard runs the hop latency rule on a flow's hop h, reported by the
 // hop itself: the flow's path is what its hops reported, each at its
 // place, and a hop whose switch is new there has new values.
-func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event) ([]Event, *flowRow) {
+func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event) []Event {
 	row := d.flows.find(uint64(r.Flow))
 	if row < 0 {
 		var ev int32
@@ -394,7 +380,7 @@ func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event
 		f.path.Nodes[h], f.path.Len = hp.Switch, max(f.path.Len, uint8(h+1))
 	}
 	if hp.Has&HasLatency == 0 {
-		return events, f
+		return events
 	}
 	v := hp.Latency
 	k1, k2, old := judge(&d.cfg.Rules[MetricHopLatency], first, &f.hop[h], &f.above, 2<<h, v)
@@ -409,7 +395,7 @@ func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event
 			events = append(events, Event{Kind: k, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hp.Switch, Hop: uint8(h), Old: old, New: v})
 		}
 	}
-	return events, f
+	return events
 }
 
 // judge applies rule r to value v against the value *stored and the
@@ -451,25 +437,43 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
 // drops run it on the sum of the drops reported.
-func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64, hint *int32, events []Event) []Event {
-	kk := keyOf(m, hp.Switch, sub)
-	row := d.keys.lookup(kk, *hint)
-	fresh := row < 0
-	if fresh {
-		var ev int32
-		if row, ev = d.keys.insert(kk); ev >= 0 {
-			d.c.Evicted++
-		}
-		d.krows[row] = keyRow{reported: now}
-	} else {
-		d.keys.touch(row)
+func (d *Detector) key(m Metric, sw, sub, v uint32, r *Record, events []Event) []Event {
+	kk := keyOf(m, sw, sub)
+	row := d.keys.find(kk)
+	if row < 0 {
+		return d.keyEvent(m, sw, sub, v, r, row, events)
 	}
-	*hint = row
+	d.keys.touch(row)
 	k := &d.krows[row]
 	if m == MetricDrops {
 		k.sum += v
 		v = k.sum
 	}
+	// Most values of a steady network make no event and change nothing:
+	// within the threshold (or no change events), on the same side of the
+	// level, and not due for the periodic push.
+	if d.cfg.Rules[m].quiet(k.value, k.above, v) && (d.cfg.Period <= 0 || d.now-k.reported < int64(d.cfg.Period)) {
+		return events
+	}
+	return d.keyEvent(m, sw, sub, v, r, row, events)
+}
+
+// keyEvent is key's rule on value v (a sum, for drops) of a key in row
+// (-1: a new key).
+func (d *Detector) keyEvent(m Metric, sw, sub, v uint32, r *Record, row int32, events []Event) []Event {
+	now := d.now
+	fresh := row < 0
+	if fresh {
+		var ev int32
+		if row, ev = d.keys.insert(keyOf(m, sw, sub)); ev >= 0 {
+			d.c.Evicted++
+		}
+		d.krows[row] = keyRow{reported: now}
+		if m == MetricDrops {
+			d.krows[row].sum = v
+		}
+	}
+	k := &d.krows[row]
 	var above uint16
 	if k.above {
 		above = 1
@@ -491,10 +495,17 @@ func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64,
 	}
 	for _, k := range [2]EventKind{k1, k2} {
 		if k != 0 {
-			events = append(events, Event{Kind: k, Metric: m, Time: t, Switch: hp.Switch, Queue: q, Port: port, Old: old, New: v})
+			events = append(events, Event{Kind: k, Metric: m, Time: r.Time, Switch: sw, Queue: q, Port: port, Old: old, New: v})
 		}
 	}
 	return events
+}
+
+// quiet says whether the rule, judging value v of a key seen before
+// against the value stored and its level state above, makes no event and
+// changes nothing (judge would return no kind).
+func (r *Rule) quiet(stored uint32, above bool, v uint32) bool {
+	return (r.NoChange || diff(v, stored) <= r.Threshold) && (r.Level == 0 || (v > r.Level) == above)
 }
 
 func diff(a, b uint32) uint32 {

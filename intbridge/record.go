@@ -75,6 +75,42 @@ func (h *Hop) SetMetadata(m *inband.Metadata) {
 	}
 }
 
+// setFields is SetMetadata of the hop metadata in b laid out by f, read
+// field by field.
+func (h *Hop) setFields(f *inband.Fields, b []byte) {
+	*h = Hop{}
+	var ok bool
+	if h.Switch, ok = f.NodeID(b); ok {
+		h.Has |= HasSwitch
+	}
+	if in, out, ok := f.L2Ports(b); ok {
+		h.Ingress, h.Egress, h.Has = in, out, h.Has|HasPorts
+	} else if in, out, ok := f.L1Ports(b); ok {
+		h.Ingress, h.Egress, h.Has = uint32(in), uint32(out), h.Has|HasPorts
+	}
+	if h.Queue, h.Occupancy, ok = f.Queue(b); ok {
+		h.Has |= HasQueue
+		// INT 0.5's congestion word names the queue too, as in Metadata.
+		if id, _, ok := f.Congestion(b); ok {
+			h.Queue = id
+		}
+	}
+	if h.Latency, ok = f.HopLatency(b); ok {
+		h.Has |= HasLatency
+	}
+	if h.Timestamp, ok = f.EgressTimestamp(b); ok {
+		h.Has |= HasTimestamp
+	} else if h.Timestamp, ok = f.IngressTimestamp(b); ok {
+		h.Has |= HasTimestamp
+	}
+	if h.TxUtil, ok = f.TxUtilization(b); ok {
+		h.Has |= HasTxUtil
+	}
+	if h.Buffer, h.BufferOccupancy, ok = f.Buffer(b); ok {
+		h.Has |= HasBuffer
+	}
+}
+
 // Record is one packet's telemetry: its flow and the hops it crossed,
 // source first. It is what the Detector and the Aggregator take.
 type Record struct {
@@ -97,13 +133,35 @@ type Record struct {
 // metadata (Trace.Sink) and its drop and congestion flags: merged into the
 // last hop when the stack ends at that node, else a hop of its own.
 func (r *Record) SetTrace(t *Trace, now time.Time) {
-	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = t.Key, t.Flow, now, false, 0
+	r.start(t, now)
 	n := min(len(t.Hops), MaxHops)
-	r.grow()
 	r.Hops = r.Hops[:n]
 	for i := range n {
 		r.Hops[i].SetMetadata(&t.Hops[i])
 	}
+	r.addSink(t, len(t.Hops))
+}
+
+func (r *Record) start(t *Trace, now time.Time) {
+	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = t.Key, t.Flow, now, false, 0
+	r.grow()
+}
+
+// setStack is SetTrace of t whose hops are in s, read straight into the
+// record (the fields a Hop holds, not a whole Metadata each).
+func (r *Record) setStack(t *Trace, s *stack, now time.Time) {
+	r.start(t, now)
+	n := min(s.n, MaxHops)
+	r.Hops = r.Hops[:n]
+	for i := range n {
+		r.Hops[i].setFields(&s.fields, s.hop(s.n-1-i))
+	}
+	r.addSink(t, s.n)
+}
+
+// addSink adds trace t's reporting node to r, whose Hops are the first of
+// the stack's n.
+func (r *Record) addSink(t *Trace, n int) {
 	if t.Sink.Present == 0 && !t.Dropped && !t.Congested {
 		return
 	}
@@ -111,10 +169,11 @@ func (r *Record) SetTrace(t *Trace, now time.Time) {
 	s.SetMetadata(&t.Sink)
 	s.Switch, s.Has = t.Node, s.Has|HasSwitch
 	s.flags(t.Dropped, t.Congested, &t.Sink)
+	k := len(r.Hops)
 	switch {
-	case n == len(t.Hops) && n > 0 && r.Hops[n-1].Switch == t.Node:
-		r.Hops[n-1].merge(&s)
-	case n == len(t.Hops) && n < MaxHops:
+	case k == n && k > 0 && r.Hops[k-1].Switch == t.Node:
+		r.Hops[k-1].merge(&s)
+	case k == n && k < MaxHops:
 		r.Hops = append(r.Hops, s)
 	}
 }
@@ -181,22 +240,23 @@ func (h *Hop) merge(s *Hop) {
 }
 
 // Records returns the analytics records of what the last Handle or
-// HandlePacket decoded, received at now: one per Trace (Record.SetTrace),
-// then one per HopReport (Record.SetHopReport). Nothing is decoded again.
+// HandlePacket decoded, received at now: one per Trace (as
+// Record.SetTrace makes it), then one per HopReport (Record.SetHopReport).
+// A trace's record is read from its stack, not from its decoded Metadata.
 // They are valid until the next call, and reuse their storage: no
 // allocation once grown.
 func (b *Bridge) Records(now time.Time) []Record {
-	traces := b.Traces()
-	n := len(traces) + len(b.perHop)
-	for len(b.recs) < n {
-		b.recs = append(b.recs, Record{Hops: make([]Hop, 0, MaxHops)})
+	nt := len(b.traces)
+	n := nt + len(b.perHop)
+	if n > 0 {
+		b.record(n - 1)
 	}
 	recs := b.recs[:n]
-	for i := range traces {
-		recs[i].SetTrace(&traces[i], now)
+	for i := range nt {
+		recs[i].setStack(&b.traces[i], &b.stacks[i], now)
 	}
 	for i := range b.perHop {
-		recs[len(traces)+i].SetHopReport(&b.perHop[i], now)
+		recs[nt+i].SetHopReport(&b.perHop[i], now)
 	}
 	return recs
 }

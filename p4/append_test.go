@@ -11,7 +11,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"
 )

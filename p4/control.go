@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 )
 
 // Collector is one collector as the translator switch reaches it.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"

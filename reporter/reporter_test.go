@@ -353,7 +353,7 @@ func TestForeignSessionAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	before := r.lastAckAt
+	before := r.credit.lastAckAt
 	r.mu.Unlock()
 	ms := []udpio.Datagram{
 		{Addr: s.addr(), Buf: dta.Ack{Seq: 9, Wide: true, Span: 10, Session: forged}.AppendTo(nil)},
@@ -363,7 +363,7 @@ func TestForeignSessionAcks(t *testing.T) {
 	}
 	r.handleAcks(ms, time.Now())
 	r.mu.Lock()
-	acked, last := r.acked, r.lastAckAt
+	acked, last := r.credit.acked, r.credit.lastAckAt
 	r.mu.Unlock()
 	if c := r.Counters(); c.Acks != 0 || c.NACKs != 0 || c.Foreign != 4 || c.Resent != 0 || acked != 0 || !last.Equal(before) {
 		t.Fatalf("counters %+v, acked to %d, last ack moved %v: want 4 foreign and nothing believed", c, acked, !last.Equal(before))
@@ -406,7 +406,7 @@ func TestForeignSessionAcks(t *testing.T) {
 	r.mu.Unlock()
 	r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: dta.Ack{Seq: seq - 1, Wide: true, Session: r.Session()}.AppendTo(nil)}}, time.Now())
 	r.mu.Lock()
-	acked = r.acked
+	acked = r.credit.acked
 	r.mu.Unlock()
 	if c := r.Counters(); c.Acks != 1 || acked != seq {
 		t.Fatalf("counters %+v, acked to %d: want the ack of its own session taken, to %d", c, acked, seq)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/dtakit/dtakit/rocev2/rc"
@@ -296,17 +297,14 @@ func (e *Engine) handleSend(q *qp) {
 	} else {
 		var ad dta.Advertisement
 		ad, err = dta.ParseAdvertisement(e.rx.Payload)
-		alToks, pcToks := in.alToks, in.pcToks
+		held := in.held
 		if err == nil {
 			err = in.configure(ad, e.cfg)
 		}
 		// A new layout: the pending entries and cached postcards are
 		// gone, unwritten.
-		if in.alToks == nil {
-			e.unconfirmHeld(alToks)
-		}
-		if in.pcToks == nil {
-			e.unconfirmHeld(pcToks)
+		if in.held == nil {
+			e.unconfirmHeld(held)
 		}
 		if err == nil && ad.HeadsFollow {
 			q.headsDue, q.headsNext = true, 0
@@ -349,22 +347,26 @@ func (e *Engine) newRequester(q *qp) (*rc.Requester, error) {
 // takeHeads sets the Append heads of q's instance from a ListHeads SEND,
 // which must start at the next list still without its head.
 func (e *Engine) takeHeads(q *qp) error {
-	in := q.inst
 	m, err := dta.ParseListHeads(e.rx.Payload, e.sc.heads[:0])
 	if err != nil {
 		return err
 	}
 	e.sc.heads = m.Heads[:0]
-	if m.First != q.headsNext || int(m.First)+len(m.Heads) > in.al.Lists {
-		return fmt.Errorf("list heads for lists %d..%d, want from %d of %d", m.First, int(m.First)+len(m.Heads)-1, q.headsNext, in.al.Lists)
+	rs, _ := q.inst.tr.(primitive.Resumer)
+	lists := 0
+	if rs != nil {
+		lists = rs.Heads()
+	}
+	if m.First != q.headsNext || int(m.First)+len(m.Heads) > lists {
+		return fmt.Errorf("list heads for lists %d..%d, want from %d of %d", m.First, int(m.First)+len(m.Heads)-1, q.headsNext, lists)
 	}
 	for i, h := range m.Heads {
-		if err := in.batcher.SetHead(m.First+uint32(i), h); err != nil {
+		if err := rs.SetHead(m.First+uint32(i), h); err != nil {
 			return err
 		}
 	}
 	q.headsNext += uint32(len(m.Heads))
-	q.headsDue = int(q.headsNext) < in.al.Lists
+	q.headsDue = int(q.headsNext) < lists
 	return nil
 }
 
@@ -385,9 +387,9 @@ func (e *Engine) sendAck(q *qp, psn rocev2.PSN, s rocev2.Syndrome) {
 // assign maps each primitive of col to its first configured instance, in
 // CM port order.
 func (e *Engine) assign(col *collector) {
-	col.byPrim = [5]*instance{}
+	col.byPrim = [256]*instance{}
 	for _, in := range col.instances {
-		if in.prim.IsValid() && col.byPrim[in.prim] == nil {
+		if in.prim.IsKnown() && col.byPrim[in.prim] == nil {
 			col.byPrim[in.prim] = in
 		}
 	}

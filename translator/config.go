@@ -190,9 +190,18 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	switch {
-	case !c.Local.IsValid() || c.Local.Addr().IsUnspecified():
+	if !c.Local.IsValid() || c.Local.Addr().IsUnspecified() {
 		return fmt.Errorf("%w: local address %v is not a specific address", ErrConfig, c.Local)
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	return c.validateAddrs()
+}
+
+// validateLimits checks the counts, sizes and durations.
+func (c Config) validateLimits() error {
+	switch {
 	case len(c.Collectors) == 0 || len(c.Collectors) > 256:
 		return fmt.Errorf("%w: %d collectors, want 1..256", ErrConfig, len(c.Collectors))
 	case c.RingSize < 2 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<16:
@@ -206,6 +215,12 @@ func (c Config) validate() error {
 	case c.MaxInstances < 1 || int(c.CMPort)+c.MaxInstances > 1<<16:
 		return fmt.Errorf("%w: %d instances from CM port %d overflow the port range", ErrConfig, c.MaxInstances, c.CMPort)
 	}
+	return nil
+}
+
+// validateAddrs checks the reporter prefixes, the collectors' addresses
+// and the choice table's collector numbers.
+func (c Config) validateAddrs() error {
 	for _, p := range c.Reporters {
 		if !p.IsValid() {
 			return fmt.Errorf("%w: reporter prefix %v", ErrConfig, p)

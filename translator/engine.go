@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/dtakit/dtakit/rocev2/rc"
@@ -21,7 +23,8 @@ import (
 type Datagram = udpio.Datagram
 
 // Counters is a snapshot of what an engine did. Reports counts decoded
-// reports by opcode (index 1..4, dta.Opcode); every report counted there ends
+// reports by opcode (index 1..4, dta.Opcode; index 0 counts the reports of
+// every primitive registered beyond the four); every report counted there ends
 // as translated (its operations counted in Writes or FetchAdds, or held in a
 // postcard cache or append batch), Rejected, Dropped or NACKed.
 type Counters struct {
@@ -120,12 +123,12 @@ type Counters struct {
 type collector struct {
 	index     int
 	addr      netip.AddrPort
-	instances []*instance  // in CM port order
-	byPrim    [5]*instance // the instance serving each primitive
-	probe     *instance    // the discovery connection under way, if any
-	done      bool         // discovery ended (REJ reason 8, or the cap)
-	err       error        // discovery failed (the last failure, while it retries)
-	retryAt   int64        // when a failed discovery probes again (0: not failed)
+	instances []*instance    // in CM port order
+	byPrim    [256]*instance // the instance serving each primitive, by opcode
+	probe     *instance      // the discovery connection under way, if any
+	done      bool           // discovery ended (REJ reason 8, or the cap)
+	err       error          // discovery failed (the last failure, while it retries)
+	retryAt   int64          // when a failed discovery probes again (0: not failed)
 	backoff   time.Duration
 }
 
@@ -136,6 +139,13 @@ type collector struct {
 // Output's datagrams alias the engine's buffers (the retransmit rings):
 // send them, then call ResetOutput, before translating reports again after
 // HandleRoCE. An Engine is not safe for concurrent use.
+//
+// Engines shard as Translator shards them, each on its own goroutine and
+// sharing nothing: the engine that reads a source's reports keeps their
+// state and admits those another engine translates (Admit, TranslateFor,
+// HandedOver); what the translating engine settles later it hands out as
+// values (TakeSettled) for the caller to take to the reading engine
+// (Settle).
 type Engine struct {
 	cfg        Config
 	now        int64
@@ -158,23 +168,22 @@ type Engine struct {
 	rep     dta.Report
 	c       Counters
 
-	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
-	seqTick uint64               // counts admit calls, to age seqs
-	ackDue  []source             // sources owed a cumulative ack
-	evictAt int64                // with seqs full, no source is idle before this engine time
+	seqs   exactly.Table // wide sequence numbers by source (seqtrack.go)
+	ackDue []source      // sources owed a cumulative ack
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
 	tracked bool
-	refused bool // the wide report being translated was NACKed as Rejected
-	// inbox holds reports other shards' engines settled for this one's
-	// sources; spare is its other buffer.
-	inMu         sync.Mutex
-	inbox, spare []settled
-	keptAlive    int64 // when keepAlive last ran
+	refused bool // the wide report being translated was NACKed (Rejected, or Unconfirmed by sink.Hold)
+	// settled holds the reports translated for other engines and settled
+	// since the last TakeSettled.
+	settled   []Settlement
+	keptAlive int64 // when keepAlive last ran
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
+	// snk is the primitive.Sink handed to the instances' Translators.
+	snk sink
 }
 
 // NewEngine returns an engine for cfg, which must name its Local address
@@ -202,7 +211,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Choice != nil {
 		e.table = *cfg.Choice
 	}
-	e.sc.init()
 	return e, nil
 }
 
@@ -266,7 +274,7 @@ func (e *Engine) Instances() []InstanceInfo {
 			out = append(out, InstanceInfo{
 				Collector: col.index, Port: in.port, Primitive: in.prim, Ad: in.ad,
 				Ready: in.ready(),
-				Used:  in.prim.IsValid() && col.byPrim[in.prim] == in,
+				Used:  in.prim.IsKnown() && col.byPrim[in.prim] == in,
 				Err:   in.err,
 			})
 		}
@@ -322,11 +330,8 @@ func (e *Engine) Tick(now time.Time) {
 	}
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
-			if len(in.alWait) > 0 {
-				e.flushLingering(in)
-			}
-			if in.cache != nil {
-				e.emitLingering(in)
+			if in.tr != nil {
+				in.tr.Tick(e.sinkFor(in), e.now)
 			}
 			if in.rq != nil {
 				e.settleVerbs(in.rq)
@@ -349,7 +354,6 @@ func (e *Engine) Tick(now time.Time) {
 // NACKs to the reporters (sent from the report socket, the port they sent
 // to). They stay valid until ResetOutput.
 func (e *Engine) Output() (roce, acks []Datagram) {
-	e.takeInbox()
 	e.endRound()
 	e.sendAcks()
 	return e.out, e.acks
@@ -364,15 +368,49 @@ func (e *Engine) ResetOutput() {
 	e.nacks = e.nacks[:0]
 }
 
-// Idle reports whether every QP has had all it sent acknowledged.
+// Idle reports whether every QP has had all it sent acknowledged (with
+// the verbs backend, every work request completed; a QP in error counts
+// as idle: what it had is lost).
 func (e *Engine) Idle() bool {
 	for _, q := range e.qps {
 		if q.state == qpReady && q.req.InFlight() != 0 {
 			return false
 		}
 	}
-	return true
+	return e.verbsIdle()
 }
+
+// AcceptReport decodes d, a datagram from the report socket, into r when
+// it comes from a configured reporter (Config.Reporters) and was read
+// whole, and reports whether it did; what it refuses it counts
+// (RefusedSource, Malformed).
+func (e *Engine) AcceptReport(d Datagram, r *dta.Report) bool {
+	switch {
+	case !netguard.Contains(e.cfg.Reporters, d.Addr.Addr()):
+		e.c.RefusedSource++
+	case d.Truncated, r.Decode(d.Buf) != nil: // cut: it could decode wrong
+		e.c.Malformed++
+	default:
+		return true
+	}
+	return false
+}
+
+// HandleRoCEDatagram is HandleRoCE for a datagram read from the RoCEv2
+// socket: one cut short by the read buffer is counted (BadRoCE) and
+// dropped.
+func (e *Engine) HandleRoCEDatagram(d Datagram, now time.Time) {
+	if d.Truncated {
+		e.c.BadRoCE++
+		return
+	}
+	e.HandleRoCE(d.Buf, d.Addr, now)
+}
+
+// Apply translates r as Translate does, except that refusal is returned,
+// not NACKed: it wraps ErrNoInstance, ErrBusy or ErrReport. With copy >=
+// 0, a Key-Write report writes only that copy (0..N-1) of its N.
+func (e *Engine) Apply(r *dta.Report, copy int) error { return e.apply(r, copy) }
 
 // HandleRoCE processes a RoCEv2 datagram received from src at the engine's
 // Local address: ACKs, NAKs and atomic ACKs of the data QPs, the
@@ -473,8 +511,8 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	if s == nil {
 		return
 	}
-	taken, tracked, refused := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
-	s.setApplied(r.Header.Seq, taken)
+	taken, tracked, refused := e.translateFor(r, src, token{s: s, seq: r.Header.Seq})
+	s.SetApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
 	case refused:
@@ -482,13 +520,13 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		// translated again, and passed by the cumulative ack, but never
 		// acknowledged on its own.
 	case taken && tracked:
-		if s.inWindow(seq) { // older: nothing to mark, acknowledged when settled
-			s.setPending(seq, true)
+		if s.InWindow(seq) { // older: nothing to mark, acknowledged when settled
+			s.SetPending(seq, true)
 		}
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
 	default:
-		s.nackFor(seq, e.now) // NACKed: its sender resends it
+		s.Missed(seq, e.now) // NACKed: its sender resends it
 	}
 }
 
@@ -517,7 +555,7 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 		e.drop(r, src, dta.ReasonBusy)
 	case err == errRejected:
 		if r.Header.Sequenced && r.Header.Wide {
-			e.nack(source{src, r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
+			e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
 			e.c.NACKs++
 			e.refused = true
 		}
@@ -532,34 +570,34 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 // Key-Write writes only copy cp when cp is not negative.
 func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
-	var key uint32
-	switch op {
-	case dta.OpKeyWrite:
-		key = r.KeyWrite.Key
-	case dta.OpKeyIncrement:
-		key = r.KeyIncrement.Key
-	case dta.OpAppend:
-		key = r.Append.ListID
-	case dta.OpPostcard:
-		key = r.Postcard.Key
-	default:
+	k, ok := primitive.Lookup(op)
+	if !ok {
 		e.c.Malformed++
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
-	e.c.Reports[op]++
-	in := e.chooseCollector(key).byPrim[op]
+	e.c.Reports[opIndex(op)]++
+	in := e.chooseCollector(k.Key(r)).byPrim[op]
 	if in == nil || !in.ready() {
 		e.c.NoInstance++
 		return errNoInstance
 	}
 	switch e.translate(in, r, cp) {
-	case busy:
+	case primitive.Busy:
 		return errBusy
-	case rejected:
+	case primitive.Rejected:
 		return errRejected
 	}
-	e.c.Translated[op]++
+	e.c.Translated[opIndex(op)]++
 	return nil
+}
+
+// opIndex returns op's index in Counters.Reports and Translated: op for
+// the four, 0 for a primitive registered beyond them.
+func opIndex(op dta.Opcode) int {
+	if op.IsValid() {
+		return int(op)
+	}
+	return 0
 }
 
 // Preallocated so the refusals on the hot path do not allocate.
@@ -576,7 +614,7 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
-	e.nack(source{src, r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
+	e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
 	e.c.NACKs++
 }
 
@@ -594,7 +632,7 @@ func (e *Engine) nack(src source, seq uint32, wide bool, why dta.Reason) {
 // ack port; a wide one carries src's session.
 func (e *Engine) toReporter(src source, a dta.Ack) {
 	if a.Wide {
-		a.Session = src.session
+		a.Session = src.Session
 	}
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued acks keep the old array alive.
@@ -602,7 +640,7 @@ func (e *Engine) toReporter(src source, a dta.Ack) {
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare

@@ -13,6 +13,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -833,6 +834,34 @@ func TestAckKeepalive(t *testing.T) {
 	}
 }
 
+// TestHeldResendKeepalive: a resend taken whose operations the collector
+// has not acknowledged yet (held pending, after the cumulative ack passed
+// its number when it was NACKed) keeps its source's cumulative ack coming
+// every 50 ms, however long after the NACK, so that its sender, waiting
+// for its ack of its own, does not take the silence for a dead translator.
+func TestHeldResendKeepalive(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	send := h.wideKI
+	send(40)
+	send(42)                                      // 41 missing: NACKed, passed by the cumulative ack
+	h.advance(3*time.Second, 50*time.Millisecond) // past the 2 s a resend is owed
+	ft.silent = true                              // the resend stays pending
+	send(41)
+	h.nacks = nil
+	h.advance(160*time.Millisecond, 5*time.Millisecond)
+	n := 0
+	for _, d := range h.nacks {
+		if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK && !a.Resend {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d acks in 160 ms with a resend pending, want one each 50 ms", n)
+	}
+}
+
 // TestResendAck: a report NACKed for a resend is acknowledged on its own
 // once its resend is applied and the collector acknowledged it, and so is
 // a copy of it that comes again. (A copy older than the window is refused:
@@ -885,7 +914,7 @@ func TestPendingQueueBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &seqState{} // not tracked by e: settling it changes nothing else
+	src := &exactly.State{} // not tracked by e: settling it changes nothing else
 	req, err := rc.New(rc.Config{Local: testLocal, Remote: testTarget, Ring: 4, MaxPacket: 64}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -893,7 +922,7 @@ func TestPendingQueueBounded(t *testing.T) {
 	q := &qp{req: req}
 	for i := range 20000 {
 		req.FetchAdd(8, 1, 1, 0) // packet i queued
-		e.pend(q, token{s: src, by: e, seq: uint32(i)})
+		e.pend(q, token{s: src, seq: uint32(i)})
 		if i > 0 { // packets before i acknowledged
 			req.HandleAck(rocev2.PSN(i-1), rocev2.SyndromeACK, 0)
 		}

@@ -4,8 +4,13 @@ import (
 	"fmt"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/rocev2"
 )
+
+// seqWindow is the span of numbers behind the newest that a source's state
+// remembers, for the tests.
+const seqWindow = exactly.Window
 
 // StartCollector is startCollector for the external tests.
 var StartCollector = startCollector

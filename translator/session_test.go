@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/keyincr"
 )
 
@@ -135,7 +136,7 @@ func TestSourcesBounded(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{}, ft)
 	h.connect()
-	for i := range uint64(maxSources) {
+	for i := range uint64(exactly.MaxSources) {
 		h.sessionKI(testReporter, 1000+i, 0)
 	}
 	h.acksSent()
@@ -143,19 +144,19 @@ func TestSourcesBounded(t *testing.T) {
 	if acks := h.acksSent(); !slices.Contains(acks, dta.Ack{Seq: 0, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: 1}) {
 		t.Fatalf("acks %+v to a new session with no room, want a busy NACK", acks)
 	}
-	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 0 || len(h.e.seqs) != maxSources {
-		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, len(h.e.seqs))
+	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 0 || h.e.seqs.Len() != exactly.MaxSources {
+		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, h.e.seqs.Len())
 	}
 	// All but the first go on reporting; the first falls silent.
-	h.now = h.now.Add(sourceIdle)
-	for i := uint64(1); i < maxSources; i++ {
+	h.now = h.now.Add(exactly.SourceIdle)
+	for i := uint64(1); i < exactly.MaxSources; i++ {
 		h.sessionKI(testReporter, 1000+i, 1)
 	}
 	h.sessionKI(testReporter, 1, 0)
-	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 1 || len(h.e.seqs) != maxSources {
-		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, len(h.e.seqs))
+	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 1 || h.e.seqs.Len() != exactly.MaxSources {
+		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, h.e.seqs.Len())
 	}
-	if h.e.seqs[source{testReporter, 1000}] != nil || h.e.seqs[source{testReporter, 1}] == nil {
+	if h.e.seqs.Get(source{Addr: testReporter, Session: 1000}) != nil || h.e.seqs.Get(source{Addr: testReporter, Session: 1}) == nil {
 		t.Fatal("the silent source was kept or the new one not tracked")
 	}
 	h.acksSent()

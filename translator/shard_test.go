@@ -367,3 +367,54 @@ func startTwoShards(t *testing.T, batch int, cfg Config) (*testCollector, *Trans
 	}
 	return c, tr
 }
+
+// TestSettlementByMessage: two engines, no Translator. The home engine
+// admits a wide report of its source, another translates it; when the
+// other's collector acknowledges the operation, the settlement is a value
+// the other hands out (TakeSettled), and the home's cumulative ack passes
+// the report only once it takes it (Settle). No engine touches the other.
+func TestSettlementByMessage(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	owner := newHarness(t, Config{}, ft)
+	owner.connect()
+	home, err := NewEngine(Config{Local: netip.MustParseAddrPort("127.0.0.1:4792"), Collectors: []netip.AddrPort{ft.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := owner.now
+	r := kiReport(7, 1, 1)
+	r.Header.Sequenced, r.Header.Wide, r.Header.Seq, r.Header.Session = true, true, 5, 0x5e55
+	tk, ok := home.Admit(&r, testReporter, 3, now)
+	if !ok {
+		t.Fatal("admit refused")
+	}
+	home.HandedOver(tk, owner.e.TranslateFor(&r, testReporter, tk, now))
+	homeAcks := func() (out []dta.Ack) {
+		_, acks := home.Output()
+		for _, d := range acks {
+			if a, err := dta.ParseAck(d.Buf); err == nil {
+				out = append(out, a)
+			}
+		}
+		home.ResetOutput()
+		return out
+	}
+	if acks := homeAcks(); len(acks) != 0 {
+		t.Fatalf("home acks %+v before the owner's write was acknowledged", acks)
+	}
+	owner.pump() // the owner writes, its collector acknowledges
+	st := owner.e.TakeSettled(nil)
+	if len(st) != 1 || st[0].Home() != 3 {
+		t.Fatalf("settlements %+v, want one for engine 3", st)
+	}
+	if again := owner.e.TakeSettled(nil); len(again) != 0 {
+		t.Fatalf("settlements taken twice: %+v", again)
+	}
+	if c := owner.e.Counters(); c.Acks != 0 || c.ResendAcks != 0 {
+		t.Fatalf("the owner acknowledged the home's source itself: %+v", c)
+	}
+	home.Settle(st)
+	if acks := homeAcks(); len(acks) != 1 || acks[0].NACK || acks[0].Seq != 5 || acks[0].Session != 0x5e55 {
+		t.Fatalf("home acks %+v after the settlement, want a cumulative ack of 5", acks)
+	}
+}

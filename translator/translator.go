@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -30,8 +30,12 @@ const (
 // and its own mutex; each socket is read by its own goroutine in batches,
 // and one ticker drives the timeouts of all. A report is translated by the
 // shard that read it, except an Append or a postcard, which its list or
-// flow ties to one shard (owner) for its batches and cache: the reader
-// hands those to their owner under the owner's mutex.
+// flow ties to one shard (owner) for its batches and cache: the reader,
+// which keeps the state of the report's source, admits it (Engine.Admit)
+// and hands it to its owner under the owner's mutex (TranslateFor). When
+// the owner's write of it is acknowledged, the settlement goes back to the
+// reader as a message (Engine.TakeSettled, Engine.Settle) through the
+// reader's inbox: the engines never touch each other.
 type Translator struct {
 	mu      sync.Mutex // lifecycle: started, closed
 	shards  []*shard
@@ -50,7 +54,12 @@ type shard struct {
 	e    *Engine
 	rep  *udpio.Conn // read by readReports, written (NACKs) under mu
 	roce *udpio.Conn // read by readRoCE, written under mu; nil with Verbs
-
+	// inbox holds the reports other shards settled for this one's
+	// sources, to be taken under mu; spare is its other buffer. inMu is
+	// taken alone or last, never while waiting for another lock.
+	inMu         sync.Mutex
+	inbox, spare []Settlement
+	out          []Settlement // what the engine settled for other shards, under mu
 }
 
 // New binds the translator's sockets and builds its engines. cfg.Local
@@ -142,10 +151,10 @@ func New(cfg Config) (*Translator, error) {
 }
 
 // ReportAddr returns the address the translator receives reports on.
-func (t *Translator) ReportAddr() netip.AddrPort { return t.shards[0].e.cfg.ReportAddr }
+func (t *Translator) ReportAddr() netip.AddrPort { return t.shards[0].e.Config().ReportAddr }
 
 // LocalAddr returns the first shard's RoCEv2 address.
-func (t *Translator) LocalAddr() netip.AddrPort { return t.shards[0].e.cfg.Local }
+func (t *Translator) LocalAddr() netip.AddrPort { return t.shards[0].e.Config().Local }
 
 // Start connects to every collector (discovery, advertisements) and starts
 // translating reports. It returns when every instance of every shard is
@@ -182,7 +191,7 @@ func (t *Translator) Start(ctx context.Context) error {
 		go t.readRoCE(sh)
 		sh.mu.Lock()
 		sh.e.Start(time.Now())
-		sh.sendLocked()
+		t.sendLocked(sh)
 		sh.mu.Unlock()
 	}
 
@@ -226,8 +235,10 @@ func (t *Translator) Submit(r *dta.Report, copy int) error {
 	if !started {
 		return fmt.Errorf("%w: the translator is not started", ErrNoInstance)
 	}
-	if copy >= 0 && r.Header.Opcode != dta.OpKeyWrite {
-		return fmt.Errorf("%w: a copy is chosen only for Key-Write, not %v", ErrReport, r.Header.Opcode)
+	if k, _ := primitive.Lookup(r.Header.Opcode); copy >= 0 {
+		if _, ok := k.(primitive.OneCopy); !ok {
+			return fmt.Errorf("%w: a copy is chosen only for Key-Write (primitive.OneCopy), not %v", ErrReport, r.Header.Opcode)
+		}
 	}
 	sh := t.shards[0]
 	if o := t.owner(r); o >= 0 {
@@ -235,9 +246,9 @@ func (t *Translator) Submit(r *dta.Report, copy int) error {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	err := sh.e.apply(r, copy)
+	err := sh.e.Apply(r, copy)
 	if roce, acks := sh.e.Output(); len(roce)+len(acks) >= batchSize {
-		sh.sendLocked()
+		t.sendLocked(sh)
 	}
 	return err
 }
@@ -249,11 +260,8 @@ func (t *Translator) owner(r *dta.Report) int {
 	if n == 1 {
 		return -1
 	}
-	switch r.Header.Opcode {
-	case dta.OpAppend:
-		return int(r.Append.ListID % n)
-	case dta.OpPostcard:
-		return int(r.Postcard.Key % n)
+	if k, ok := primitive.Lookup(r.Header.Opcode); ok && k.Stateful() {
+		return int(k.Key(r) % n)
 	}
 	return -1
 }
@@ -268,7 +276,7 @@ func (t *Translator) Flush() {
 	}
 	for _, sh := range t.shards {
 		sh.mu.Lock()
-		sh.sendLocked()
+		t.sendLocked(sh)
 		sh.mu.Unlock()
 	}
 }
@@ -342,14 +350,14 @@ func (t *Translator) Close(timeout time.Duration) error {
 			sh.mu.Lock()
 			sh.e.Tick(time.Now())
 			sh.e.Flush()
-			sh.sendLocked()
+			t.sendLocked(sh)
 			sh.mu.Unlock()
 		}
 		deadline := time.Now().Add(timeout)
 		for _, sh := range t.shards {
 			for err == nil {
 				sh.mu.Lock()
-				idle := sh.e.Idle() && sh.e.verbsIdle()
+				idle := sh.e.Idle()
 				sh.mu.Unlock()
 				if idle {
 					break
@@ -363,7 +371,7 @@ func (t *Translator) Close(timeout time.Duration) error {
 		for _, sh := range t.shards {
 			sh.mu.Lock()
 			sh.e.Disconnect()
-			sh.sendLocked()
+			t.sendLocked(sh)
 			sh.mu.Unlock()
 		}
 	}
@@ -386,9 +394,31 @@ func (t *Translator) Close(timeout time.Duration) error {
 	return err
 }
 
-// sendLocked sends the engine's output. sh.mu is held.
-func (sh *shard) sendLocked() {
+// sendLocked takes in the reports other shards settled for sh's sources,
+// sends the engine's output, and posts the reports it settled for other
+// shards' sources to their inboxes. sh.mu is held.
+func (t *Translator) sendLocked(sh *shard) {
+	if len(t.shards) > 1 {
+		sh.inMu.Lock()
+		in := sh.inbox
+		sh.inbox = sh.spare[:0]
+		sh.inMu.Unlock()
+		sh.e.Settle(in)
+		clear(in)
+		sh.spare = in[:0]
+	}
 	roce, acks := sh.e.Output()
+	if len(t.shards) > 1 {
+		out := sh.e.TakeSettled(sh.out[:0])
+		for _, st := range out {
+			home := t.shards[st.Home()]
+			home.inMu.Lock()
+			home.inbox = append(home.inbox, st)
+			home.inMu.Unlock()
+		}
+		clear(out)
+		sh.out = out[:0]
+	}
 	if len(roce)+len(acks) == 0 {
 		return
 	}
@@ -406,78 +436,45 @@ func (sh *shard) sendLocked() {
 // readReports translates the reports sh's socket receives: its own under
 // sh.mu, those another shard owns under that shard's mutex, after. Each
 // report is decoded once, into reps, which alias the read buffers until the
-// next read.
+// next read. The reports of one source come to one socket, in order: sh's
+// engine keeps their state (Admit), whichever shard translates them.
 func (t *Translator) readReports(sh *shard) {
 	defer t.wg.Done()
 	reps := make([]dta.Report, batchSize)
-	owners := make([]int, batchSize) // the shard translating each report; -1: none
-	toks := make([]token, batchSize) // wide reports another shard translates
-	taken := make([]bool, batchSize)
-	tracked := make([]bool, batchSize)
-	refused := make([]bool, batchSize)
+	owners := make([]int, batchSize)   // the shard translating each report; -1: none
+	toks := make([]Ticket, batchSize)  // reports another shard translates
+	outs := make([]Outcome, batchSize) // what it did with them
 	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, now time.Time) bool {
 		foreign := false
 		sh.mu.Lock()
-		sh.e.setNow(now)
 		for i := range ms {
 			owners[i] = -1
-			if !netguard.Contains(sh.e.cfg.Reporters, ms[i].Addr.Addr()) {
-				sh.e.c.RefusedSource++
-				continue
-			}
-			if ms[i].Truncated { // longer than any report: cut, it could decode wrong
-				sh.e.c.Malformed++
-				continue
-			}
 			r := &reps[i]
-			if err := r.Decode(ms[i].Buf); err != nil {
-				sh.e.c.Malformed++
+			if !sh.e.AcceptReport(ms[i], r) {
 				continue
 			}
-			// The shard reading a source's flow sees all its numbers, in
-			// order: it keeps their state, whichever shard translates.
 			if o := t.owner(r); o >= 0 && o != sh.idx {
-				toks[i] = token{}
-				if r.Header.Sequenced && r.Header.Wide {
-					st := sh.e.admit(ms[i].Addr, r)
-					if st == nil {
-						continue
-					}
-					// Taken, and pending, until the owner says otherwise:
-					// a copy later in this batch (a resend, a closing
-					// reporter's probe) is a duplicate, and no ack passes
-					// it before its entry is written.
-					st.setApplied(r.Header.Seq, true)
-					if st.inWindow(r.Header.Seq) {
-						st.setPending(r.Header.Seq, true)
-					}
-					toks[i] = token{s: st, by: sh.e, seq: r.Header.Seq}
+				var ok bool
+				if toks[i], ok = sh.e.Admit(r, ms[i].Addr, sh.idx, now); ok {
+					owners[i], foreign = o, true
 				}
-				owners[i], foreign = o, true
 				continue
 			}
 			owners[i] = sh.idx
 			sh.e.Translate(r, ms[i].Addr, now)
 		}
-		sh.sendLocked()
+		t.sendLocked(sh)
 		sh.mu.Unlock()
 		if foreign {
-			t.handOver(sh, reps[:len(ms)], ms, owners, toks, taken, tracked, refused, now)
+			t.handOver(sh, reps[:len(ms)], ms, owners, toks, outs, now)
 			// Before the next batch, which may hold a resend of one the
 			// owner NACKed.
 			sh.mu.Lock()
 			for i := range ms {
-				if owners[i] < 0 || owners[i] == sh.idx || toks[i].s == nil {
-					continue
+				if owners[i] >= 0 && owners[i] != sh.idx {
+					sh.e.HandedOver(toks[i], outs[i])
 				}
-				if !taken[i] {
-					toks[i].s.setApplied(toks[i].seq, false)
-					toks[i].s.nackFor(toks[i].seq, sh.e.now)
-				}
-				if !taken[i] || !tracked[i] {
-					sh.e.release(toks[i].s, toks[i].seq, taken[i] && !refused[i])
-				}
-				toks[i] = token{}
+				toks[i] = Ticket{}
 			}
 			sh.mu.Unlock()
 		}
@@ -485,11 +482,10 @@ func (t *Translator) readReports(sh *shard) {
 	})
 }
 
-// handOver translates the reports of reps (decoded from ms) that other
-// shards than from own, recording in taken whether each was, in tracked
-// whether its owner settles toks[i] when its entry is written, and in
-// refused whether the owner NACKed it as Rejected.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []token, taken, tracked, refused []bool, now time.Time) {
+// handOver has the reports of reps (decoded from ms) that shards other
+// than from own translated by them, recording in outs what became of
+// each.
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []Ticket, outs []Outcome, now time.Time) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -501,13 +497,12 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagra
 			}
 			if !locked {
 				sh.mu.Lock()
-				sh.e.setNow(now)
 				locked = true
 			}
-			taken[i], tracked[i], refused[i] = sh.e.translateFor(&reps[i], ms[i].Addr, toks[i])
+			outs[i] = sh.e.TranslateFor(&reps[i], ms[i].Addr, toks[i], now)
 		}
 		if locked {
-			sh.sendLocked()
+			t.sendLocked(sh)
 			sh.mu.Unlock()
 		}
 	}
@@ -518,13 +513,9 @@ func (t *Translator) readRoCE(sh *shard) {
 	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, now time.Time) bool {
 		sh.mu.Lock()
 		for i := range ms {
-			if ms[i].Truncated {
-				sh.e.c.BadRoCE++
-				continue
-			}
-			sh.e.HandleRoCE(ms[i].Buf, ms[i].Addr, now)
+			sh.e.HandleRoCEDatagram(ms[i], now)
 		}
-		sh.sendLocked()
+		t.sendLocked(sh)
 		sh.mu.Unlock()
 		return true
 	})
@@ -542,7 +533,7 @@ func (t *Translator) ticker() {
 			for _, sh := range t.shards {
 				sh.mu.Lock()
 				sh.e.Tick(now)
-				sh.sendLocked()
+				t.sendLocked(sh)
 				sh.mu.Unlock()
 			}
 		}
@@ -552,29 +543,6 @@ func (t *Translator) ticker() {
 // discoverVerbs connects every collector's instances through the RDMA CM,
 // one collector after the other, and returns their errors joined.
 func (t *Translator) discoverVerbs(ctx context.Context) error {
-	var errs []error
 	sh := t.shards[0] // Verbs runs one shard
-	for c := range sh.e.collectors {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("translator: connecting: %w", err)
-		}
-		err := t.vb.discover(sh.e, c, func(port uint16, ad dta.Advertisement, q *verbsQP) error {
-			sh.mu.Lock()
-			defer sh.mu.Unlock()
-			return sh.e.attachVerbs(c, port, ad, q)
-		})
-		sh.mu.Lock()
-		col := sh.e.collectors[c]
-		col.done, col.err = true, err
-		for _, in := range col.instances {
-			if in.err != nil {
-				err = errors.Join(err, in.err)
-			}
-		}
-		sh.mu.Unlock()
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return t.vb.discoverAll(ctx, sh.e, &sh.mu)
 }

@@ -1,9 +1,11 @@
 package translator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
@@ -153,19 +155,10 @@ func (q *verbsQP) close() error {
 	return errors.Join(errs...)
 }
 
-// maxWrite is the longest RDMA WRITE in's primitive makes: a Key-Write slot,
-// a postcard chunk, an append batch; 8 bytes for atomic results.
-func (in *instance) maxWrite() int {
-	switch in.prim {
-	case dta.OpKeyWrite:
-		return in.kw.SlotSize()
-	case dta.OpPostcard:
-		return in.pc.Layout().ChunkSize()
-	case dta.OpAppend:
-		return in.al.Batch * in.al.SlotSize()
-	}
-	return 8
-}
+// maxWrite is the longest RDMA WRITE in's primitive makes (a Key-Write
+// payload, a postcard chunk, an append batch), and at least the 8 bytes of
+// an atomic's result.
+func (in *instance) maxWrite() int { return max(in.tr.MaxWrite(), 8) }
 
 // verbsBackend connects the engine's collectors through the RDMA CM.
 type verbsBackend struct {
@@ -335,5 +328,35 @@ func (v *verbsBackend) close(e *Engine) error {
 	}
 	// The disconnections' events are not waited for: the IDs are gone.
 	errs = append(errs, v.ec.Close())
+	return errors.Join(errs...)
+}
+
+// discoverAll connects every collector's instances of e through the RDMA
+// CM, one collector after the other, and returns their errors joined. mu
+// guards e; it is not held while the CM waits.
+func (v *verbsBackend) discoverAll(ctx context.Context, e *Engine, mu *sync.Mutex) error {
+	var errs []error
+	for c := range e.collectors {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("translator: connecting: %w", err)
+		}
+		err := v.discover(e, c, func(port uint16, ad dta.Advertisement, q *verbsQP) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return e.attachVerbs(c, port, ad, q)
+		})
+		mu.Lock()
+		col := e.collectors[c]
+		col.done, col.err = true, err
+		for _, in := range col.instances {
+			if in.err != nil {
+				err = errors.Join(err, in.err)
+			}
+		}
+		mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }

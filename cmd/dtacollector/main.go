@@ -32,9 +32,9 @@ import (
 
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/collector/daemon"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/cpuprofile"
-	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
+	"github.com/dtakit/dtakit/internal/app/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 )
 

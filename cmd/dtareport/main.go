@@ -1,5 +1,5 @@
 // Command dtareport sends DTA reports to a translator at a chosen rate: a
-// synthetic stream (package internal/stream: report i is a function of the
+// synthetic stream (package internal/app/stream: report i is a function of the
 // flags and i alone) or the reports of a pcap file, replayed. As package
 // reporter's zero Config does, it numbers reports with wide sequence
 // numbers, takes the translator's acks and NACKs, slows down and resends,
@@ -53,9 +53,9 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/cpuprofile"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
+	"github.com/dtakit/dtakit/internal/app/stream"
 	"github.com/dtakit/dtakit/reporter"
 )
 
@@ -71,6 +71,95 @@ type Result struct {
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	stopProfile, err := o.profile()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	defer stopProfile(func(err error) { fmt.Fprintln(stderr, "dtareport:", err) })
+	if o.split {
+		return o.sendSplit(stdout, stderr)
+	}
+	next, err := o.source()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	rep, losses, err := o.newReporter()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	var stop atomic.Bool
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; stop.Store(true) }()
+
+	start := time.Now()
+	sent, err := send(rep, next, &stop, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+		rep.Close()
+		return 1
+	}
+	if err := rep.Close(); err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+	}
+	if losses != nil {
+		if err := losses.close(); err != nil {
+			return exit(stderr, err)
+		}
+	}
+	el := time.Since(start)
+	res := Result{Reports: sent, Delivery: o.rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
+	return finish(res, o.rcfg, stdout, stderr)
+}
+
+// finish prints res and returns the exit status.
+func finish(res Result, rcfg reporter.Config, stdout, stderr io.Writer) int {
+	b, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(b))
+	if msg := notConfirmed(res, rcfg.Translator, rcfg.AckPort); msg != "" {
+		fmt.Fprintln(stderr, "dtareport:", msg)
+		return 3
+	}
+	return 0
+}
+
+// options are the flags, checked; rcfg is the reporter's Config they make.
+type options struct {
+	rcfg      reporter.Config
+	count     int
+	synthetic stream.Synthetic
+	mix       string
+	pcapFile  string
+	pcapPort  uint16
+	lossFile  string
+	split     bool                                            // -split
+	profile   func() (stop func(fail func(error)), err error) // -cpuprofile
+}
+
+// usageError is a bad flag: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usage(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// exit prints err and returns its exit status: 2 for a bad flag or
+// reporter configuration, 1 for anything else.
+func exit(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "dtareport:", err)
+	if errors.As(err, new(usageError)) || errors.Is(err, reporter.ErrConfig) {
+		return 2
+	}
+	return 1
+}
+
+// parseFlags parses and checks the flags; on a failure it has said why and
+// returns the exit status.
+func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	fs := flag.NewFlagSet("dtareport", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cli.Usage(fs, synopsis, exitStatus)
@@ -95,131 +184,150 @@ func run(args []string, stdout, stderr io.Writer) int {
 	split := fs.Bool("split", false, "one reporter per place in -mix, each from its own address (-local's, then the next ones), so each sends reports of one size: the kernel takes a run of equal datagrams as one message")
 	profile := cpuprofile.Flag(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
-		return code
-	}
-	stopProfile, err := profile()
-	if err != nil {
-		fmt.Fprintln(stderr, "dtareport:", err)
-		return 1
-	}
-	defer stopProfile(func(err error) { fmt.Fprintln(stderr, "dtareport:", err) })
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)
-		return 2
+		return nil, code, false
 	}
 	if *nacks {
 		fmt.Fprintln(stderr, "dtareport: -nacks is deprecated and does nothing: acks and NACKs are taken unless -fire-and-forget")
 		if *fireAndForget {
-			return bad("-nacks and -fire-and-forget: choose one")
+			return nil, exit(stderr, usage("-nacks and -fire-and-forget: choose one")), false
 		}
 	}
-	translator, err := netip.ParseAddrPort(*to)
+	o := &options{count: *count, mix: *mix, pcapFile: *pcapFile, lossFile: *lossFile, split: *split, profile: profile,
+		synthetic: stream.Synthetic{Seed: *seed, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}}
+	if err := o.check(*to, *local, *rate, *ackPort, *redundancy, *pcapPort); err != nil {
+		return nil, exit(stderr, err), false
+	}
+	if *fireAndForget {
+		o.rcfg.Delivery = reporter.FireAndForget
+	}
+	return o, 0, true
+}
+
+// check checks the flags that need no file and fills in the reporter's
+// addresses, rate and ack port.
+func (o *options) check(to, local string, rate float64, ackPort, redundancy, pcapPort uint) error {
+	translator, err := netip.ParseAddrPort(to)
 	if err != nil {
-		return bad("-translator: %v", err)
+		return usage("-translator: %v", err)
 	}
 	var from netip.AddrPort
-	if *local != "" {
-		if from, err = netip.ParseAddrPort(*local); err != nil {
-			return bad("-local: %v", err)
+	if local != "" {
+		if from, err = netip.ParseAddrPort(local); err != nil {
+			return usage("-local: %v", err)
 		}
 	}
-	if *count < 0 || (*count == 0 && *pcapFile == "") {
-		return bad("-count %d: want at least 1", *count)
+	if o.count < 0 || (o.count == 0 && o.pcapFile == "") {
+		return usage("-count %d: want at least 1", o.count)
 	}
-	if *rate < 0 || *ackPort == 0 || *ackPort > 65535 || *redundancy > 255 || *pcapPort > 65535 {
-		return bad("-rate, -ack-port, -redundancy or -pcap-port out of range")
+	if rate < 0 || ackPort == 0 || ackPort > 65535 || redundancy > 255 || pcapPort > 65535 {
+		return usage("-rate, -ack-port, -redundancy or -pcap-port out of range")
 	}
-	var next func(r *dta.Report) bool // fills the next report; false at the end
-	var synth *stream.Synthetic       // the synthetic stream, nil with -pcap
-	if *pcapFile != "" {
-		reports, err := readPcap(*pcapFile, uint16(*pcapPort))
-		if err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
-			return 1
-		}
-		if len(reports) == 0 {
-			return bad("-pcap %s: no report to UDP port %d", *pcapFile, *pcapPort)
-		}
-		n := *count
-		if n == 0 {
-			n = len(reports)
-		}
-		i := 0
-		next = func(r *dta.Report) bool {
-			if i == n {
-				return false
-			}
-			*r = reports[i%len(reports)]
-			i++
-			return true
-		}
-	} else {
-		m, err := stream.ParseMix(*mix)
-		if err != nil {
-			return bad("-mix: %v", err)
-		}
-		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}
-		if err := s.Validate(); err != nil {
-			return bad("%v", err)
-		}
-		synth = &s
-		buf := make([]byte, *entry)
-		i := 0
-		next = func(r *dta.Report) bool {
-			if i == *count {
-				return false
-			}
-			s.Report(i, r, buf)
-			i++
-			return true
-		}
+	o.pcapPort = uint16(pcapPort)
+	o.rcfg = reporter.Config{Translator: translator, Local: from, Rate: rate, AckPort: uint16(ackPort)}
+	return nil
+}
+
+// source returns the function that fills the next report and returns
+// false at the end: the pcap's reports or the synthetic stream.
+func (o *options) source() (func(r *dta.Report) bool, error) {
+	if o.pcapFile != "" {
+		return o.pcapSource()
 	}
-	if *lossFile != "" && *fireAndForget {
-		return bad("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
+	s, err := o.stream()
+	if err != nil {
+		return nil, err
 	}
-	var losses *lossLog
-	if *lossFile != "" {
-		if losses, err = newLossLog(*lossFile); err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
-			return 1
+	buf := make([]byte, s.EntrySize)
+	i := 0
+	return func(r *dta.Report) bool {
+		if i == o.count {
+			return false
 		}
+		s.Report(i, r, buf)
+		i++
+		return true
+	}, nil
+}
+
+// stream returns the synthetic stream the flags describe.
+func (o *options) stream() (*stream.Synthetic, error) {
+	m, err := stream.ParseMix(o.mix)
+	if err != nil {
+		return nil, usage("-mix: %v", err)
 	}
-	rcfg := reporter.Config{Translator: translator, Local: from, Rate: *rate, AckPort: uint16(*ackPort)}
-	if *fireAndForget {
-		rcfg.Delivery = reporter.FireAndForget
+	s := o.synthetic
+	s.Mix = m
+	if err := s.Validate(); err != nil {
+		return nil, usage("%v", err)
+	}
+	return &s, nil
+}
+
+// pcapSource returns the reports of the pcap file in turn, -count of them
+// (0: each once).
+func (o *options) pcapSource() (func(r *dta.Report) bool, error) {
+	reports, err := readPcap(o.pcapFile, o.pcapPort)
+	if err != nil {
+		return nil, err
+	}
+	if len(reports) == 0 {
+		return nil, usage("-pcap %s: no report to UDP port %d", o.pcapFile, o.pcapPort)
+	}
+	n := o.count
+	if n == 0 {
+		n = len(reports)
+	}
+	i := 0
+	return func(r *dta.Report) bool {
+		if i == n {
+			return false
+		}
+		*r = reports[i%len(reports)]
+		i++
+		return true
+	}, nil
+}
+
+// newReporter opens the loss log (-losses) and the reporter.
+func (o *options) newReporter() (*reporter.Reporter, *lossLog, error) {
+	losses, err := o.openLosses()
+	if err != nil {
+		return nil, nil, err
 	}
 	if losses != nil {
-		rcfg.OnLoss = losses.add
+		o.rcfg.OnLoss = losses.add
 	}
-	if *split {
-		return sendSplit(rcfg, from, synth, *count, losses, stdout, stderr)
-	}
-	rep, err := reporter.New(rcfg)
+	rep, err := reporter.New(o.rcfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "dtareport:", err)
-		if errors.Is(err, reporter.ErrConfig) {
-			return 2
-		}
-		return 1
+		return nil, nil, err
 	}
-	var stop atomic.Bool
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; stop.Store(true) }()
+	return rep, losses, nil
+}
 
-	start := time.Now()
+// openLosses opens the loss log (-losses), nil without it.
+func (o *options) openLosses() (*lossLog, error) {
+	if o.lossFile == "" {
+		return nil, nil
+	}
+	if o.rcfg.Delivery == reporter.FireAndForget {
+		return nil, usage("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
+	}
+	return newLossLog(o.lossFile)
+}
+
+// send sends the reports next gives until it gives none or stop is set,
+// and returns how many it sent. A datagram the socket refuses (nothing
+// listening yet) is counted in Errors and the stream goes on; the first
+// such error is shown. Any other error ends it.
+func send(rep *reporter.Reporter, next func(*dta.Report) bool, stop *atomic.Bool, stderr io.Writer) (int, error) {
 	sent := 0
 	var r dta.Report
 	var sendErr error
 	for !stop.Load() && next(&r) {
-		// A datagram the socket refuses (nothing listening yet) is counted
-		// in Errors and the stream goes on; the first such error is shown.
 		if err := rep.Send(&r); err != nil {
 			var netErr *net.OpError
 			if !errors.As(err, &netErr) {
-				fmt.Fprintln(stderr, "dtareport:", err)
-				rep.Close()
-				return 1
+				return sent, err
 			}
 			if sendErr == nil {
 				sendErr = err
@@ -228,42 +336,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		sent++
 	}
-	if err := rep.Close(); err != nil {
-		fmt.Fprintln(stderr, "dtareport:", err)
-	}
-	if losses != nil {
-		if err := losses.close(); err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
-			return 1
-		}
-	}
-	el := time.Since(start)
-	res := Result{Reports: sent, Delivery: rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
-	return finish(res, rcfg, stdout, stderr)
+	return sent, nil
 }
 
-// finish prints res and returns the exit status.
-func finish(res Result, rcfg reporter.Config, stdout, stderr io.Writer) int {
-	b, _ := json.Marshal(res)
-	fmt.Fprintln(stdout, string(b))
-	if msg := notConfirmed(res, rcfg.Translator, rcfg.AckPort); msg != "" {
-		fmt.Fprintln(stderr, "dtareport:", msg)
-		return 3
+// sendSplit sends -count reports of the stream with one reporter per
+// place of its Mix, reporter j from the j-th address from -local's (each
+// needs its own, for the acks on the ack port; 127.0.0.1 without -local)
+// sending reports j, j+m, j+2m, ... (m places): each sends reports of one
+// primitive, which are of one size. -rate is shared among them; a loss is
+// logged under its index in the stream.
+func (o *options) sendSplit(stdout, stderr io.Writer) int {
+	if o.pcapFile != "" {
+		return exit(stderr, usage("-split takes a synthetic stream, not -pcap"))
 	}
-	return 0
-}
-
-// sendSplit sends count reports of s with one reporter per place of s.Mix,
-// reporter j from the j-th address from from's (each needs its own, for
-// the acks on the ack port) sending reports j, j+m, j+2m, ... (m places):
-// each sends reports of one primitive, which are of one size. rcfg's rate
-// is shared among them; a loss is logged under its index in the stream.
-// Without -local the addresses start at 127.0.0.1.
-func sendSplit(rcfg reporter.Config, from netip.AddrPort, s *stream.Synthetic, count int, losses *lossLog, stdout, stderr io.Writer) int {
-	if s == nil {
-		fmt.Fprintln(stderr, "dtareport: -split takes a synthetic stream, not -pcap")
-		return 2
+	s, err := o.stream()
+	if err != nil {
+		return exit(stderr, err)
 	}
+	losses, err := o.openLosses()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	rcfg, from, count := o.rcfg, o.rcfg.Local, o.count
 	if !from.IsValid() {
 		from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
 	}

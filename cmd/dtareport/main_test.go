@@ -21,8 +21,8 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/stream"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/internal/udpio"
 )
 

@@ -24,7 +24,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta/tofino"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/internal/units"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"

@@ -9,7 +9,7 @@
 // The configuration file (every field optional; flags override it):
 //
 //	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
-//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
+//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050, "ack_port": 40044,
 //	 "ring_size": 16384, "rate_limit": 0, "shards": 2, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
@@ -37,6 +37,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -50,9 +51,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/cpuprofile"
-	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
+	"github.com/dtakit/dtakit/internal/app/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/internal/netguard"
@@ -70,9 +71,12 @@ type Config struct {
 	Local      string   `json:"local"`
 	Collectors []string `json:"collectors"`
 	CMPort     uint16   `json:"cm_port"`
-	RingSize   int      `json:"ring_size"`
-	RateLimit  float64  `json:"rate_limit"`
-	Shards     int      `json:"shards"`
+	// AckPort is the port acks and NACKs are sent to, at each report's
+	// source address (default 40044): a reporter's -ack-port.
+	AckPort   uint16  `json:"ack_port"`
+	RingSize  int     `json:"ring_size"`
+	RateLimit float64 `json:"rate_limit"`
+	Shards    int     `json:"shards"`
 	// AppendLinger is the longest a partial Append batch waits, and
 	// PostcardLinger the longest a postcard flow waits for its other hops,
 	// before being written, as Go durations ("2ms").
@@ -95,12 +99,14 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
 	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file")
-	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
-	reporters := fs.String("reporters", "", "addresses or prefixes reports are taken from, comma-separated (default loopback)")
-	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
-	collectors := fs.String("collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
-	cmPort := fs.Uint("cm-port", 0, "CM port of the collectors' first instance (default 40050)")
-	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
+	var o overrides
+	fs.StringVar(&o.report, "report", "", "address reports arrive on (default 127.0.0.1:40040)")
+	fs.StringVar(&o.reporters, "reporters", "", "addresses or prefixes reports are taken from, comma-separated (default loopback)")
+	fs.StringVar(&o.local, "local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
+	fs.StringVar(&o.collectors, "collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
+	fs.UintVar(&o.cmPort, "cm-port", 0, "CM port of the collectors' first instance (default 40050)")
+	fs.UintVar(&o.ackPort, "ack-port", 0, "port acks and NACKs are sent to at each report's source address (default 40044)")
+	fs.StringVar(&o.http, "http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	profile := cpuprofile.Flag(fs)
@@ -131,27 +137,9 @@ func run(args []string) int {
 			return 2
 		}
 	}
-	if *report != "" {
-		cfg.Report = *report
-	}
-	if *local != "" {
-		cfg.Local = *local
-	}
-	if *reporters != "" {
-		cfg.Reporters = strings.Split(*reporters, ",")
-	}
-	if *collectors != "" {
-		cfg.Collectors = strings.Split(*collectors, ",")
-	}
-	if *cmPort != 0 {
-		if *cmPort > 65535 {
-			log.Error("configuration", "err", fmt.Sprintf("-cm-port %d out of range", *cmPort))
-			return 2
-		}
-		cfg.CMPort = uint16(*cmPort)
-	}
-	if *httpAddr != "" {
-		cfg.HTTP = *httpAddr
+	if err := o.apply(&cfg); err != nil {
+		log.Error("configuration", "err", err.Error())
+		return 2
 	}
 	web = cfg.Config
 	webFlags()
@@ -171,22 +159,10 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var srv *httpguard.Server
-	if cfg.HTTP != "" {
-		srv, err = httpguard.Listen(cfg.HTTP, cfg.Config, handler(t))
-		if err != nil {
-			log.Error("http", "err", err)
-			t.Close(0)
-			if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
-				return 2
-			}
-			return 1
-		}
-		if srv.Unguarded() {
-			log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", srv.Addr().String())
-		}
-		go srv.Serve()
-		log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
+	srv, code := serveHTTP(cfg, t, log)
+	if code != 0 {
+		t.Close(0)
+		return code
 	}
 	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors)
 	// Start returns once every collector answered or failed; the
@@ -201,7 +177,7 @@ func run(args []string) int {
 	}()
 	<-ctx.Done()
 	log.Info("shutting down", "drain", drain.String())
-	code := 0
+	code = 0
 	if err := t.Close(*drain); err != nil {
 		log.Error("shutdown", "err", err)
 		code = 4
@@ -214,6 +190,66 @@ func run(args []string) int {
 		srv.Shutdown(sctx)
 	}
 	return code
+}
+
+// overrides are the flags that override the configuration file's fields.
+type overrides struct {
+	report, reporters, local, collectors, http string
+	cmPort, ackPort                            uint
+}
+
+// apply overrides cfg's fields with the flags given.
+func (o overrides) apply(cfg *Config) error {
+	if o.report != "" {
+		cfg.Report = o.report
+	}
+	if o.local != "" {
+		cfg.Local = o.local
+	}
+	if o.reporters != "" {
+		cfg.Reporters = strings.Split(o.reporters, ",")
+	}
+	if o.collectors != "" {
+		cfg.Collectors = strings.Split(o.collectors, ",")
+	}
+	if o.cmPort != 0 {
+		if o.cmPort > 65535 {
+			return fmt.Errorf("-cm-port %d out of range", o.cmPort)
+		}
+		cfg.CMPort = uint16(o.cmPort)
+	}
+	if o.ackPort != 0 {
+		if o.ackPort > 65535 {
+			return fmt.Errorf("-ack-port %d out of range", o.ackPort)
+		}
+		cfg.AckPort = uint16(o.ackPort)
+	}
+	if o.http != "" {
+		cfg.HTTP = o.http
+	}
+	return nil
+}
+
+// serveHTTP serves t's HTTP endpoints when cfg names an address. On a
+// failure it has logged it and returns the exit status.
+func serveHTTP(cfg Config, t *translator.Translator, log *slog.Logger) (*httpguard.Server, int) {
+	if cfg.HTTP == "" {
+		return nil, 0
+	}
+	srv, err := httpguard.Listen(cfg.HTTP, cfg.Config, handler(t))
+	if err != nil {
+		log.Error("http", "err", err)
+		if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
+			return nil, 2
+		}
+		return nil, 1
+	}
+	if srv.Unguarded() {
+		log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", srv.Addr().String())
+	}
+	go srv.Serve()
+	log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
+	return srv, 0
 }
 
 // translator checks cfg and turns it into the translator's.
@@ -246,7 +282,7 @@ func (cfg Config) translator() (translator.Config, error) {
 	if cfg.RingSize < 0 || cfg.RateLimit < 0 || cfg.Shards < 0 {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
-	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	tc.CMPort, tc.AckPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.AckPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
 	if tc.Shards == 0 {
 		// One per core: reports from several sources are translated side
 		// by side (a source's reports go to one shard).

@@ -17,6 +17,8 @@
 //	POST /v1/instances/{i}/postcard {"keys":[..]}
 //	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list, consumed
 //	GET  /v1/instances/{i}/append?list=L&peek=true  the same entries, left for the next read
+//	GET  /v1/instances/{i}/{name}?key=K[&n=N]       any other registered primitive's query
+//	POST /v1/instances/{i}/{name} {"keys":[..]}
 //	POST /v1/export   [{"keys":[..]}]               end the epoch and export it now (ExportConfig)
 //	GET  /v1/export                                 the export under way and the last one
 //	GET  /metrics                                   Prometheus counters
@@ -57,6 +59,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -68,9 +71,7 @@ import (
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/primitive"
 )
 
 // DefaultMaxBatchKeys is Config.MaxBatchKeys' default.
@@ -121,9 +122,12 @@ type Config struct {
 
 // Instance is one primitive instance, in CM port order.
 type Instance struct {
-	// Primitive is "keywrite", "keyincrement", "postcard" or "append"
-	// (case does not matter). The old spellings key-write, key-increment,
-	// postcarding, keyincr and appendlist are accepted with a warning.
+	// Primitive is "keywrite", "keyincrement", "postcard", "append" or
+	// the name of another registered primitive that parses its
+	// configuration (primitive.Configurer), which decodes the fields
+	// below it uses (case does not matter). The old spellings key-write,
+	// key-increment, postcarding, keyincr and appendlist are accepted with
+	// a warning.
 	Primitive string `json:"primitive"`
 	// Key-Write and Key-Increment: slots (a power of two) and the
 	// redundancy queries assume; Key-Write: data bytes per entry.
@@ -217,11 +221,10 @@ type instance struct {
 	Instance
 	index int
 	info  collector.Instance
-	kw    *keywrite.Store
-	ki    *keyincr.Store
-	pc    *postcard.Store
-	table *postcard.Table
-	al    *appendlist.Store
+	store primitive.Store
+	// list is an Append instance's store, read a list at a time (GET
+	// .../append, the export), and lists its readers.
+	list  *appendlist.Store
 	lists map[uint32]*listReader
 }
 
@@ -234,43 +237,53 @@ type listReader struct {
 // it.
 func (in *instance) kind() string { return strings.ToLower(in.Primitive) }
 
-// build adds in to c; errors name the instance.
-func (in *instance) build(c *collector.Collector) (err error) {
+// build adds in to c, its layout parsed by its primitive from its
+// configuration; errors name the instance.
+func (in *instance) build(c *collector.Collector) error {
 	wrap := func(err error) error {
-		if err == nil {
-			return nil
-		}
 		return fmt.Errorf("%w: instance %d: %w", ErrConfig, in.index, err)
 	}
 	if in.Redundancy == 0 {
 		in.Redundancy = 2
 	}
-	switch strings.ToLower(in.Primitive) {
-	case "keywrite":
-		l := keywrite.Layout{Slots: in.Slots, DataSize: in.DataSize}
-		in.kw, err = c.AddKeyWrite(l)
-		return wrap(err)
-	case "keyincrement":
-		l := keyincr.Layout{Slots: in.Slots}
-		in.ki, err = c.AddKeyIncrement(l)
-		return wrap(err)
-	case "postcard":
-		l := postcard.Layout{Hops: in.Hops, Chunks: in.Chunks, Copies: in.Copies}
-		if err := l.Validate(); err != nil {
-			return wrap(err)
-		}
-		if len(in.Values) == 0 {
-			return wrap(errors.New("a postcard instance needs the values its paths hold"))
-		}
-		if in.table, err = postcard.NewTable(l, in.Values); err != nil {
-			return wrap(err)
-		}
-		in.pc, err = c.AddPostcard(l, in.Values...)
-		return wrap(err)
-	case "append":
-		in.al, err = c.AddAppend(appendlist.Layout{Lists: in.Lists, Entries: in.Entries, EntrySize: in.EntrySize, Batch: in.Batch, Markers: in.Markers})
-		in.lists = map[uint32]*listReader{}
+	k, _ := primitive.ByName(in.kind())
+	cf, ok := k.(primitive.Configurer)
+	if !ok {
+		return wrap(fmt.Errorf("unknown primitive %q: want %s", in.Primitive, strings.Join(configurable(), ", ")))
+	}
+	raw, err := json.Marshal(in.Instance)
+	if err != nil {
 		return wrap(err)
 	}
-	return wrap(fmt.Errorf("unknown primitive %q: want keywrite, keyincrement, postcard or append", in.Primitive))
+	l, err := cf.ParseConfig(raw)
+	if err != nil {
+		return wrap(err)
+	}
+	if in.info, err = c.Add(l); err != nil {
+		return wrap(err)
+	}
+	in.store = in.info.Store
+	if in.list, ok = appendlist.StoreOf(in.store); ok {
+		in.lists = map[uint32]*listReader{}
+		return nil
+	}
+	// A store may make what its queries need at the first one (Postcarding
+	// its Table of the advertised values): make it now, before the HTTP
+	// server's handlers query it concurrently.
+	_, _ = in.store.Query(primitive.Query{Keys: []uint32{}})
+	return nil
+}
+
+// configurable returns the names of the primitives a configuration can
+// name.
+func configurable() []string {
+	var ns []string
+	for _, n := range primitive.Names() {
+		if k, _ := primitive.ByName(n); k != nil {
+			if _, ok := k.(primitive.Configurer); ok {
+				ns = append(ns, n)
+			}
+		}
+	}
+	return ns
 }
