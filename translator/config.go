@@ -11,7 +11,7 @@ import (
 // Defaults of Config's zero fields (docs/DTA-WIRE.md section 8.6).
 const (
 	DefaultCMPort         = 40050
-	DefaultRingSize       = 1024
+	DefaultRingSize       = 16384
 	DefaultAckTimeout     = 10 * time.Millisecond
 	DefaultMaxRetries     = 8
 	DefaultDeadAfter      = time.Second
@@ -63,7 +63,9 @@ type Config struct {
 	// i listens on CMPort+i (default 40050).
 	CMPort uint16
 	// RingSize is the retransmit ring of each QP, in packets: a power of two
-	// (default 1024). It bounds the packets in flight.
+	// (default 16384). It bounds the packets in flight: a report that finds
+	// its QP's ring full is refused (NACKed), so a ring shallower than a
+	// burst of reporters' credit turns bursts into NACKs and resends.
 	RingSize int
 	// AckTimeout is the least a QP waits for progress before it resends
 	// its unacknowledged packets, and the wait before it has timed a round

@@ -87,6 +87,15 @@ func TestWithCollector(t *testing.T) {
 		t.Errorf("translator %+v\ntarget %+v", tc, cc)
 	}
 	t.Logf("%d packets, %d retransmitted", tc.Packets, tc.Retransmits)
+	// Each socket's datagrams: every report in (fire-and-forget: no ack
+	// out), every RDMA packet out and in at the target, and what the
+	// target sent (its ACKs and atomic ACKs at least) back in.
+	if tc.ReportDatagramsIn != reports(tc) || tc.ReportDatagramsOut != 0 ||
+		tc.RDMADatagramsOut < tc.Packets+tc.Retransmits || cc.Frames > tc.RDMADatagramsOut || cc.Frames < tc.Packets ||
+		cc.DatagramsSent < cc.ACKs+cc.AtomicACKs || tc.RDMADatagramsIn > cc.DatagramsSent || tc.RDMADatagramsIn < tc.AtomicACKs || tc.AtomicACKs == 0 {
+		t.Errorf("datagrams: translator's report socket %d in, %d out (%d reports); its RoCEv2 socket %d out (%d packets, %d retransmitted), %d in (%d atomic ACKs); the target %d in, %d out (%d ACKs, %d atomic ACKs)",
+			tc.ReportDatagramsIn, tc.ReportDatagramsOut, reports(tc), tc.RDMADatagramsOut, tc.Packets, tc.Retransmits, tc.RDMADatagramsIn, tc.AtomicACKs, cc.Frames, cc.DatagramsSent, cc.ACKs, cc.AtomicACKs)
+	}
 	if !bytes.Equal(kw.Region(), refKW.Region()) {
 		t.Error("key-write region differs from the reference store")
 	}

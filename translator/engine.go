@@ -110,6 +110,14 @@ type Counters struct {
 	VerbsErrors      uint64 // verbs backend: work requests refused or completed with an error
 	EncodeErrors     uint64 // packets that failed to encode (a bug if not 0)
 
+	// Datagrams on the Translator's sockets, summed over its shards (an
+	// Engine, which has none, leaves them 0): the report socket's in
+	// (reports) and out (acks and NACKs to reporters), the RoCEv2
+	// socket's in (ACKs, NAKs, CM messages) and out (RDMA packets,
+	// retransmissions, CM messages).
+	ReportDatagramsIn, ReportDatagramsOut uint64
+	RDMADatagramsIn, RDMADatagramsOut     uint64
+
 	// Translated counts reports by opcode turned into operations (or held
 	// in a postcard cache or append batch): each report once, while its
 	// datagrams counted in Reports may be NACKed (then resent), duplicates,

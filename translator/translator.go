@@ -257,16 +257,45 @@ func (t *Translator) Counters() Counters {
 		sh.mu.Lock()
 		c.add(sh.e.Counters())
 		sh.mu.Unlock()
+		if sh.rep != nil {
+			st := sh.rep.Stats()
+			c.ReportDatagramsIn, c.ReportDatagramsOut = c.ReportDatagramsIn+st.Read, c.ReportDatagramsOut+st.Written
+		}
+		if sh.roce != nil {
+			st := sh.roce.Stats()
+			c.RDMADatagramsIn, c.RDMADatagramsOut = c.RDMADatagramsIn+st.Read, c.RDMADatagramsOut+st.Written
+		}
 	}
 	return c
 }
 
-// Instances lists the collectors' instances as the first shard sees them.
+// Instances lists the collectors' instances as the first shard sees them,
+// each Ready only when every shard's queue pair to it is.
 func (t *Translator) Instances() []InstanceInfo {
-	sh := t.shards[0]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.e.Instances()
+	var out []InstanceInfo
+	for i, sh := range t.shards {
+		sh.mu.Lock()
+		ins := sh.e.Instances()
+		sh.mu.Unlock()
+		if i == 0 {
+			out = ins
+			continue
+		}
+		// Ready when every shard's queue pair is: a report goes to the
+		// shard that reads its source, and one whose queue pair is not
+		// connected yet refuses it.
+		for j := range out {
+			if j >= len(ins) || ins[j].Collector != out[j].Collector || ins[j].Port != out[j].Port {
+				out[j].Ready = false
+				continue
+			}
+			out[j].Ready = out[j].Ready && ins[j].Ready
+			if out[j].Err == nil {
+				out[j].Err = ins[j].Err
+			}
+		}
+	}
+	return out
 }
 
 // Close flushes what the translator holds back (cached postcards, partial

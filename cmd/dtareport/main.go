@@ -10,6 +10,13 @@
 //	dtareport -translator 127.0.0.1:40040 -count 1000000 -rate 200000
 //	dtareport -mix keywrite,append -keys 4096 -count 100000
 //	dtareport -pcap reports.pcap -count 0        # the file's valid reports once
+//	dtareport -split -count 1000000              # a reporter per primitive, from 127.0.0.1, .2, .3, .4
+//
+// -split runs one reporter per place of -mix, each from its own address
+// (acks come to the ack port of each), as the quickstart does: a reporter
+// then sends reports of one size, which the kernel takes in runs of up to
+// 64 as one message, several times cheaper than a mixed stream. Each key's,
+// list's and flow's reports still come from one reporter, in order.
 //
 // At the end it prints one JSON object on standard output: the reports
 // sent, the time taken, the delivery and the reporter's counters. With
@@ -38,6 +45,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +54,7 @@ import (
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
 	"github.com/dtakit/dtakit/internal/app/stream"
 	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/reporter"
@@ -66,6 +75,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	o, code, ok := parseFlags(args, stderr)
 	if !ok {
 		return code
+	}
+	stopProfile, err := o.profile()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	defer stopProfile(func(err error) { fmt.Fprintln(stderr, "dtareport:", err) })
+	if o.split {
+		return o.sendSplit(stdout, stderr)
 	}
 	next, err := o.source()
 	if err != nil {
@@ -97,9 +114,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	el := time.Since(start)
 	res := Result{Reports: sent, Delivery: o.rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
+	return finish(res, o.rcfg, stdout, stderr)
+}
+
+// finish prints res and returns the exit status.
+func finish(res Result, rcfg reporter.Config, stdout, stderr io.Writer) int {
 	b, _ := json.Marshal(res)
 	fmt.Fprintln(stdout, string(b))
-	if msg := notConfirmed(res, o.rcfg.Translator, o.rcfg.AckPort); msg != "" {
+	if msg := notConfirmed(res, rcfg.Translator, rcfg.AckPort); msg != "" {
 		fmt.Fprintln(stderr, "dtareport:", msg)
 		return 3
 	}
@@ -115,6 +137,8 @@ type options struct {
 	pcapFile  string
 	pcapPort  uint16
 	lossFile  string
+	split     bool                                            // -split
+	profile   func() (stop func(fail func(error)), err error) // -cpuprofile
 }
 
 // usageError is a bad flag: exit status 2.
@@ -158,6 +182,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
 	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line")
+	split := fs.Bool("split", false, "one reporter per place in -mix, each from its own address (-local's, then the next ones), so each sends reports of one size: the kernel takes a run of equal datagrams as one message")
+	profile := cpuprofile.Flag(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
 		return nil, code, false
 	}
@@ -167,7 +193,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 			return nil, exit(stderr, usage("-nacks and -fire-and-forget: choose one")), false
 		}
 	}
-	o := &options{count: *count, mix: *mix, pcapFile: *pcapFile, lossFile: *lossFile,
+	o := &options{count: *count, mix: *mix, pcapFile: *pcapFile, lossFile: *lossFile, split: *split, profile: profile,
 		synthetic: stream.Synthetic{Synthetic: primitive.Synthetic{Seed: *seed, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}}}
 	if err := o.check(*to, *local, *rate, *ackPort, *redundancy, *pcapPort); err != nil {
 		return nil, exit(stderr, err), false
@@ -208,14 +234,9 @@ func (o *options) source() (func(r *dta.Report) bool, error) {
 	if o.pcapFile != "" {
 		return o.pcapSource()
 	}
-	m, err := stream.ParseMix(o.mix)
+	s, err := o.stream()
 	if err != nil {
-		return nil, usage("-mix: %v", err)
-	}
-	s := o.synthetic
-	s.Mix = m
-	if err := s.Validate(); err != nil {
-		return nil, usage("%v", err)
+		return nil, err
 	}
 	buf := make([]byte, s.EntrySize)
 	i := 0
@@ -227,6 +248,20 @@ func (o *options) source() (func(r *dta.Report) bool, error) {
 		i++
 		return true
 	}, nil
+}
+
+// stream returns the synthetic stream the flags describe.
+func (o *options) stream() (*stream.Synthetic, error) {
+	m, err := stream.ParseMix(o.mix)
+	if err != nil {
+		return nil, usage("-mix: %v", err)
+	}
+	s := o.synthetic
+	s.Mix = m
+	if err := s.Validate(); err != nil {
+		return nil, usage("%v", err)
+	}
+	return &s, nil
 }
 
 // pcapSource returns the reports of the pcap file in turn, -count of them
@@ -256,15 +291,11 @@ func (o *options) pcapSource() (func(r *dta.Report) bool, error) {
 
 // newReporter opens the loss log (-losses) and the reporter.
 func (o *options) newReporter() (*reporter.Reporter, *lossLog, error) {
-	if o.lossFile != "" && o.rcfg.Delivery == reporter.FireAndForget {
-		return nil, nil, usage("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
+	losses, err := o.openLosses()
+	if err != nil {
+		return nil, nil, err
 	}
-	var losses *lossLog
-	if o.lossFile != "" {
-		var err error
-		if losses, err = newLossLog(o.lossFile); err != nil {
-			return nil, nil, err
-		}
+	if losses != nil {
 		o.rcfg.OnLoss = losses.add
 	}
 	rep, err := reporter.New(o.rcfg)
@@ -272,6 +303,17 @@ func (o *options) newReporter() (*reporter.Reporter, *lossLog, error) {
 		return nil, nil, err
 	}
 	return rep, losses, nil
+}
+
+// openLosses opens the loss log (-losses), nil without it.
+func (o *options) openLosses() (*lossLog, error) {
+	if o.lossFile == "" {
+		return nil, nil
+	}
+	if o.rcfg.Delivery == reporter.FireAndForget {
+		return nil, usage("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
+	}
+	return newLossLog(o.lossFile)
 }
 
 // send sends the reports next gives until it gives none or stop is set,
@@ -296,6 +338,117 @@ func send(rep *reporter.Reporter, next func(*dta.Report) bool, stop *atomic.Bool
 		sent++
 	}
 	return sent, nil
+}
+
+// sendSplit sends -count reports of the stream with one reporter per
+// place of its Mix, reporter j from the j-th address from -local's (each
+// needs its own, for the acks on the ack port; 127.0.0.1 without -local)
+// sending reports j, j+m, j+2m, ... (m places): each sends reports of one
+// primitive, which are of one size. -rate is shared among them; a loss is
+// logged under its index in the stream.
+func (o *options) sendSplit(stdout, stderr io.Writer) int {
+	if o.pcapFile != "" {
+		return exit(stderr, usage("-split takes a synthetic stream, not -pcap"))
+	}
+	s, err := o.stream()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	losses, err := o.openLosses()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	rcfg, from, count := o.rcfg, o.rcfg.Local, o.count
+	if !from.IsValid() {
+		from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
+	}
+	m := len(s.Mix)
+	rcfg.Rate /= float64(m)
+	reps := make([]*reporter.Reporter, m)
+	addr := from.Addr()
+	for j := range reps {
+		c := rcfg
+		c.Local = netip.AddrPortFrom(addr, from.Port())
+		addr = addr.Next()
+		if losses != nil {
+			c.OnLoss = func(seq uint32, b []byte, reason dta.Reason) { losses.add(seq*uint32(m)+uint32(j), b, reason) }
+		}
+		var err error
+		if reps[j], err = reporter.New(c); err != nil {
+			fmt.Fprintf(stderr, "dtareport: -split: reporter %d of %d from %v: %v\n", j+1, m, c.Local, err)
+			for _, r := range reps[:j] {
+				r.Close()
+			}
+			if errors.Is(err, reporter.ErrConfig) {
+				return 2
+			}
+			return 1
+		}
+	}
+	var stop atomic.Bool
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; stop.Store(true) }()
+	start := time.Now()
+	var wg sync.WaitGroup
+	sent := make([]int, m)
+	failed := make([]error, m)
+	for j, rep := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r dta.Report
+			buf := make([]byte, s.EntrySize)
+			for i := j; i < count && !stop.Load(); i += m {
+				s.Report(i, &r, buf)
+				// A datagram the socket refuses is counted in Errors, as
+				// without -split; anything else ends this reporter.
+				if err := rep.Send(&r); err != nil {
+					var netErr *net.OpError
+					if !errors.As(err, &netErr) {
+						failed[j] = err
+						return
+					}
+				}
+				sent[j]++
+			}
+		}()
+	}
+	wg.Wait()
+	res := Result{Delivery: rcfg.Delivery.String()}
+	code := 0
+	for j, rep := range reps {
+		if err := rep.Close(); err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+		}
+		if failed[j] != nil {
+			fmt.Fprintln(stderr, "dtareport:", failed[j])
+			code = 1
+		}
+		res.Reports += sent[j]
+		addCounters(&res.Counters, rep.Counters())
+	}
+	if losses != nil {
+		if err := losses.close(); err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+			return 1
+		}
+	}
+	el := time.Since(start)
+	res.Seconds, res.Rate = el.Seconds(), float64(res.Reports)/el.Seconds()
+	if fc := finish(res, rcfg, stdout, stderr); code == 0 {
+		code = fc
+	}
+	return code
+}
+
+// addCounters adds o's counts to c's (every field of reporter.Counters is
+// a uint64 count).
+func addCounters(c *reporter.Counters, o reporter.Counters) {
+	cv, ov := reflect.ValueOf(c).Elem(), reflect.ValueOf(o)
+	for i := range cv.NumField() {
+		cv.Field(i).SetUint(cv.Field(i).Uint() + ov.Field(i).Uint())
+	}
 }
 
 // notConfirmed says why some reports of res were not confirmed applied,

@@ -10,9 +10,12 @@
 //
 //	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
 //	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050, "ack_port": 40044,
-//	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
+//	 "ring_size": 16384, "rate_limit": 0, "shards": 2, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
+//
+// "shards" defaults to one per core (GOMAXPROCS): reports from several
+// reporters are translated side by side.
 //
 // Reports are taken from loopback unless -reporters (or "reporters") names
 // the reporters' addresses or prefixes. The HTTP address, like the
@@ -39,6 +42,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +52,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
 	"github.com/dtakit/dtakit/internal/app/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
@@ -105,6 +110,7 @@ func run(args []string) int {
 	fs.StringVar(&o.http, "http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	profile := cpuprofile.Flag(fs)
 	var web httpguard.Config
 	webFlags := web.Flags(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
@@ -115,6 +121,12 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "dtatranslator:", err)
 		return 2
 	}
+	stopProfile, err := profile()
+	if err != nil {
+		log.Error("profile", "err", err)
+		return 1
+	}
+	defer stopProfile(func(err error) { log.Error("profile", "err", err) })
 	var cfg Config
 	if *config != "" {
 		b, err := os.ReadFile(*config)
@@ -272,6 +284,11 @@ func (cfg Config) translator() (translator.Config, error) {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
 	tc.CMPort, tc.AckPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.AckPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	if tc.Shards == 0 {
+		// One per core: reports from several sources are translated side
+		// by side (a source's reports go to one shard).
+		tc.Shards = runtime.GOMAXPROCS(0)
+	}
 	for _, d := range []struct {
 		name, v string
 		to      *time.Duration

@@ -64,6 +64,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/dtakit/dtakit/appendlist"
@@ -108,7 +109,12 @@ type Config struct {
 	// (dtakit_collector_refused_peer_total). Absent means loopback only.
 	Translators []string `json:"translators"`
 	// ReplyPort: see collector.Config.ReplyPort.
-	ReplyPort uint16     `json:"reply_port"`
+	ReplyPort uint16 `json:"reply_port"`
+	// Shards is the number of sockets the software target serves on,
+	// each with its own goroutine (collector.Config.Shards; default one
+	// per core, GOMAXPROCS): a sharded translator's connections are
+	// served side by side.
+	Shards    int        `json:"shards"`
 	Instances []Instance `json:"instances"`
 	// Export, when set, writes each epoch as Parquet files (ExportConfig).
 	Export *ExportConfig `json:"export"`
@@ -176,6 +182,12 @@ func (c *Config) withDefaults() error {
 	}
 	if c.Backend == "" {
 		c.Backend = "software"
+	}
+	if c.Shards == 0 {
+		c.Shards = runtime.GOMAXPROCS(0)
+	}
+	if c.Shards < 0 || c.Shards > 256 {
+		return fmt.Errorf("%w: shards %d: want 1..256", ErrConfig, c.Shards)
 	}
 	if c.Backend != "software" && c.Backend != "verbs" {
 		return fmt.Errorf("%w: backend %q: want software or verbs", ErrConfig, c.Backend)

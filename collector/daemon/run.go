@@ -56,7 +56,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort, Translators: peers}
+	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort, Translators: peers, Shards: cfg.Shards}
 	if cfg.Backend == "verbs" {
 		ccfg.Backend = collector.BackendVerbs
 	}

@@ -100,6 +100,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	printTable(w, rows)
 	failures := queryFailures(rows)
 	printCounters(w, cfg, tc, cc, repc)
+	printDatagrams(w, tc, received)
 	if cfg.stats != nil {
 		*cfg.stats = stats{received, elapsed}
 	}
@@ -382,6 +383,18 @@ func printCounters(w io.Writer, cfg config, tc translator.Counters, cc target.Co
 		tc.Writes, tc.FetchAdds, tc.Packets, tc.Retransmits, tc.NACKs)
 	fmt.Fprintf(w, "target: %d WRITE packets and %d atomics applied, %d duplicates, %d remote access NAKs, %d invalid request NAKs, %d bad ICRCs\n",
 		cc.WritePackets, cc.Atomics, cc.Duplicates, cc.NAKAccess, cc.NAKInvalid, cc.BadICRC)
+}
+
+// printDatagrams prints the datagrams per report on the translator's
+// sockets.
+func printDatagrams(w io.Writer, tc translator.Counters, received uint64) {
+	if received == 0 {
+		return
+	}
+	per := func(v uint64) float64 { return float64(v) / float64(received) }
+	fmt.Fprintf(w, "datagrams per report: translator's report sockets %.3f in, %.3f out; its RoCEv2 sockets %.3f out, %.3f in; %.3f in all\n",
+		per(tc.ReportDatagramsIn), per(tc.ReportDatagramsOut), per(tc.RDMADatagramsOut), per(tc.RDMADatagramsIn),
+		per(tc.ReportDatagramsIn+tc.ReportDatagramsOut+tc.RDMADatagramsOut+tc.RDMADatagramsIn))
 }
 
 // accounting returns a line for each count that betrays a fault: a

@@ -69,7 +69,12 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 			lastTick = now
 		}
 		// A datagram refused (an unreachable peer) is skipped.
-		if _, err := conn.WriteAll(out.Datagrams()); errors.Is(err, net.ErrClosed) {
+		ds := out.Datagrams()
+		refused, err := conn.WriteAll(ds)
+		if len(ds) > refused {
+			t.sent.Add(uint64(len(ds) - refused))
+		}
+		if errors.Is(err, net.ErrClosed) {
 			sendErr = err
 			return false
 		}

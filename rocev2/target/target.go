@@ -160,6 +160,7 @@ type Target struct {
 	closed atomic.Bool
 	qpTab  atomic.Pointer[map[uint32]*QP]
 	regTab atomic.Pointer[map[uint32]*Region]
+	sent   atomic.Uint64 // Counters.DatagramsSent
 
 	workers sync.Pool // *worker: a Process call's scratch
 }
@@ -319,6 +320,9 @@ func random32() uint32 {
 type Counters struct {
 	Frames uint64 // datagrams received
 	Bytes  uint64 // their bytes
+	// DatagramsSent counts the datagrams Serve sent: ACKs, NAKs, CM messages and
+	// the target's own SEND packets (what Process and Tick output).
+	DatagramsSent uint64
 
 	BadICRC   uint64 // dropped: ICRC mismatch
 	Malformed uint64 // dropped: not a packet this target decodes (truncated, reserved opcode, bad length) or a CM MAD it refuses
@@ -367,6 +371,7 @@ func (t *Target) Counters() Counters {
 	t.mu.Lock()
 	defer t.unlock()
 	c := t.c
+	c.DatagramsSent = t.sent.Load()
 	for _, qp := range t.qps {
 		qp.mu.Lock()
 		c.add(qp.counters())

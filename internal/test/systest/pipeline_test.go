@@ -43,6 +43,7 @@ type pipeline struct {
 	dtareport        string
 	collBin, trBin   string
 	collArgs, trArgs []string
+	repArgs          []string // more dtareport flags
 }
 
 func binaries(t testing.TB) (coll, tr, rep string) {
@@ -58,6 +59,27 @@ func start(t testing.TB, n, keys int) *pipeline { return startWith(t, n, keys, "
 // startWith is start with the collector's regions backed by files in
 // regionDir when it is not empty.
 func startWith(t testing.TB, n, keys int, regionDir string) *pipeline {
+	// A shard per core; the default ring, so that the translator refuses
+	// reports now and then and the NACK path runs too.
+	return startConfigured(t, n, keys, options{regionDir: regionDir, trConfig: `{"ring_size": 1024, "shards": 2}`})
+}
+
+// options are how the pipeline is configured beyond its instances.
+type options struct {
+	regionDir string // backs the collector's regions with files there
+	// trConfig is the translator's configuration file, none (every
+	// default) when empty; collConfig more fields of the collector's
+	// ("\"shards\": 1, "), after its instances' geometry.
+	trConfig, collConfig string
+	// profile, when not empty, is a directory each program writes a CPU
+	// profile into (collector.pprof, translator.pprof, report.pprof: the
+	// collector's only once stopped with SIGTERM).
+	profile string
+}
+
+// startConfigured is start configured by o.
+func startConfigured(t testing.TB, n, keys int, o options) *pipeline {
+	regionDir, trConfig, profile := o.regionDir, o.trConfig, o.profile
 	collBin, trBin, repBin := binaries(t)
 	p := &pipeline{
 		collHTTP: fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp")),
@@ -83,26 +105,34 @@ func startWith(t testing.TB, n, keys int, regionDir string) *pipeline {
 		values[i] = strconv.Itoa(i + 1)
 	}
 	cmPort := 43000 + os.Getpid()%1000
-	cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d, "region_dir": %q, "instances": [
+	cfg := fmt.Sprintf(`{%s"addr": %q, "http": %q, "cm_port": %d, "region_dir": %q, "instances": [
 		{"primitive": "keywrite", "slots": %d, "data_size": 4, "redundancy": 2},
 		{"primitive": "keyincrement", "slots": %d, "redundancy": 2},
 		{"primitive": "postcard", "hops": %d, "chunks": %d, "copies": 2, "values": [%s]},
 		{"primitive": "append", "lists": %d, "entries": %d, "entry_size": %d, "batch": 16, "markers": true}]}`,
-		p.roce, p.collHTTP, cmPort, regionDir, p.kwSlots, p.kiSlots, p.st.Hops, p.chunks, strings.Join(values, ","),
+		o.collConfig, p.roce, p.collHTTP, cmPort, regionDir, p.kwSlots, p.kiSlots, p.st.Hops, p.chunks, strings.Join(values, ","),
 		p.st.Lists, p.entries, p.st.EntrySize)
 	file := filepath.Join(t.TempDir(), "collector.json")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.collArgs = []string{"-config", file}
-	p.startCollector(t)
-	// A shard per core; the default ring, so that the translator refuses
-	// reports now and then and the NACK path runs too.
-	trFile := filepath.Join(t.TempDir(), "translator.json")
-	if err := os.WriteFile(trFile, []byte(`{"ring_size": 1024, "shards": 2}`), 0o644); err != nil {
-		t.Fatal(err)
+	if profile != "" {
+		p.collArgs = append(p.collArgs, "-cpuprofile", filepath.Join(profile, "collector.pprof"))
+		p.repArgs = []string{"-cpuprofile", filepath.Join(profile, "report.pprof")}
 	}
-	p.trArgs = []string{"-config", trFile, "-report", p.report, "-collectors", p.roce, "-cm-port", strconv.Itoa(cmPort), "-http", p.trHTTP, "-drain", "10s"}
+	p.startCollector(t)
+	p.trArgs = []string{"-report", p.report, "-collectors", p.roce, "-cm-port", strconv.Itoa(cmPort), "-http", p.trHTTP, "-drain", "10s"}
+	if trConfig != "" {
+		trFile := filepath.Join(t.TempDir(), "translator.json")
+		if err := os.WriteFile(trFile, []byte(trConfig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p.trArgs = append([]string{"-config", trFile}, p.trArgs...)
+	}
+	if profile != "" {
+		p.trArgs = append(p.trArgs, "-cpuprofile", filepath.Join(profile, "translator.pprof"))
+	}
 	p.startTranslator(t)
 	return p
 }
@@ -187,6 +217,7 @@ func (p *pipeline) sendAsync(t testing.TB, losses string) func() (reportResult, 
 	if losses != "" {
 		args = append(args, "-losses", losses)
 	}
+	args = append(args, p.repArgs...)
 	cmd := exec.Command(p.dtareport, args...)
 	var out, logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &logs
@@ -490,6 +521,19 @@ func TestThreeProcesses(t *testing.T) {
 	start(t, n, 4096).deliver(t, "dtareport")
 }
 
+// TestThreeProcessesSplit is TestThreeProcesses with dtareport -split: a
+// reporter per primitive, each from its own address, so each key's,
+// list's and flow's reports still come from one reporter in order.
+func TestThreeProcessesSplit(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 200_000
+	}
+	p := start(t, n, 4096)
+	p.repArgs = []string{"-split"}
+	p.deliver(t, "dtareport -split")
+}
+
 // deliver sends the stream, which must all be delivered (none lost,
 // unconfirmed or refused by a socket), stops the translator and checks
 // every key.
@@ -575,12 +619,17 @@ func TestKill9BusyCores(t *testing.T) {
 	t.Run("collector", func(t *testing.T) { killMidStream(t, "collector", true) })
 }
 
-func killMidStream(t *testing.T, which string, busy bool) {
+// TestKill9TranslatorSplit is TestKill9Translator with dtareport -split:
+// the losses each reporter names map back to their places in the stream.
+func TestKill9TranslatorSplit(t *testing.T) { killMidStream(t, "translator", false, "-split") }
+
+func killMidStream(t *testing.T, which string, busy bool, repArgs ...string) {
 	n := 1_000_000
 	if testing.Short() || busy {
 		n = 300_000
 	}
 	p := startWith(t, n, 4096, t.TempDir())
+	p.repArgs = repArgs
 	if busy {
 		busyCores(t)
 	}
