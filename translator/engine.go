@@ -676,6 +676,10 @@ func (c *Counters) add(o Counters) {
 	c.SourcesRefused += o.SourcesRefused
 	c.Missing += o.Missing
 	c.MissingWithheld += o.MissingWithheld
+	c.ReportDatagramsIn += o.ReportDatagramsIn
+	c.ReportDatagramsOut += o.ReportDatagramsOut
+	c.RDMADatagramsIn += o.RDMADatagramsIn
+	c.RDMADatagramsOut += o.RDMADatagramsOut
 	c.BeyondWithheld += o.BeyondWithheld
 	c.Acks += o.Acks
 	c.Writes += o.Writes

@@ -384,6 +384,7 @@ func (t *Target) Counters() Counters {
 // field).
 func (c *Counters) add(o *Counters) {
 	c.Frames += o.Frames
+	c.DatagramsSent += o.DatagramsSent
 	c.Bytes += o.Bytes
 	c.BadICRC += o.BadICRC
 	c.Malformed += o.Malformed
