@@ -13,6 +13,7 @@ import (
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/rocev2/target"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -87,15 +88,7 @@ func TestWithCollector(t *testing.T) {
 		t.Errorf("translator %+v\ntarget %+v", tc, cc)
 	}
 	t.Logf("%d packets, %d retransmitted", tc.Packets, tc.Retransmits)
-	// Each socket's datagrams: every report in (fire-and-forget: no ack
-	// out), every RDMA packet out and in at the target, and what the
-	// target sent (its ACKs and atomic ACKs at least) back in.
-	if tc.ReportDatagramsIn != reports(tc) || tc.ReportDatagramsOut != 0 ||
-		tc.RDMADatagramsOut < tc.Packets+tc.Retransmits || cc.Frames > tc.RDMADatagramsOut || cc.Frames < tc.Packets ||
-		cc.DatagramsSent < cc.ACKs+cc.AtomicACKs || tc.RDMADatagramsIn > cc.DatagramsSent || tc.RDMADatagramsIn < tc.AtomicACKs || tc.AtomicACKs == 0 {
-		t.Errorf("datagrams: translator's report socket %d in, %d out (%d reports); its RoCEv2 socket %d out (%d packets, %d retransmitted), %d in (%d atomic ACKs); the target %d in, %d out (%d ACKs, %d atomic ACKs)",
-			tc.ReportDatagramsIn, tc.ReportDatagramsOut, reports(tc), tc.RDMADatagramsOut, tc.Packets, tc.Retransmits, tc.RDMADatagramsIn, tc.AtomicACKs, cc.Frames, cc.DatagramsSent, cc.ACKs, cc.AtomicACKs)
-	}
+	checkDatagrams(t, tc, cc)
 	if !bytes.Equal(kw.Region(), refKW.Region()) {
 		t.Error("key-write region differs from the reference store")
 	}
@@ -105,19 +98,7 @@ func TestWithCollector(t *testing.T) {
 	if !bytes.Equal(pc.Region(), refPC.Region()) {
 		t.Error("postcarding region differs from the reference store")
 	}
-	for l := range uint32(4) {
-		rd, _ := ar.Reader(l)
-		buf := make([]byte, 4*1024)
-		m, err := rd.Read(buf)
-		if err != nil || m != n/4 { // 500 entries per list, the last 4 flushed at Close
-			t.Fatalf("list %d: %d entries, %v", l, m, err)
-		}
-		for i := range m {
-			if got, want := binary.BigEndian.Uint32(buf[4*i:]), uint32(4*i)+l+1; got != want {
-				t.Fatalf("list %d entry %d = %d, want %d", l, i, got, want)
-			}
-		}
-	}
+	checkLists(t, ar, n/4)
 }
 
 func reports(c translator.Counters) uint64 {
@@ -144,5 +125,38 @@ func waitReceived(t *testing.T, tr *translator.Translator, n uint64) {
 			t.Fatalf("translator received %d of %d reports", reports(tr.Counters()), n)
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// checkDatagrams checks each socket's datagram counts: every report in
+// (fire-and-forget: no ack out), every RDMA packet out and in at the
+// target, and what the target sent (its ACKs and atomic ACKs at least)
+// back in.
+func checkDatagrams(t *testing.T, tc translator.Counters, cc target.Counters) {
+	t.Helper()
+	if tc.ReportDatagramsIn != reports(tc) || tc.ReportDatagramsOut != 0 ||
+		tc.RDMADatagramsOut < tc.Packets+tc.Retransmits || cc.Frames > tc.RDMADatagramsOut || cc.Frames < tc.Packets ||
+		cc.DatagramsSent < cc.ACKs+cc.AtomicACKs || tc.RDMADatagramsIn > cc.DatagramsSent || tc.RDMADatagramsIn < tc.AtomicACKs || tc.AtomicACKs == 0 {
+		t.Errorf("datagrams: translator's report socket %d in, %d out (%d reports); its RoCEv2 socket %d out (%d packets, %d retransmitted), %d in (%d atomic ACKs); the target %d in, %d out (%d ACKs, %d atomic ACKs)",
+			tc.ReportDatagramsIn, tc.ReportDatagramsOut, reports(tc), tc.RDMADatagramsOut, tc.Packets, tc.Retransmits, tc.RDMADatagramsIn, tc.AtomicACKs, cc.Frames, cc.DatagramsSent, cc.ACKs, cc.AtomicACKs)
+	}
+}
+
+// checkLists checks that each of ar's four lists holds its per entries in
+// order.
+func checkLists(t *testing.T, ar *appendlist.Store, per int) {
+	t.Helper()
+	for l := range uint32(4) {
+		rd, _ := ar.Reader(l)
+		buf := make([]byte, 4*1024)
+		m, err := rd.Read(buf)
+		if err != nil || m != per { // the last 4 flushed at Close
+			t.Fatalf("list %d: %d entries, %v", l, m, err)
+		}
+		for i := range m {
+			if got, want := binary.BigEndian.Uint32(buf[4*i:]), uint32(4*i)+l+1; got != want {
+				t.Fatalf("list %d entry %d = %d, want %d", l, i, got, want)
+			}
+		}
 	}
 }
