@@ -102,48 +102,9 @@ func (c *Connection) check() (shape, error) {
 	}
 	s.op = c.Ad.Primitive
 	var err error
-	switch s.op {
-	case dta.OpKeyWrite:
-		s.kw, err = keywrite.ParseLayout(c.Ad.Geometry)
-		if err == nil && s.kw.DataSize != c.kwData() {
-			err = fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize, c.kwData())
-		}
-		if err == nil {
-			s.slots = s.kw.Slots
-			err = perCopy(s.kw.Hasher)
-		}
-	case dta.OpKeyIncrement:
-		s.ki, err = keyincr.ParseLayout(c.Ad.Geometry)
-		if err == nil {
-			s.slots = s.ki.Slots
-			err = perCopy(s.ki.Hasher)
-		}
-		if err == nil && c.Ad.VA%8 != 0 {
-			err = errors.New("counter region not 8-byte aligned")
-		}
-	case dta.OpAppend:
-		s.ap, err = appendlist.ParseLayout(c.Ad.Geometry)
-		want := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits,
-			EntrySize: p4gen.AppendEntry, Batch: c.apBatch()}
-		if err == nil && s.ap != want {
-			err = fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
-		}
-	case dta.OpPostcard:
-		var l postcard.Layout
-		l, err = postcard.ParseLayout(c.Ad.Geometry)
-		want := postcard.Layout{Hops: p4gen.PostcardHops, SlotBits: 32, Chunks: l.Chunks, Copies: l.Copies}
-		switch {
-		case err != nil:
-		case l != want || l.Copies > p4gen.MaxCopies:
-			err = fmt.Errorf("postcard layout %+v, compiled for %d hops of 32 bits, default checksums, per-copy addressing, at most %d copies",
-				l, p4gen.PostcardHops, p4gen.MaxCopies)
-		case l.Chunks > 1<<p4gen.PostcardChunkBits:
-			err = fmt.Errorf("%d chunks, compiled for at most 2^%d", l.Chunks, p4gen.PostcardChunkBits)
-		default:
-			s.slots = uint64(l.Chunks)
-			s.pc, err = postcard.NewCodec(l)
-		}
-	default:
+	if f := checks[s.op]; f != nil {
+		err = f(c, &s)
+	} else {
 		err = fmt.Errorf("primitive %d not compiled in", s.op)
 	}
 	if err != nil {
@@ -157,6 +118,73 @@ func (c *Connection) check() (shape, error) {
 		return s, fmt.Errorf("p4: connection %d: %w: more than 2^32 slots", c.Index, ErrAdvertisement)
 	}
 	return s, nil
+}
+
+// checks validates a connection's advertisement for each primitive the
+// programs compile in, filling the shape.
+var checks = map[dta.Opcode]func(c *Connection, s *shape) error{
+	dta.OpKeyWrite:     checkKeyWrite,
+	dta.OpKeyIncrement: checkKeyIncrement,
+	dta.OpAppend:       checkAppend,
+	dta.OpPostcard:     checkPostcard,
+}
+
+func checkKeyWrite(c *Connection, s *shape) error {
+	var err error
+	if s.kw, err = keywrite.ParseLayout(c.Ad.Geometry); err != nil {
+		return err
+	}
+	if s.kw.DataSize != c.kwData() {
+		return fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize, c.kwData())
+	}
+	s.slots = s.kw.Slots
+	return perCopy(s.kw.Hasher)
+}
+
+func checkKeyIncrement(c *Connection, s *shape) error {
+	var err error
+	if s.ki, err = keyincr.ParseLayout(c.Ad.Geometry); err != nil {
+		return err
+	}
+	s.slots = s.ki.Slots
+	if err := perCopy(s.ki.Hasher); err != nil {
+		return err
+	}
+	if c.Ad.VA%8 != 0 {
+		return errors.New("counter region not 8-byte aligned")
+	}
+	return nil
+}
+
+func checkAppend(c *Connection, s *shape) error {
+	var err error
+	if s.ap, err = appendlist.ParseLayout(c.Ad.Geometry); err != nil {
+		return err
+	}
+	want := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits,
+		EntrySize: p4gen.AppendEntry, Batch: c.apBatch()}
+	if s.ap != want {
+		return fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
+	}
+	return nil
+}
+
+func checkPostcard(c *Connection, s *shape) error {
+	l, err := postcard.ParseLayout(c.Ad.Geometry)
+	if err != nil {
+		return err
+	}
+	want := postcard.Layout{Hops: p4gen.PostcardHops, SlotBits: 32, Chunks: l.Chunks, Copies: l.Copies}
+	if l != want || l.Copies > p4gen.MaxCopies {
+		return fmt.Errorf("postcard layout %+v, compiled for %d hops of 32 bits, default checksums, per-copy addressing, at most %d copies",
+			l, p4gen.PostcardHops, p4gen.MaxCopies)
+	}
+	if l.Chunks > 1<<p4gen.PostcardChunkBits {
+		return fmt.Errorf("%d chunks, compiled for at most 2^%d", l.Chunks, p4gen.PostcardChunkBits)
+	}
+	s.slots = uint64(l.Chunks)
+	s.pc, err = postcard.NewCodec(l)
+	return err
 }
 
 // perCopy accepts the hasher the egress slot hashes compute: tofino.PerCopy
