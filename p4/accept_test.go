@@ -140,51 +140,11 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 		}
 	}
 	run := craftRun(t, conns, 200)
-	var out target.Output
-	for i, b := range run.frames {
-		udp := b[dta.EthernetLen+20:]
-		src := netip.AddrPortFrom(run.want[i].Src, run.want[i].SrcPort)
-		tgt.Process(time.Now(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
-	}
-	cs := tgt.Counters()
-	writes, atomics := uint64(0), uint64(0)
-	for _, f := range run.want {
-		if f.BTH.Opcode == rocev2.RCWriteOnly {
-			writes++ // Key-Write and Append
-		} else {
-			atomics++
-		}
-	}
-	if cs.BadICRC != 0 || cs.Malformed != 0 || cs.Unknown != 0 || cs.OutOfOrder != 0 || cs.NAKAccess != 0 {
-		t.Fatalf("target refused crafted packets: %+v", cs)
-	}
-	if cs.WritePackets != writes || cs.Atomics != atomics {
-		t.Fatalf("target applied %d writes and %d atomics, want %d and %d", cs.WritePackets, cs.Atomics, writes, atomics)
-	}
+	feedTarget(tgt, run)
+	checkApplied(t, tgt.Counters(), run.want)
 	// The same reports applied by the collector's own packages give the
 	// same bytes, overwrites and collisions included.
-	kws, err := keywrite.NewStore(kwl, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kis, err := keyincr.NewStore(kil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apWant := make([]byte, len(apMem))
-	for _, r := range run.reports {
-		switch r.conn {
-		case 0:
-			err = kws.Put(r.key, r.value, run.n)
-		case 1:
-			err = kis.Add(r.key, binary.BigEndian.Uint64(r.value), run.n)
-		case 2:
-			copy(apWant[apl.ListOffset(r.key)+uint64(r.head)*uint64(apl.SlotSize()):], r.value)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	kws, kis, apWant := applyReports(t, kwl, kil, apl, run)
 	if !bytes.Equal(apMem, apWant) {
 		t.Error("Append region written through the target differs from the batches at their lists' heads")
 	}
@@ -205,6 +165,67 @@ func TestTargetAcceptsCrafted(t *testing.T) {
 	if found < len(run.reports)/3*9/10 {
 		t.Fatalf("only %d of %d Key-Write reports readable", found, len(run.reports)/3)
 	}
+}
+
+// feedTarget hands the run's frames to tgt as UDP datagrams from their
+// sources.
+func feedTarget(tgt *target.Target, run crafted) {
+	var out target.Output
+	for i, b := range run.frames {
+		udp := b[dta.EthernetLen+20:]
+		src := netip.AddrPortFrom(run.want[i].Src, run.want[i].SrcPort)
+		tgt.Process(time.Now(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
+	}
+}
+
+// checkApplied requires the target to have applied every frame of want:
+// each WRITE and each atomic, none refused.
+func checkApplied(t *testing.T, cs target.Counters, want []rocev2.Frame) {
+	t.Helper()
+	writes, atomics := uint64(0), uint64(0)
+	for _, f := range want {
+		if f.BTH.Opcode == rocev2.RCWriteOnly {
+			writes++ // Key-Write and Append
+		} else {
+			atomics++
+		}
+	}
+	if cs.BadICRC != 0 || cs.Malformed != 0 || cs.Unknown != 0 || cs.OutOfOrder != 0 || cs.NAKAccess != 0 {
+		t.Fatalf("target refused crafted packets: %+v", cs)
+	}
+	if cs.WritePackets != writes || cs.Atomics != atomics {
+		t.Fatalf("target applied %d writes and %d atomics, want %d and %d", cs.WritePackets, cs.Atomics, writes, atomics)
+	}
+}
+
+// applyReports applies the run's reports (connections 0, 1, 2: Key-Write,
+// Key-Increment, Append) with the collector's packages and returns the
+// stores and the Append region they give.
+func applyReports(t *testing.T, kwl keywrite.Layout, kil keyincr.Layout, apl appendlist.Layout, run crafted) (*keywrite.Store, *keyincr.Store, []byte) {
+	t.Helper()
+	kws, err := keywrite.NewStore(kwl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kis, err := keyincr.NewStore(kil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apWant := make([]byte, apl.RegionSize())
+	for _, r := range run.reports {
+		switch r.conn {
+		case 0:
+			err = kws.Put(r.key, r.value, run.n)
+		case 1:
+			err = kis.Add(r.key, binary.BigEndian.Uint64(r.value), run.n)
+		case 2:
+			copy(apWant[apl.ListOffset(r.key)+uint64(r.head)*uint64(apl.SlotSize()):], r.value)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kws, kis, apWant
 }
 
 // TestTsharkDissectsCrafted has Wireshark's infiniband dissector read the

@@ -155,27 +155,7 @@ func matchFields(what string, want []schemaField, got []Field) error {
 func checkPlan(s *schema, p *Plan) error {
 	var errs []error
 	for _, e := range p.Entries {
-		t := s.table(e.Table)
-		if t == nil || t.Type != "MatchAction_Direct" {
-			errs = append(errs, fmt.Errorf("entry for %s: no such match-action table", e.Table))
-			continue
-		}
-		for _, k := range t.Key {
-			if k.Match != "Exact" && !strings.HasPrefix(k.Name, "$") {
-				errs = append(errs, fmt.Errorf("%s: key %s is %s, the plan gives exact values", e.Table, k.Name, k.Match))
-			}
-		}
-		if err := matchFields(e.Table+" key", t.Key, e.Key); err != nil {
-			errs = append(errs, err)
-		}
-		i := slices.IndexFunc(t.Actions, func(a schemaAction) bool { return a.Name == e.Action })
-		if i < 0 {
-			errs = append(errs, fmt.Errorf("%s: no action %s", e.Table, e.Action))
-			continue
-		}
-		if err := matchFields(e.Table+" "+e.Action, t.Actions[i].Params, e.Data); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, checkEntry(s, e)...)
 	}
 	counts := map[string]int{}
 	for _, e := range p.Entries {
@@ -187,32 +167,12 @@ func checkPlan(s *schema, p *Plan) error {
 		}
 	}
 	for _, r := range p.Registers {
-		t := s.table(r.Register)
-		switch {
-		case t == nil || t.Type != "Register" || len(t.Data) != 1:
-			errs = append(errs, fmt.Errorf("register %s: not in the schema", r.Register))
-		case int(r.Index) >= t.Size:
-			errs = append(errs, fmt.Errorf("register %s[%d]: size %d", r.Register, r.Index, t.Size))
-		case t.Data[0].Name != r.Register+".f1":
-			errs = append(errs, fmt.Errorf("register %s: data field %s, the script writes f1", r.Register, t.Data[0].Name))
-		case !fits(r.Value, t.Data[0].Width):
-			errs = append(errs, fmt.Errorf("register %s[%d] = %#x does not fit %d bits", r.Register, r.Index, r.Value, t.Data[0].Width))
+		if err := checkRegister(s, r); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, m := range p.Meters {
-		t := s.table(m.Meter)
-		if t == nil || t.Type != "Meter" {
-			errs = append(errs, fmt.Errorf("meter %s: not in the schema", m.Meter))
-			continue
-		}
-		if int(m.Index) >= t.Size {
-			errs = append(errs, fmt.Errorf("meter %s[%d]: size %d", m.Meter, m.Index, t.Size))
-		}
-		for _, f := range []string{"$METER_SPEC_CIR_PPS", "$METER_SPEC_PIR_PPS", "$METER_SPEC_CBS_PKTS", "$METER_SPEC_PBS_PKTS"} {
-			if !slices.ContainsFunc(t.Data, func(d schemaField) bool { return d.Name == f }) {
-				errs = append(errs, fmt.Errorf("meter %s: no %s", m.Meter, f))
-			}
-		}
+		errs = append(errs, checkMeter(s, m)...)
 	}
 	for _, g := range p.Groups {
 		if g.ID == 0 {
@@ -225,6 +185,66 @@ func checkPlan(s *schema, p *Plan) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkEntry validates a table entry's table, key fields, action and
+// parameters against s.
+func checkEntry(s *schema, e Entry) []error {
+	var errs []error
+	t := s.table(e.Table)
+	if t == nil || t.Type != "MatchAction_Direct" {
+		return []error{fmt.Errorf("entry for %s: no such match-action table", e.Table)}
+	}
+	for _, k := range t.Key {
+		if k.Match != "Exact" && !strings.HasPrefix(k.Name, "$") {
+			errs = append(errs, fmt.Errorf("%s: key %s is %s, the plan gives exact values", e.Table, k.Name, k.Match))
+		}
+	}
+	if err := matchFields(e.Table+" key", t.Key, e.Key); err != nil {
+		errs = append(errs, err)
+	}
+	i := slices.IndexFunc(t.Actions, func(a schemaAction) bool { return a.Name == e.Action })
+	if i < 0 {
+		return append(errs, fmt.Errorf("%s: no action %s", e.Table, e.Action))
+	}
+	if err := matchFields(e.Table+" "+e.Action, t.Actions[i].Params, e.Data); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// checkRegister validates a register cell's register, index and value.
+func checkRegister(s *schema, r Register) error {
+	t := s.table(r.Register)
+	switch {
+	case t == nil || t.Type != "Register" || len(t.Data) != 1:
+		return fmt.Errorf("register %s: not in the schema", r.Register)
+	case int(r.Index) >= t.Size:
+		return fmt.Errorf("register %s[%d]: size %d", r.Register, r.Index, t.Size)
+	case t.Data[0].Name != r.Register+".f1":
+		return fmt.Errorf("register %s: data field %s, the script writes f1", r.Register, t.Data[0].Name)
+	case !fits(r.Value, t.Data[0].Width):
+		return fmt.Errorf("register %s[%d] = %#x does not fit %d bits", r.Register, r.Index, r.Value, t.Data[0].Width)
+	}
+	return nil
+}
+
+// checkMeter validates a meter cell's meter, index and data fields.
+func checkMeter(s *schema, m Meter) []error {
+	t := s.table(m.Meter)
+	if t == nil || t.Type != "Meter" {
+		return []error{fmt.Errorf("meter %s: not in the schema", m.Meter)}
+	}
+	var errs []error
+	if int(m.Index) >= t.Size {
+		errs = append(errs, fmt.Errorf("meter %s[%d]: size %d", m.Meter, m.Index, t.Size))
+	}
+	for _, f := range []string{"$METER_SPEC_CIR_PPS", "$METER_SPEC_PIR_PPS", "$METER_SPEC_CBS_PKTS", "$METER_SPEC_PBS_PKTS"} {
+		if !slices.ContainsFunc(t.Data, func(d schemaField) bool { return d.Name == f }) {
+			errs = append(errs, fmt.Errorf("meter %s: no %s", m.Meter, f))
+		}
+	}
+	return errs
 }
 
 var (
