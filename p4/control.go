@@ -140,157 +140,216 @@ type Plan struct {
 // multicast groups and meters for cfg. Every connection is checked against
 // the compiled program; the first problem is returned.
 func NewPlan(cfg Config) (*Plan, error) {
+	if err := cfg.checkPlanConfig(); err != nil {
+		return nil, err
+	}
+	pl := &planner{cfg: cfg, p: &Plan{}, stride: uint32(p4gen.MaxCopies + 1), seen: map[uint8]bool{}}
+	for c := range cfg.Collectors {
+		if err := pl.collector(c); err != nil {
+			return nil, err
+		}
+	}
+	pl.cpu()
+	pl.reportPorts()
+	if err := pl.instances(); err != nil {
+		return nil, err
+	}
+	return pl.p, nil
+}
+
+// checkPlanConfig checks what NewPlan needs of cfg beyond the connections.
+func (cfg Config) checkPlanConfig() error {
 	n := len(cfg.Collectors)
 	if n == 0 || n > 256 {
-		return nil, fmt.Errorf("p4: plan: %w: %d collectors, want 1..256", ErrConfig, n)
+		return fmt.Errorf("p4: plan: %w: %d collectors, want 1..256", ErrConfig, n)
 	}
 	if cfg.Program > PostcardProgram {
-		return nil, fmt.Errorf("p4: plan: %w: unknown program %d", ErrConfig, cfg.Program)
+		return fmt.Errorf("p4: plan: %w: unknown program %d", ErrConfig, cfg.Program)
 	}
-	stride := uint32(p4gen.MaxCopies + 1)
-	top := uint32(cfg.MulticastBase) + uint32(n)*stride
+	top := uint32(cfg.MulticastBase) + uint32(n)*uint32(p4gen.MaxCopies+1)
 	if cfg.Program == PostcardProgram {
 		top = uint32(cfg.MulticastBase) + 2<<p4gen.QPBits
 	}
 	if top > 0xFFFF {
-		return nil, fmt.Errorf("p4: plan: %w: multicast group IDs overflow", ErrConfig)
+		return fmt.Errorf("p4: plan: %w: multicast group IDs overflow", ErrConfig)
 	}
 	if cfg.CPUPort >= 1<<devPortBits {
-		return nil, fmt.Errorf("p4: plan: %w: CPU port %d wider than a %d-bit dev_port", ErrConfig, cfg.CPUPort, devPortBits)
+		return fmt.Errorf("p4: plan: %w: CPU port %d wider than a %d-bit dev_port", ErrConfig, cfg.CPUPort, devPortBits)
 	}
 	for _, port := range cfg.ReportPorts {
 		if port >= 1<<devPortBits {
-			return nil, fmt.Errorf("p4: plan: %w: report port %d wider than a %d-bit dev_port", ErrConfig, port, devPortBits)
+			return fmt.Errorf("p4: plan: %w: report port %d wider than a %d-bit dev_port", ErrConfig, port, devPortBits)
 		}
 		if pipeOf(port) != pipeOf(cfg.ReportPorts[0]) {
-			return nil, fmt.Errorf("p4: plan: %w: report ports %d and %d are in pipes %d and %d: the Append, postcard and meter state is per pipe",
+			return fmt.Errorf("p4: plan: %w: report ports %d and %d are in pipes %d and %d: the Append, postcard and meter state is per pipe",
 				ErrConfig, cfg.ReportPorts[0], port, pipeOf(cfg.ReportPorts[0]), pipeOf(port))
 		}
 	}
 	for c, col := range cfg.Collectors {
 		if col.Port >= 1<<devPortBits {
-			return nil, fmt.Errorf("p4: plan: %w: collector %d: port %d wider than a %d-bit dev_port", ErrConfig, c, col.Port, devPortBits)
+			return fmt.Errorf("p4: plan: %w: collector %d: port %d wider than a %d-bit dev_port", ErrConfig, c, col.Port, devPortBits)
 		}
 	}
-	p := &Plan{}
-	seen := map[uint8]bool{}
-	var nodeID uint32
-	group := func(id uint16, port uint16, rids ...uint16) {
-		g := Group{ID: id}
-		for _, rid := range rids {
-			nodeID++
-			p.Nodes = append(p.Nodes, Node{ID: nodeID, RID: rid, Port: port})
-			g.Nodes = append(g.Nodes, nodeID)
-		}
-		p.Groups = append(p.Groups, g)
+	return nil
+}
+
+// planner builds a Plan, a collector and a connection at a time.
+type planner struct {
+	cfg    Config
+	p      *Plan
+	stride uint32         // multicast group IDs per collector
+	seen   map[uint8]bool // QP indexes planned
+	nodeID uint32         // the last multicast node's ID
+}
+
+// group adds multicast group id of one node per rid, on port.
+func (pl *planner) group(id uint16, port uint16, rids ...uint16) {
+	g := Group{ID: id}
+	for _, rid := range rids {
+		pl.nodeID++
+		pl.p.Nodes = append(pl.p.Nodes, Node{ID: pl.nodeID, RID: rid, Port: port})
+		g.Nodes = append(g.Nodes, pl.nodeID)
 	}
-	for c, col := range cfg.Collectors {
-		mgid := cfg.MulticastBase + uint16(uint32(c)*stride)
-		if cfg.Program == TranslatorProgram {
-			for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-				rids := make([]uint16, copies)
-				for rid := range rids {
-					rids[rid] = uint16(rid)
-				}
-				group(mgid+uint16(copies), col.Port, rids...)
-			}
+	pl.p.Groups = append(pl.p.Groups, g)
+}
+
+// collector plans collector c's multicast groups and connections.
+func (pl *planner) collector(c int) error {
+	col := pl.cfg.Collectors[c]
+	mgid := pl.cfg.MulticastBase + uint16(uint32(c)*pl.stride)
+	if pl.cfg.Program == TranslatorProgram {
+		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+			pl.group(mgid+uint16(copies), col.Port, ridsUpTo(copies)...)
 		}
-		for i := range col.Connections {
-			conn := &col.Connections[i]
-			if seen[conn.Index] {
-				return nil, fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
-			}
-			seen[conn.Index] = true
-			s, err := conn.check()
-			if err != nil {
-				return nil, err
-			}
-			if !cfg.Program.Serves(s.op) {
-				return nil, fmt.Errorf("p4: plan: connection %d: %w: %v is not compiled into %v", conn.Index, ErrAdvertisement, s.op, cfg.Program)
-			}
-			k, err := conn.icrcConstant(s)
-			if err != nil {
-				return nil, err
-			}
-			// Append batches go to the list's head, not to a hashed slot: no mask.
-			qpKey, maskName, mask := "qp", "slot_mask", uint64(0)
-			if s.slots > 0 {
-				mask = s.slots - 1
-			}
-			if cfg.Program == PostcardProgram {
-				// The egress places the chunk hash at the chunk's byte offset.
-				qpKey, maskName, mask = "qpi", "chunk_mask", mask*uint64(s.pc.Layout().ChunkSize())
-			}
-			qp := Entry{
-				Table: "Egress.qp", Key: []Field{{qpKey, uint64(conn.Index)}}, Action: "Egress.set_qp",
-				Data: []Field{
-					{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
-					{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
-					{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
-					{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
-					{maskName, mask}, {"icrc", uint64(k)},
-				},
-			}
-			if cfg.Program == PostcardProgram {
-				own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
-				copies := s.pc.Layout().Copies
-				rids := make([]uint16, copies)
-				for j := range rids {
-					rids[j] = uint16(j)
-				}
-				group(own, col.Port, rids...)
-				for j := range rids {
-					rids[j] |= p4gen.PostcardEvicted
-				}
-				group(ev, col.Port, rids...)
-			}
-			p.Entries = append(p.Entries, qp, Entry{
-				Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
-				Data: []Field{{"port", uint64(col.Port)}, {"qp", uint64(conn.Index)}},
+	}
+	for i := range col.Connections {
+		if err := pl.connection(col.Port, mgid, &col.Connections[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ridsUpTo returns the replication IDs 0..n-1.
+func ridsUpTo(n int) []uint16 {
+	rids := make([]uint16, n)
+	for rid := range rids {
+		rids[rid] = uint16(rid)
+	}
+	return rids
+}
+
+// connection plans one connection of a collector on port whose copies'
+// multicast groups start at mgid: its egress QP entry, its responder entry,
+// its copies or postcard groups, its PSN register and its meter.
+func (pl *planner) connection(port, mgid uint16, conn *Connection) error {
+	cfg := pl.cfg
+	if pl.seen[conn.Index] {
+		return fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
+	}
+	pl.seen[conn.Index] = true
+	s, err := conn.check()
+	if err != nil {
+		return err
+	}
+	if !cfg.Program.Serves(s.op) {
+		return fmt.Errorf("p4: plan: connection %d: %w: %v is not compiled into %v", conn.Index, ErrAdvertisement, s.op, cfg.Program)
+	}
+	k, err := conn.icrcConstant(s)
+	if err != nil {
+		return err
+	}
+	// Append batches go to the list's head, not to a hashed slot: no mask.
+	qpKey, maskName, mask := "qp", "slot_mask", uint64(0)
+	if s.slots > 0 {
+		mask = s.slots - 1
+	}
+	if cfg.Program == PostcardProgram {
+		// The egress places the chunk hash at the chunk's byte offset.
+		qpKey, maskName, mask = "qpi", "chunk_mask", mask*uint64(s.pc.Layout().ChunkSize())
+	}
+	qp := Entry{
+		Table: "Egress.qp", Key: []Field{{qpKey, uint64(conn.Index)}}, Action: "Egress.set_qp",
+		Data: []Field{
+			{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
+			{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
+			{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
+			{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
+			{maskName, mask}, {"icrc", uint64(k)},
+		},
+	}
+	if cfg.Program == PostcardProgram {
+		own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
+		rids := ridsUpTo(s.pc.Layout().Copies)
+		pl.group(own, port, rids...)
+		for j := range rids {
+			rids[j] |= p4gen.PostcardEvicted
+		}
+		pl.group(ev, port, rids...)
+	}
+	pl.p.Entries = append(pl.p.Entries, qp, Entry{
+		Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
+		Data: []Field{{"port", uint64(port)}, {"qp", uint64(conn.Index)}},
+	})
+	if cfg.Program == TranslatorProgram {
+		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
+			pl.p.Entries = append(pl.p.Entries, Entry{
+				Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
+				Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
 			})
-			if cfg.Program == TranslatorProgram {
-				for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-					p.Entries = append(p.Entries, Entry{
-						Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
-						Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
-					})
-				}
-			}
-			p.Registers = append(p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
-			if cfg.RatePPS != 0 {
-				p.Meters = append(p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
+		}
+	}
+	pl.p.Registers = append(pl.p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
+	if cfg.RatePPS != 0 {
+		pl.p.Meters = append(pl.p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
+	}
+	return nil
+}
+
+// cpu plans the CPU port's punt entries, when there is one.
+func (pl *planner) cpu() {
+	cfg := pl.cfg
+	if cfg.CPUPort == 0 {
+		return
+	}
+	pl.p.Entries = append(pl.p.Entries, Entry{Table: "Ingress.to_cpu", Action: "Ingress.punt", Data: []Field{{"port", uint64(cfg.CPUPort)}}})
+	dsts := map[uint32]bool{}
+	for _, col := range cfg.Collectors {
+		for _, conn := range col.Connections {
+			if ip := ip4(conn.Dst); !dsts[ip] {
+				dsts[ip] = true
+				pl.p.Entries = append(pl.p.Entries, Entry{
+					Table: "Ingress.from_cpu", Key: []Field{{"ingress_port", uint64(cfg.CPUPort)}, {"dst", uint64(ip)}},
+					Action: "Ingress.punt", Data: []Field{{"port", uint64(col.Port)}},
+				})
 			}
 		}
 	}
-	if cfg.CPUPort != 0 {
-		p.Entries = append(p.Entries, Entry{Table: "Ingress.to_cpu", Action: "Ingress.punt", Data: []Field{{"port", uint64(cfg.CPUPort)}}})
-		dsts := map[uint32]bool{}
-		for _, col := range cfg.Collectors {
-			for _, conn := range col.Connections {
-				if ip := ip4(conn.Dst); !dsts[ip] {
-					dsts[ip] = true
-					p.Entries = append(p.Entries, Entry{
-						Table: "Ingress.from_cpu", Key: []Field{{"ingress_port", uint64(cfg.CPUPort)}, {"dst", uint64(ip)}},
-						Action: "Ingress.punt", Data: []Field{{"port", uint64(col.Port)}},
-					})
-				}
-			}
-		}
-	}
+}
+
+// reportPorts plans the ports reports are taken on.
+func (pl *planner) reportPorts() {
 	seenPort := map[uint16]bool{}
-	for _, port := range cfg.ReportPorts {
+	for _, port := range pl.cfg.ReportPorts {
 		if !seenPort[port] {
 			seenPort[port] = true
-			p.Entries = append(p.Entries, Entry{Table: "Ingress.report_ports", Key: []Field{{"ingress_port", uint64(port)}}, Action: "Ingress.report_port"})
+			pl.p.Entries = append(pl.p.Entries, Entry{Table: "Ingress.report_ports", Key: []Field{{"ingress_port", uint64(port)}}, Action: "Ingress.report_port"})
 		}
 	}
+}
+
+// instances plans the choice of a report's instance: for each of the 256
+// CRC8 values, the chosen collector's first instance of each primitive.
+func (pl *planner) instances() error {
+	cfg := pl.cfg
+	n := len(cfg.Collectors)
 	var evicted []Entry
 	for i := range 256 {
 		c := i % n
 		if cfg.Choice != nil {
 			c = int(cfg.Choice[i])
 			if c >= n {
-				return nil, fmt.Errorf("p4: plan: %w: choice %d names collector %d of %d", ErrConfig, i, c, n)
+				return fmt.Errorf("p4: plan: %w: choice %d names collector %d of %d", ErrConfig, i, c, n)
 			}
 		}
 		used := map[uint8]bool{}
@@ -302,7 +361,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 			used[op] = true
 			if cfg.Program == PostcardProgram {
 				own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
-				p.Entries = append(p.Entries, Entry{
+				pl.p.Entries = append(pl.p.Entries, Entry{
 					Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}}, Action: "Ingress.to_instance",
 					Data: []Field{{"qp", uint64(conn.Index)}, {"mgid", uint64(own)}},
 				})
@@ -312,14 +371,14 @@ func NewPlan(cfg Config) (*Plan, error) {
 				})
 				continue
 			}
-			p.Entries = append(p.Entries, Entry{
+			pl.p.Entries = append(pl.p.Entries, Entry{
 				Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}, {"opcode", uint64(op)}}, Action: "Ingress.to_instance",
 				Data: []Field{{"qp", uint64(conn.Index)}},
 			})
 		}
 	}
-	p.Entries = append(p.Entries, evicted...)
-	return p, nil
+	pl.p.Entries = append(pl.p.Entries, evicted...)
+	return nil
 }
 
 // postcardGroups returns the multicast groups of the Postcarding instance on
