@@ -237,7 +237,7 @@ func TestCollectorGone(t *testing.T) {
 		return true
 	})
 	before := tr.Counters()
-	keyWritesLand(t, rep, tr, s2, before, newModel(t, g))
+	keyWritesSent(t, rep, tr, s2, before, newModel(t, g))
 	// Append: the translator took the new collector's heads; a reader of
 	// the new region, starting at 0, reads the entries.
 	base := reports(tr.Counters())
@@ -248,6 +248,9 @@ func TestCollectorGone(t *testing.T) {
 	if err := rep.Close(); err != nil {
 		t.Error(err)
 	}
+	// Close returned once every report was acknowledged (or counted):
+	// an acknowledged Key-Write is in the collector's memory.
+	keyWritesLanded(t, rep, s2)
 	if err := tr.Close(2 * time.Second); err != nil {
 		t.Errorf("close: %v", err)
 	}
@@ -318,10 +321,10 @@ func checkAway(t *testing.T, tr *translator.Translator, tc translator.Counters, 
 	}
 }
 
-// keyWritesLand writes 64 keys after the collector s2 came back (m2 their
-// reference store) and checks they land; before is the translator's
-// counters at its return.
-func keyWritesLand(t *testing.T, rep *reporter.Reporter, tr *translator.Translator, s2 *served, before translator.Counters, m2 *model) {
+// keyWritesSent writes 64 keys after the collector s2 came back (m2 their
+// reference store) and waits until the translator took them; before is
+// the translator's counters at its return.
+func keyWritesSent(t *testing.T, rep *reporter.Reporter, tr *translator.Translator, s2 *served, before translator.Counters, m2 *model) {
 	for k2 := range uint32(64) {
 		d := []byte{0, 0, byte(k2 >> 8), byte(k2) + 1}
 		_ = rep.KeyWrite(1000+k2, d, 2)
@@ -330,17 +333,26 @@ func keyWritesLand(t *testing.T, rep *reporter.Reporter, tr *translator.Translat
 	_ = rep.Flush()
 	// Reports NACKed while the collector was away may be resent now and
 	// land too: wait until the translator has every datagram the reporter
-	// sent and the target every write of the Key-Write reports taken since.
+	// sent and the target about as many writes as Key-Write reports taken
+	// since. Whether each key landed is checked once the reporter has its
+	// acknowledgement (keyWritesLanded): the target's write count includes
+	// other primitives' writes, so it cannot tell.
 	waitFor(t, 5*time.Second, "the reports to land", func() bool {
 		sent, tc := rep.Counters().Datagrams, tr.Counters()
 		kw := tc.Reports[dta.OpKeyWrite] - before.Reports[dta.OpKeyWrite]
 		return reports(tc) >= sent && kw >= 64 && s2.c.Counters().WritePackets >= 2*kw
 	})
-	s2.c.Counters()
+}
+
+// keyWritesLanded checks, after the reporter closed, that the 64 keys
+// keyWritesSent wrote are in s2's memory and none was counted lost or
+// unconfirmed.
+func keyWritesLanded(t *testing.T, rep *reporter.Reporter, s2 *served) {
+	s2.c.Counters() // orders this goroutine after the target's writes
 	for k2 := range uint32(64) {
 		res, _ := s2.kw.Query(1000+k2, 2, keywrite.Plurality)
 		if res.Status != keywrite.Found || res.Data[3] != byte(k2)+1 {
-			t.Errorf("key %d after the collector came back: %+v", 1000+k2, res)
+			t.Errorf("key %d after the collector came back: %+v (reporter %+v)", 1000+k2, res, rep.Counters())
 		}
 	}
 }
