@@ -43,8 +43,16 @@ func (p Program) String() string {
 
 // Serves reports whether the program translates op.
 func (p Program) Serves(op dta.Opcode) bool {
-	t, err := lookup(op)
-	return err == nil && t.program == p
+	_, err := lookupFor(op, p)
+	return err == nil
+}
+
+// qpKey names the key of the program's Egress.qp table.
+func (p Program) qpKey() string {
+	if p == PostcardProgram {
+		return "qpi"
+	}
+	return "qp"
 }
 
 // Config is what the control plane needs besides the advertisements.
@@ -249,29 +257,25 @@ func (pl *planner) connection(port, mgid uint16, conn *Connection) error {
 		return fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
 	}
 	pl.seen[conn.Index] = true
-	if _, err := lookup(conn.Ad.Primitive, cfg.Program); err != nil {
+	if _, err := lookupFor(conn.Ad.Primitive, cfg.Program); err != nil {
 		return fmt.Errorf("p4: plan: connection %d: %w: %w", conn.Index, ErrAdvertisement, err)
 	}
 	s, err := conn.check()
 	if err != nil {
 		return err
 	}
-	if !cfg.Program.Serves(s.op) {
-		return fmt.Errorf("p4: plan: connection %d: %w: %w", conn.Index, ErrAdvertisement, &NotImplementedError{s.op, []Program{cfg.Program}})
-	}
 	k, err := conn.icrcConstant(s)
 	if err != nil {
 		return err
 	}
-	qpKey, mask := s.t.egress(&s)
 	qp := Entry{
-		Table: "Egress.qp", Key: []Field{{qpKey, uint64(conn.Index)}}, Action: "Egress.set_qp",
+		Table: "Egress.qp", Key: []Field{{cfg.Program.qpKey(), uint64(conn.Index)}}, Action: "Egress.set_qp",
 		Data: []Field{
 			{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
 			{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
 			{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
 			{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
-			mask, {"icrc", uint64(k)},
+			s.t.mask(&s), {"icrc", uint64(k)},
 		},
 	}
 	pl.p.Entries = append(pl.p.Entries, qp, Entry{
@@ -338,7 +342,7 @@ func (pl *planner) instances() error {
 				continue // a later instance of the same primitive gets nothing
 			}
 			used[op] = true
-			t, err := lookup(op, cfg.Program)
+			t, err := lookupFor(op, cfg.Program)
 			if err != nil {
 				return fmt.Errorf("p4: plan: %w: %w", ErrAdvertisement, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dtakit/dtakit/appendlist"
@@ -17,13 +18,13 @@ import (
 )
 
 // tofinoKind is what the control plane knows of one primitive the Tofino
-// programs translate: the program that does, how an advertised layout is
+// programs translate: the programs that do, how an advertised layout is
 // checked against what it was compiled with, the frame its egress crafts,
 // and its plan's entries. Only the primitives in tofinoKinds have one: a
 // primitive registered beyond them (primitive.Register) advertises a
 // layout the switch cannot serve (NotImplementedError).
 type tofinoKind struct {
-	program Program
+	programs []Program
 	// check validates l, the advertised layout, and the connection
 	// against the compiled constants, filling s.
 	check func(c *Connection, l primitive.Layout, s *shape) error
@@ -33,9 +34,9 @@ type tofinoKind struct {
 	frame func(c *Connection, s *shape, f *rocev2.Frame, key uint32, value []byte, n uint8, head uint32)
 	// valueLen returns the bytes of the value craft takes.
 	valueLen func(s *shape) int
-	// egress returns the key field's name and the mask of the connection's
-	// entry in the egress qp table.
-	egress func(s *shape) (key string, mask Field)
+	// mask returns the slot mask of the connection's entry in the egress
+	// qp table.
+	mask func(s *shape) Field
 	// connection plans the connection's groups and entries beyond its qp
 	// and responder entries; port is its collector's, mgid the first of
 	// the collector's copies groups.
@@ -48,37 +49,45 @@ type tofinoKind struct {
 // tofinoKinds holds the primitives the Tofino programs translate, by opcode.
 var tofinoKinds = map[dta.Opcode]*tofinoKind{
 	dta.OpKeyWrite: {
-		program: TranslatorProgram, check: checkKeyWrite, frame: frameKeyWrite,
-		valueLen: func(s *shape) int { return s.kw.DataSize }, egress: slotMask,
+		programs: []Program{TranslatorProgram}, check: checkKeyWrite, frame: frameKeyWrite,
+		valueLen: func(s *shape) int { return s.kw.DataSize }, mask: slotMask,
 		connection: planCopies, instance: planInstance,
 	},
 	dta.OpKeyIncrement: {
-		program: TranslatorProgram, check: checkKeyIncrement, frame: frameKeyIncrement,
-		valueLen: func(*shape) int { return 8 }, egress: slotMask,
+		programs: []Program{TranslatorProgram}, check: checkKeyIncrement, frame: frameKeyIncrement,
+		valueLen: func(*shape) int { return 8 }, mask: slotMask,
 		connection: planCopies, instance: planInstance,
 	},
 	dta.OpAppend: {
-		program: TranslatorProgram, check: checkAppend, frame: frameAppend,
-		valueLen: func(s *shape) int { return s.ap.Batch * s.ap.EntrySize }, egress: slotMask,
+		programs: []Program{TranslatorProgram}, check: checkAppend, frame: frameAppend,
+		valueLen: func(s *shape) int { return s.ap.Batch * s.ap.EntrySize }, mask: slotMask,
 		connection: planCopies, instance: planInstance,
 	},
 	dta.OpPostcard: {
-		program: PostcardProgram, check: checkPostcard, frame: framePostcard,
-		valueLen: func(s *shape) int { return s.pc.Layout().ChunkSize() }, egress: chunkMask,
+		programs: []Program{PostcardProgram}, check: checkPostcard, frame: framePostcard,
+		valueLen: func(s *shape) int { return s.pc.Layout().ChunkSize() }, mask: chunkMask,
 		connection: planPostcardGroups, instance: planPostcardInstance,
 	},
 }
 
-// lookup returns what p4 knows of op, or a NotImplementedError naming
-// programs (every program when none is given).
-func lookup(op dta.Opcode, programs ...Program) (*tofinoKind, error) {
+// allPrograms are the programs a switch may run.
+var allPrograms = []Program{TranslatorProgram, PostcardProgram}
+
+// lookup returns what p4 knows of op, or a NotImplementedError.
+func lookup(op dta.Opcode) (*tofinoKind, error) {
 	if t := tofinoKinds[op]; t != nil {
 		return t, nil
 	}
-	if len(programs) == 0 {
-		programs = []Program{TranslatorProgram, PostcardProgram}
+	return nil, &NotImplementedError{Primitive: op, Programs: allPrograms}
+}
+
+// lookupFor returns what p4 knows of op if program p translates it, or a
+// NotImplementedError naming p.
+func lookupFor(op dta.Opcode, p Program) (*tofinoKind, error) {
+	if t := tofinoKinds[op]; t != nil && slices.Contains(t.programs, p) {
+		return t, nil
 	}
-	return nil, &NotImplementedError{Primitive: op, Programs: programs}
+	return nil, &NotImplementedError{Primitive: op, Programs: []Program{p}}
 }
 
 // NotImplementedError is the error for an advertisement of a primitive
@@ -185,21 +194,20 @@ func framePostcard(c *Connection, s *shape, f *rocev2.Frame, key uint32, value [
 	f.RETH.DMALength = uint32(size)
 }
 
-// slotMask is translator.p4's qp entry: the hashed slot masked to the
-// region's slots (an Append batch goes to its list's head: no mask).
-func slotMask(s *shape) (string, Field) {
+// slotMask is the mask of the hashed slot: the region's slots (an Append
+// batch goes to its list's head: no mask).
+func slotMask(s *shape) Field {
 	var mask uint64
 	if s.slots > 0 {
 		mask = s.slots - 1
 	}
-	return "qp", Field{"slot_mask", mask}
+	return Field{"slot_mask", mask}
 }
 
-// chunkMask is postcard.p4's qp entry: the egress places the chunk hash at
-// the chunk's byte offset.
-func chunkMask(s *shape) (string, Field) {
-	_, slots := slotMask(s)
-	return "qpi", Field{"chunk_mask", slots.Value * uint64(s.pc.Layout().ChunkSize())}
+// chunkMask is the mask of a chunk's hash: the egress places it at the
+// chunk's byte offset.
+func chunkMask(s *shape) Field {
+	return Field{"chunk_mask", slotMask(s).Value * uint64(s.pc.Layout().ChunkSize())}
 }
 
 // planCopies plans translator.p4's choice of the multicast group of a

@@ -70,8 +70,8 @@ func TestNotImplemented(t *testing.T) {
 	// The four built in stay served by their programs, and only by them.
 	for op, p := range map[dta.Opcode]Program{dta.OpKeyWrite: TranslatorProgram, dta.OpKeyIncrement: TranslatorProgram,
 		dta.OpAppend: TranslatorProgram, dta.OpPostcard: PostcardProgram} {
-		if !p.Serves(op) || (1-p).Serves(op) {
-			t.Errorf("%v: served by %v %v, by %v %v", op, p, p.Serves(op), 1-p, (1-p).Serves(op))
+		if !p.Serves(op) || (1 - p).Serves(op) {
+			t.Errorf("%v: served by %v %v, by %v %v", op, p, p.Serves(op), 1-p, (1 - p).Serves(op))
 		}
 	}
 
