@@ -228,13 +228,14 @@ func (t *Target) tick(now int64, qp *QP, out *Output) {
 	}
 	switch qp.state {
 	case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
-		ev, mad := qp.acc.Tick(now)
+		var buf [cm.MADLen]byte
+		ev, mad := qp.acc.Tick(buf[:0], now)
 		if ev == cm.GaveUp {
 			t.c.CMTimeouts++
 			t.destroy(qp)
 			return
 		}
-		if mad != nil {
+		if len(mad) > 0 {
 			dst := qp.peer
 			if qp.state == qpWaitRTU {
 				dst = qp.req.from
