@@ -28,10 +28,10 @@ func TestAcceptResendsREPUntilUp(t *testing.T) {
 		t.Errorf("REP for a repeated REQ differs: %v", err)
 	}
 	ms := int64(time.Millisecond)
-	if ev, b := a.Tick(nil, 99 * ms); ev != None || b != nil {
+	if ev, b := a.Tick(nil, 99*ms); ev != None || b != nil {
 		t.Fatalf("before the timeout: %v", ev)
 	}
-	if ev, b := a.Tick(nil, 100 * ms); ev != None || !bytes.Equal(b, rep) {
+	if ev, b := a.Tick(nil, 100*ms); ev != None || !bytes.Equal(b, rep) {
 		t.Fatalf("timeout: %v, the REP again %v", ev, bytes.Equal(b, rep))
 	}
 	a.Up()
@@ -40,9 +40,9 @@ func TestAcceptResendsREPUntilUp(t *testing.T) {
 	}
 
 	a, _ = testAccept(t)
-	a.Tick(nil, 100 * ms)
-	a.Tick(nil, 200 * ms)
-	if ev, _ := a.Tick(nil, 300 * ms); ev != GaveUp {
+	a.Tick(nil, 100*ms)
+	a.Tick(nil, 200*ms)
+	if ev, _ := a.Tick(nil, 300*ms); ev != GaveUp {
 		t.Errorf("no RTU after 3 REPs: %v, want GaveUp", ev)
 	}
 }
@@ -54,7 +54,7 @@ func TestAcceptCloseResendsDREQ(t *testing.T) {
 	ms := int64(time.Millisecond)
 	var tids []uint64
 	for _, at := range []int64{0, 100, 200} {
-		ev, b := a.Tick(nil, at * ms)
+		ev, b := a.Tick(nil, at*ms)
 		if ev != None || b == nil {
 			t.Fatalf("DREQ at %d ms: %v", at, ev)
 		}
@@ -63,14 +63,14 @@ func TestAcceptCloseResendsDREQ(t *testing.T) {
 			t.Fatalf("DREQ %+v", m)
 		}
 		tids = append(tids, h.TransactionID)
-		if ev, b := a.Tick(nil, at*ms + 99*ms); ev != None || b != nil {
+		if ev, b := a.Tick(nil, at*ms+99*ms); ev != None || b != nil {
 			t.Fatalf("DREQ before its timeout: %v", ev)
 		}
 	}
 	if tids[0] == tids[1] || tids[1] == tids[2] {
 		t.Errorf("DREQ transaction IDs %x: each try its own", tids)
 	}
-	if ev, _ := a.Tick(nil, 300 * ms); ev != GaveUp {
+	if ev, _ := a.Tick(nil, 300*ms); ev != GaveUp {
 		t.Errorf("no DREP after 3 DREQs: %v, want GaveUp", ev)
 	}
 }

@@ -74,15 +74,15 @@ func TestDialEstablish(t *testing.T) {
 func TestDialResendsAndGivesUp(t *testing.T) {
 	d, req := testDial(t)
 	ms := int64(time.Millisecond)
-	if ev, b := d.Tick(nil, 9 * ms); ev != None || b != nil {
+	if ev, b := d.Tick(nil, 9*ms); ev != None || b != nil {
 		t.Fatalf("before the timeout: %v, %d bytes", ev, len(b))
 	}
 	for i, at := range []int64{10, 20} {
-		if ev, b := d.Tick(nil, at * ms); ev != None || !bytes.Equal(b, req) {
+		if ev, b := d.Tick(nil, at*ms); ev != None || !bytes.Equal(b, req) {
 			t.Fatalf("resend %d: %v, same REQ %v", i+1, ev, bytes.Equal(b, req))
 		}
 	}
-	if ev, b := d.Tick(nil, 30 * ms); ev != GaveUp || b != nil {
+	if ev, b := d.Tick(nil, 30*ms); ev != GaveUp || b != nil {
 		t.Fatalf("after 3 REQs: %v", ev)
 	}
 	if ev, _ := d.Handle(nil, Header(0xAB, AttrREP), &ConnectReply{RemoteCommID: 0x1111}); ev != Foreign {
@@ -141,7 +141,7 @@ func FuzzDialer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, mad []byte, tick uint8) {
 		d, _ := testDial(t)
-		d.Tick(nil, int64(tick) * int64(time.Millisecond))
+		d.Tick(nil, int64(tick)*int64(time.Millisecond))
 		h, m, err := DecodeMAD(mad)
 		if err != nil {
 			return
