@@ -36,6 +36,13 @@ type seam struct {
 func (seam) Kind() primitive.Kind { return kind{} }
 func (seam) Atomic() bool         { return false }
 
+// LayoutOf returns the Layout behind l, a primitive.Layout of a Postcarding
+// geometry (primitive.Parse's), for its typed API.
+func LayoutOf(l primitive.Layout) (Layout, bool) {
+	sl, ok := l.(seam)
+	return sl.Layout, ok
+}
+
 func (l seam) AppendBinary(b []byte) ([]byte, error) { return l.AppendGeometry(b, l.vals) }
 
 // Defaults of a translator's cache when primitive.Config leaves them 0.

@@ -47,7 +47,7 @@ func ExampleEngine() {
 				roce[i].Addr = local // a datagram's Addr is its peer: here its source
 			}
 			out.Reset()
-			col.Target().Process(now, roce, &out)
+			col.Target().Process(now.UnixNano(), roce, &out)
 			sent += len(roce)
 			e.ResetOutput()
 			if len(roce) == 0 && out.Len() == 0 {

@@ -62,10 +62,10 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(in []Datagram, now time.Time) bool {
 		out.Reset()
 		if len(in) > 0 {
-			t.Process(now, in, &out)
+			t.Process(now.UnixNano(), in, &out)
 		}
 		if now.Sub(lastTick) >= TickInterval {
-			t.Tick(now, &out)
+			t.Tick(now.UnixNano(), &out)
 			lastTick = now
 		}
 		// A datagram refused (an unreachable peer) is skipped.
