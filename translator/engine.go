@@ -560,6 +560,8 @@ func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken
 // geometry refuses is NACKed with reason Rejected and sets e.refused.
 func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	switch err := e.apply(r, -1); {
+	case err == nil:
+		return true
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
@@ -588,11 +590,16 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 	}
 	countOp(&e.c.Reports, &e.c.RegisteredReports, op)
 	in := e.chooseCollector(k.Key(r)).byPrim[op]
-	if in == nil || !in.ready() {
+	if in == nil {
 		e.c.NoInstance++
 		return errNoInstance
 	}
-	switch e.translate(in, r, cp) {
+	s := e.sinkFor(in)
+	if !s.ready() {
+		e.c.NoInstance++
+		return errNoInstance
+	}
+	switch e.translate(s, r, cp) {
 	case primitive.Busy:
 		return errBusy
 	case primitive.Rejected:
