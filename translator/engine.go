@@ -589,7 +589,11 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
 	countOp(&e.c.Reports, &e.c.RegisteredReports, op)
-	in := e.chooseCollector(k.Key(r)).byPrim[op]
+	col := e.collectors[0]
+	if len(e.collectors) > 1 { // one collector needs no key
+		col = e.chooseCollector(k.Key(r))
+	}
+	in := col.byPrim[op]
 	if in == nil {
 		e.c.NoInstance++
 		return errNoInstance
