@@ -51,8 +51,11 @@ func (s *sink) Write(off uint64, data []byte, imm bool, immData uint32) {
 		return
 	}
 	e.c.Writes++
-	if s.q != nil {
-		s.q.write(e, in.ad.VA+off, in.ad.RKey, data, imm, immData)
+	if q := s.q; q != nil && len(data) <= MTU {
+		// qp.write's WRITE Only, here to save a call per write.
+		if b := q.req.WriteOnly(in.ad.VA+off, in.ad.RKey, data, imm, immData, e.now); b != nil {
+			e.send(q, b)
+		}
 		return
 	}
 	in.conn.write(e, in.ad.VA+off, in.ad.RKey, data, imm, immData)
@@ -67,8 +70,9 @@ func (s *sink) FetchAdd(off, add uint64) {
 		return
 	}
 	e.c.FetchAdds++
-	if s.q != nil {
-		s.q.fetchAdd(e, in.ad.VA+off, in.ad.RKey, add)
+	if q := s.q; q != nil {
+		// qp.fetchAdd, here to save a call per FETCH_ADD.
+		e.send(q, q.req.FetchAdd(in.ad.VA+off, in.ad.RKey, add, e.now))
 		return
 	}
 	in.conn.fetchAdd(e, in.ad.VA+off, in.ad.RKey, add)
