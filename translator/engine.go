@@ -579,8 +579,9 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	return false
 }
 
-// apply translates r, counting it, and says why it was not applied. A
-// Key-Write writes only copy cp when cp is not negative.
+// apply translates r through its primitive's Translator, counting it, and
+// says why it was not applied. A Key-Write writes only copy cp when cp is
+// not negative.
 func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
 	k, ok := primitive.Lookup(op)
@@ -603,10 +604,11 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 		e.c.NoInstance++
 		return errNoInstance
 	}
-	switch e.translate(s, r, cp) {
+	switch in.tr.Translate(s, r, cp) {
 	case primitive.Busy:
 		return errBusy
 	case primitive.Rejected:
+		e.c.Rejected++
 		return errRejected
 	}
 	countOp(&e.c.Translated, &e.c.RegisteredTranslated, op)

@@ -101,17 +101,6 @@ type scratch struct {
 	heads []uint64
 }
 
-// translate turns r into the operations of s's instance through its
-// primitive. A Key-Write writes only copy cp when cp is not negative
-// (Submit).
-func (e *Engine) translate(s *sink, r *dta.Report, cp int) primitive.Outcome {
-	o := s.in.tr.Translate(s, r, cp)
-	if o == primitive.Rejected {
-		e.c.Rejected++
-	}
-	return o
-}
-
 // Flush writes what the translator holds back: every cached postcard flow's
 // chunks and every partial append batch, on every ready instance, whatever
 // the rate limit. What does not fit a retransmit ring, or belongs to an
