@@ -91,7 +91,10 @@ func (t *Table) Add(src Source, seq uint32, now int64) (s *State, evicted bool) 
 		evicted = true
 	}
 	s = &State{src: src, table: t, first: seq, next: seq, ackFrom: seq, lastAt: now, budget: NewSourceNACKs}
-	t.m[src] = s
+	if old := t.m[src]; old != nil { // replaced: forgotten
+		old.table = nil
+	}
+	t.m[src], t.last = s, s
 	return s, evicted
 }
 

@@ -32,3 +32,18 @@ func TestTableForgetsEvicted(t *testing.T) {
 		t.Fatal("a state is tracked by a table that does not hold it")
 	}
 }
+
+// TestTableReplaced: a source added again gets a new state, which Get
+// returns; the state it replaced is not tracked.
+func TestTableReplaced(t *testing.T) {
+	var tb Table
+	s1, _ := tb.Add(testSrc, 0, 0)
+	if tb.Get(testSrc) != s1 {
+		t.Fatal("the source is not found")
+	}
+	s2, _ := tb.Add(testSrc, 10, 0)
+	if tb.Get(testSrc) != s2 || !tb.Tracks(s2) || tb.Tracks(s1) || tb.Len() != 1 {
+		t.Fatalf("after a second Add: Get %p (new %p, old %p), tracks new %v, old %v, %d tracked",
+			tb.Get(testSrc), s2, s1, tb.Tracks(s2), tb.Tracks(s1), tb.Len())
+	}
+}
