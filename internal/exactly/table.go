@@ -17,7 +17,8 @@ const (
 )
 
 // Table holds the State of each source, at most MaxSources. The zero
-// value is an empty table.
+// value is an empty table. A Table is not safe for concurrent use, Get
+// included (it remembers the state it found).
 type Table struct {
 	m map[Source]*State
 	// last is the state Get found last: a source's reports come in runs,
