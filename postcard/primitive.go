@@ -101,8 +101,9 @@ func (t *translator) Held() (slots, per int) { return len(t.at), t.hops }
 // blanks one settled before.
 func (t *translator) Translate(s primitive.Sink, r *dta.Report, copy int) primitive.Outcome {
 	p := &r.Postcard
+	slot := t.cache.Slot(p.Key)
 	// The entry's chunk, perhaps in runs of slots, and p's flow's.
-	if !s.Room(t.cache.PendingWrites(t.cache.Slot(p.Key)) + t.pc.Layout().Copies) {
+	if !s.Room(t.cache.PendingWrites(slot) + t.pc.Layout().Copies) {
 		return primitive.Busy
 	}
 	if copy >= 0 {
@@ -113,8 +114,8 @@ func (t *translator) Translate(s primitive.Sink, r *dta.Report, copy int) primit
 		s.Count(primitive.OutsideValues)
 		return primitive.Rejected
 	}
+	// A postcard that is not Settling is not held: Hold is not called.
 	track := s.Settling()
-	slot := t.cache.Slot(p.Key)
 	chunks := t.chunks[:0]
 	if track && s.Held(slot) == t.hops {
 		// Its flow had more postcards than hops (a hop came twice): the
@@ -131,12 +132,16 @@ func (t *translator) Translate(s primitive.Sink, r *dta.Report, copy int) primit
 	for i := range chunks {
 		if chunks[i].Key == p.Key {
 			own = true
-			s.Hold(slot)
+			if track {
+				s.Hold(slot)
+			}
 		}
 		t.write(s, slot, chunks[i:i+1])
 	}
 	if !own {
-		s.Hold(slot)
+		if track {
+			s.Hold(slot)
+		}
 		if t.at[slot] == 0 { // the flow starts waiting
 			t.at[slot] = max(s.Now(), 1)
 		}

@@ -560,6 +560,8 @@ func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken
 // geometry refuses is NACKed with reason Rejected and sets e.refused.
 func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	switch err := e.apply(r, -1); {
+	case err == nil:
+		return true
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
@@ -577,8 +579,9 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	return false
 }
 
-// apply translates r, counting it, and says why it was not applied. A
-// Key-Write writes only copy cp when cp is not negative.
+// apply translates r through its primitive's Translator, counting it, and
+// says why it was not applied. A Key-Write writes only copy cp when cp is
+// not negative.
 func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
 	k, ok := primitive.Lookup(op)
@@ -587,15 +590,25 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
 	countOp(&e.c.Reports, &e.c.RegisteredReports, op)
-	in := e.chooseCollector(k.Key(r)).byPrim[op]
-	if in == nil || !in.ready() {
+	col := e.collectors[0]
+	if len(e.collectors) > 1 { // one collector needs no key
+		col = e.chooseCollector(k.Key(r))
+	}
+	in := col.byPrim[op]
+	if in == nil {
 		e.c.NoInstance++
 		return errNoInstance
 	}
-	switch e.translate(in, r, cp) {
+	s := e.sinkFor(in)
+	if !s.ready() {
+		e.c.NoInstance++
+		return errNoInstance
+	}
+	switch in.tr.Translate(s, r, cp) {
 	case primitive.Busy:
 		return errBusy
 	case primitive.Rejected:
+		e.c.Rejected++
 		return errRejected
 	}
 	countOp(&e.c.Translated, &e.c.RegisteredTranslated, op)

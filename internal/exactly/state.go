@@ -41,6 +41,7 @@ const OwedFor = 2 * time.Second
 // translator's clock in nanoseconds.
 type State struct {
 	src     Source
+	table   *Table // the Table tracking s, nil once it forgot s
 	first   uint32 // the first number seen: the ack's span starts there
 	next    uint32 // one past the newest number seen
 	ackFrom uint32 // one past the number the last cumulative ack named
