@@ -34,7 +34,7 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 	}
 	r.checkResent(now)
 	r.resendDue(now)
-	r.store.Expire(now, heldFor)
+	r.store.Expire(now.UnixNano(), heldFor)
 	return true
 }
 
@@ -93,7 +93,7 @@ func (r *Reporter) takeNACK(a dta.Ack, now time.Time) {
 	r.lastEvent = now
 	h := r.store.Held(a.Seq)
 	if h != nil {
-		h.WaitAt = time.Time{} // answered
+		h.WaitAt = 0 // answered
 	}
 	wide := a.Wide && r.cfg.WideSequence
 	switch {
@@ -159,7 +159,7 @@ func (r *Reporter) checkResent(now time.Time) {
 		return
 	}
 	for {
-		seq, h, ok := r.store.Overdue(now, resendWait)
+		seq, h, ok := r.store.Overdue(now.UnixNano(), resendWait)
 		if !ok {
 			return
 		}
@@ -209,12 +209,12 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
-		h.LastSent = now
+		h.LastSent = now.UnixNano()
 		if r.credit.on {
 			// Wide numbers: the translator acknowledges the resend alone
 			// (R), or it is sent again. Narrow ones have no such ack:
 			// sent again, one applied would be applied twice.
-			r.store.Await(q.seq, h, now)
+			r.store.Await(q.seq, h, now.UnixNano())
 		}
 		r.pace.spend()
 		r.batch = append(r.batch, udpio.Datagram{Buf: h.B})

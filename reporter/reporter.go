@@ -510,7 +510,7 @@ func (r *Reporter) waitLocked() error {
 		now := time.Now()
 		r.pace.refill(now)
 		switch {
-		case r.credit.on && r.store.Behind(r.seq, now, ackStall):
+		case r.credit.on && r.store.Behind(r.seq, now.UnixNano(), ackStall):
 			// The translator takes a resend once its number is a window
 			// behind the newest only while it still owes it (up to two
 			// windows, docs/DTA-WIRE.md "Exactly once"); a NACK says the
@@ -732,7 +732,7 @@ func (r *Reporter) probeLocked() bool {
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
-	if b, first := r.store.Lose(seq, time.Now()); first {
+	if b, first := r.store.Lose(seq, time.Now().UnixNano()); first {
 		r.c.Lost++
 		r.queueLoss(seq, b, reason)
 	}
@@ -749,7 +749,7 @@ func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
 // have been applied) and queues it for OnLoss with reason Unconfirmed,
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
-	if b, ok := r.store.Unconfirm(seq, time.Now()); ok {
+	if b, ok := r.store.Unconfirm(seq, time.Now().UnixNano()); ok {
 		r.c.Unconfirmed++
 		r.queueLoss(seq, b, dta.ReasonUnconfirmed)
 	}
