@@ -38,7 +38,7 @@ func ExampleEngine() {
 
 	// exchange hands the engine's RoCEv2 datagrams to the target and the
 	// target's responses back, until neither has anything to send.
-	now := time.Now()
+	now := time.Now().UnixNano()
 	var out target.Output
 	exchange := func() (sent int) {
 		for {
@@ -47,7 +47,7 @@ func ExampleEngine() {
 				roce[i].Addr = local // a datagram's Addr is its peer: here its source
 			}
 			out.Reset()
-			col.Target().Process(now.UnixNano(), roce, &out)
+			col.Target().Process(now, roce, &out)
 			sent += len(roce)
 			e.ResetOutput()
 			if len(roce) == 0 && out.Len() == 0 {

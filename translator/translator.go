@@ -316,7 +316,7 @@ func (t *Translator) Close(timeout time.Duration) error {
 	if started {
 		for _, sh := range t.shards {
 			sh.mu.Lock()
-			sh.e.Tick(time.Now())
+			sh.e.Tick(time.Now().UnixNano())
 			sh.e.Flush()
 			t.sendLocked(sh)
 			sh.mu.Unlock()
@@ -407,8 +407,8 @@ func (t *Translator) readReports(sh *shard) {
 	owners := make([]int, batchSize)   // the shard translating each report; -1: none
 	toks := make([]Ticket, batchSize)  // reports another shard translates
 	outs := make([]Outcome, batchSize) // what it did with them
-	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, now time.Time) bool {
-		foreign := false
+	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, at time.Time) bool {
+		now, foreign := at.UnixNano(), false
 		sh.mu.Lock()
 		for i := range ms {
 			owners[i] = -1
@@ -448,7 +448,7 @@ func (t *Translator) readReports(sh *shard) {
 // handOver has the reports of reps (decoded from ms) that shards other
 // than from own translated by them, recording in outs what became of
 // each.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []Ticket, outs []Outcome, now time.Time) {
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []Ticket, outs []Outcome, now int64) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -473,7 +473,8 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagra
 
 func (t *Translator) readRoCE(sh *shard) {
 	defer t.wg.Done()
-	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, now time.Time) bool {
+	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, at time.Time) bool {
+		now := at.UnixNano()
 		sh.mu.Lock()
 		for i := range ms {
 			sh.e.HandleRoCEDatagram(ms[i], now)
@@ -492,7 +493,8 @@ func (t *Translator) ticker() {
 		select {
 		case <-t.stop:
 			return
-		case now := <-tk.C:
+		case at := <-tk.C:
+			now := at.UnixNano()
 			for _, sh := range t.shards {
 				sh.mu.Lock()
 				sh.e.Tick(now)
@@ -525,7 +527,7 @@ func (software) start(ctx context.Context, t *Translator) error {
 		t.wg.Add(1)
 		go t.readRoCE(sh)
 		sh.mu.Lock()
-		sh.e.Start(time.Now())
+		sh.e.Start(time.Now().UnixNano())
 		t.sendLocked(sh)
 		sh.mu.Unlock()
 	}
