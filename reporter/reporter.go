@@ -207,6 +207,9 @@ type Config struct {
 	// MaxResends bounds the resends of one report after NACKs (default
 	// 8), so that a translator that keeps refusing it does not make the
 	// two ping-pong. The first waits 1 ms, each next one twice as long.
+	// Busy NACKs are flow control and spend none: a report NACKed busy
+	// is resent, at most 128 ms apart, until the translator takes it or
+	// Close counts it lost.
 	// The copies sent because a resend drew no answer in 200 ms (probes:
 	// the translator may hold the report) are bounded apart, MaxResends
 	// since the last NACK.
@@ -240,7 +243,7 @@ type Counters struct {
 	// translator's report socket, or (WideSequence) narrow or of another
 	// session than the reporter's (a forgery, or the answer to one).
 	Foreign uint64
-	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (NACKed again), or probed MaxResends times since the last NACK, then Unconfirmed (the last copy unanswered)
+	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (NACKed again, not busy), or probed MaxResends times since the last NACK, then Unconfirmed (the last copy unanswered)
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 

@@ -46,6 +46,10 @@ type Copy struct {
 	// supersedes it.
 	KW  bool
 	Key uint32
+	// Busy counts its busy NACKs (the translator's queue full or its
+	// rate spent): flow control, they set the backoff but spend no
+	// resend.
+	Busy int
 }
 
 // NewStore returns a store whose ring keeps the last n reports.
