@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/internal/udpio"
 )
@@ -35,7 +36,7 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 	}
 	r.checkResent(now)
 	r.resendDue(now)
-	r.store.Expire(now.UnixNano(), heldFor)
+	r.store.Expire(clock.Of(now), heldFor)
 	return true
 }
 
@@ -176,7 +177,7 @@ func (r *Reporter) checkResent(now time.Time) {
 		return
 	}
 	for {
-		seq, h, ok := r.store.Overdue(now.UnixNano(), resendWait)
+		seq, h, ok := r.store.Overdue(clock.Of(now), resendWait)
 		if !ok {
 			return
 		}
@@ -226,12 +227,12 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
-		h.LastSent = now.UnixNano()
+		h.LastSent = clock.Of(now)
 		if r.credit.on {
 			// Wide numbers: the translator acknowledges the resend alone
 			// (R), or it is sent again. Narrow ones have no such ack:
 			// sent again, one applied would be applied twice.
-			r.store.Await(q.seq, h, now.UnixNano())
+			r.store.Await(q.seq, h, clock.Of(now))
 		}
 		r.pace.spend()
 		r.batch = append(r.batch, udpio.Datagram{Buf: h.B})

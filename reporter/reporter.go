@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/postcard"
@@ -513,7 +514,7 @@ func (r *Reporter) waitLocked() error {
 		now := time.Now()
 		r.pace.refill(now)
 		switch {
-		case r.credit.on && r.store.Behind(r.seq, now.UnixNano(), ackStall):
+		case r.credit.on && r.store.Behind(r.seq, clock.Of(now), ackStall):
 			// The translator takes a resend once its number is a window
 			// behind the newest only while it still owes it (up to two
 			// windows, docs/DTA-WIRE.md "Exactly once"); a NACK says the
@@ -735,7 +736,7 @@ func (r *Reporter) probeLocked() bool {
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
-	if b, first := r.store.Lose(seq, time.Now().UnixNano()); first {
+	if b, first := r.store.Lose(seq, clock.Now()); first {
 		r.c.Lost++
 		r.queueLoss(seq, b, reason)
 	}
@@ -752,7 +753,7 @@ func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
 // have been applied) and queues it for OnLoss with reason Unconfirmed,
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
-	if b, ok := r.store.Unconfirm(seq, time.Now().UnixNano()); ok {
+	if b, ok := r.store.Unconfirm(seq, clock.Now()); ok {
 		r.c.Unconfirmed++
 		r.queueLoss(seq, b, dta.ReasonUnconfirmed)
 	}

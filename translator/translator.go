@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
@@ -316,7 +317,7 @@ func (t *Translator) Close(timeout time.Duration) error {
 	if started {
 		for _, sh := range t.shards {
 			sh.mu.Lock()
-			sh.e.Tick(time.Now().UnixNano())
+			sh.e.Tick(clock.Now())
 			sh.e.Flush()
 			t.sendLocked(sh)
 			sh.mu.Unlock()
@@ -408,7 +409,7 @@ func (t *Translator) readReports(sh *shard) {
 	toks := make([]Ticket, batchSize)  // reports another shard translates
 	outs := make([]Outcome, batchSize) // what it did with them
 	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, at time.Time) bool {
-		now, foreign := at.UnixNano(), false
+		now, foreign := clock.Of(at), false
 		sh.mu.Lock()
 		for i := range ms {
 			owners[i] = -1
@@ -474,7 +475,7 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagra
 func (t *Translator) readRoCE(sh *shard) {
 	defer t.wg.Done()
 	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, at time.Time) bool {
-		now := at.UnixNano()
+		now := clock.Of(at)
 		sh.mu.Lock()
 		for i := range ms {
 			sh.e.HandleRoCEDatagram(ms[i], now)
@@ -494,7 +495,7 @@ func (t *Translator) ticker() {
 		case <-t.stop:
 			return
 		case at := <-tk.C:
-			now := at.UnixNano()
+			now := clock.Of(at)
 			for _, sh := range t.shards {
 				sh.mu.Lock()
 				sh.e.Tick(now)
@@ -527,7 +528,7 @@ func (software) start(ctx context.Context, t *Translator) error {
 		t.wg.Add(1)
 		go t.readRoCE(sh)
 		sh.mu.Lock()
-		sh.e.Start(time.Now().UnixNano())
+		sh.e.Start(clock.Now())
 		t.sendLocked(sh)
 		sh.mu.Unlock()
 	}
