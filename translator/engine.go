@@ -149,9 +149,10 @@ type collector struct {
 // socket-free cores of rocev2 do; the engine has no clock of its own and
 // its time never goes back.
 //
-// Output's datagrams alias the engine's buffers (the retransmit rings):
-// send them, then call ResetOutput, before translating reports again after
-// HandleRoCE. An Engine is not safe for concurrent use.
+// Output's datagrams alias the engine's buffers (the retransmit rings,
+// which keep each packet until it is acknowledged: the exception rc's
+// conventions make for its Requester): send them, then call ResetOutput,
+// before translating reports again after HandleRoCE. An Engine is not safe for concurrent use.
 //
 // Engines shard as Translator shards them, each on its own goroutine and
 // sharing nothing: the engine that reads a source's reports keeps their
