@@ -22,6 +22,7 @@ const (
 	DefaultRetryInterval  = time.Second
 	DefaultAppendLinger   = 2 * time.Millisecond
 	DefaultPostcardLinger = 2 * time.Millisecond
+	DefaultAckPace        = 500 * time.Microsecond
 	// MaxDiscoveryBackoff caps the wait between probes of a collector that
 	// does not answer.
 	MaxDiscoveryBackoff = 30 * time.Second
@@ -99,6 +100,13 @@ type Config struct {
 	// collector Choice[CRC8(be32(k))]. Nil means entry i names collector
 	// i mod len(Collectors).
 	Choice *dta.CollectorChoice
+	// AckPace is the least time between two cumulative acks to one source
+	// (default 500 µs, DefaultAckPace; negative: one after every batch
+	// read or acknowledged, as the engine's tests drive it). A source due
+	// an ack sooner gets it with a later batch or tick, or at Flush:
+	// each ack is a system call here and a wakeup at its sender, while a
+	// sender's credit lasts many paces.
+	AckPace time.Duration
 	// AppendLinger is the longest an Append entry waits in a partial
 	// batch before the batch is written (on a tick, so up to a tick more;
 	// default 2 ms): a sender's ack for it waits for the write.
@@ -146,6 +154,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RingSize == 0 {
 		c.RingSize = DefaultRingSize
+	}
+	if c.AckPace == 0 {
+		c.AckPace = DefaultAckPace
 	}
 	if c.AppendLinger == 0 {
 		c.AppendLinger = DefaultAppendLinger

@@ -613,7 +613,7 @@ func TestAdvertisedRegionBoundsTheBatcher(t *testing.T) {
 // applied, so its resend is. Each report's FETCH_ADD lands once.
 func TestExactlyOnce(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
-	h := newHarness(t, Config{RingSize: 8}, ft)
+	h := newHarness(t, Config{RingSize: 8, AckPace: -1}, ft) // an ack after every report
 	h.connect()
 	send := h.wideKI
 	var acked uint32 // the last cumulative ack

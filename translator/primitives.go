@@ -104,8 +104,10 @@ type scratch struct {
 // Flush writes what the translator holds back: every cached postcard flow's
 // chunks and every partial append batch, on every ready instance, whatever
 // the rate limit. What does not fit a retransmit ring, or belongs to an
-// instance that is not ready, is counted in FlushLost.
+// instance that is not ready, is counted in FlushLost. The next output
+// acknowledges every source owed an ack, however recently acknowledged.
 func (e *Engine) Flush() {
+	e.ackAll = true
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
 			if in.tr != nil {

@@ -16,7 +16,8 @@ import (
 // report that would move one out of the window is NACKed busy.
 func TestMissingNACKsPaidFor(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
-	h := newHarness(t, Config{}, ft)
+	// An ack after every report: each check reads where it stands.
+	h := newHarness(t, Config{AckPace: -1}, ft)
 	h.connect()
 	l := ackLog{seen: map[uint32]bool{}}
 	check := func(when string) { t.Helper(); l.take(t, h, when) }

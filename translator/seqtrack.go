@@ -339,21 +339,30 @@ func (e *Engine) countRefused(r *dta.Report) {
 // Every number up to it was applied, held, NACKed, or is a duplicate, so
 // the sender may reuse their resend slots: its window of unacknowledged
 // reports is its credit. The span says from which number on this engine
-// saw the source (docs/DTA-WIRE.md, "Exactly once").
+// saw the source (docs/DTA-WIRE.md, "Exactly once"). A source acknowledged
+// less than Config.AckPace ago stays due, for a later round (the next
+// batch or tick), unless the engine flushes.
 func (e *Engine) sendAcks() {
+	kept := e.ackDue[:0]
 	for _, src := range e.ackDue {
 		s := e.seqs.Get(src)
 		if s == nil || !s.AckDue {
 			continue
 		}
+		if !e.ackAll && s.AckedAt != 0 && e.now-s.AckedAt < int64(e.cfg.AckPace) {
+			kept = append(kept, src)
+			continue
+		}
 		s.AckDue = false
 		if seq, span, ok := s.Ack(); ok {
+			s.AckedAt = e.now
 			e.toReporter(src, dta.Ack{Seq: seq, Wide: true, Span: span})
 			e.c.Acks++
 		}
 	}
-	clear(e.ackDue)
-	e.ackDue = e.ackDue[:0]
+	clear(e.ackDue[len(kept):])
+	e.ackDue = kept
+	e.ackAll = false
 }
 
 // ackKeepalive is how often a source with reports not yet acknowledged

@@ -92,7 +92,7 @@ func TestStaleCopyRefused(t *testing.T) {
 // with its session.
 func TestSessionsKeptApart(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
-	h := newHarness(t, Config{}, ft)
+	h := newHarness(t, Config{AckPace: -1}, ft) // an ack after every report
 	h.connect()
 	const victim, forger = 0x1111, 0x2222
 	for seq := uint32(0); seq < 10; seq++ {
@@ -316,5 +316,57 @@ func TestLateResendAtEdgeNACKedAgain(t *testing.T) {
 	h.advance(20*time.Millisecond, 5*time.Millisecond)
 	if v, c := key7(t, ft), h.e.Counters(); v != want+2 || c.Stale != 1 {
 		t.Errorf("key 7 counts %d after a second copy, want %d; Stale %d, want 1", v, want+2, c.Stale)
+	}
+}
+
+// TestAcksPaced: a source acknowledged less than AckPace ago gets its next
+// cumulative ack once the pace has passed (on a tick), naming the newest
+// number then; Flush sends a due ack at once; another source is not held
+// back by the first's pace.
+func TestAcksPaced(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{AckPace: time.Millisecond}, ft)
+	h.connect()
+	cumulative := func() (top []uint32) {
+		t.Helper()
+		for _, a := range h.acksSent() {
+			if a.NACK || a.Resend {
+				t.Fatalf("ack %+v, want only cumulative acks", a)
+			}
+			top = append(top, a.Seq)
+		}
+		return top
+	}
+	const sess = 0x77
+	h.sessionKI(testReporter, sess, 0)
+	if got := cumulative(); !slices.Equal(got, []uint32{0}) {
+		t.Fatalf("the first report drew acks %v, want [0]", got)
+	}
+	for seq := uint32(1); seq < 5; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	if got := cumulative(); len(got) != 0 {
+		t.Fatalf("reports within the pace drew acks %v, want none yet", got)
+	}
+	other := netip.MustParseAddrPort("127.0.0.10:41000")
+	h.sessionKI(other, sess, 0)
+	if a := h.acksSent(); len(a) != 1 || a[0].Seq != 0 {
+		t.Fatalf("another source's first report drew %+v, want its ack of 0", a)
+	}
+	h.advance(time.Millisecond, 250*time.Microsecond)
+	if got := cumulative(); !slices.Equal(got, []uint32{4}) {
+		t.Fatalf("after the pace, acks %v, want [4]", got)
+	}
+	h.sessionKI(testReporter, sess, 5)
+	if got := cumulative(); len(got) != 0 {
+		t.Fatalf("a report within the pace drew acks %v, want none yet", got)
+	}
+	h.e.Flush()
+	h.pump()
+	if got := cumulative(); !slices.Equal(got, []uint32{5}) {
+		t.Fatalf("after Flush, acks %v, want [5]", got)
+	}
+	if c := h.e.Counters(); c.Acks != 4 {
+		t.Errorf("Acks %d, want 4", c.Acks)
 	}
 }

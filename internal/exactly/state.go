@@ -73,6 +73,9 @@ type State struct {
 	// AckDue says an ack may have moved since the last one sent: the
 	// translator lists the source to be acknowledged once.
 	AckDue bool
+	// AckedAt is when the translator last sent the source a cumulative
+	// ack (0: never), which paces the next.
+	AckedAt int64
 }
 
 // Source returns the source whose state s is.
