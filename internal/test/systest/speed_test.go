@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,8 +27,9 @@ import (
 var pairs = flag.Int("pairs", 1, "alternating pairs the paired benchmarks run (-args -pairs N)")
 
 // profile, when set, makes BenchmarkDeployed's daemons write CPU profiles
-// there (collector.pprof, translator.pprof, report.pprof), the last pair's.
-var profile = flag.String("profile", "", "directory for CPU profiles of BenchmarkDeployed's daemons (-args -profile DIR)")
+// there (collector.pprof, translator.pprof, report.pprof), the last pair's;
+// BenchmarkSources's into DIR/sources1 and DIR/sources4.
+var profile = flag.String("profile", "", "directory for CPU profiles of BenchmarkDeployed's and BenchmarkSources's daemons (-args -profile DIR)")
 
 // benchReports is b.N reports, at least 20 000: go test runs a benchmark
 // once with b.N = 1 before the -benchtime it was asked for, and that run
@@ -112,6 +115,9 @@ func BenchmarkDeployed(b *testing.B) {
 // first start to the last exit.
 //
 //	go test ./internal/test/systest -run '^$' -bench Sources -benchtime 1000000x -args -pairs 3
+//
+// -args -profile DIR writes the daemons' CPU profiles (the last pair's)
+// into DIR/sources1 and DIR/sources4.
 func BenchmarkSources(b *testing.B) {
 	for i := range *pairs {
 		var rates [5]float64
@@ -121,7 +127,14 @@ func BenchmarkSources(b *testing.B) {
 		}
 		for _, s := range order {
 			b.Run(fmt.Sprintf("sources=%d", s), func(b *testing.B) {
-				p := startConfigured(b, benchReports(b), 4096, options{})
+				o := options{}
+				if *profile != "" {
+					o.profile = filepath.Join(*profile, fmt.Sprintf("sources%d", s))
+					if err := os.MkdirAll(o.profile, 0o755); err != nil {
+						b.Fatal(err)
+					}
+				}
+				p := startConfigured(b, benchReports(b), 4096, o)
 				r := p.sources(b, s)
 				rates[s] = r.rate
 				r.report(b)
@@ -129,6 +142,9 @@ func BenchmarkSources(b *testing.B) {
 					b.ReportMetric(rates[4]/rates[1], "4/1-sources")
 				}
 				p.stop(b)
+				if *profile != "" {
+					p.stopCollector(b)
+				}
 			})
 		}
 	}
