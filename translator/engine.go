@@ -185,6 +185,7 @@ type Engine struct {
 	seqs   exactly.Table // wide sequence numbers by source (seqtrack.go)
 	ackDue []source      // sources owed a cumulative ack
 	ackAll bool          // Flush: the next output acknowledges every source due, paced or not
+	active int           // sources that reported within the last ackKeepalive (counted by keepAlive)
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token

@@ -341,8 +341,19 @@ func (e *Engine) countRefused(r *dta.Report) {
 // reports is its credit. The span says from which number on this engine
 // saw the source (docs/DTA-WIRE.md, "Exactly once"). A source acknowledged
 // less than Config.AckPace ago stays due, for a later round (the next
-// batch or tick), unless the engine flushes.
+// batch or tick), unless the engine flushes; so does one whose ack is held
+// to its share of the credit.
 func (e *Engine) sendAcks() {
+	// What a sender sent and the engine has not read yet waits in its
+	// socket, up to a credit's worth (exactly.Credit): with n sources
+	// reporting, the ack of one that keeps sending names at most the
+	// number a credit's nth before one past its newest, so that the
+	// socket holds about one credit however many send, not n. Acking
+	// less than it could is safe: the sender keeps its copies longer.
+	share := uint32(exactly.Credit)
+	if e.active > 1 {
+		share /= uint32(e.active)
+	}
 	kept := e.ackDue[:0]
 	for _, src := range e.ackDue {
 		s := e.seqs.Get(src)
@@ -353,8 +364,17 @@ func (e *Engine) sendAcks() {
 			kept = append(kept, src)
 			continue
 		}
-		s.AckDue = false
-		if seq, span, ok := s.Ack(); ok {
+		limit := s.Next() + 1
+		if share < exactly.Credit && !e.ackAll && s.Recent(e.now, ackIdle) {
+			limit = s.Next() + share - exactly.Credit
+		}
+		seq, span, ok, capped := s.AckBelow(limit)
+		if capped {
+			kept = append(kept, src) // again once it sends more, or stops
+		} else {
+			s.AckDue = false
+		}
+		if ok {
 			s.AckedAt = e.now
 			e.toReporter(src, dta.Ack{Seq: seq, Wide: true, Span: span})
 			e.c.Acks++
@@ -365,6 +385,10 @@ func (e *Engine) sendAcks() {
 	e.ackAll = false
 }
 
+// ackIdle is how long a source sends nothing before its ack is no longer
+// held to its share of the credit: none of its reports wait unread.
+const ackIdle = 2 * time.Millisecond
+
 // ackKeepalive is how often a source with reports not yet acknowledged
 // gets its cumulative ack again, moved or not: its sender, waiting for
 // credit, learns that the translator is there (reporter's ackStall).
@@ -374,9 +398,13 @@ const ackKeepalive = 50 * time.Millisecond
 // acknowledged, or (for a while: its sender may have given up) a resend
 // owed: a sender takes silence for a translator that died.
 func (e *Engine) keepAlive() {
+	e.active = 0
 	for s := range e.seqs.All() {
 		if s.Unacked(e.now) {
 			e.owesAck(s)
+		}
+		if s.Recent(e.now, ackKeepalive) {
+			e.active++
 		}
 	}
 }

@@ -321,8 +321,7 @@ func TestLateResendAtEdgeNACKedAgain(t *testing.T) {
 
 // TestAcksPaced: a source acknowledged less than AckPace ago gets its next
 // cumulative ack once the pace has passed (on a tick), naming the newest
-// number then; Flush sends a due ack at once; another source is not held
-// back by the first's pace.
+// number then; Flush sends a due ack at once.
 func TestAcksPaced(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{AckPace: time.Millisecond}, ft)
@@ -348,11 +347,6 @@ func TestAcksPaced(t *testing.T) {
 	if got := cumulative(); len(got) != 0 {
 		t.Fatalf("reports within the pace drew acks %v, want none yet", got)
 	}
-	other := netip.MustParseAddrPort("127.0.0.10:41000")
-	h.sessionKI(other, sess, 0)
-	if a := h.acksSent(); len(a) != 1 || a[0].Seq != 0 {
-		t.Fatalf("another source's first report drew %+v, want its ack of 0", a)
-	}
 	h.advance(time.Millisecond, 250*time.Microsecond)
 	if got := cumulative(); !slices.Equal(got, []uint32{4}) {
 		t.Fatalf("after the pace, acks %v, want [4]", got)
@@ -366,7 +360,59 @@ func TestAcksPaced(t *testing.T) {
 	if got := cumulative(); !slices.Equal(got, []uint32{5}) {
 		t.Fatalf("after Flush, acks %v, want [5]", got)
 	}
-	if c := h.e.Counters(); c.Acks != 4 {
-		t.Errorf("Acks %d, want 4", c.Acks)
+	if c := h.e.Counters(); c.Acks != 3 {
+		t.Errorf("Acks %d, want 3", c.Acks)
+	}
+}
+
+// TestAckHeldToShare: with two sources reporting, the ack of one that
+// keeps sending names at most the number a credit's half before one past
+// its newest (exactly.Credit), so that it keeps at most half a credit
+// unread; a source that stops for ackIdle gets the whole ack; every report
+// is applied once.
+func TestAckHeldToShare(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{AckPace: -1}, ft)
+	h.connect()
+	a, b := testReporter, netip.MustParseAddrPort("127.0.0.10:41000")
+	const sess = 0x77
+	top := func() (n uint32, any bool) {
+		t.Helper()
+		for _, x := range h.acksSent() {
+			if x.NACK || x.Resend {
+				t.Fatalf("ack %+v, want only cumulative acks", x)
+			}
+			n, any = x.Seq, true
+		}
+		return n, any
+	}
+	h.sessionKI(a, sess, 0)
+	h.sessionKI(b, sess, 0)
+	if n, ok := top(); !ok || n != 0 {
+		t.Fatalf("first reports acknowledged to %d (%v), want 0", n, ok)
+	}
+	h.advance(time.Millisecond, time.Millisecond) // the keepalive counts two sources
+	h.acksSent()
+	for seq := uint32(1); seq <= 100; seq++ {
+		h.sessionKI(a, sess, seq)
+	}
+	if n, _ := top(); n != 0 {
+		t.Fatalf("100 more reports acknowledged to %d, want 0: held to half a credit", n)
+	}
+	for seq := uint32(101); seq < 2000; seq++ {
+		h.sessionKI(a, sess, seq)
+	}
+	if n, want := uint32(0), uint32(2000+exactly.Credit/2-exactly.Credit-1); true {
+		n, _ = top()
+		if n != want {
+			t.Fatalf("reports to 1999 acknowledged to %d, want %d", n, want)
+		}
+	}
+	h.advance(2*ackIdle, time.Millisecond)
+	if n, _ := top(); n != 1999 {
+		t.Fatalf("after the source stopped, acknowledged to %d, want 1999", n)
+	}
+	if v := key7(t, ft); v != 2001 {
+		t.Errorf("key 7 counts %d, want 2001: each report once", v)
 	}
 }

@@ -330,6 +330,29 @@ func (s *State) firstPending() uint32 {
 	return s.next
 }
 
+// Recent reports whether the source reported within d before now.
+func (s *State) Recent(now int64, d time.Duration) bool { return now-s.lastAt < int64(d) }
+
+// Next returns one past the newest number the source sent.
+func (s *State) Next() uint32 { return s.next }
+
+// AckBelow is Ack naming at most the number before limit; capped says
+// limit held it back (ok is false when so held it would not move).
+func (s *State) AckBelow(limit uint32) (seq uint32, span uint16, ok, capped bool) {
+	to := s.firstPending()
+	if Diff(to, limit) > 0 {
+		if Diff(limit, s.ackFrom) <= 0 {
+			return 0, 0, false, true // it would not move
+		}
+		to, capped = limit, true
+	}
+	if to == s.first {
+		return 0, 0, false, capped
+	}
+	s.ackFrom = to
+	return to - 1, uint16(min(to-s.first, 0xffff)), true, capped
+}
+
 // Ack returns the cumulative ack the source is owed: the number before
 // its oldest report still pending, or before the next expected, and the
 // span (how many numbers from the first this state saw it covers, at most

@@ -119,6 +119,30 @@ func TestAck(t *testing.T) {
 	}
 }
 
+// TestAckBelow: a limit before the oldest pending number holds the ack
+// there, a limit at or before the last ack draws none, and a limit past
+// what Ack would name changes nothing; a pending number still stops it.
+func TestAckBelow(t *testing.T) {
+	s := newState(100)
+	for seq := uint32(100); seq < 120; seq++ {
+		s.Admit(seq)
+		s.SetApplied(seq, true)
+	}
+	s.SetPending(115, true)
+	if seq, span, ok, capped := s.AckBelow(105); !ok || !capped || seq != 104 || span != 5 {
+		t.Fatalf("limit 105: ack %d span %d ok %v capped %v, want 104 span 5 capped", seq, span, ok, capped)
+	}
+	if _, _, ok, capped := s.AckBelow(103); ok || !capped {
+		t.Fatalf("a limit before the last ack: ok %v capped %v, want no ack, capped", ok, capped)
+	}
+	if !s.Unacked(0) {
+		t.Fatal("numbers 105..119 are not acknowledged")
+	}
+	if seq, _, ok, capped := s.AckBelow(s.Next() + 1); !ok || capped || seq != 114 {
+		t.Fatalf("no limit: ack %d ok %v capped %v, want 114, not capped", seq, ok, capped)
+	}
+}
+
 // TestUnackedWhileOwed: a resend owed keeps the source acknowledged for
 // OwedFor after its NACK.
 func TestUnackedWhileOwed(t *testing.T) {

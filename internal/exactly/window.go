@@ -17,6 +17,12 @@ package exactly
 // translator's source state remembers and a reporter keeps for resending.
 const Window = 4096
 
+// Credit is how many numbers beyond its last cumulative ack a reporter
+// keeps in flight (docs/DTA-WIRE.md, "Reporter flow control"); the
+// translator holds acks so that its sources' unread reports add up to
+// about one Credit.
+const Credit = Window * 3 / 4
+
 // Diff returns a−b in wide sequence arithmetic: negative when a comes
 // before b, for numbers less than 2^31 apart.
 func Diff(a, b uint32) int32 { return int32(a - b) }
