@@ -218,7 +218,7 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.pace.spend()
 		r.batch = append(r.batch, udpio.Datagram{Buf: h.B})
-		if len(r.batch) == cap(r.batch) {
+		if len(r.batch) >= r.cfg.Batch {
 			_ = r.flushLocked()
 		}
 	}

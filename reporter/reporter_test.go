@@ -6,12 +6,14 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/postcard"
 )
 
 // sink is a UDP socket standing in for the translator.
@@ -426,6 +428,10 @@ func TestLateNACKOfSettledReport(t *testing.T) {
 	}
 	defer r.Close()
 	ack := func(a dta.Ack) {
+		// The translator answers reports it got: those sent.
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		a.Wide, a.Session = true, r.Session()
 		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
 	}
@@ -445,5 +451,77 @@ func TestLateNACKOfSettledReport(t *testing.T) {
 	ack(dta.Ack{Seq: 5, NACK: true, Reason: dta.ReasonMissing})
 	if c := r.Counters(); c.Unconfirmed != 1 || c.Lost != 0 || c.Unknown != 2 {
 		t.Fatalf("counters %+v: want 3 unconfirmed once, and the late NACKs of 3 and 5 unknown", c)
+	}
+}
+
+// TestBatchGroupedByOpcode: a batch of mixed primitives goes grouped by
+// opcode (equal sizes, which the kernel sends as one message each), the
+// groups in the order of their first report, each primitive's reports in
+// the order sent, and numbered in the order they go, so that the
+// translator sees no number after a higher one (it would NACK the skipped
+// one as missing).
+func TestBatchGroupedByOpcode(t *testing.T) {
+	s := newSink(t)
+	// A batch a socket's default buffer holds, read before the next.
+	const batch = 64
+	r, err := New(Config{Translator: s.addr(), Delivery: FireAndForget, Sequenced: true, WideSequence: true, Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpAppend, dta.OpPostcard}
+	for b := range 3 {
+		// A batch (Send sends it once full), then what the sink got.
+		for i := uint32(b * batch); i < uint32((b+1)*batch); i++ {
+			switch i % 4 {
+			case 0:
+				err = r.KeyWrite(i, []byte{1, 2, 3, 4}, 1)
+			case 1:
+				err = r.KeyIncrement(i, 1, 1)
+			case 2:
+				err = r.Append(i, []byte{1, 2, 3, 4, 5, 6, 7, 8}, false)
+			case 3:
+				err = r.Postcard(i, 1, 2, postcard.Value(i))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ops []dta.Opcode
+		last := map[dta.Opcode]uint32{}
+		for j := range batch {
+			buf, _ := s.read()
+			rep, err := dta.ParseReport(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := rep.Header
+			if n := uint32(b*batch + j); h.Seq != n {
+				t.Fatalf("batch %d, datagram %d: number %d, want %d (ascending on the wire)", b, j, h.Seq, n)
+			}
+			if len(ops) == 0 || ops[len(ops)-1] != h.Opcode {
+				ops = append(ops, h.Opcode)
+			}
+			// Each primitive's reports in the order sent: its first
+			// field (key, list) is the index of the Send.
+			var id uint32
+			switch h.Opcode {
+			case dta.OpKeyWrite:
+				id = rep.KeyWrite.Key
+			case dta.OpKeyIncrement:
+				id = rep.KeyIncrement.Key
+			case dta.OpAppend:
+				id = rep.Append.ListID
+			case dta.OpPostcard:
+				id = rep.Postcard.Key
+			}
+			if p, ok := last[h.Opcode]; ok && id <= p {
+				t.Fatalf("batch %d: %v report %d after %d: a primitive's order changed", b, h.Opcode, id, p)
+			}
+			last[h.Opcode] = id
+		}
+		if !slices.Equal(ops, want) {
+			t.Fatalf("batch %d went in runs of opcodes %v, want one run each, %v", b, ops, want)
+		}
 	}
 }
