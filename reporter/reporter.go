@@ -227,9 +227,12 @@ type Config struct {
 	Rate float64
 	// OnLoss, when not nil, is called for each report the translator
 	// NACKed and that is not resent, and each one counted Unconfirmed
-	// with Confirmed delivery (not for FireAndForget's): its
-	// sequence number, its bytes (nil when the window no longer holds it)
-	// and the NACK's reason (Unconfirmed for those). It runs on
+	// with Confirmed delivery (not for FireAndForget's): its place in
+	// the order of Send calls (the first report sent is 0: the numbers
+	// on the wire are given in the order a batch leaves, grouped by
+	// opcode, see Send; exact for the last 65536 reports), its bytes (nil
+	// when the window no longer holds it) and the NACK's reason
+	// (Unconfirmed for those). It runs on
 	// the reporter's ack goroutine, or in Close, without the reporter's
 	// lock.
 	OnLoss func(seq uint32, report []byte, reason dta.Reason)
@@ -310,6 +313,10 @@ type Reporter struct {
 	losses    []loss    // to hand to OnLoss once the lock is released
 	lossCalls sync.Mutex
 	kwLast    []kwSlot // sequenced: the newest Key-Write per key (1<<14 slots)
+	// sendOrder holds, for the last 1<<16 wide numbers sent, the place of
+	// the report in the order of Send less its number (less than a batch
+	// apart), for OnLoss.
+	sendOrder []int16
 }
 
 // fresh is a report Send queued: its bytes (numbered 0) and its header,
@@ -423,6 +430,7 @@ func (r *Reporter) number() error {
 		return nil
 	}
 	r.store = exactly.NewStore(WideWindow)
+	r.sendOrder = make([]int16, 1<<16)
 	// Unpredictable, so that a sender that cannot see the reports cannot
 	// forge acks the reporter believes nor move its numbers at the
 	// translator (docs/DTA-WIRE.md, "Threat model").
@@ -530,7 +538,8 @@ func (r *Reporter) Send(rep *dta.Report) error {
 // caller's headers go as they are, and may carry numbers of its own (a
 // capture replayed). r.mu is held.
 func (r *Reporter) queueFresh() {
-	seq := r.seq - uint32(len(r.fresh))
+	base := r.seq - uint32(len(r.fresh))
+	seq := base
 	for i := range r.fresh {
 		if r.fresh[i].b == nil {
 			continue // in an earlier group
@@ -548,6 +557,9 @@ func (r *Reporter) queueFresh() {
 				}
 				f.h.AppendTo(f.b[:0]) // the header again, in place, numbered
 				r.store.Put(f.h.Seq, f.b)
+				if r.sendOrder != nil {
+					r.sendOrder[seq&0xffff] = int16(int32(base + uint32(j) - seq))
+				}
 				if r.kwLast != nil && op == dta.OpKeyWrite {
 					r.kwLast[kwIndex(f.key)] = kwSlot{key: f.key, seq: f.h.Seq, valid: true}
 				}
@@ -804,11 +816,16 @@ func (r *Reporter) lose(seq uint32, reason dta.Reason) {
 	}
 }
 
-// queueLoss queues seq, whose bytes are b, for OnLoss. r.mu is held.
+// queueLoss queues seq, whose bytes are b, for OnLoss, under its place in
+// the order of Send. r.mu is held.
 func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
-	if r.cfg.OnLoss != nil {
-		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
+	if r.cfg.OnLoss == nil {
+		return
 	}
+	if r.sendOrder != nil {
+		seq += uint32(int32(r.sendOrder[seq&0xffff]))
+	}
+	r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
 }
 
 // unconfirm counts the report with seq as unconfirmed (it may or may not

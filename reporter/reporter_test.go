@@ -525,3 +525,63 @@ func TestBatchGroupedByOpcode(t *testing.T) {
 		}
 	}
 }
+
+// TestOnLossSendOrder: OnLoss names a report by its place in the order of
+// Send, though a grouped batch numbers it on the wire by the order it
+// left: callers (dtareport's -losses) map losses to what they sent.
+func TestOnLossSendOrder(t *testing.T) {
+	s := newSink(t)
+	type lossAt struct {
+		seq uint32
+		key uint32
+	}
+	var got []lossAt
+	r, err := New(Config{Translator: s.addr(), AckPort: freePort(t), OnLoss: func(seq uint32, b []byte, reason dta.Reason) {
+		if reason == dta.ReasonUnconfirmed {
+			return // at Close: no ack comes from the sink
+		}
+		rep, err := dta.ParseReport(b)
+		if err != nil || reason != dta.ReasonRejected {
+			t.Errorf("loss of %d: %v, reason %d", seq, err, reason)
+		}
+		got = append(got, lossAt{seq, rep.KeyWrite.Key | rep.KeyIncrement.Key})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Send order 0..7 alternates the two; the wire has 0, 2, 4, 6
+	// (Key-Writes, numbered 0..3), then 1, 3, 5, 7 (numbered 4..7).
+	for i := range uint32(8) {
+		if i%2 == 0 {
+			err = r.KeyWrite(100+i, []byte{1, 2, 3, 4}, 1)
+		} else {
+			err = r.KeyIncrement(100+i, 1, 1)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for wire := range uint32(8) {
+		b, _ := s.read()
+		rep, err := dta.ParseReport(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Header.Seq != wire {
+			t.Fatalf("datagram %d numbered %d", wire, rep.Header.Seq)
+		}
+	}
+	for _, wire := range []uint32{1, 5} { // the Key-Write sent third, the Key-Increment sent fourth
+		a := dta.Ack{Seq: wire, NACK: true, Reason: dta.ReasonRejected, Wide: true, Session: r.Session()}
+		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
+	}
+	r.deliverLosses()
+	want := []lossAt{{2, 102}, {3, 103}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("OnLoss got (send order, key) %v, want %v", got, want)
+	}
+}
