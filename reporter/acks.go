@@ -116,6 +116,7 @@ func (r *Reporter) takeNACK(a dta.Ack, now time.Time) {
 	if h == nil && a.Wide == r.cfg.WideSequence {
 		var created bool
 		if h, created = r.store.Hold(a.Seq); created {
+			h.Order = r.sentOrder(a.Seq) // the ring held it: sent lately
 			if rep, err := dta.ParseReport(h.B); err == nil && rep.Header.Opcode == dta.OpKeyWrite {
 				h.KW, h.Key = true, rep.KeyWrite.Key
 			}

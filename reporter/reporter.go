@@ -230,7 +230,8 @@ type Config struct {
 	// with Confirmed delivery (not for FireAndForget's): its place in
 	// the order of Send calls (the first report sent is 0: the numbers
 	// on the wire are given in the order a batch leaves, grouped by
-	// opcode, see Send; exact for the last 65536 reports), its bytes (nil
+	// opcode, see Send; exact while a copy is held for its resend or it
+	// is among the last 65536 sent), its bytes (nil
 	// when the window no longer holds it) and the NACK's reason
 	// (Unconfirmed for those). It runs on
 	// the reporter's ack goroutine, or in Close, without the reporter's
@@ -810,31 +811,48 @@ func (r *Reporter) probeLocked() bool {
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
+	order := r.orderOf(seq)
 	if b, first := r.store.Lose(seq, time.Now()); first {
 		r.c.Lost++
-		r.queueLoss(seq, b, reason)
+		r.queueLoss(order, b, reason)
 	}
 }
 
-// queueLoss queues seq, whose bytes are b, for OnLoss, under its place in
-// the order of Send. r.mu is held.
-func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
-	if r.cfg.OnLoss == nil {
-		return
+// orderOf returns the place in the order of Send of the report numbered
+// seq: its copy's, while one is held for a resend (however long ago it was
+// sent), else from sendOrder. r.mu is held.
+func (r *Reporter) orderOf(seq uint32) uint32 {
+	if h := r.store.Held(seq); h != nil && !h.Lost {
+		return h.Order
 	}
-	if r.sendOrder != nil {
-		seq += uint32(int32(r.sendOrder[seq&0xffff]))
+	return r.sentOrder(seq)
+}
+
+// sentOrder returns the place in the order of Send of the report numbered
+// seq, one of the last 1<<16 sent. r.mu is held.
+func (r *Reporter) sentOrder(seq uint32) uint32 {
+	if r.sendOrder == nil {
+		return seq
 	}
-	r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
+	return seq + uint32(int32(r.sendOrder[seq&0xffff]))
+}
+
+// queueLoss queues the report whose place in the order of Send is order,
+// and whose bytes are b, for OnLoss. r.mu is held.
+func (r *Reporter) queueLoss(order uint32, b []byte, reason dta.Reason) {
+	if r.cfg.OnLoss != nil {
+		r.losses = append(r.losses, loss{seq: order, b: append([]byte(nil), b...), reason: reason})
+	}
 }
 
 // unconfirm counts the report with seq as unconfirmed (it may or may not
 // have been applied) and queues it for OnLoss with reason Unconfirmed,
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
+	order := r.orderOf(seq)
 	if b, ok := r.store.Unconfirm(seq, time.Now()); ok {
 		r.c.Unconfirmed++
-		r.queueLoss(seq, b, dta.ReasonUnconfirmed)
+		r.queueLoss(order, b, dta.ReasonUnconfirmed)
 	}
 }
 

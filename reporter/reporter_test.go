@@ -575,12 +575,19 @@ func TestOnLossSendOrder(t *testing.T) {
 			t.Fatalf("datagram %d numbered %d", wire, rep.Header.Seq)
 		}
 	}
-	for _, wire := range []uint32{1, 5} { // the Key-Write sent third, the Key-Increment sent fourth
-		a := dta.Ack{Seq: wire, NACK: true, Reason: dta.ReasonRejected, Wide: true, Session: r.Session()}
+	nack := func(wire uint32, reason dta.Reason) {
+		a := dta.Ack{Seq: wire, NACK: true, Reason: reason, Wide: true, Session: r.Session()}
 		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
 	}
+	// The Key-Write sent third, the Key-Increment sent fourth: named from
+	// the numbers sent; the Key-Increment sent sixth, refused once held
+	// for a resend: named from its copy.
+	nack(1, dta.ReasonRejected)
+	nack(5, dta.ReasonRejected)
+	nack(6, dta.ReasonBusy)
+	nack(6, dta.ReasonRejected)
 	r.deliverLosses()
-	want := []lossAt{{2, 102}, {3, 103}}
+	want := []lossAt{{2, 102}, {3, 103}, {5, 105}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("OnLoss got (send order, key) %v, want %v", got, want)
 	}

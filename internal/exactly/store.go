@@ -46,6 +46,9 @@ type Copy struct {
 	// supersedes it.
 	KW  bool
 	Key uint32
+	// Order is the sender's own name for the report (the reporter's:
+	// its place in the order of Send calls).
+	Order uint32
 }
 
 // NewStore returns a store whose ring keeps the last n reports.
