@@ -18,6 +18,7 @@ const module = "github.com/dtakit/dtakit"
 var leaves = map[string]bool{
 	"internal/units": true, "internal/gf2": true, "internal/hugemem": true, "internal/udpio": true,
 	"internal/netguard": true, "internal/promname": true, "internal/jsonconf": true, "internal/httpguard": true,
+	"internal/clock": true,
 }
 
 // layer says where a package directory sits in the module's layering:

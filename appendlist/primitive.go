@@ -34,6 +34,13 @@ type seam struct{ Layout }
 func (seam) Kind() primitive.Kind { return kind{} }
 func (seam) Atomic() bool         { return false }
 
+// LayoutOf returns the Layout behind l, a primitive.Layout of an Append
+// geometry (primitive.Parse's), for its typed API.
+func LayoutOf(l primitive.Layout) (Layout, bool) {
+	sl, ok := l.(seam)
+	return sl.Layout, ok
+}
+
 // Defaults when primitive.Config leaves them 0.
 const (
 	defaultLinger = 2 * time.Millisecond

@@ -32,6 +32,13 @@ type seam struct{ Layout }
 func (seam) Kind() primitive.Kind { return kind{} }
 func (seam) Atomic() bool         { return false }
 
+// LayoutOf returns the Layout behind l, a primitive.Layout of a Key-Write
+// geometry (primitive.Parse's), for its typed API.
+func LayoutOf(l primitive.Layout) (Layout, bool) {
+	sl, ok := l.(seam)
+	return sl.Layout, ok
+}
+
 func (l seam) NewTranslator(primitive.Config) (primitive.Translator, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err

@@ -174,7 +174,7 @@ func feedTarget(tgt *target.Target, run crafted) {
 	for i, b := range run.frames {
 		udp := b[dta.EthernetLen+20:]
 		src := netip.AddrPortFrom(run.want[i].Src, run.want[i].SrcPort)
-		tgt.Process(time.Now(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
+		tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
 	}
 }
 

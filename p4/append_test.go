@@ -133,7 +133,7 @@ func TestPlanAppendBatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tgt.Process(time.Now(), []target.Datagram{{Buf: fb[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(c.Src, c.SrcPort)}}, &out)
+				tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: fb[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(c.Src, c.SrcPort)}}, &out)
 				sent++
 			}
 			ws, err = bat.AppendWrites(ws[:0], list, binary.BigEndian.AppendUint32(nil, data), false)

@@ -43,10 +43,16 @@ func (p Program) String() string {
 
 // Serves reports whether the program translates op.
 func (p Program) Serves(op dta.Opcode) bool {
+	_, err := lookupFor(op, p)
+	return err == nil
+}
+
+// qpKey names the key of the program's Egress.qp table.
+func (p Program) qpKey() string {
 	if p == PostcardProgram {
-		return op == dta.OpPostcard
+		return "qpi"
 	}
-	return op == dta.OpKeyWrite || op == dta.OpKeyIncrement || op == dta.OpAppend
+	return "qp"
 }
 
 // Config is what the control plane needs besides the advertisements.
@@ -200,6 +206,9 @@ type planner struct {
 	stride uint32         // multicast group IDs per collector
 	seen   map[uint8]bool // QP indexes planned
 	nodeID uint32         // the last multicast node's ID
+	// evicted are postcard.p4's entries for evicted chunks, planned after
+	// every other entry.
+	evicted []Entry
 }
 
 // group adds multicast group id of one node per rid, on port.
@@ -248,57 +257,32 @@ func (pl *planner) connection(port, mgid uint16, conn *Connection) error {
 		return fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
 	}
 	pl.seen[conn.Index] = true
+	if _, err := lookupFor(conn.Ad.Primitive, cfg.Program); err != nil {
+		return fmt.Errorf("p4: plan: connection %d: %w: %w", conn.Index, ErrAdvertisement, err)
+	}
 	s, err := conn.check()
 	if err != nil {
 		return err
-	}
-	if !cfg.Program.Serves(s.op) {
-		return fmt.Errorf("p4: plan: connection %d: %w: %v is not compiled into %v", conn.Index, ErrAdvertisement, s.op, cfg.Program)
 	}
 	k, err := conn.icrcConstant(s)
 	if err != nil {
 		return err
 	}
-	// Append batches go to the list's head, not to a hashed slot: no mask.
-	qpKey, maskName, mask := "qp", "slot_mask", uint64(0)
-	if s.slots > 0 {
-		mask = s.slots - 1
-	}
-	if cfg.Program == PostcardProgram {
-		// The egress places the chunk hash at the chunk's byte offset.
-		qpKey, maskName, mask = "qpi", "chunk_mask", mask*uint64(s.pc.Layout().ChunkSize())
-	}
 	qp := Entry{
-		Table: "Egress.qp", Key: []Field{{qpKey, uint64(conn.Index)}}, Action: "Egress.set_qp",
+		Table: "Egress.qp", Key: []Field{{cfg.Program.qpKey(), uint64(conn.Index)}}, Action: "Egress.set_qp",
 		Data: []Field{
 			{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
 			{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
 			{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
 			{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
-			{maskName, mask}, {"icrc", uint64(k)},
+			s.t.mask(&s), {"icrc", uint64(k)},
 		},
-	}
-	if cfg.Program == PostcardProgram {
-		own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
-		rids := ridsUpTo(s.pc.Layout().Copies)
-		pl.group(own, port, rids...)
-		for j := range rids {
-			rids[j] |= p4gen.PostcardEvicted
-		}
-		pl.group(ev, port, rids...)
 	}
 	pl.p.Entries = append(pl.p.Entries, qp, Entry{
 		Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
 		Data: []Field{{"port", uint64(port)}, {"qp", uint64(conn.Index)}},
 	})
-	if cfg.Program == TranslatorProgram {
-		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-			pl.p.Entries = append(pl.p.Entries, Entry{
-				Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
-				Data: []Field{{"mgid", uint64(mgid) + uint64(copies)}},
-			})
-		}
-	}
+	s.t.connection(pl, port, mgid, conn, &s)
 	pl.p.Registers = append(pl.p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
 	if cfg.RatePPS != 0 {
 		pl.p.Meters = append(pl.p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
@@ -343,7 +327,6 @@ func (pl *planner) reportPorts() {
 func (pl *planner) instances() error {
 	cfg := pl.cfg
 	n := len(cfg.Collectors)
-	var evicted []Entry
 	for i := range 256 {
 		c := i % n
 		if cfg.Choice != nil {
@@ -352,32 +335,21 @@ func (pl *planner) instances() error {
 				return fmt.Errorf("p4: plan: %w: choice %d names collector %d of %d", ErrConfig, i, c, n)
 			}
 		}
-		used := map[uint8]bool{}
+		used := map[dta.Opcode]bool{}
 		for _, conn := range cfg.Collectors[c].Connections {
-			op := uint8(conn.Ad.Primitive)
+			op := conn.Ad.Primitive
 			if used[op] {
 				continue // a later instance of the same primitive gets nothing
 			}
 			used[op] = true
-			if cfg.Program == PostcardProgram {
-				own, ev := postcardGroups(cfg.MulticastBase, conn.Index)
-				pl.p.Entries = append(pl.p.Entries, Entry{
-					Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}}, Action: "Ingress.to_instance",
-					Data: []Field{{"qp", uint64(conn.Index)}, {"mgid", uint64(own)}},
-				})
-				evicted = append(evicted, Entry{
-					Table: "Ingress.evicted", Key: []Field{{"crc8_ev", uint64(i)}}, Action: "Ingress.to_evicted",
-					Data: []Field{{"qp", uint64(conn.Index)}, {"mgid", uint64(ev)}},
-				})
-				continue
+			t, err := lookupFor(op, cfg.Program)
+			if err != nil {
+				return fmt.Errorf("p4: plan: %w: %w", ErrAdvertisement, err)
 			}
-			pl.p.Entries = append(pl.p.Entries, Entry{
-				Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}, {"opcode", uint64(op)}}, Action: "Ingress.to_instance",
-				Data: []Field{{"qp", uint64(conn.Index)}},
-			})
+			t.instance(pl, i, &conn)
 		}
 	}
-	pl.p.Entries = append(pl.p.Entries, evicted...)
+	pl.p.Entries = append(pl.p.Entries, pl.evicted...)
 	return nil
 }
 

@@ -315,7 +315,7 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tgt.Process(time.Now(), []target.Datagram{{Buf: b[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(conn.Src, conn.SrcPort)}}, &out)
+				tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: b[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(conn.Src, conn.SrcPort)}}, &out)
 				frames++
 			}
 		}

@@ -36,6 +36,13 @@ type seam struct {
 func (seam) Kind() primitive.Kind { return kind{} }
 func (seam) Atomic() bool         { return false }
 
+// LayoutOf returns the Layout behind l, a primitive.Layout of a Postcarding
+// geometry (primitive.Parse's), for its typed API.
+func LayoutOf(l primitive.Layout) (Layout, bool) {
+	sl, ok := l.(seam)
+	return sl.Layout, ok
+}
+
 func (l seam) AppendBinary(b []byte) ([]byte, error) { return l.AppendGeometry(b, l.vals) }
 
 // Defaults of a translator's cache when primitive.Config leaves them 0.
@@ -94,8 +101,9 @@ func (t *translator) Held() (slots, per int) { return len(t.at), t.hops }
 // blanks one settled before.
 func (t *translator) Translate(s primitive.Sink, r *dta.Report, copy int) primitive.Outcome {
 	p := &r.Postcard
+	slot := t.cache.Slot(p.Key)
 	// The entry's chunk, perhaps in runs of slots, and p's flow's.
-	if !s.Room(t.cache.PendingWrites(t.cache.Slot(p.Key)) + t.pc.Layout().Copies) {
+	if !s.Room(t.cache.PendingWrites(slot) + t.pc.Layout().Copies) {
 		return primitive.Busy
 	}
 	if copy >= 0 {
@@ -106,8 +114,8 @@ func (t *translator) Translate(s primitive.Sink, r *dta.Report, copy int) primit
 		s.Count(primitive.OutsideValues)
 		return primitive.Rejected
 	}
+	// A postcard that is not Settling is not held: Hold is not called.
 	track := s.Settling()
-	slot := t.cache.Slot(p.Key)
 	chunks := t.chunks[:0]
 	if track && s.Held(slot) == t.hops {
 		// Its flow had more postcards than hops (a hop came twice): the
@@ -124,12 +132,16 @@ func (t *translator) Translate(s primitive.Sink, r *dta.Report, copy int) primit
 	for i := range chunks {
 		if chunks[i].Key == p.Key {
 			own = true
-			s.Hold(slot)
+			if track {
+				s.Hold(slot)
+			}
 		}
 		t.write(s, slot, chunks[i:i+1])
 	}
 	if !own {
-		s.Hold(slot)
+		if track {
+			s.Hold(slot)
+		}
 		if t.at[slot] == 0 { // the flow starts waiting
 			t.at[slot] = max(s.Now(), 1)
 		}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/internal/udpio"
 )
 
@@ -34,7 +36,7 @@ func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
 	}
 	r.checkResent(now)
 	r.resendDue(now)
-	r.store.Expire(now, heldFor)
+	r.store.Expire(clock.Of(now), heldFor)
 	return true
 }
 
@@ -93,7 +95,7 @@ func (r *Reporter) takeNACK(a dta.Ack, now time.Time) {
 	r.lastEvent = now
 	h := r.store.Held(a.Seq)
 	if h != nil {
-		h.WaitAt = time.Time{} // answered
+		h.WaitAt = 0 // answered
 	}
 	wide := a.Wide && r.cfg.WideSequence
 	switch {
@@ -132,16 +134,32 @@ func (r *Reporter) takeNACK(a dta.Ack, now time.Time) {
 		if wide && r.seq-a.Seq-1 < 1<<31 && !(r.credit.on && int32(a.Seq-r.credit.acked) < 0) {
 			r.lose(a.Seq, a.Reason)
 		}
+	case a.Reason == dta.ReasonBusy && wide:
+		// Flow control, not a refusal: the translator is alive and will
+		// take it once its queue drains. Resent for as long as it says
+		// busy, each time later (up to 128 ms); the window holds
+		// Send back meanwhile, and Close counts what is still waiting.
+		h.Busy++
+		r.queueResend(a, h, now, time.Millisecond<<min(h.Busy-1, busyBackoffShift))
 	case h.Resends >= r.cfg.MaxResends:
 		r.c.GaveUp++
 		r.lose(a.Seq, a.Reason)
 	default:
 		h.Resends++
-		h.Probes = 0 // refused: its copies start again
-		h.Reason = uint8(a.Reason)
-		r.store.Resendable(a.Seq)
-		r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (h.Resends - 1)), reason: a.Reason})
+		r.queueResend(a, h, now, time.Millisecond<<(h.Resends-1))
 	}
+}
+
+// busyBackoffShift caps the backoff of a report NACKed busy again and
+// again at 1 ms << busyBackoffShift (128 ms).
+const busyBackoffShift = 7
+
+// queueResend queues the NACKed report h for a resend after backoff.
+func (r *Reporter) queueResend(a dta.Ack, h *exactly.Copy, now time.Time, backoff time.Duration) {
+	h.Probes = 0 // refused: its copies start again
+	h.Reason = uint8(a.Reason)
+	r.store.Resendable(a.Seq)
+	r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(backoff), reason: a.Reason})
 }
 
 // checkResent sends again, as probes, the resends that waited resendWait
@@ -160,7 +178,7 @@ func (r *Reporter) checkResent(now time.Time) {
 		return
 	}
 	for {
-		seq, h, ok := r.store.Overdue(now, resendWait)
+		seq, h, ok := r.store.Overdue(clock.Of(now), resendWait)
 		if !ok {
 			return
 		}
@@ -210,12 +228,12 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.c.Resent++
 		r.lastEvent = now // its NACK, if any, is yet to come
-		h.LastSent = now
+		h.LastSent = clock.Of(now)
 		if r.credit.on {
 			// Wide numbers: the translator acknowledges the resend alone
 			// (R), or it is sent again. Narrow ones have no such ack:
 			// sent again, one applied would be applied twice.
-			r.store.Await(q.seq, h, now)
+			r.store.Await(q.seq, h, clock.Of(now))
 		}
 		r.pace.spend()
 		r.batch = append(r.batch, udpio.Datagram{Buf: h.B})

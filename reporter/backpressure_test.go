@@ -280,18 +280,21 @@ func TestCloseAnswersLateNACKs(t *testing.T) {
 	}
 }
 
-// TestOnLoss: a translator that refuses everything: each report is resent
-// MaxResends times, then counted lost and handed to OnLoss with its bytes
-// and the NACK's reason.
+// TestOnLoss: a translator that refuses everything (no instance serves
+// it): each report is resent MaxResends times, then counted lost and
+// handed to OnLoss with its bytes and the NACK's reason.
 func TestOnLoss(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return false })
+	ft.mu.Lock()
+	ft.reason = dta.ReasonNoInstance
+	ft.mu.Unlock()
 	var mu sync.Mutex
 	lost := map[uint32][]byte{}
 	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2, OnLoss: func(seq uint32, b []byte, reason dta.Reason) {
 		mu.Lock()
 		defer mu.Unlock()
-		if reason != dta.ReasonBusy {
+		if reason != dta.ReasonNoInstance {
 			t.Errorf("reason %v", reason)
 		}
 		lost[seq] = b
@@ -811,5 +814,37 @@ func TestCloseWaitsForALiveTranslator(t *testing.T) {
 	}
 	if c := r.Counters(); c.Unconfirmed != 0 || c.Lost != 0 || time.Since(start) < 1400*time.Millisecond {
 		t.Fatalf("Close returned after %v with counters %+v: want it to wait for the acks, nothing unconfirmed", time.Since(start), c)
+	}
+}
+
+// TestBusyIsNotGivenUp: busy NACKs are flow control, not refusals: a report
+// the translator NACKs busy 20 times, far more than MaxResends, is resent
+// until taken, and nothing is lost (TestThreeProcessesBusyCores lost one
+// report so, NACKed busy 9 times while the cores were starved).
+func TestBusyIsNotGivenUp(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 20 })
+	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2})
+	for i := range 20 {
+		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "report 5 taken", func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		_, ok := ft.taken[5]
+		return ok
+	})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	if c := r.Counters(); ft.attempts[5] != 21 || c.GaveUp != 0 || c.Lost != 0 || c.Unconfirmed != 0 || c.Resent != 20 {
+		t.Errorf("report 5 sent %d times, counters %+v; want 21 copies (20 busy NACKs, each resent), nothing given up or lost", ft.attempts[5], c)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/postcard"
@@ -212,6 +213,9 @@ type Config struct {
 	// MaxResends bounds the resends of one report after NACKs (default
 	// 8), so that a translator that keeps refusing it does not make the
 	// two ping-pong. The first waits 1 ms, each next one twice as long.
+	// Busy NACKs are flow control and spend none: a report NACKed busy
+	// is resent, at most 128 ms apart, until the translator takes it or
+	// Close counts it lost.
 	// The copies sent because a resend drew no answer in 200 ms (probes:
 	// the translator may hold the report) are bounded apart, MaxResends
 	// since the last NACK.
@@ -251,7 +255,7 @@ type Counters struct {
 	// translator's report socket, or (WideSequence) narrow or of another
 	// session than the reporter's (a forgery, or the answer to one).
 	Foreign uint64
-	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (NACKed again), or probed MaxResends times since the last NACK, then Unconfirmed (the last copy unanswered)
+	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (NACKed again, not busy), or probed MaxResends times since the last NACK, then Unconfirmed (the last copy unanswered)
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 
@@ -586,7 +590,7 @@ func (r *Reporter) waitLocked() error {
 		now := time.Now()
 		r.pace.refill(now)
 		switch {
-		case r.credit.on && r.store.Behind(r.seq, now, ackStall):
+		case r.credit.on && r.store.Behind(r.seq, clock.Of(now), ackStall):
 			// The translator takes a resend once its number is a window
 			// behind the newest only while it still owes it (up to two
 			// windows, docs/DTA-WIRE.md "Exactly once"); a NACK says the
@@ -812,7 +816,7 @@ func (r *Reporter) probeLocked() bool {
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
 	order := r.orderOf(seq)
-	if b, first := r.store.Lose(seq, time.Now()); first {
+	if b, first := r.store.Lose(seq, clock.Now()); first {
 		r.c.Lost++
 		r.queueLoss(order, b, reason)
 	}
@@ -850,7 +854,7 @@ func (r *Reporter) queueLoss(order uint32, b []byte, reason dta.Reason) {
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
 	order := r.orderOf(seq)
-	if b, ok := r.store.Unconfirm(seq, time.Now()); ok {
+	if b, ok := r.store.Unconfirm(seq, clock.Now()); ok {
 		r.c.Unconfirmed++
 		r.queueLoss(order, b, dta.ReasonUnconfirmed)
 	}

@@ -90,7 +90,8 @@ func (e *Engine) connect(in *instance) {
 		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
 		return
 	}
-	d, mad, err := cm.Dial(cm.DialConfig{Request: req, TID: e.tid, Timeout: e.cfg.CMTimeout, Tries: e.cfg.CMTries}, e.now)
+	var buf [cm.MADLen]byte
+	d, mad, err := cm.Dial(buf[:0], cm.DialConfig{Request: req, TID: e.tid, Timeout: e.cfg.CMTimeout, Tries: e.cfg.CMTries}, e.now)
 	if err != nil {
 		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
 		return
@@ -116,8 +117,9 @@ func (e *Engine) sendMAD(q *qp, mad []byte) {
 func (e *Engine) tickCM(q *qp) {
 	switch q.state {
 	case qpConnecting:
-		ev, mad := q.dial.Tick(e.now)
-		if mad != nil {
+		var buf [cm.MADLen]byte
+		ev, mad := q.dial.Tick(buf[:0], e.now)
+		if len(mad) > 0 {
 			e.sendMAD(q, mad)
 		}
 		if ev != cm.GaveUp {
@@ -193,7 +195,8 @@ func (e *Engine) sendDREQ(q *qp) {
 		return // made without the CM exchange: none to end
 	}
 	e.tid++
-	if mad := q.dial.Disconnect(e.tid); mad != nil {
+	var buf [cm.MADLen]byte
+	if mad := q.dial.Disconnect(buf[:0], e.tid); len(mad) > 0 {
 		e.sendMAD(q, mad)
 	}
 }
@@ -226,8 +229,9 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		e.c.BadRoCE++
 		return
 	}
-	ev, answer := q.dial.Handle(h, msg)
-	if answer != nil {
+	var buf [cm.MADLen]byte
+	ev, answer := q.dial.Handle(buf[:0], h, msg)
+	if len(answer) > 0 {
 		e.sendMAD(q, answer)
 	}
 	in := q.inst

@@ -144,11 +144,15 @@ type collector struct {
 
 // Engine is the whole software translator without sockets: it takes reports
 // (HandleReport, Translate), RoCEv2 datagrams from the targets (HandleRoCE)
-// and the time (Tick), and queues the datagrams to send (Output).
+// and the time (Tick), and queues the datagrams to send (Output). Every
+// method that takes now takes the current time in Unix nanoseconds, as the
+// socket-free cores of rocev2 do; the engine has no clock of its own and
+// its time never goes back.
 //
-// Output's datagrams alias the engine's buffers (the retransmit rings):
-// send them, then call ResetOutput, before translating reports again after
-// HandleRoCE. An Engine is not safe for concurrent use.
+// Output's datagrams alias the engine's buffers (the retransmit rings,
+// which keep each packet until it is acknowledged: the exception rc's
+// conventions make for its Requester): send them, then call ResetOutput,
+// before translating reports again after HandleRoCE. An Engine is not safe for concurrent use.
 //
 // Engines shard as Translator shards them, each on its own goroutine and
 // sharing nothing: the engine that reads a source's reports keeps their
@@ -228,8 +232,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 func (e *Engine) Config() Config { return e.cfg }
 
 // Start begins discovery: a REQ to the first CM port of every collector.
-// now is the current time; the engine has no clock of its own.
-func (e *Engine) Start(now time.Time) {
+// now is the current time in Unix nanoseconds.
+func (e *Engine) Start(now int64) {
 	e.setNow(now)
 	if e.started {
 		return
@@ -316,15 +320,16 @@ func (c *Counters) addRequester(r rc.Counters) {
 	c.EncodeErrors += r.EncodeErrors
 }
 
-func (e *Engine) setNow(now time.Time) {
-	if t := now.UnixNano(); t > e.now {
-		e.now = t
+// setNow advances the engine's time to now, never back.
+func (e *Engine) setNow(now int64) {
+	if now > e.now {
+		e.now = now
 	}
 }
 
 // Tick advances the engine's time to now: CM requests and acknowledgement
 // timeouts resend, failed instances retry.
-func (e *Engine) Tick(now time.Time) {
+func (e *Engine) Tick(now int64) {
 	e.setNow(now)
 	for _, q := range e.qps {
 		switch q.state {
@@ -410,7 +415,7 @@ func (e *Engine) AcceptReport(d Datagram, r *dta.Report) bool {
 // HandleRoCEDatagram is HandleRoCE for a datagram read from the RoCEv2
 // socket: one cut short by the read buffer is counted (BadRoCE) and
 // dropped.
-func (e *Engine) HandleRoCEDatagram(d Datagram, now time.Time) {
+func (e *Engine) HandleRoCEDatagram(d Datagram, now int64) {
 	if d.Truncated {
 		e.c.BadRoCE++
 		return
@@ -428,7 +433,7 @@ func (e *Engine) Apply(r *dta.Report, copy int) error { return e.apply(r, copy) 
 // collectors' advertisement SENDs, and CM messages on QP 1. Datagrams with a
 // bad ICRC, that do not decode, or that belong to no QP are counted and
 // dropped.
-func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
+func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now int64) {
 	e.setNow(now)
 	src = unmap(src)
 	if err := e.rx.DecodeDatagram(b, src, e.cfg.Local); err != nil {
@@ -480,7 +485,7 @@ func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
 // HandleReport decodes a DTA report received from src at time now and
 // translates it. A datagram that is not a report is counted (Malformed) and
 // dropped.
-func (e *Engine) HandleReport(b []byte, src netip.AddrPort, now time.Time) {
+func (e *Engine) HandleReport(b []byte, src netip.AddrPort, now int64) {
 	if err := e.rep.Decode(b); err != nil {
 		e.c.Malformed++
 		return
@@ -512,7 +517,7 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // already had applied is counted in Duplicates and dropped, one older than
 // the window is refused (Stale), and numbers the source skipped are NACKed
 // with reason Missing (docs/DTA-WIRE.md, "Exactly once").
-func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
+func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now int64) {
 	e.setNow(now)
 	if !r.Header.Sequenced || !r.Header.Wide {
 		e.translate1(r, src)
@@ -560,6 +565,8 @@ func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken
 // geometry refuses is NACKed with reason Rejected and sets e.refused.
 func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	switch err := e.apply(r, -1); {
+	case err == nil:
+		return true
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
@@ -577,8 +584,9 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	return false
 }
 
-// apply translates r, counting it, and says why it was not applied. A
-// Key-Write writes only copy cp when cp is not negative.
+// apply translates r through its primitive's Translator, counting it, and
+// says why it was not applied. A Key-Write writes only copy cp when cp is
+// not negative.
 func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
 	k, ok := primitive.Lookup(op)
@@ -587,15 +595,25 @@ func (e *Engine) apply(r *dta.Report, cp int) error {
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
 	countOp(&e.c.Reports, &e.c.RegisteredReports, op)
-	in := e.chooseCollector(k.Key(r)).byPrim[op]
-	if in == nil || !in.ready() {
+	col := e.collectors[0]
+	if len(e.collectors) > 1 { // one collector needs no key
+		col = e.chooseCollector(k.Key(r))
+	}
+	in := col.byPrim[op]
+	if in == nil {
 		e.c.NoInstance++
 		return errNoInstance
 	}
-	switch e.translate(in, r, cp) {
+	s := e.sinkFor(in)
+	if !s.ready() {
+		e.c.NoInstance++
+		return errNoInstance
+	}
+	switch in.tr.Translate(s, r, cp) {
 	case primitive.Busy:
 		return errBusy
 	case primitive.Rejected:
+		e.c.Rejected++
 		return errRejected
 	}
 	countOp(&e.c.Translated, &e.c.RegisteredTranslated, op)

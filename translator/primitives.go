@@ -101,49 +101,6 @@ type scratch struct {
 	heads []uint64
 }
 
-// translate turns r into in's operations through its primitive. A
-// Key-Write writes only copy cp when cp is not negative (Submit).
-func (e *Engine) translate(in *instance, r *dta.Report, cp int) primitive.Outcome {
-	o := in.tr.Translate(e.sinkFor(in), r, cp)
-	if o == primitive.Rejected {
-		e.c.Rejected++
-	}
-	return o
-}
-
-// track queues the report being translated, whose operations were just
-// queued on in's QP, to be settled when they are acknowledged.
-func (e *Engine) track(in *instance) {
-	if e.cur.s != nil {
-		in.conn.pend(e.cur)
-		e.tracked = true
-	}
-}
-
-// write posts one RDMA WRITE of data at offset off of in's region: WRITE
-// Only, or First/Middle/Last when data exceeds the MTU; with imm, the last
-// packet carries the immediate. A write that would reach past the region is
-// refused (counted), never sent.
-func (e *Engine) write(in *instance, off uint64, data []byte, imm bool, immData uint32) {
-	if off > uint64(in.ad.Length) || uint64(len(data)) > uint64(in.ad.Length)-off {
-		e.c.EncodeErrors++
-		return
-	}
-	e.c.Writes++
-	in.conn.write(e, in.ad.VA+off, in.ad.RKey, data, imm, immData)
-}
-
-// fetchAdd posts one FETCH_ADD of add to the counter at offset off of in's
-// region, with AckReq as every atomic.
-func (e *Engine) fetchAdd(in *instance, off, add uint64) {
-	if off > uint64(in.ad.Length) || uint64(in.ad.Length)-off < 8 || (in.ad.VA+off)%8 != 0 {
-		e.c.EncodeErrors++
-		return
-	}
-	e.c.FetchAdds++
-	in.conn.fetchAdd(e, in.ad.VA+off, in.ad.RKey, add)
-}
-
 // Flush writes what the translator holds back: every cached postcard flow's
 // chunks and every partial append batch, on every ready instance, whatever
 // the rate limit. What does not fit a retransmit ring, or belongs to an

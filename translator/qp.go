@@ -146,7 +146,11 @@ func (e *Engine) post(q *qp, p *rocev2.Packet) {
 
 // send queues b, a data packet q's requester just posted.
 func (e *Engine) send(q *qp, b []byte) {
-	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
+	// Set in place: a Datagram built on the stack and copied in stalls on
+	// the copy's reads of the stores just made.
+	e.out = append(e.out, Datagram{})
+	d := &e.out[len(e.out)-1]
+	d.Buf, d.Addr = b, q.remote
 	if !q.touched {
 		q.touched = true
 		e.touched = append(e.touched, q)

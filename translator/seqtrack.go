@@ -138,7 +138,7 @@ func (s Settlement) Home() int { return int(s.t.home) }
 // It returns false when r is not to be translated (refused: NACKed or
 // counted as Translate would). A report that is not wide gets an empty
 // Ticket.
-func (e *Engine) Admit(r *dta.Report, src netip.AddrPort, home int, now time.Time) (Ticket, bool) {
+func (e *Engine) Admit(r *dta.Report, src netip.AddrPort, home int, now int64) (Ticket, bool) {
 	e.setNow(now)
 	if !r.Header.Sequenced || !r.Header.Wide {
 		return Ticket{}, true
@@ -161,7 +161,7 @@ func (e *Engine) Admit(r *dta.Report, src netip.AddrPort, home int, now time.Tim
 // TranslateFor translates r, a report from src that another engine
 // admitted (tk), and says what became of it: that engine takes the
 // outcome (HandedOver) before it reads the source's next reports.
-func (e *Engine) TranslateFor(r *dta.Report, src netip.AddrPort, tk Ticket, now time.Time) Outcome {
+func (e *Engine) TranslateFor(r *dta.Report, src netip.AddrPort, tk Ticket, now int64) Outcome {
 	e.setNow(now)
 	var o Outcome
 	o.taken, o.tracked, o.refused = e.translateFor(r, src, tk.t)

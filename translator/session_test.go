@@ -148,7 +148,7 @@ func TestSourcesBounded(t *testing.T) {
 		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, h.e.seqs.Len())
 	}
 	// All but the first go on reporting; the first falls silent.
-	h.now = h.now.Add(exactly.SourceIdle)
+	h.now += int64(exactly.SourceIdle)
 	for i := uint64(1); i < exactly.MaxSources; i++ {
 		h.sessionKI(testReporter, 1000+i, 1)
 	}

@@ -339,7 +339,7 @@ type harness struct {
 	t     testing.TB
 	e     *Engine
 	fts   []*fakeTarget
-	now   time.Time
+	now   int64      // Unix nanoseconds
 	nacks []Datagram // NACKs the engine sent, copied
 	toT   func([]Datagram) []Datagram
 	toE   func([][]byte) [][]byte
@@ -361,7 +361,7 @@ func newHarness(t testing.TB, cfg Config, fts ...*fakeTarget) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, e: e, fts: fts, now: time.Unix(1_000_000, 0)}
+	return &harness{t: t, e: e, fts: fts, now: time.Unix(1_000_000, 0).UnixNano()}
 }
 
 func (h *harness) target(a netip.AddrPort) *fakeTarget {
@@ -415,8 +415,8 @@ func (h *harness) pump() {
 
 // advance moves time on by d in steps of step, ticking and pumping.
 func (h *harness) advance(d, step time.Duration) {
-	for end := h.now.Add(d); h.now.Before(end); {
-		h.now = h.now.Add(step)
+	for end := h.now + int64(d); h.now < end; {
+		h.now += int64(step)
 		h.e.Tick(h.now)
 		h.pump()
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
@@ -316,7 +317,7 @@ func (t *Translator) Close(timeout time.Duration) error {
 	if started {
 		for _, sh := range t.shards {
 			sh.mu.Lock()
-			sh.e.Tick(time.Now())
+			sh.e.Tick(clock.Now())
 			sh.e.Flush()
 			t.sendLocked(sh)
 			sh.mu.Unlock()
@@ -407,8 +408,8 @@ func (t *Translator) readReports(sh *shard) {
 	owners := make([]int, batchSize)   // the shard translating each report; -1: none
 	toks := make([]Ticket, batchSize)  // reports another shard translates
 	outs := make([]Outcome, batchSize) // what it did with them
-	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, now time.Time) bool {
-		foreign := false
+	_ = sh.rep.ReadLoop(udpio.Buffers(batchSize, maxReport), 0, func(ms []udpio.Datagram, at time.Time) bool {
+		now, foreign := clock.Of(at), false
 		sh.mu.Lock()
 		for i := range ms {
 			owners[i] = -1
@@ -448,7 +449,7 @@ func (t *Translator) readReports(sh *shard) {
 // handOver has the reports of reps (decoded from ms) that shards other
 // than from own translated by them, recording in outs what became of
 // each.
-func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []Ticket, outs []Outcome, now time.Time) {
+func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagram, owners []int, toks []Ticket, outs []Outcome, now int64) {
 	for _, sh := range t.shards {
 		if sh == from {
 			continue
@@ -473,7 +474,8 @@ func (t *Translator) handOver(from *shard, reps []dta.Report, ms []udpio.Datagra
 
 func (t *Translator) readRoCE(sh *shard) {
 	defer t.wg.Done()
-	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, now time.Time) bool {
+	_ = sh.roce.ReadLoop(udpio.Buffers(batchSize, maxRoCERecv), 0, func(ms []udpio.Datagram, at time.Time) bool {
+		now := clock.Of(at)
 		sh.mu.Lock()
 		for i := range ms {
 			sh.e.HandleRoCEDatagram(ms[i], now)
@@ -492,7 +494,8 @@ func (t *Translator) ticker() {
 		select {
 		case <-t.stop:
 			return
-		case now := <-tk.C:
+		case at := <-tk.C:
+			now := clock.Of(at)
 			for _, sh := range t.shards {
 				sh.mu.Lock()
 				sh.e.Tick(now)
@@ -525,7 +528,7 @@ func (software) start(ctx context.Context, t *Translator) error {
 		t.wg.Add(1)
 		go t.readRoCE(sh)
 		sh.mu.Lock()
-		sh.e.Start(time.Now())
+		sh.e.Start(clock.Now())
 		t.sendLocked(sh)
 		sh.mu.Unlock()
 	}

@@ -37,10 +37,11 @@ const OwedFor = 2 * time.Second
 // expects and, for the Window numbers before it, which were applied,
 // which wait for their collector's acknowledgement, which were NACKed for
 // a resend; and which of the Window numbers before those were NACKed and
-// left the window before their resend came (late). Its times are a
-// translator's clock in nanoseconds.
+// left the window before their resend came (late). Its times are Unix
+// nanoseconds.
 type State struct {
 	src     Source
+	table   *Table // the Table tracking s, nil once it forgot s
 	first   uint32 // the first number seen: the ack's span starts there
 	next    uint32 // one past the newest number seen
 	ackFrom uint32 // one past the number the last cumulative ack named

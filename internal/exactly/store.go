@@ -28,7 +28,7 @@ type slot struct {
 // stamp is a number and a time, in the order of the times.
 type stamp struct {
 	seq uint32
-	at  time.Time
+	at  int64 // Unix nanoseconds
 }
 
 // Copy is a NACKed report held for its resend.
@@ -36,16 +36,20 @@ type Copy struct {
 	B        []byte // the report (nil once lost)
 	Resends  int    // resends sent after NACKs
 	Probes   int    // copies sent since the last NACK because no answer came
-	LastSent time.Time
+	LastSent int64  // Unix nanoseconds; 0: never
 	// WaitAt is when the last copy was sent while no answer has come
-	// since (zero after a NACK).
-	WaitAt time.Time
+	// since, in Unix nanoseconds (0 after a NACK).
+	WaitAt int64
 	Reason uint8 // of its last NACK (a dta.Reason)
 	Lost   bool  // counted lost or unconfirmed: kept, without B, as a marker
 	// KW says the report is a Key-Write of Key: a newer report of the key
 	// supersedes it.
 	KW  bool
 	Key uint32
+	// Busy counts its busy NACKs (the translator's queue full or its
+	// rate spent): flow control, they set the backoff but spend no
+	// resend.
+	Busy int
 	// Order is the sender's own name for the report (the reporter's:
 	// its place in the order of Send calls).
 	Order uint32
@@ -116,7 +120,7 @@ func (st *Store) Acked(seq uint32) bool {
 // Lose counts report seq lost at time now, whether it is held or only in
 // the ring (then a marker is held), and returns its bytes (nil if neither
 // holds them); first is false when it was counted lost before.
-func (st *Store) Lose(seq uint32, now time.Time) (b []byte, first bool) {
+func (st *Store) Lose(seq uint32, now int64) (b []byte, first bool) {
 	c := st.held[seq]
 	if c == nil {
 		c = &Copy{}
@@ -142,7 +146,7 @@ func (st *Store) Lose(seq uint32, now time.Time) (b []byte, first bool) {
 // Unconfirm counts report seq unconfirmed (it may or may not have been
 // applied) at time now and returns its bytes; ok is false when it was
 // lost or unconfirmed before, or neither held nor in the ring.
-func (st *Store) Unconfirm(seq uint32, now time.Time) (b []byte, ok bool) {
+func (st *Store) Unconfirm(seq uint32, now int64) (b []byte, ok bool) {
 	c := st.held[seq]
 	if c != nil && c.Lost {
 		return nil, false
@@ -164,17 +168,17 @@ func (st *Store) Unconfirm(seq uint32, now time.Time) (b []byte, ok bool) {
 }
 
 // mark turns c, seq's copy, into a lost marker from time now.
-func (st *Store) mark(seq uint32, c *Copy, now time.Time) {
+func (st *Store) mark(seq uint32, c *Copy, now int64) {
 	c.B, c.Lost, c.LastSent = nil, true, now
 	st.markers = append(st.markers, stamp{seq: seq, at: now})
 }
 
 // Expire forgets the lost markers older than age at time now.
-func (st *Store) Expire(now time.Time, age time.Duration) {
-	for len(st.markers) > 0 && now.Sub(st.markers[0].at) > age {
+func (st *Store) Expire(now int64, age time.Duration) {
+	for len(st.markers) > 0 && now-st.markers[0].at > int64(age) {
 		e := st.markers[0]
 		st.markers = st.markers[1:]
-		if c := st.held[e.seq]; c != nil && c.LastSent.Equal(e.at) {
+		if c := st.held[e.seq]; c != nil && c.LastSent == e.at {
 			delete(st.held, e.seq)
 		}
 	}
@@ -182,7 +186,7 @@ func (st *Store) Expire(now time.Time, age time.Duration) {
 
 // Await records that a copy of seq, held, was sent at time now and waits
 // for an answer.
-func (st *Store) Await(seq uint32, c *Copy, now time.Time) {
+func (st *Store) Await(seq uint32, c *Copy, now int64) {
 	c.WaitAt = now
 	st.waiting = append(st.waiting, stamp{seq: seq, at: now})
 }
@@ -190,11 +194,11 @@ func (st *Store) Await(seq uint32, c *Copy, now time.Time) {
 // Overdue returns the oldest copy that has waited more than wait at time
 // now with no answer since (not acknowledged, NACKed, lost or sent again
 // since), and forgets it; ok is false when there is none.
-func (st *Store) Overdue(now time.Time, wait time.Duration) (seq uint32, c *Copy, ok bool) {
-	for len(st.waiting) > 0 && now.Sub(st.waiting[0].at) > wait {
+func (st *Store) Overdue(now int64, wait time.Duration) (seq uint32, c *Copy, ok bool) {
+	for len(st.waiting) > 0 && now-st.waiting[0].at > int64(wait) {
 		e := st.waiting[0]
 		st.waiting = st.waiting[1:]
-		if c := st.held[e.seq]; c != nil && !c.Lost && c.WaitAt.Equal(e.at) {
+		if c := st.held[e.seq]; c != nil && !c.Lost && c.WaitAt == e.at {
 			return e.seq, c, true
 		}
 	}
@@ -227,13 +231,13 @@ func (st *Store) Unsettled() []uint32 {
 // makes the map scanned only when the oldest may be that far behind. A
 // copy last sent more than stale before now holds nothing back: it was
 // resent before acks came (no answer is awaited).
-func (st *Store) Behind(next uint32, now time.Time, stale time.Duration) bool {
+func (st *Store) Behind(next uint32, now int64, stale time.Duration) bool {
 	if len(st.held) == 0 || next-st.low < Window-1 {
 		return false
 	}
 	low := next
 	for seq, c := range st.held {
-		if !c.Lost && Diff(seq, low) < 0 && (c.LastSent.IsZero() || now.Sub(c.LastSent) < stale) {
+		if !c.Lost && Diff(seq, low) < 0 && (c.LastSent == 0 || now-c.LastSent < int64(stale)) {
 			low = seq
 		}
 	}

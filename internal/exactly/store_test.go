@@ -36,7 +36,7 @@ func TestStoreRing(t *testing.T) {
 // its marker stays until it expires, so a late NACK is not a second loss;
 // an acknowledged copy is done.
 func TestStoreLoseUnconfirm(t *testing.T) {
-	t0 := time.Unix(1000, 0)
+	t0 := time.Unix(1000, 0).UnixNano()
 	st := NewStore(8)
 	for seq := uint32(0); seq < 4; seq++ {
 		st.Put(seq, []byte{byte(seq)})
@@ -60,11 +60,11 @@ func TestStoreLoseUnconfirm(t *testing.T) {
 	if !st.Acked(3) || st.Acked(3) || st.Held(3) != nil {
 		t.Fatal("the acknowledged copy of 3 was not done once")
 	}
-	st.Expire(t0.Add(time.Second), time.Second)
+	st.Expire(t0+int64(time.Second), time.Second)
 	if c := st.Held(1); c == nil || !c.Lost {
 		t.Fatal("1's marker expired early")
 	}
-	st.Expire(t0.Add(time.Second+1), time.Second)
+	st.Expire(t0+int64(time.Second+1), time.Second)
 	if st.Held(1) != nil {
 		t.Fatal("1's marker did not expire")
 	}
@@ -73,27 +73,27 @@ func TestStoreLoseUnconfirm(t *testing.T) {
 // TestStoreOverdue: a copy sent and unanswered for the wait is overdue
 // once; one answered (WaitAt cleared) or sent again since is not.
 func TestStoreOverdue(t *testing.T) {
-	t0 := time.Unix(1000, 0)
+	t0 := time.Unix(1000, 0).UnixNano()
 	st := NewStore(8)
 	for seq := uint32(0); seq < 3; seq++ {
 		st.Put(seq, []byte{byte(seq)})
 		c, _ := st.Hold(seq)
 		st.Await(seq, c, t0)
 	}
-	st.Held(1).WaitAt = time.Time{} // a NACK answered it
-	st.Await(2, st.Held(2), t0.Add(time.Millisecond))
+	st.Held(1).WaitAt = 0 // a NACK answered it
+	st.Await(2, st.Held(2), t0+int64(time.Millisecond))
 	wait := 200 * time.Millisecond
-	if _, _, ok := st.Overdue(t0.Add(wait), wait); ok {
+	if _, _, ok := st.Overdue(t0+int64(wait), wait); ok {
 		t.Fatal("overdue before the wait")
 	}
-	seq, c, ok := st.Overdue(t0.Add(wait+time.Nanosecond), wait)
+	seq, c, ok := st.Overdue(t0+int64(wait+time.Nanosecond), wait)
 	if !ok || seq != 0 || c != st.Held(0) {
 		t.Fatalf("overdue %d %v, want 0", seq, ok)
 	}
-	if seq, _, ok := st.Overdue(t0.Add(wait+time.Nanosecond), wait); ok {
+	if seq, _, ok := st.Overdue(t0+int64(wait+time.Nanosecond), wait); ok {
 		t.Fatalf("%d overdue: answered or sent again since", seq)
 	}
-	if seq, _, ok := st.Overdue(t0.Add(wait+2*time.Millisecond), wait); !ok || seq != 2 {
+	if seq, _, ok := st.Overdue(t0+int64(wait+2*time.Millisecond), wait); !ok || seq != 2 {
 		t.Fatalf("the second copy of 2: %d %v", seq, ok)
 	}
 	if st.Settled() || len(st.Unsettled()) != 3 {
@@ -105,7 +105,7 @@ func TestStoreOverdue(t *testing.T) {
 // the next number would put it a window behind, unless it was last sent
 // long ago.
 func TestStoreBehind(t *testing.T) {
-	t0 := time.Unix(1000, 0)
+	t0 := time.Unix(1000, 0).UnixNano()
 	st := NewStore(Window)
 	st.Put(5, []byte{5})
 	c, _ := st.Hold(5)
@@ -117,7 +117,7 @@ func TestStoreBehind(t *testing.T) {
 		t.Fatal("not behind a window on")
 	}
 	c.LastSent = t0
-	if st.Behind(5+Window-1, t0.Add(time.Second), time.Second) {
+	if st.Behind(5+Window-1, t0+int64(time.Second), time.Second) {
 		t.Fatal("a copy sent long ago held the stream back")
 	}
 }

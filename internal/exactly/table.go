@@ -17,19 +17,32 @@ const (
 )
 
 // Table holds the State of each source, at most MaxSources. The zero
-// value is an empty table.
+// value is an empty table. A Table is not safe for concurrent use, Get
+// included (it remembers the state it found).
 type Table struct {
-	m       map[Source]*State
+	m map[Source]*State
+	// last is the state Get found last: a source's reports come in runs,
+	// and comparing its Source costs less than hashing it.
+	last    *State
 	tick    uint64 // counts uses, to age the states
 	evictAt int64  // while full, no source is idle before this time
 }
 
 // Get returns src's state, or nil.
-func (t *Table) Get(src Source) *State { return t.m[src] }
+func (t *Table) Get(src Source) *State {
+	if s := t.last; s != nil && s.src == src {
+		return s
+	}
+	s := t.m[src]
+	if s != nil {
+		t.last = s
+	}
+	return s
+}
 
 // Tracks reports whether s is the state t holds for its source: a state
 // forgotten since (and perhaps replaced) is not.
-func (t *Table) Tracks(s *State) bool { return t.m[s.src] == s }
+func (t *Table) Tracks(s *State) bool { return s.table == t }
 
 // Len returns the number of sources tracked.
 func (t *Table) Len() int { return len(t.m) }
@@ -72,10 +85,17 @@ func (t *Table) Add(src Source, seq uint32, now int64) (s *State, evicted bool) 
 			return nil, false
 		}
 		delete(t.m, s0.src)
+		s0.table = nil
+		if t.last == s0 {
+			t.last = nil
+		}
 		evicted = true
 	}
-	s = &State{src: src, first: seq, next: seq, ackFrom: seq, lastAt: now, budget: NewSourceNACKs}
-	t.m[src] = s
+	s = &State{src: src, table: t, first: seq, next: seq, ackFrom: seq, lastAt: now, budget: NewSourceNACKs}
+	if old := t.m[src]; old != nil { // replaced: forgotten
+		old.table = nil
+	}
+	t.m[src], t.last = s, s
 	return s, evicted
 }
 

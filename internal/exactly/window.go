@@ -5,6 +5,9 @@
 // reporter's store of NACKed reports awaiting their resend's
 // acknowledgement.
 //
+// Times are Unix nanoseconds (int64) and durations time.Duration, as in
+// every socket-free core (docs/DTA-WIRE.md, "Timers and sockets").
+//
 // It is internal: users see its effects through reporter.Config,
 // reporter.WideWindow and the translator's counters, and the two sides
 // must agree on it, which one package guarantees.

@@ -14,8 +14,10 @@
 // [Acceptor] for the passive side (a target). Neither touches a socket or
 // knows what the queue pair carries. They follow package rc's conventions
 // for socket-free cores: time as Unix nanoseconds (now int64); what to send
-// returned as bytes beside an Event (a MAD, which the caller carries in a
-// [Packet]; a fresh slice, the caller's to keep).
+// appended to the caller's buffer b and the extended buffer returned beside
+// an Event (b itself when there is nothing to send), as rc.Responder does;
+// a MAD, which the caller carries in a [Packet]. With room in b for a MAD
+// they do not allocate.
 //
 // Byte offsets in comments count from the end of the 24-byte MAD header; bit
 // positions from the most significant bit.

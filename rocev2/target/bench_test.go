@@ -51,7 +51,7 @@ func peerBatch(p *peer, r *Region, n int, mk func(p *peer, r *Region, i int) []b
 func (bb *benchBatch) run() {
 	*bb.p.qp.resp = bb.start
 	bb.out.Reset()
-	bb.p.t.Process(t0, bb.in, &bb.out)
+	bb.p.t.Process(t0.UnixNano(), bb.in, &bb.out)
 }
 
 func slotWrite(size int) func(p *peer, r *Region, i int) []byte {

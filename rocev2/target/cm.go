@@ -174,7 +174,8 @@ func (t *Target) onREQ(now int64, h cm.MADHeader, m *cm.ConnectRequest, src neti
 	key := reqKey{commID: m.LocalCommID, from: src}
 	if qp := t.byReq[key]; qp != nil {
 		// A repeated REQ: our REP was lost or is slow. Same REP again.
-		if rep, err := qp.acc.REP(); err == nil {
+		var buf [cm.MADLen]byte
+		if rep, err := qp.acc.REP(buf[:0]); err == nil {
 			t.sendRawMAD(rep, src, out)
 		}
 		return
@@ -230,7 +231,8 @@ func (t *Target) onREQ(now int64, h cm.MADHeader, m *cm.ConnectRequest, src neti
 		}
 	}
 	qp.req = key
-	acc, rep, err := cm.Accept(h, m, cm.ConnectReply{
+	var buf [cm.MADLen]byte
+	acc, rep, err := cm.Accept(buf[:0], h, m, cm.ConnectReply{
 		LocalCommID:        qp.localCommID,
 		LocalQPN:           qp.qpn,
 		StartingPSN:        uint32(qp.resp.Expected()),

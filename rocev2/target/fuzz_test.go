@@ -99,8 +99,8 @@ func FuzzProcess(f *testing.F) {
 			frames = append(frames, Datagram{Buf: b, Addr: p.addr})
 		}
 		var out Output
-		p.t.Process(t0, frames, &out)
-		p.t.Tick(t0.Add(time.Second), &out)
+		p.t.Process(t0.UnixNano(), frames, &out)
+		p.t.Tick(t0.Add(time.Second).UnixNano(), &out)
 		for _, d := range out.Datagrams() {
 			var pkt rocev2.Packet
 			if err := pkt.DecodeDatagram(d.Buf, targetAddr, d.Addr); err != nil {

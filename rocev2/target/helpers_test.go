@@ -134,13 +134,13 @@ func (p *peer) sendAt(now time.Time, frames ...[]byte) []rocev2.Packet {
 		in[i] = Datagram{Buf: f, Addr: p.addr}
 	}
 	p.out.Reset()
-	p.t.Process(now, in, &p.out)
+	p.t.Process(now.UnixNano(), in, &p.out)
 	return p.decodeOut()
 }
 
 func (p *peer) tick(now time.Time) []rocev2.Packet {
 	p.out.Reset()
-	p.t.Tick(now, &p.out)
+	p.t.Tick(now.UnixNano(), &p.out)
 	return p.decodeOut()
 }
 

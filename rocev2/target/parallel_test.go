@@ -95,7 +95,7 @@ func TestProcessParallel(t *testing.T) {
 		spare := newGuarded(64)
 		for !stop.Load() {
 			out.Reset()
-			tg.Tick(t0, &out)
+			tg.Tick(t0.UnixNano(), &out)
 			_ = tg.Counters()
 			if sr, err := tg.Register(spare.mem, RemoteWrite); err == nil {
 				_ = tg.Deregister(sr)
@@ -112,7 +112,7 @@ func TestProcessParallel(t *testing.T) {
 			var out Output
 			for b, in := range j.in {
 				out.Reset()
-				tg.Process(t0, in, &out)
+				tg.Process(t0.UnixNano(), in, &out)
 				resp, err := decodeAll(&out)
 				if err != nil {
 					errs <- err.Error()
@@ -223,7 +223,7 @@ func TestDeregisterStopsParallelWrites(t *testing.T) {
 				in := []Datagram{{Buf: p.write(r.VA()+uint64(8*(s+2*(n%200))), r.RKey(), v[:], true), Addr: p.addr}}
 				out.Reset()
 				begun := after.Load()
-				tg.Process(t0, in, &out)
+				tg.Process(t0.UnixNano(), in, &out)
 				if n == 10 {
 					started.Done()
 				}

@@ -91,8 +91,9 @@ func (o *Output) commitAll(dgs [][]byte, dst netip.AddrPort) {
 // queue pair for the batch, covering every packet of it; see section 8.6),
 // NAKs, atomic ACKs, CM replies, and the SENDs that connections made ready.
 // Every RDMA WRITE and atomic is applied to its region before Process
-// returns. now drives the timers the responses start. It does not allocate
-// in the steady state of the data path (out reused).
+// returns. now, the time in Unix nanoseconds (rc's convention), drives the
+// timers the responses start. It does not allocate in the steady state of
+// the data path (out reused).
 //
 // Process may run on several goroutines at once (each with its own out):
 // packets of one queue pair are handled one at a time, in the order the
@@ -100,11 +101,10 @@ func (o *Output) commitAll(dgs [][]byte, dst netip.AddrPort) {
 // Completion callbacks run inside Process with their queue pair locked:
 // they must not call the Target's or a QP's methods, and should return
 // quickly.
-func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
+func (t *Target) Process(now int64, in []Datagram, out *Output) {
 	if t.closed.Load() {
 		return
 	}
-	ns := now.UnixNano()
 	w := t.workers.Get().(*worker)
 	if dst := t.local(); w.dst != dst {
 		w.dst, w.hdrs = dst, headerCache{}
@@ -114,7 +114,7 @@ func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
 			t.countTruncated() // longer than the reader's buffer: not whole
 			continue
 		}
-		w.handle(t, ns, in[i].Buf, in[i].Addr, out)
+		w.handle(t, now, in[i].Buf, in[i].Addr, out)
 	}
 	for _, qp := range out.acking {
 		qp.mu.Lock()
@@ -204,19 +204,18 @@ func (w *worker) refuse(b []byte) *Counters {
 	return &w.c
 }
 
-// Tick runs the timers due at now and appends what they send to out: REPs
-// and DREQs resent (or their connections dropped after MaxTries), and the
-// target's own SENDs sent or resent. Serve calls it every 10 ms.
-func (t *Target) Tick(now time.Time, out *Output) {
+// Tick runs the timers due at now (Unix nanoseconds) and appends what they
+// send to out: REPs and DREQs resent (or their connections dropped after
+// MaxTries), and the target's own SENDs sent or resent. Serve calls it every 10 ms.
+func (t *Target) Tick(now int64, out *Output) {
 	t.mu.Lock()
 	defer t.unlock()
 	if t.closed.Load() {
 		return
 	}
-	ns := now.UnixNano()
 	for _, qp := range t.qps {
 		qp.mu.Lock()
-		t.tick(ns, qp, out)
+		t.tick(now, qp, out)
 		qp.mu.Unlock()
 	}
 }
@@ -228,13 +227,14 @@ func (t *Target) tick(now int64, qp *QP, out *Output) {
 	}
 	switch qp.state {
 	case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
-		ev, mad := qp.acc.Tick(now)
+		var buf [cm.MADLen]byte
+		ev, mad := qp.acc.Tick(buf[:0], now)
 		if ev == cm.GaveUp {
 			t.c.CMTimeouts++
 			t.destroy(qp)
 			return
 		}
-		if mad != nil {
+		if len(mad) > 0 {
 			dst := qp.peer
 			if qp.state == qpWaitRTU {
 				dst = qp.req.from

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/udpio"
 )
 
@@ -62,10 +63,10 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(in []Datagram, now time.Time) bool {
 		out.Reset()
 		if len(in) > 0 {
-			t.Process(now, in, &out)
+			t.Process(clock.Of(now), in, &out)
 		}
 		if now.Sub(lastTick) >= TickInterval {
-			t.Tick(now, &out)
+			t.Tick(clock.Of(now), &out)
 			lastTick = now
 		}
 		// A datagram refused (an unreachable peer) is skipped.

@@ -101,11 +101,32 @@ func (s *Synthetic) generates() bool {
 func (s *Synthetic) Report(i int, r *dta.Report, buf []byte) {
 	op := s.Mix[i%len(s.Mix)]
 	*r = dta.Report{Header: dta.Header{Opcode: op}}
-	if k, ok := primitive.Lookup(op); ok {
-		if g, ok := k.(primitive.Generator); ok {
-			g.Generate(&s.Synthetic, i/len(s.Mix), r, buf)
-		}
+	g := builtIn[op]
+	if g == nil {
+		g = generator(op)
 	}
+	if g != nil {
+		g.Generate(&s.Synthetic, i/len(s.Mix), r, buf)
+	}
+}
+
+// builtIn holds, by opcode, the Generators registered before this package
+// was initialised (the four it imports among them): Report, called once
+// per datagram sent, looks its primitive up here, not in the registry.
+// Read only after init, so that Report is safe for concurrent use.
+var builtIn [256]primitive.Generator
+
+func init() {
+	for _, k := range primitive.Kinds() {
+		builtIn[k.Opcode()] = generator(k.Opcode())
+	}
+}
+
+// generator returns the Generator registered under op, or nil.
+func generator(op dta.Opcode) primitive.Generator {
+	k, _ := primitive.Lookup(op)
+	g, _ := k.(primitive.Generator)
+	return g
 }
 
 // PostcardValue is the value hop (0-based) of flow reports in its round
