@@ -302,6 +302,14 @@ func (f *Fields) Buffer(b []byte) (id uint8, occupancy uint32, ok bool) {
 // domain-specific): every field the layout holds.
 func (f *Fields) Decode(m *Metadata, b []byte) {
 	*m = Metadata{}
+	if f.words == 0 {
+		// No field (every field has a word): a report without
+		// metadata, as most INT-MD sinks send, reads nothing.
+		if len(b) > 0 {
+			m.DomainSpecific = b
+		}
+		return
+	}
 	var p uint16 // Present
 	var ok bool
 	if m.NodeID, ok = f.NodeID(b); ok {
