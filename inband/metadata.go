@@ -75,33 +75,42 @@ var fieldWords = [...]uint8{fReserved: 1, fNodeID: 1, fL1Ports: 1, fHopLatency: 
 // layout is what each bit of a bitmap requests, bit 0 the most
 // significant of 16 (Telemetry Report 1.0's 6-bit RepMdBits is shifted
 // left by 10 to read it).
-type layout [16]field
+type layout struct {
+	kinds [16]field
+	// wide has the bits whose fields are two words: a bitmap's words are
+	// then two popcounts, which every INT-MD header's check needs.
+	wide uint16
+}
+
+func newLayout(kinds [16]field) layout {
+	l := layout{kinds: kinds}
+	for bit, k := range kinds {
+		if fieldWords[k] == 2 {
+			l.wide |= 0x8000 >> bit
+		}
+	}
+	return l
+}
 
 var (
 	// layoutINT2 is INT 2.x's instruction bitmap.
-	layoutINT2 = layout{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fChecksum}
+	layoutINT2 = newLayout([16]field{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fChecksum})
 	// layoutReport2 is Telemetry Report 2.0's RepMdBits: bit 0 reserved
 	// (the node ID is the group header's), bit 15 the drop word.
-	layoutReport2 = layout{fReserved, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fDrop}
+	layoutReport2 = newLayout([16]field{fReserved, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fDrop})
 	// layoutINT1 is INT 1.0's: timestamps of 4 bytes.
-	layoutINT1 = layout{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS32, fEgressTS32, fL2Ports, fTxUtil, 15: fChecksum}
+	layoutINT1 = newLayout([16]field{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS32, fEgressTS32, fL2Ports, fTxUtil, 15: fChecksum})
 	// layoutINT05 is INT 0.5's: every field one word, bit 6 the queue
 	// congestion status; queue ID and value split 16/16 as INTCollector
 	// reads them (INT 0.5 leaves the split to the device).
-	layoutINT05 = layout{fNodeID, fL1Ports, fHopLatency, fQueue16, fIngressTS32, fEgressTS32, fCongestion16, fTxUtil}
+	layoutINT05 = newLayout([16]field{fNodeID, fL1Ports, fHopLatency, fQueue16, fIngressTS32, fEgressTS32, fCongestion16, fTxUtil})
 	// layoutReport1 is Telemetry Report 1.0's 6-bit RepMdBits.
-	layoutReport1 = layout{fL1Ports, fHopLatency, fQueue, fEgressTS32, fDrop, fTxUtil}
+	layoutReport1 = newLayout([16]field{fL1Ports, fHopLatency, fQueue, fEgressTS32, fDrop, fTxUtil})
 )
 
 // words returns the words of metadata bitmap requests under l.
 func (l *layout) words(bitmap uint16) int {
-	n := 0
-	for bm := bitmap; bm != 0; {
-		bit := bits.LeadingZeros16(bm)
-		bm &^= 0x8000 >> bit
-		n += int(fieldWords[l[bit]])
-	}
-	return n
+	return bits.OnesCount16(bitmap) + bits.OnesCount16(bitmap&l.wide)
 }
 
 // BaselineWords returns the words of metadata an INT 2.x instruction
@@ -190,7 +199,7 @@ func (f *Fields) compile(l *layout, bitmap uint16) {
 	for bm := bitmap; bm != 0; {
 		bit := bits.LeadingZeros16(bm)
 		bm &^= 0x8000 >> bit
-		k := l[bit]
+		k := l.kinds[bit]
 		if k != fReserved {
 			f.at[k] = uint8(1 + 4*f.words)
 		}
@@ -293,6 +302,14 @@ func (f *Fields) Buffer(b []byte) (id uint8, occupancy uint32, ok bool) {
 // domain-specific): every field the layout holds.
 func (f *Fields) Decode(m *Metadata, b []byte) {
 	*m = Metadata{}
+	if f.words == 0 {
+		// No field (every field has a word): a report without
+		// metadata, as most INT-MD sinks send, reads nothing.
+		if len(b) > 0 {
+			m.DomainSpecific = b
+		}
+		return
+	}
 	var p uint16 // Present
 	var ok bool
 	if m.NodeID, ok = f.NodeID(b); ok {
@@ -347,7 +364,7 @@ func appendMetadata(dst []byte, m *Metadata, l *layout, bitmap uint16) []byte {
 		if bitmap&(0x8000>>bit) == 0 {
 			continue
 		}
-		k := l[bit]
+		k := l.kinds[bit]
 		if k == fReserved || !m.Has(int(presentBit[k])) {
 			for range 4 * int(fieldWords[k]) {
 				dst = append(dst, 0xFF)

@@ -180,6 +180,21 @@ type flowRow struct {
 	reported int64  // the last event, unix ns
 }
 
+// keyHints are the rows a switch's keys were last found in, one per
+// per-hop metric (queue occupancy, congestion, link utilisation, drops,
+// buffer occupancy), -1 none: a hop's keys are mostly the ones it named
+// before, and checking a row's key is cheaper than a hash lookup. A slot
+// of Detector.hints is shared by the switches hashing to it, the last one
+// seen holding it.
+type keyHints struct {
+	sw   uint32
+	rows [5]int32
+}
+
+const hintBits = 10
+
+var noHints = [5]int32{-1, -1, -1, -1, -1}
+
 type keyRow struct {
 	value    uint32 // the value stored: last reported
 	sum      uint32 // drops: the sum of the drops reported
@@ -199,6 +214,7 @@ type Detector struct {
 	frows []flowRow
 	keys  *table
 	krows []keyRow
+	hints []keyHints // by a hash of the switch
 	c     DetectorCounters
 	now   int64 // the record's time being observed, unix ns
 }
@@ -215,7 +231,7 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
 	}
 	return &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
-		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys)}, nil
+		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: make([]keyHints, 1<<hintBits)}, nil
 }
 
 // SetRule replaces metric m's rule, taking effect from the next record.
@@ -259,20 +275,32 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 		if hp.Has&HasSwitch == 0 {
 			continue
 		}
+		c := &d.hints[uint32(hp.Switch*0x9E3779B1)>>(32-hintBits)]
+		if c.sw != hp.Switch {
+			*c = keyHints{sw: hp.Switch, rows: noHints}
+		}
 		if hp.Has&HasQueue != 0 {
-			events = d.key(MetricQueueOccupancy, hp.Switch, uint32(hp.Queue), hp.Occupancy, r, events)
+			if !d.quiet(MetricQueueOccupancy, hp.Switch, uint32(hp.Queue), hp.Occupancy, c.rows[0]) {
+				events = d.key(MetricQueueOccupancy, hp.Switch, uint32(hp.Queue), hp.Occupancy, r, &c.rows[0], events)
+			}
 		}
 		if hp.Has&HasCongestion != 0 {
-			events = d.key(MetricQueueCongestion, hp.Switch, uint32(hp.Queue), hp.Congestion, r, events)
+			if !d.quiet(MetricQueueCongestion, hp.Switch, uint32(hp.Queue), hp.Congestion, c.rows[1]) {
+				events = d.key(MetricQueueCongestion, hp.Switch, uint32(hp.Queue), hp.Congestion, r, &c.rows[1], events)
+			}
 		}
 		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
-			events = d.key(MetricLinkUtilization, hp.Switch, hp.Egress, hp.TxUtil, r, events)
+			if !d.quiet(MetricLinkUtilization, hp.Switch, hp.Egress, hp.TxUtil, c.rows[2]) {
+				events = d.key(MetricLinkUtilization, hp.Switch, hp.Egress, hp.TxUtil, r, &c.rows[2], events)
+			}
 		}
 		if hp.Has&HasDrops != 0 {
-			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, events)
+			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, &c.rows[3], events)
 		}
 		if hp.Has&HasBuffer != 0 {
-			events = d.key(MetricBufferOccupancy, hp.Switch, uint32(hp.Buffer), hp.BufferOccupancy, r, events)
+			if !d.quiet(MetricBufferOccupancy, hp.Switch, uint32(hp.Buffer), hp.BufferOccupancy, c.rows[4]) {
+				events = d.key(MetricBufferOccupancy, hp.Switch, uint32(hp.Buffer), hp.BufferOccupancy, r, &c.rows[4], events)
+			}
 		}
 	}
 	for _, e := range events[before:] {
@@ -435,15 +463,35 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
 }
 
+// quiet says whether metric m's key (sw, sub) is in row hint and takes
+// value v without an event, marking it seen: the check most hops' values
+// need, kept apart from key's event making (which the rest go to, and
+// drops always: their value is a sum kept in the row).
+func (d *Detector) quiet(m Metric, sw, sub, v uint32, hint int32) bool {
+	t := d.keys
+	if hint < 0 || hint >= t.fresh || t.keys[hint] != keyOf(m, sw, sub) {
+		return false
+	}
+	k := &d.krows[hint]
+	if !d.cfg.Rules[m].quiet(k.value, k.above, v) || d.cfg.Period > 0 && d.now-k.reported >= int64(d.cfg.Period) {
+		return false
+	}
+	t.ref[hint] = true
+	return true
+}
+
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
 // drops run it on the sum of the drops reported.
-func (d *Detector) key(m Metric, sw, sub, v uint32, r *Record, events []Event) []Event {
+// *hint is the row the switch's key of metric m was last found in (checked
+// before use), and is updated.
+func (d *Detector) key(m Metric, sw, sub, v uint32, r *Record, hint *int32, events []Event) []Event {
 	kk := keyOf(m, sw, sub)
-	row := d.keys.find(kk)
+	row := d.keys.lookup(kk, *hint)
 	if row < 0 {
 		return d.keyEvent(m, sw, sub, v, r, row, events)
 	}
-	d.keys.touch(row)
+	*hint = row
+	d.keys.ref[row] = true // touch: the keys' table is a clock table
 	k := &d.krows[row]
 	if m == MetricDrops {
 		k.sum += v

@@ -118,6 +118,7 @@ func (r *Reporter) takeNACK(a dta.Ack, now time.Time) {
 	if h == nil && a.Wide == r.cfg.WideSequence {
 		var created bool
 		if h, created = r.store.Hold(a.Seq); created {
+			h.Order = r.sentOrder(a.Seq) // the ring held it: sent lately
 			if rep, err := dta.ParseReport(h.B); err == nil && rep.Header.Opcode == dta.OpKeyWrite {
 				h.KW, h.Key = true, rep.KeyWrite.Key
 			}
@@ -236,7 +237,7 @@ func (r *Reporter) resendDue(now time.Time) {
 		}
 		r.pace.spend()
 		r.batch = append(r.batch, udpio.Datagram{Buf: h.B})
-		if len(r.batch) == cap(r.batch) {
+		if len(r.batch) >= r.cfg.Batch {
 			_ = r.flushLocked()
 		}
 	}

@@ -168,8 +168,13 @@ const (
 	lingerHeard = 10 * time.Second
 )
 
-// DefaultBatch is the number of reports sent in one system call.
-const DefaultBatch = 64
+// maxBatch is the most reports Config.Batch may ask for in one system call.
+const maxBatch = 1024
+
+// DefaultBatch is the number of reports sent in one system call: with a
+// mix of four primitives, runs of about 64 equal datagrams, each one
+// message for the kernel (see Send).
+const DefaultBatch = 256
 
 // Config configures a Reporter. The zero value (with the translator's
 // address) is reliable: see Delivery.
@@ -215,7 +220,9 @@ type Config struct {
 	// the translator may hold the report) are bounded apart, MaxResends
 	// since the last NACK.
 	MaxResends int
-	// Batch is the number of reports sent per system call (default 64).
+	// Batch is the number of reports sent per system call (default
+	// DefaultBatch, at most 1024). Reports wait in the batch until it is
+	// full, Flush, Close, or Send waits for the pace or credit.
 	Batch int
 	// Rate caps the reports sent per second, resends included (0: no
 	// cap). Send blocks while the cap is reached, sending what it queued
@@ -224,9 +231,13 @@ type Config struct {
 	Rate float64
 	// OnLoss, when not nil, is called for each report the translator
 	// NACKed and that is not resent, and each one counted Unconfirmed
-	// with Confirmed delivery (not for FireAndForget's): its
-	// sequence number, its bytes (nil when the window no longer holds it)
-	// and the NACK's reason (Unconfirmed for those). It runs on
+	// with Confirmed delivery (not for FireAndForget's): its place in
+	// the order of Send calls (the first report sent is 0: the numbers
+	// on the wire are given in the order a batch leaves, grouped by
+	// opcode, see Send; exact while a copy is held for its resend or it
+	// is among the last 65536 sent), its bytes (nil
+	// when the window no longer holds it) and the NACK's reason
+	// (Unconfirmed for those). It runs on
 	// the reporter's ack goroutine, or in Close, without the reporter's
 	// lock.
 	OnLoss func(seq uint32, report []byte, reason dta.Reason)
@@ -281,13 +292,16 @@ type Counters struct {
 // of copies (exactly.Store) wired to two sockets. Its methods are safe for
 // concurrent use.
 type Reporter struct {
-	mu      sync.Mutex
-	cfg     Config
-	conn    *udpio.Conn
-	ack     *udpio.Conn
-	batch   []udpio.Datagram
-	slab    []byte // the batch's bytes
-	seq     uint32
+	mu    sync.Mutex
+	cfg   Config
+	conn  *udpio.Conn
+	ack   *udpio.Conn
+	batch []udpio.Datagram // to send as they are: resends, probes, numbered reports
+	// fresh holds the reports Send queued, unnumbered: the flush numbers
+	// them in the order they go (queueFresh).
+	fresh   []fresh
+	slab    []byte // the queued reports' bytes
+	seq     uint32 // the number of the next report Send takes
 	session uint64 // WideSequence: random, the session of every report
 	c       Counters
 	closed  bool
@@ -304,6 +318,18 @@ type Reporter struct {
 	losses    []loss    // to hand to OnLoss once the lock is released
 	lossCalls sync.Mutex
 	kwLast    []kwSlot // sequenced: the newest Key-Write per key (1<<14 slots)
+	// sendOrder holds, for the last 1<<16 wide numbers sent, the place of
+	// the report in the order of Send less its number (less than a batch
+	// apart), for OnLoss.
+	sendOrder []int16
+}
+
+// fresh is a report Send queued: its bytes (numbered 0) and its header,
+// encoded again with its number when it goes.
+type fresh struct {
+	h   dta.Header
+	key uint32 // a Key-Write's key
+	b   []byte
 }
 
 type loss struct {
@@ -332,12 +358,14 @@ func New(cfg Config) (*Reporter, error) {
 	}
 	cfg.Local = unmapped(uc.LocalAddr().(*net.UDPAddr).AddrPort())
 	now := time.Now()
-	r := &Reporter{cfg: cfg, batch: make([]udpio.Datagram, 0, cfg.Batch),
+	// A flush sends the queued reports after the resends and probes
+	// queued before them: up to two batches in one call.
+	r := &Reporter{cfg: cfg, batch: make([]udpio.Datagram, 0, 2*cfg.Batch), fresh: make([]fresh, 0, cfg.Batch),
 		pace:   newPacer(cfg.Rate, cfg.Batch, cfg.HandleNACKs, now),
 		credit: newCreditWindow(cfg.HandleNACKs && cfg.WideSequence, now),
 		store:  exactly.NewStore(1),
 	}
-	if r.conn, err = udpio.New(uc, cfg.Batch); err == nil {
+	if r.conn, err = udpio.New(uc, min(2*cfg.Batch, maxBatch)); err == nil {
 		err = r.number()
 	}
 	if err == nil && cfg.HandleNACKs {
@@ -367,8 +395,8 @@ func (cfg Config) normalize() (Config, error) {
 	switch {
 	case cfg.MaxResends < 0 || cfg.MaxResends > 16:
 		return cfg, fmt.Errorf("%w: %d resends, want 1..16", ErrConfig, cfg.MaxResends)
-	case cfg.Batch < 1 || cfg.Batch > 1024:
-		return cfg, fmt.Errorf("%w: batch of %d, want 1..1024", ErrConfig, cfg.Batch)
+	case cfg.Batch < 1 || cfg.Batch > maxBatch:
+		return cfg, fmt.Errorf("%w: batch of %d, want 1..%d", ErrConfig, cfg.Batch, maxBatch)
 	case cfg.Rate < 0 || cfg.Rate != cfg.Rate:
 		return cfg, fmt.Errorf("%w: rate %v", ErrConfig, cfg.Rate)
 	}
@@ -407,6 +435,7 @@ func (r *Reporter) number() error {
 		return nil
 	}
 	r.store = exactly.NewStore(WideWindow)
+	r.sendOrder = make([]int16, 1<<16)
 	// Unpredictable, so that a sender that cannot see the reports cannot
 	// forge acks the reporter believes nor move its numbers at the
 	// translator (docs/DTA-WIRE.md, "Threat model").
@@ -454,6 +483,11 @@ func (r *Reporter) Counters() Counters {
 // the batch when it is full. With Sequenced, the reporter sets the S flag and
 // the sequence number itself, whatever rep's header says, and keeps the bytes
 // for resending. rep's Data may be reused once Send returns.
+//
+// With Sequenced (so by default) a batch goes grouped by opcode
+// (queueFresh): reports of one primitive keep the order of their Send
+// calls, those of different primitives may not. Sequence numbers follow
+// the order on the wire.
 func (r *Reporter) Send(rep *dta.Report) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -463,10 +497,9 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	r.scratch = *rep
 	h := &r.scratch.Header
 	if r.cfg.Sequenced {
-		h.Sequenced, h.Wide, h.Seq, h.Session = true, r.cfg.WideSequence, r.seq, r.session
-		if !r.cfg.WideSequence {
-			h.Seq &= 0xff
-		}
+		// Numbered when it goes (queueFresh); the number's length does
+		// not depend on its value.
+		h.Sequenced, h.Wide, h.Seq, h.Session = true, r.cfg.WideSequence, 0, r.session
 	}
 	if cap(r.slab)-len(r.slab) < r.scratch.Len() {
 		if err := r.flushLocked(); err != nil {
@@ -482,24 +515,67 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		return fmt.Errorf("reporter: send: %w", err)
 	}
 	r.slab = b
-	msg := b[n:len(b):len(b)]
-	if r.kwLast != nil && r.scratch.Header.Opcode == dta.OpKeyWrite {
-		k := r.scratch.KeyWrite.Key
-		r.kwLast[kwIndex(k)] = kwSlot{key: k, seq: h.Seq, valid: true}
-	}
+	r.fresh = append(r.fresh, fresh{h: *h, key: r.scratch.KeyWrite.Key, b: b[n:len(b):len(b)]})
 	if r.cfg.Sequenced {
-		r.store.Put(h.Seq, msg)
 		r.seq++
 	}
 	if r.cfg.Delivery == FireAndForget {
 		r.c.Unconfirmed++ // nothing will confirm it
 	}
-	r.batch = append(r.batch, udpio.Datagram{Buf: msg})
 	r.pace.spend()
-	if len(r.batch) == cap(r.batch) {
+	if len(r.fresh) == r.cfg.Batch {
 		return r.flushLocked()
 	}
 	return nil
+}
+
+// queueFresh numbers the reports Send queued and appends them to the
+// batch grouped by opcode, the groups in the order of their first report:
+// the reports of a primitive are of one size, usually, and the kernel
+// sends a run of equal datagrams as one message (UDP GSO, internal/udpio),
+// where a mixed stream costs it one message per change of size. Within a
+// group, Send's order is kept, so a key's, list's or flow's reports keep
+// theirs. Each is numbered in the order it goes, so the translator sees
+// the numbers ascending, as it would without grouping (a number that came
+// after a higher one would be NACKed missing), kept for resending, and
+// remembered as its key's newest Key-Write. A reporter that does not
+// number its reports (not Sequenced) sends them in the order of Send: the
+// caller's headers go as they are, and may carry numbers of its own (a
+// capture replayed). r.mu is held.
+func (r *Reporter) queueFresh() {
+	base := r.seq - uint32(len(r.fresh))
+	seq := base
+	for i := range r.fresh {
+		if r.fresh[i].b == nil {
+			continue // in an earlier group
+		}
+		op := r.fresh[i].h.Opcode
+		for j := i; j < len(r.fresh); j++ {
+			f := &r.fresh[j]
+			if f.b == nil || f.h.Opcode != op && r.cfg.Sequenced {
+				continue
+			}
+			if r.cfg.Sequenced {
+				f.h.Seq = seq
+				if !r.cfg.WideSequence {
+					f.h.Seq &= 0xff
+				}
+				f.h.AppendTo(f.b[:0]) // the header again, in place, numbered
+				r.store.Put(f.h.Seq, f.b)
+				if r.sendOrder != nil {
+					r.sendOrder[seq&0xffff] = int16(int32(base + uint32(j) - seq))
+				}
+				if r.kwLast != nil && op == dta.OpKeyWrite {
+					r.kwLast[kwIndex(f.key)] = kwSlot{key: f.key, seq: f.h.Seq, valid: true}
+				}
+				seq++
+			}
+			r.batch = append(r.batch, udpio.Datagram{Buf: f.b})
+			f.b = nil
+		}
+	}
+	clear(r.fresh)
+	r.fresh = r.fresh[:0]
 }
 
 // waitLocked blocks, with the lock released, until the pace allows one
@@ -530,6 +606,7 @@ func (r *Reporter) waitLocked() error {
 				// The translator is gone or stuck: the reports in flight
 				// may or may not have been applied. Credit starts again
 				// from here, so that a dead translator slows Send down.
+				r.queueFresh() // numbered and kept, so that each is counted
 				for ; r.credit.acked != r.seq; r.credit.acked++ {
 					r.unconfirm(r.credit.acked)
 				}
@@ -628,6 +705,7 @@ func (r *Reporter) Flush() error {
 }
 
 func (r *Reporter) flushLocked() error {
+	r.queueFresh()
 	// A refused datagram (no listener yet: ECONNREFUSED) is counted and
 	// skipped; the rest still go.
 	refused, err := r.conn.WriteAll(r.batch)
@@ -721,6 +799,7 @@ func (r *Reporter) probeTail() {
 // probeLocked queues a copy of the last report sent, if the store still
 // holds it, and reports whether it did. r.mu is held.
 func (r *Reporter) probeLocked() bool {
+	r.queueFresh() // the last report sent is the last one queued
 	if r.seq == 0 {
 		return false
 	}
@@ -736,16 +815,37 @@ func (r *Reporter) probeLocked() bool {
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
+	order := r.orderOf(seq)
 	if b, first := r.store.Lose(seq, clock.Now()); first {
 		r.c.Lost++
-		r.queueLoss(seq, b, reason)
+		r.queueLoss(order, b, reason)
 	}
 }
 
-// queueLoss queues seq, whose bytes are b, for OnLoss. r.mu is held.
-func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
+// orderOf returns the place in the order of Send of the report numbered
+// seq: its copy's, while one is held for a resend (however long ago it was
+// sent), else from sendOrder. r.mu is held.
+func (r *Reporter) orderOf(seq uint32) uint32 {
+	if h := r.store.Held(seq); h != nil && !h.Lost {
+		return h.Order
+	}
+	return r.sentOrder(seq)
+}
+
+// sentOrder returns the place in the order of Send of the report numbered
+// seq, one of the last 1<<16 sent. r.mu is held.
+func (r *Reporter) sentOrder(seq uint32) uint32 {
+	if r.sendOrder == nil {
+		return seq
+	}
+	return seq + uint32(int32(r.sendOrder[seq&0xffff]))
+}
+
+// queueLoss queues the report whose place in the order of Send is order,
+// and whose bytes are b, for OnLoss. r.mu is held.
+func (r *Reporter) queueLoss(order uint32, b []byte, reason dta.Reason) {
 	if r.cfg.OnLoss != nil {
-		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
+		r.losses = append(r.losses, loss{seq: order, b: append([]byte(nil), b...), reason: reason})
 	}
 }
 
@@ -753,9 +853,10 @@ func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
 // have been applied) and queues it for OnLoss with reason Unconfirmed,
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
+	order := r.orderOf(seq)
 	if b, ok := r.store.Unconfirm(seq, clock.Now()); ok {
 		r.c.Unconfirmed++
-		r.queueLoss(seq, b, dta.ReasonUnconfirmed)
+		r.queueLoss(order, b, dta.ReasonUnconfirmed)
 	}
 }
 

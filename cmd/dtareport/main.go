@@ -13,10 +13,12 @@
 //	dtareport -split -count 1000000              # a reporter per primitive, from 127.0.0.1, .2, .3, .4
 //
 // -split runs one reporter per place of -mix, each from its own address
-// (acks come to the ack port of each), as the quickstart does: a reporter
-// then sends reports of one size, which the kernel takes in runs of up to
-// 64 as one message, several times cheaper than a mixed stream. Each key's,
-// list's and flow's reports still come from one reporter, in order.
+// (acks come to the ack port of each), as the quickstart does. One reporter
+// already sends its batch grouped by primitive (runs of equal datagrams,
+// one message each for the kernel); -split adds a credit window and a
+// sending goroutine per primitive, so more reports are in flight at once,
+// and the translator sees several sources. Each key's, list's and flow's
+// reports still come from one reporter, in order.
 //
 // At the end it prints one JSON object on standard output: the reports
 // sent, the time taken, the delivery and the reporter's counters. With
@@ -182,7 +184,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
 	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line")
-	split := fs.Bool("split", false, "one reporter per place in -mix, each from its own address (-local's, then the next ones), so each sends reports of one size: the kernel takes a run of equal datagrams as one message")
+	split := fs.Bool("split", false, "one reporter per place in -mix, each from its own address (-local's, then the next ones): a credit window and a sending goroutine per primitive")
 	profile := cpuprofile.Flag(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
 		return nil, code, false

@@ -50,6 +50,9 @@ type Copy struct {
 	// rate spent): flow control, they set the backoff but spend no
 	// resend.
 	Busy int
+	// Order is the sender's own name for the report (the reporter's:
+	// its place in the order of Send calls).
+	Order uint32
 }
 
 // NewStore returns a store whose ring keeps the last n reports.
