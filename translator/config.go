@@ -22,7 +22,7 @@ const (
 	DefaultRetryInterval  = time.Second
 	DefaultAppendLinger   = 2 * time.Millisecond
 	DefaultPostcardLinger = 2 * time.Millisecond
-	DefaultAckPace        = 500 * time.Microsecond
+	DefaultAckPace        = 100 * time.Microsecond
 	// MaxDiscoveryBackoff caps the wait between probes of a collector that
 	// does not answer.
 	MaxDiscoveryBackoff = 30 * time.Second
@@ -101,7 +101,7 @@ type Config struct {
 	// i mod len(Collectors).
 	Choice *dta.CollectorChoice
 	// AckPace is the least time between two cumulative acks to one source
-	// (default 500 µs, DefaultAckPace; negative: one after every batch
+	// (default 100 µs, DefaultAckPace; negative: one after every batch
 	// read or acknowledged, as the engine's tests drive it). A source due
 	// an ack sooner gets it with a later batch or tick, or at Flush:
 	// each ack is a system call here and a wakeup at its sender, while a
