@@ -34,6 +34,8 @@ func FuzzNACKs(f *testing.F) {
 	other := dta.Ack{Seq: 5, NACK: true, Wide: true, Session: 1}.AppendTo(nil)
 	f.Add(append(append([]byte{1, 10, 0, byte(len(other))}, other...), append([]byte{0, byte(len(w5))}, w5...)...))
 	f.Add(append(append([]byte{0, 255, 0, byte(len(n5))}, n5...), append([]byte{0, byte(len(n5))}, n5...)...))
+	rej := dta.Ack{Seq: 5, NACK: true, Wide: true, Reason: dta.ReasonRejected}.AppendTo(nil)
+	f.Add(append(append([]byte{1, 10, 0, byte(len(rej))}, rej...), append([]byte{0, byte(len(rej))}, rej...)...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 2 || len(in) > 1024 {
 			return
@@ -59,11 +61,16 @@ func FuzzNACKs(f *testing.F) {
 		if r.pending() != 0 || c.Lost < c.GaveUp {
 			t.Fatalf("%d resends pending, counters %+v", r.pending(), c)
 		}
-		// Every NACK is resent, given up, unknown, (reason 4, wide) taken
-		// as unconfirmed, or its resend dropped: superseded, or moot.
-		unconf := unconfirmedNACKs(ms, s.addr(), wide)
-		if c.Retimed != 0 || c.NACKs != c.Resent+c.GaveUp+c.Unknown+unconf+c.Superseded+c.Moot-malformed(ms, s.addr()) {
-			t.Fatalf("NACKs %d, unconfirmed NACKs %d, %d malformed; counters %+v", c.NACKs, unconf, malformed(ms, s.addr()), c)
+		// Every NACK is resent, given up, unknown, (wide) taken as
+		// unconfirmed or refused for good as rejected, or its resend
+		// dropped: superseded, or moot.
+		unconf := reasonNACKs(ms, s.addr(), wide, dta.ReasonUnconfirmed)
+		rejected := reasonNACKs(ms, s.addr(), wide, dta.ReasonRejected)
+		if c.Retimed != 0 || c.NACKs != c.Resent+c.GaveUp+c.Unknown+unconf+rejected+c.Superseded+c.Moot-malformed(ms, s.addr()) {
+			t.Fatalf("NACKs %d, unconfirmed NACKs %d, rejected NACKs %d, %d malformed; counters %+v", c.NACKs, unconf, rejected, malformed(ms, s.addr()), c)
+		}
+		if c.Rejected > rejected || c.Rejected > c.Lost {
+			t.Fatalf("%d rejected NACKs, counters %+v", rejected, c)
 		}
 		checkResends(t, s, c.Resent, sent, ms, wide)
 		if c.Foreign != foreign(ms, s.addr(), wide) {
@@ -151,13 +158,14 @@ func busyNACKs(ms []udpio.Datagram, from netip.AddrPort, seq uint32, wide bool) 
 	return n
 }
 
-// unconfirmedNACKs counts the wide NACKs from the translator with reason
-// unconfirmed, which a wide reporter counts but never resends.
-func unconfirmedNACKs(ms []udpio.Datagram, from netip.AddrPort, wide bool) uint64 {
+// reasonNACKs counts the wide NACKs from the translator of session 0 with
+// the given reason. A wide reporter never resends one with reason
+// unconfirmed or rejected: it counts the report unconfirmed or lost.
+func reasonNACKs(ms []udpio.Datagram, from netip.AddrPort, wide bool, reason dta.Reason) uint64 {
 	n := uint64(0)
 	for _, m := range ms {
 		a, err := dta.ParseAck(m.Buf)
-		if err == nil && m.Addr == from && wide && a.NACK && a.Wide && a.Session == 0 && a.Reason == dta.ReasonUnconfirmed {
+		if err == nil && m.Addr == from && wide && a.NACK && a.Wide && a.Session == 0 && a.Reason == reason {
 			n++
 		}
 	}
