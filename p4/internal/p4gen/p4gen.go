@@ -48,6 +48,18 @@ const (
 	AppendEntryBits = 12
 	// QPBits is log2 of the per-QP register entries (PSNs).
 	QPBits = 8
+	// StallBits is log2 of StallPackets: the reports a QP sends with no
+	// ACK, NAK or atomic ACK coming back before the egress takes it for
+	// stalled (a lost sequence error NAK) and sends its reports as probes.
+	// It must exceed the reports of one AckReq interval (64) plus one round
+	// trip of the QP's packets, so that a healthy QP never probes.
+	StallBits    = 12
+	StallPackets = 1 << StallBits
+	// ProbeBehind is how far behind the QP's next PSN a probe's PSN is:
+	// inside the responder's duplicate region (the 2^23 PSNs behind the
+	// expected one) for any gap shorter than 2^22 packets, so the responder
+	// does not execute it and answers with an ACK of its expected PSN - 1.
+	ProbeBehind = 1 << 22
 )
 
 // KeyWriteDataChoices are the Key-Write data sizes D translator.p4 compiles
@@ -279,6 +291,9 @@ func Generate() []byte {
 	d("DTA_AP_LIST_BITS", AppendListBits, "log2 lists L")
 	d("DTA_AP_ENTRIES", 1<<AppendEntryBits, "entries E per list")
 	d("DTA_QP_BITS", QPBits, "log2 per-QP register entries")
+	d("DTA_STALL_BITS", StallBits, "log2 DTA_STALL_PACKETS")
+	d("DTA_STALL_PACKETS", StallPackets, "reports with no ACK before a QP probes (section 8.7)")
+	c("bit<24>", "DTA_PROBE_BEHIND", ProbeBehind, "PSNs a probe is behind the QP's next (section 8.7)")
 	b.WriteString("\n// Hashes (sections 4, 7, 8.2, 8.5): CRCPolynomial(coeff, reversed, msb,\n// extended, init, xor) for Hash<bit<32>>(HashAlgorithm_t.CUSTOM, ...).\n")
 	for _, h := range Hashes() {
 		fmt.Fprintf(&b, "#define %s CRCPolynomial<bit<%[2]d>>(%[2]dw0x%08[3]X, %[4]t, false, %[5]t, %[2]dw0x%08[6]X, %[2]dw0x%08[7]X)\n",
