@@ -3,8 +3,11 @@ package p4
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +24,7 @@ import (
 // (docs/DTA-WIRE.md section 8.7), written as the P4 runs it: since_op
 // (since_ack's count_report and ack_seen), psn_op (psn's next_psn,
 // read_psn, resync_psn and resync_ack, the probes counter) and the BTH
-// assignments after them.
+// assignments after them. p4NAKActions holds the P4 text this mirrors.
 type qpState struct {
 	psn      uint32 // Egress.psn
 	sinceAck uint32 // Egress.since_ack
@@ -45,11 +48,10 @@ func (q *qpState) report() (psn uint32, probe bool) {
 		q.sinceAck = q.sinceAck + 1
 	}
 	if stalled(since) && !q.noProbe {
-		// psn_op: probe(): read_psn (old = v), probes.count
-		p := q.psn
+		// psn_op: probe_psn(): read_psn (old = v - DTA_PROBE_BEHIND), probes.count
+		p := q.psn - p4gen.ProbeBehind
 		q.probes++
-		// probe_bth(): h.bth.psn = p[23:0] - DTA_PROBE_BEHIND; ack_req = 1
-		return (p&rocev2.PSNMask - p4gen.ProbeBehind) & rocev2.PSNMask, true
+		return p & rocev2.PSNMask, true // bth_psn(): h.bth.psn = m.psn[23:0]; AckReq set
 	}
 	// psn_op: take_psn(): next_psn
 	p := q.psn
@@ -67,16 +69,98 @@ func (q *qpState) response(syndrome rocev2.Syndrome, bthPSN uint32) bool {
 	// since_op: acked()
 	since := q.sinceAck // ack_seen: old = v; v = 0
 	q.sinceAck = 0
-	ackNext := (bthPSN + 1) & rocev2.PSNMask // ack_next = h.bth.psn + 1 (24 bits)
+	ackNext := (bthPSN + 1) & rocev2.PSNMask // m.ack_next = m.ack_psn + 1 (24 bits)
 	switch {
 	case syndrome == rocev2.SyndromeNAKPSNSequenceError:
-		q.psn = bthPSN // resync(): resync_psn
+		q.psn = bthPSN // resync(): resync_psn, m.ack_psn = h.bth.psn
 		return true
 	case stalled(since) && syndrome&0xE0 == 0 && !q.noProbe:
 		q.psn = ackNext // resync_ack_psn(): resync_ack
 		return true
 	}
 	return false
+}
+
+// p4NAKActions is the P4 of the per-QP state qpState models, each piece
+// required in both programs (whitespace aside).
+var p4NAKActions = []string{
+	`Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;`,
+	`RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) count_report = {
+        void apply(inout bit<32> v, out bit<32> old) {
+            old = v;
+            if (v < DTA_STALL_PACKETS) { v = v + 1; }
+        }
+    };`,
+	`RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) ack_seen = {
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
+    };`,
+	`RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
+        void apply(inout bit<32> v, out bit<32> old) {
+            old = v;
+            if (v == 0x00FFFFFF) { v = 0; } else { v = v + 1; } // 24-bit wrap
+        }
+    };`,
+	`RegisterAction<bit<32>, qp_t, bit<32>>(psn) read_psn = {
+        void apply(inout bit<32> v, out bit<32> old) { old = v - DTA_PROBE_BEHIND; }
+    };`,
+	`RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
+    };`,
+	`RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_next; }
+    };`,
+	`since[DTA_STALL_BITS:DTA_STALL_BITS]: exact @name("stalled");`,
+	`m.ack_next = m.ack_psn + 1;`,
+	`m.ack_psn = h.bth.psn; transition accept;`,
+	`if (probe == 1 ||`,
+	`h.bth.psn = m.psn[23:0];`,
+	`(KIND_ACK, 0, ROCE_SYNDROME_NAK_PSN): resync();`,
+	`(KIND_ACK, 1, ROCE_SYNDROME_NAK_PSN): resync();`,
+	`(KIND_ACK, 1, 0x00 &&& 0xE0): resync_ack_psn();`,
+	`probe = 1; probes.count(`,
+}
+
+// TestNAKStateMatchesP4 requires the P4 that qpState models in both
+// translators, the stall threshold and the probe's distance taken from the
+// generated include (no literal), and the include's values p4gen's.
+func TestNAKStateMatchesP4(t *testing.T) {
+	space := strings.NewReplacer("\n", " ", "\t", " ")
+	norm := func(s string) string { return strings.Join(strings.Fields(space.Replace(s)), " ") }
+	for _, name := range []string{"translator/translator.p4", "translator/postcard.p4"} {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := norm(string(src))
+		for _, want := range p4NAKActions {
+			if !strings.Contains(text, norm(want)) {
+				t.Errorf("%s lacks the per-QP P4 qpState models:\n%s", name, want)
+			}
+		}
+		for _, lit := range []string{fmt.Sprint(p4gen.StallPackets), fmt.Sprint(p4gen.ProbeBehind),
+			fmt.Sprintf("0x%X", p4gen.ProbeBehind), fmt.Sprintf("0x%X", 1<<24-p4gen.ProbeBehind)} {
+			if strings.Contains(text, lit) {
+				t.Errorf("%s spells %s: the stall threshold and probe distance come from the include", name, lit)
+			}
+		}
+	}
+	inc, err := os.ReadFile("include/dta_constants.p4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("#define DTA_STALL_BITS %d ", p4gen.StallBits),
+		fmt.Sprintf("#define DTA_STALL_PACKETS %d ", p4gen.StallPackets),
+		fmt.Sprintf("#define DTA_PROBE_BEHIND %d ", p4gen.ProbeBehind),
+	} {
+		if !strings.Contains(string(inc), want) {
+			t.Errorf("include lacks %q", want)
+		}
+	}
+	if p4gen.StallPackets != 1<<p4gen.StallBits || p4gen.StallPackets <= 64 || p4gen.ProbeBehind >= 1<<23 {
+		t.Errorf("StallPackets %d (bits %d), ProbeBehind %#x: need 2^bits above one AckReq interval and a probe inside the duplicate region",
+			p4gen.StallPackets, p4gen.StallBits, p4gen.ProbeBehind)
+	}
 }
 
 // lossy is a link between the switch model and rocev2/target: reports go

@@ -293,7 +293,7 @@ func Generate() []byte {
 	d("DTA_QP_BITS", QPBits, "log2 per-QP register entries")
 	d("DTA_STALL_BITS", StallBits, "log2 DTA_STALL_PACKETS")
 	d("DTA_STALL_PACKETS", StallPackets, "reports with no ACK before a QP probes (section 8.7)")
-	c("bit<24>", "DTA_PROBE_BEHIND", ProbeBehind, "PSNs a probe is behind the QP's next (section 8.7)")
+	d("DTA_PROBE_BEHIND", ProbeBehind, "PSNs a probe is behind the QP's next (section 8.7)")
 	b.WriteString("\n// Hashes (sections 4, 7, 8.2, 8.5): CRCPolynomial(coeff, reversed, msb,\n// extended, init, xor) for Hash<bit<32>>(HashAlgorithm_t.CUSTOM, ...).\n")
 	for _, h := range Hashes() {
 		fmt.Fprintf(&b, "#define %s CRCPolynomial<bit<%[2]d>>(%[2]dw0x%08[3]X, %[4]t, false, %[5]t, %[2]dw0x%08[6]X, %[2]dw0x%08[7]X)\n",
