@@ -27,7 +27,7 @@ import (
 // assignments after them. p4NAKActions holds the P4 text this mirrors.
 type qpState struct {
 	psn      uint32 // Egress.psn
-	sinceAck uint32 // Egress.since_ack
+	sinceAck uint16 // Egress.since_ack
 	probes   uint64 // Egress.probes
 	// noProbe runs psn_op without its stalled entries, as the programs
 	// were before the probe: to show that the tests catch a QP that stalls.
@@ -37,7 +37,7 @@ type qpState struct {
 // stalled is psn_op's key since[DTA_STALL_BITS:DTA_STALL_BITS]: since_ack
 // saturates at DTA_STALL_PACKETS = 2^DTA_STALL_BITS, so the bit is set
 // exactly when the old value reached it.
-func stalled(since uint32) bool { return since>>p4gen.StallBits&1 == 1 }
+func stalled(since uint16) bool { return since>>p4gen.StallBits&1 == 1 }
 
 // report runs a report packet of the QP through egress: the PSN its BTH
 // carries, and whether it is a probe (AckReq set, PSN behind).
@@ -69,13 +69,12 @@ func (q *qpState) response(syndrome rocev2.Syndrome, bthPSN uint32) bool {
 	// since_op: acked()
 	since := q.sinceAck // ack_seen: old = v; v = 0
 	q.sinceAck = 0
-	ackNext := (bthPSN + 1) & rocev2.PSNMask // m.ack_next = m.ack_psn + 1 (24 bits)
 	switch {
 	case syndrome == rocev2.SyndromeNAKPSNSequenceError:
 		q.psn = bthPSN // resync(): resync_psn, m.ack_psn = h.bth.psn
 		return true
 	case stalled(since) && syndrome&0xE0 == 0 && !q.noProbe:
-		q.psn = ackNext // resync_ack_psn(): resync_ack
+		q.psn = bthPSN + 1 // resync_ack_psn(): resync_ack (2^24 after 2^24 - 1)
 		return true
 	}
 	return false
@@ -84,15 +83,15 @@ func (q *qpState) response(syndrome rocev2.Syndrome, bthPSN uint32) bool {
 // p4NAKActions is the P4 of the per-QP state qpState models, each piece
 // required in both programs (whitespace aside).
 var p4NAKActions = []string{
-	`Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;`,
-	`RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) count_report = {
-        void apply(inout bit<32> v, out bit<32> old) {
+	`Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;`,
+	`RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
+        void apply(inout bit<16> v, out bit<16> old) {
             old = v;
             if (v < DTA_STALL_PACKETS) { v = v + 1; }
         }
     };`,
-	`RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) ack_seen = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
+	`RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) ack_seen = {
+        void apply(inout bit<16> v, out bit<16> old) { old = v; v = 0; }
     };`,
 	`RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -107,10 +106,9 @@ var p4NAKActions = []string{
         void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
     };`,
 	`RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
-        void apply(inout bit<32> v) { v = (bit<32>)m.ack_next; }
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn + 1; }
     };`,
 	`since[DTA_STALL_BITS:DTA_STALL_BITS]: exact @name("stalled");`,
-	`m.ack_next = m.ack_psn + 1;`,
 	`m.ack_psn = h.bth.psn; transition accept;`,
 	`if (probe == 1 ||`,
 	`h.bth.psn = m.psn[23:0];`,
@@ -157,9 +155,36 @@ func TestNAKStateMatchesP4(t *testing.T) {
 			t.Errorf("include lacks %q", want)
 		}
 	}
-	if p4gen.StallPackets != 1<<p4gen.StallBits || p4gen.StallPackets <= 64 || p4gen.ProbeBehind >= 1<<23 {
-		t.Errorf("StallPackets %d (bits %d), ProbeBehind %#x: need 2^bits above one AckReq interval and a probe inside the duplicate region",
+	if p4gen.StallPackets != 1<<p4gen.StallBits || p4gen.StallPackets <= 64 || p4gen.StallBits > 15 || p4gen.ProbeBehind >= 1<<23 {
+		t.Errorf("StallPackets %d (bits %d), ProbeBehind %#x: need 2^bits above one AckReq interval, below the 16-bit register's top bit, and a probe inside the duplicate region",
 			p4gen.StallPackets, p4gen.StallBits, p4gen.ProbeBehind)
+	}
+}
+
+// TestQPStateWrap: a stalled QP's PSN set by an ACK of PSN 2^24 - 1 goes
+// on at 0, its probes 2^22 behind modulo 2^24, as the 32-bit register's
+// low 24 bits give them.
+func TestQPStateWrap(t *testing.T) {
+	q := qpState{psn: 5, sinceAck: p4gen.StallPackets}
+	if psn, probe := q.report(); !probe || psn != (5-p4gen.ProbeBehind)&rocev2.PSNMask {
+		t.Fatalf("stalled report: PSN %#x, probe %t; want probe %#x", psn, probe, (5-p4gen.ProbeBehind)&rocev2.PSNMask)
+	}
+	if !q.response(rocev2.SyndromeACK, rocev2.PSNMask) {
+		t.Fatal("an ACK of a stalled QP did not set its PSN")
+	}
+	for want := range uint32(3) {
+		if psn, probe := q.report(); probe || psn != want {
+			t.Fatalf("report after the resync: PSN %#x, probe %t; want %d, no probe", psn, probe, want)
+		}
+	}
+	if q.response(rocev2.SyndromeACK, 7) || q.response(rocev2.SyndromeRNRNAK, 7) {
+		t.Fatal("an ACK or RNR NAK of a QP that is not stalled set its PSN")
+	}
+	if !q.response(rocev2.SyndromeNAKPSNSequenceError, 9) {
+		t.Fatal("a sequence error NAK did not set the PSN")
+	}
+	if psn, _ := q.report(); psn != 9 {
+		t.Fatalf("PSN %d after a NAK of 9", psn)
 	}
 }
 
@@ -183,7 +208,7 @@ type lossyRun struct {
 	executed   []bool // the target executed report i (a WRITE or an atomic)
 	resyncs    []int  // report indices before which a response set the PSN
 	droppedNAK int
-	maxSince   uint32 // highest since_ack a report found
+	maxSince   uint16 // highest since_ack a report found
 	q          qpState
 }
 

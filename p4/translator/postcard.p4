@@ -77,7 +77,7 @@ struct ig_meta_t {
     bit<8> crc8; bit<8> crc8_ev; bit<8> bit_; bit<8> need; bit<8> have;
     bit<32> idx; bit<32> old_key;
 }
-struct eg_meta_t { bit<32> psn; bit<32> chunk_hash; bit<32> icrc; bit<32> offset; bit<32> key; bit<24> ack_psn; bit<24> ack_next; }
+struct eg_meta_t { bit<32> psn; bit<32> chunk_hash; bit<32> icrc; bit<32> offset; bit<32> key; bit<24> ack_psn; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
                 out ingress_intrinsic_metadata_t ig_md) {
@@ -419,6 +419,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     // ICRC over the variable bytes: BTH bytes 8..11 to the end of the chunk.
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_chunk;
 
+    // Next PSN of each QP: its low 24 bits, as translator.p4's.
     Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -433,26 +434,26 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
     };
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
-        void apply(inout bit<32> v) { v = (bit<32>)m.ack_next; }
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn + 1; }
     };
     // A lost sequence error NAK (section 8.7), as translator.p4: reports of
     // each QP since its last ACK or NAK, saturating at DTA_STALL_PACKETS.
-    Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
-    RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) count_report = {
-        void apply(inout bit<32> v, out bit<32> old) {
+    Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
+        void apply(inout bit<16> v, out bit<16> old) {
             old = v;
             if (v < DTA_STALL_PACKETS) { v = v + 1; }
         }
     };
-    RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) ack_seen = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) ack_seen = {
+        void apply(inout bit<16> v, out bit<16> old) { old = v; v = 0; }
     };
     Counter<bit<32>, qp_t>(1 << DTA_QP_BITS, CounterType_t.PACKETS) probes;
 
     bit<8> rid = eg_md.egress_rid[7:0];
     bit<8> copy = rid & (DTA_PC_EVICTED - 1);
     bit<8> qpi = 0;
-    bit<32> since = 0; // since_ack before this packet
+    bit<16> since = 0; // since_ack before this packet
     bit<1> probe = 0;
     bit<32> mask = 0;
     bit<32> icrc_const = 0;
@@ -533,7 +534,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     }
 
     action count() { since = count_report.execute(qpi); }
-    action acked() { since = ack_seen.execute(qpi); m.ack_next = m.ack_psn + 1; }
+    action acked() { since = ack_seen.execute(qpi); }
     table since_op {
         key = { h.bridge.kind: exact; }
         actions = { count; acked; NoAction; }

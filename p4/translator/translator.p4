@@ -72,7 +72,7 @@ struct headers_t {
     kw_payload_h kw_payload; ap_payload_h ap_payload; icrc_h icrc;
 }
 struct ig_meta_t { bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase; }
-struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; bit<24> ack_psn; bit<24> ack_next; }
+struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; bit<24> ack_psn; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
                 out ingress_intrinsic_metadata_t ig_md) {
@@ -371,10 +371,11 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_atomic;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_append;
 
-    bit<32> since = 0;   // since_ack before this packet
+    bit<16> since = 0;   // since_ack before this packet
     bit<1> probe = 0;
 
-    // Next PSN of each QP (24 bits in a 32-bit register).
+    // Next PSN of each QP: its low 24 bits (an ACK of PSN 2^24 - 1 leaves
+    // 2^24 after resync_ack; the 32-bit count stays right modulo 2^24).
     Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -389,20 +390,20 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
     };
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
-        void apply(inout bit<32> v) { v = (bit<32>)m.ack_next; }
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn + 1; }
     };
     // A lost sequence error NAK (section 8.7): reports of each QP since its
     // last ACK, NAK or atomic ACK, saturating at DTA_STALL_PACKETS. A QP
     // that reached it is stalled: its reports go as probes until an ACK.
-    Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
-    RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) count_report = {
-        void apply(inout bit<32> v, out bit<32> old) {
+    Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
+        void apply(inout bit<16> v, out bit<16> old) {
             old = v;
             if (v < DTA_STALL_PACKETS) { v = v + 1; }
         }
     };
-    RegisterAction<bit<32>, qp_t, bit<32>>(since_ack) ack_seen = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) ack_seen = {
+        void apply(inout bit<16> v, out bit<16> old) { old = v; v = 0; }
     };
     Counter<bit<32>, qp_t>(1 << DTA_QP_BITS, CounterType_t.PACKETS) probes;
 
@@ -497,7 +498,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
 
     action count() { since = count_report.execute(h.bridge.qp); }
-    action acked() { since = ack_seen.execute(h.bridge.qp); m.ack_next = m.ack_psn + 1; }
+    action acked() { since = ack_seen.execute(h.bridge.qp); }
     table since_op {
         key = { h.bridge.kind: exact; }
         actions = { count; acked; NoAction; }
