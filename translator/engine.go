@@ -247,15 +247,16 @@ func (e *Engine) Start(now int64) {
 }
 
 // Connected reports whether discovery has ended on every collector and
-// every instance found is ready (or has failed), and the first error of
-// any collector: a collector not listening, a rejection, a bad
-// advertisement.
+// every instance found is ready (or has failed), and the errors of the
+// collectors and instances that failed: a collector not listening, a
+// rejection, an instance's bad or missing advertisement.
 func (e *Engine) Connected() (bool, error) {
 	var errs []error
-	done := true
+	done, failed := true, 0
 	for _, col := range e.collectors {
 		if col.err != nil {
 			errs = append(errs, col.err)
+			failed++
 			continue
 		}
 		if !col.done {
@@ -263,12 +264,14 @@ func (e *Engine) Connected() (bool, error) {
 			continue
 		}
 		for _, in := range col.instances {
-			if in.err == nil && !in.ready() {
+			if in.err != nil {
+				errs = append(errs, in.err)
+			} else if !in.ready() {
 				done = false
 			}
 		}
 	}
-	return done || len(errs) == len(e.collectors), errors.Join(errs...)
+	return done || failed == len(e.collectors), errors.Join(errs...)
 }
 
 // InstanceInfo describes one instance a collector advertised.

@@ -781,7 +781,7 @@ func TestAdvertisedHeads(t *testing.T) {
 			done, err := h.e.Connected()
 			if !tc.ok {
 				ins := h.e.Instances()
-				if !done || len(ins) != 1 || ins[0].Ready || !errors.Is(ins[0].Err, ErrAdvertisement) {
+				if !done || !errors.Is(err, ErrAdvertisement) || len(ins) != 1 || ins[0].Ready || !errors.Is(ins[0].Err, ErrAdvertisement) {
 					t.Fatalf("connected %v, %v, instances %+v; want the instance failed with an advertisement error", done, err, ins)
 				}
 				return

@@ -187,7 +187,11 @@ func crash(t *testing.T, samePort bool) {
 		t.Errorf("the target heard from the crashed translator: before %+v\nafter %+v", before, after)
 	}
 
-	cfg := translator.Config{Collectors: []netip.AddrPort{r.Addr()}}
+	// The relay forwards in this process, which the crash just left with a
+	// backlog: with both cores busy it has held the collector's
+	// advertisement past the default wait (600 ms). A slower CM timeout
+	// here keeps the test about the crash.
+	cfg := translator.Config{Collectors: []netip.AddrPort{r.Addr()}, CMTimeout: 500 * time.Millisecond}
 	if samePort {
 		cfg.Local, cfg.ReportAddr = tr.LocalAddr(), tr.ReportAddr()
 	}
