@@ -115,6 +115,7 @@ type Bridge struct {
 	perHop  []HopReport
 	meta    inband.Metadata // a report's metadata kept by neither
 	recs    []Record        // the traces' records, then the per-hop reports'
+	reader  hopReader       // the records' hop layout
 	c       Counters
 }
 

@@ -1,6 +1,7 @@
 package intbridge
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/dtakit/dtakit/inband"
@@ -75,39 +76,86 @@ func (h *Hop) SetMetadata(m *inband.Metadata) {
 	}
 }
 
-// setFields is SetMetadata of the hop metadata in b laid out by f, read
-// field by field.
-func (h *Hop) setFields(f *inband.Fields, b []byte) {
+// hopReader reads the hops of one metadata layout into Hops, as
+// SetMetadata reads a decoded Metadata: from the layout's Offsets, each
+// field a load and an all-ones check, the choices between fields (level 2
+// or 1 ports, egress or ingress timestamp) made once per layout.
+type hopReader struct {
+	fields inband.Fields // the layout read
+	o      inband.Offsets
+}
+
+// compile makes r read layout f; nothing to do when it already does.
+func (r *hopReader) compile(f *inband.Fields) {
+	if r.fields != *f {
+		r.fields, r.o = *f, f.Offsets()
+	}
+}
+
+// word returns b's word at byte at (none: at < 0) unless all ones (not
+// available).
+func word(b []byte, at int) (uint32, bool) {
+	if at < 0 {
+		return 0, false
+	}
+	w := binary.BigEndian.Uint32(b[at:])
+	return w, w != 0xFFFFFFFF
+}
+
+// double is word of two words.
+func double(b []byte, at int) (uint64, bool) {
+	if at < 0 {
+		return 0, false
+	}
+	v := binary.BigEndian.Uint64(b[at:])
+	return v, v != ^uint64(0)
+}
+
+// timestamp returns the timestamp at (8 bytes when wide, else 4).
+func timestamp(b []byte, at int, wide bool) (uint64, bool) {
+	if wide {
+		return double(b, at)
+	}
+	w, ok := word(b, at)
+	return uint64(w), ok
+}
+
+// read fills h from hop metadata b, at least the layout's words.
+func (r *hopReader) read(h *Hop, b []byte) {
+	o := &r.o
 	*h = Hop{}
 	var ok bool
-	if h.Switch, ok = f.NodeID(b); ok {
+	if h.Switch, ok = word(b, o.NodeID); ok {
 		h.Has |= HasSwitch
 	}
-	if in, out, ok := f.L2Ports(b); ok {
-		h.Ingress, h.Egress, h.Has = in, out, h.Has|HasPorts
-	} else if in, out, ok := f.L1Ports(b); ok {
-		h.Ingress, h.Egress, h.Has = uint32(in), uint32(out), h.Has|HasPorts
+	if v, ok := double(b, o.L2Ports); ok {
+		h.Ingress, h.Egress, h.Has = uint32(v>>32), uint32(v), h.Has|HasPorts
+	} else if w, ok := word(b, o.L1Ports); ok {
+		h.Ingress, h.Egress, h.Has = w>>16, w&0xFFFF, h.Has|HasPorts
 	}
-	if h.Queue, h.Occupancy, ok = f.Queue(b); ok {
-		h.Has |= HasQueue
+	if w, ok := word(b, o.Queue); ok {
+		h.Queue, h.Occupancy, h.Has = uint8(w>>24), w&0xFFFFFF, h.Has|HasQueue
+		if o.Queue16 {
+			h.Queue, h.Occupancy = uint8(w>>16), w&0xFFFF
+		}
 		// INT 0.5's congestion word names the queue too, as in Metadata.
-		if id, _, ok := f.Congestion(b); ok {
-			h.Queue = id
+		if w, ok := word(b, o.Congestion); ok {
+			h.Queue = uint8(w >> 16)
 		}
 	}
-	if h.Latency, ok = f.HopLatency(b); ok {
+	if h.Latency, ok = word(b, o.HopLatency); ok {
 		h.Has |= HasLatency
 	}
-	if h.Timestamp, ok = f.EgressTimestamp(b); ok {
+	if h.Timestamp, ok = timestamp(b, o.EgressTS, o.EgressTS64); ok {
 		h.Has |= HasTimestamp
-	} else if h.Timestamp, ok = f.IngressTimestamp(b); ok {
+	} else if h.Timestamp, ok = timestamp(b, o.IngressTS, o.IngressTS64); ok {
 		h.Has |= HasTimestamp
 	}
-	if h.TxUtil, ok = f.TxUtilization(b); ok {
+	if h.TxUtil, ok = word(b, o.TxUtil); ok {
 		h.Has |= HasTxUtil
 	}
-	if h.Buffer, h.BufferOccupancy, ok = f.Buffer(b); ok {
-		h.Has |= HasBuffer
+	if w, ok := word(b, o.Buffer); ok {
+		h.Buffer, h.BufferOccupancy, h.Has = uint8(w>>24), w&0xFFFFFF, h.Has|HasBuffer
 	}
 }
 
@@ -149,12 +197,13 @@ func (r *Record) start(t *Trace, now time.Time) {
 
 // setStack is SetTrace of t whose hops are in s, read straight into the
 // record (the fields a Hop holds, not a whole Metadata each).
-func (r *Record) setStack(t *Trace, s *stack, now time.Time) {
+func (r *Record) setStack(t *Trace, s *stack, hr *hopReader, now time.Time) {
 	r.start(t, now)
 	n := min(s.n, MaxHops)
 	r.Hops = r.Hops[:n]
+	hr.compile(&s.fields)
 	for i := range n {
-		r.Hops[i].setFields(&s.fields, s.hop(s.n-1-i))
+		hr.read(&r.Hops[i], s.hop(s.n-1-i))
 	}
 	r.addSink(t, s.n)
 }
@@ -253,7 +302,7 @@ func (b *Bridge) Records(now time.Time) []Record {
 	}
 	recs := b.recs[:n]
 	for i := range nt {
-		recs[i].setStack(&b.traces[i], &b.stacks[i], now)
+		recs[i].setStack(&b.traces[i], &b.stacks[i], &b.reader, now)
 	}
 	for i := range b.perHop {
 		recs[nt+i].SetHopReport(&b.perHop[i], now)
