@@ -196,6 +196,7 @@ const hintBits = 10
 var noHints = [5]int32{-1, -1, -1, -1, -1}
 
 type keyRow struct {
+	key      uint64 // the row's key in d.keys (0: none), beside its values for quiet
 	value    uint32 // the value stored: last reported
 	sum      uint32 // drops: the sum of the drops reported
 	above    bool
@@ -468,15 +469,14 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 // need, kept apart from key's event making (which the rest go to, and
 // drops always: their value is a sum kept in the row).
 func (d *Detector) quiet(m Metric, sw, sub, v uint32, hint int32) bool {
-	t := d.keys
-	if hint < 0 || hint >= t.fresh || t.keys[hint] != keyOf(m, sw, sub) {
+	if uint32(hint) >= uint32(len(d.krows)) {
 		return false
 	}
 	k := &d.krows[hint]
-	if !d.cfg.Rules[m].quiet(k.value, k.above, v) || d.cfg.Period > 0 && d.now-k.reported >= int64(d.cfg.Period) {
+	if k.key != keyOf(m, sw, sub) || !d.cfg.Rules[m].quiet(k.value, k.above, v) || d.cfg.Period > 0 && d.now-k.reported >= int64(d.cfg.Period) {
 		return false
 	}
-	t.ref[hint] = true
+	d.keys.ref[hint] = true
 	return true
 }
 
@@ -513,10 +513,11 @@ func (d *Detector) keyEvent(m Metric, sw, sub, v uint32, r *Record, row int32, e
 	fresh := row < 0
 	if fresh {
 		var ev int32
-		if row, ev = d.keys.insert(keyOf(m, sw, sub)); ev >= 0 {
+		kk := keyOf(m, sw, sub)
+		if row, ev = d.keys.insert(kk); ev >= 0 {
 			d.c.Evicted++
 		}
-		d.krows[row] = keyRow{reported: now}
+		d.krows[row] = keyRow{key: kk, reported: now}
 		if m == MetricDrops {
 			d.krows[row].sum = v
 		}
