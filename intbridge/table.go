@@ -39,7 +39,16 @@ type index struct {
 	slots []slot
 	mask  uint64
 	shift uint
+	// recent holds, by a hash of the key, the rows (+1, as a slot's) a
+	// key was last found or inserted in: find checks that row's key in
+	// the table before probing. Its entries are denser than the slots
+	// (at most maxRecent of 8 bytes), so a few thousand keys in use stay
+	// in cache where their slots, spread over the whole index, would not.
+	recent [][2]int32
+	rshift uint
 }
+
+const maxRecent = 1 << 14
 
 // link is a row's neighbours in the strict order, side by side so that a
 // splice reads one place per row.
@@ -82,7 +91,17 @@ func newHashIndex(keys int) *index {
 		n <<= 1
 		shift--
 	}
-	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift}
+	r, rshift := 1, uint(64)
+	for r < keys && r < maxRecent {
+		r <<= 1
+		rshift--
+	}
+	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift, recent: make([][2]int32, r), rshift: rshift}
+}
+
+// recentOf returns k's entry in recent.
+func (x *index) recentOf(k uint64) *[2]int32 {
+	return &x.recent[(k*0x9E3779B97F4A7C15)>>x.rshift]
 }
 
 // share makes empty tables t and u share one index, u's rows the
@@ -113,13 +132,22 @@ func (x *index) find(k uint64) int {
 	}
 }
 
-// find returns k's row, or -1.
+// find returns k's row, or -1: the row recent names when it holds k
+// (a table holds a key in one row at most), else the index's.
 func (t *table) find(k uint64) int32 {
+	c := t.idx.recentOf(k)
+	if r := c[t.side] - 1; r >= 0 && r < t.fresh && t.keys[r] == k {
+		return r
+	}
 	i := t.idx.find(k)
 	if i < 0 {
 		return -1
 	}
-	return t.idx.slots[i].row[t.side] - 1
+	r := t.idx.slots[i].row[t.side] - 1
+	if r >= 0 {
+		c[t.side] = r + 1
+	}
+	return r
 }
 
 // lookup is find, trying row hint first: a row the caller found for k
@@ -160,6 +188,7 @@ func (t *table) insert(k uint64) (row, evicted int32) {
 		x.slots[i] = slot{key: k}
 	}
 	x.slots[i].row[t.side] = row + 1
+	x.recentOf(k)[t.side] = row + 1
 	if t.strict() {
 		t.link(row)
 	} else {
