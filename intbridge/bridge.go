@@ -280,7 +280,8 @@ func (b *Bridge) individual(r *inband.Individual) {
 		}
 	case local:
 		hr = b.nextHop()
-		hr.Flow, hr.Key, hr.Hop, hr.Dropped, hr.Congested = f.tuple, key, 1+int(b.cfg.InitialTTL)-int(f.ttl), r.Dropped, r.Congested
+		hr.Flow = f.tuple
+		hr.Key, hr.Hop, hr.Dropped, hr.Congested = key, 1+int(b.cfg.InitialTTL)-int(f.ttl), r.Dropped, r.Congested
 		m = &hr.Meta
 	}
 	if local {
@@ -394,10 +395,13 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trac
 	k := len(b.stacks) // = len(b.traces)
 	b.stacks, b.traces = slices.Grow(b.stacks, 1)[:k+1], slices.Grow(b.traces, 1)[:k+1]
 	s := &b.stacks[k]
-	s.hops, s.per, s.n, s.fields = b.in.Stack[:n*per], per, n, b.fields
+	// Field by field: a multiple assignment copies through temporaries.
+	s.hops, s.per, s.n = b.in.Stack[:n*per], per, n
+	s.fields = b.fields
 	t := &b.traces[k]
 	*t = Trace{}
-	t.Flow, t.Key, t.Node = flow, key, node
+	t.Flow = flow
+	t.Key, t.Node = key, node
 	if !path {
 		return t
 	}

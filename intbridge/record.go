@@ -191,7 +191,11 @@ func (r *Record) SetTrace(t *Trace, now time.Time) {
 }
 
 func (r *Record) start(t *Trace, now time.Time) {
-	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = t.Key, t.Flow, now, false, 0
+	// One field at a time: a multiple assignment would copy the tuple
+	// and the time through temporaries.
+	r.Flow, r.PerHop, r.Position = t.Key, false, 0
+	r.Tuple = t.Flow
+	r.Time = now
 	r.grow()
 }
 
@@ -231,7 +235,9 @@ func (r *Record) addSink(t *Trace, n int) {
 // reporting node with its metadata, a D flag one drop in the drop queue, a
 // Q flag the queue's congestion, at the report's place on the path.
 func (r *Record) SetHopReport(h *HopReport, now time.Time) {
-	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = h.Key, h.Flow, now, true, 0
+	r.Flow, r.PerHop, r.Position = h.Key, true, 0
+	r.Tuple = h.Flow
+	r.Time = now
 	if h.Hop >= 1 && h.Hop <= MaxHops {
 		r.Position = uint8(h.Hop)
 	}
