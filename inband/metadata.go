@@ -217,7 +217,8 @@ func (f *Fields) word(b []byte, k field) (uint32, bool) {
 	if at < 0 {
 		return 0, false
 	}
-	if w := binary.BigEndian.Uint32(b[at:]); w != 0xFFFFFFFF {
+	// b[at:at+4], not b[at:]: one bounds check, no length to carry.
+	if w := binary.BigEndian.Uint32(b[at : at+4]); w != 0xFFFFFFFF {
 		return w, true
 	}
 	return 0, false // the hop could not provide it
@@ -229,7 +230,7 @@ func (f *Fields) double(b []byte, k field) (uint64, bool) {
 	if at < 0 {
 		return 0, false
 	}
-	if v := binary.BigEndian.Uint64(b[at:]); v != ^uint64(0) {
+	if v := binary.BigEndian.Uint64(b[at : at+8]); v != ^uint64(0) {
 		return v, true
 	}
 	return 0, false

@@ -98,7 +98,8 @@ func word(b []byte, at int) (uint32, bool) {
 	if at < 0 {
 		return 0, false
 	}
-	w := binary.BigEndian.Uint32(b[at:])
+	// b[at:at+4], not b[at:]: one bounds check, no length to carry.
+	w := binary.BigEndian.Uint32(b[at : at+4])
 	return w, w != 0xFFFFFFFF
 }
 
@@ -107,7 +108,7 @@ func double(b []byte, at int) (uint64, bool) {
 	if at < 0 {
 		return 0, false
 	}
-	v := binary.BigEndian.Uint64(b[at:])
+	v := binary.BigEndian.Uint64(b[at : at+8])
 	return v, v != ^uint64(0)
 }
 
@@ -124,17 +125,18 @@ func timestamp(b []byte, at int, wide bool) (uint64, bool) {
 func (r *hopReader) read(h *Hop, b []byte) {
 	o := &r.o
 	*h = Hop{}
+	var has HopFields // kept in a register, stored once
 	var ok bool
 	if h.Switch, ok = word(b, o.NodeID); ok {
-		h.Has |= HasSwitch
+		has |= HasSwitch
 	}
 	if v, ok := double(b, o.L2Ports); ok {
-		h.Ingress, h.Egress, h.Has = uint32(v>>32), uint32(v), h.Has|HasPorts
+		h.Ingress, h.Egress, has = uint32(v>>32), uint32(v), has|HasPorts
 	} else if w, ok := word(b, o.L1Ports); ok {
-		h.Ingress, h.Egress, h.Has = w>>16, w&0xFFFF, h.Has|HasPorts
+		h.Ingress, h.Egress, has = w>>16, w&0xFFFF, has|HasPorts
 	}
 	if w, ok := word(b, o.Queue); ok {
-		h.Queue, h.Occupancy, h.Has = uint8(w>>24), w&0xFFFFFF, h.Has|HasQueue
+		h.Queue, h.Occupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasQueue
 		if o.Queue16 {
 			h.Queue, h.Occupancy = uint8(w>>16), w&0xFFFF
 		}
@@ -144,19 +146,20 @@ func (r *hopReader) read(h *Hop, b []byte) {
 		}
 	}
 	if h.Latency, ok = word(b, o.HopLatency); ok {
-		h.Has |= HasLatency
+		has |= HasLatency
 	}
 	if h.Timestamp, ok = timestamp(b, o.EgressTS, o.EgressTS64); ok {
-		h.Has |= HasTimestamp
+		has |= HasTimestamp
 	} else if h.Timestamp, ok = timestamp(b, o.IngressTS, o.IngressTS64); ok {
-		h.Has |= HasTimestamp
+		has |= HasTimestamp
 	}
 	if h.TxUtil, ok = word(b, o.TxUtil); ok {
-		h.Has |= HasTxUtil
+		has |= HasTxUtil
 	}
 	if w, ok := word(b, o.Buffer); ok {
-		h.Buffer, h.BufferOccupancy, h.Has = uint8(w>>24), w&0xFFFFFF, h.Has|HasBuffer
+		h.Buffer, h.BufferOccupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasBuffer
 	}
+	h.Has = has
 }
 
 // Record is one packet's telemetry: its flow and the hops it crossed,
