@@ -222,9 +222,14 @@ func (r *Record) addSink(t *Trace, n int) {
 		return
 	}
 	var s Hop
-	s.SetMetadata(&t.Sink)
-	s.Switch, s.Has = t.Node, s.Has|HasSwitch
-	s.flags(t.Dropped, t.Congested, &t.Sink)
+	if t.Sink.Present == 0x8000>>inband.BitNodeID && !t.Dropped && !t.Congested {
+		// What most sinks report of themselves: their node alone.
+		s.Switch, s.Has = t.Node, HasSwitch
+	} else {
+		s.SetMetadata(&t.Sink)
+		s.Switch, s.Has = t.Node, s.Has|HasSwitch
+		s.flags(t.Dropped, t.Congested, &t.Sink)
+	}
 	k := len(r.Hops)
 	switch {
 	case k == n && k > 0 && r.Hops[k-1].Switch == t.Node:
@@ -270,6 +275,9 @@ func (h *Hop) flags(dropped, congested bool, m *inband.Metadata) {
 // merge adds the values of s that h lacks.
 func (h *Hop) merge(s *Hop) {
 	add := s.Has &^ h.Has
+	if add == 0 {
+		return
+	}
 	if add&HasPorts != 0 {
 		h.Ingress, h.Egress = s.Ingress, s.Egress
 	}
