@@ -217,7 +217,8 @@ func (f *Fields) word(b []byte, k field) (uint32, bool) {
 	if at < 0 {
 		return 0, false
 	}
-	if w := binary.BigEndian.Uint32(b[at:]); w != 0xFFFFFFFF {
+	// b[at:at+4], not b[at:]: one bounds check, no length to carry.
+	if w := binary.BigEndian.Uint32(b[at : at+4]); w != 0xFFFFFFFF {
 		return w, true
 	}
 	return 0, false // the hop could not provide it
@@ -229,7 +230,7 @@ func (f *Fields) double(b []byte, k field) (uint64, bool) {
 	if at < 0 {
 		return 0, false
 	}
-	if v := binary.BigEndian.Uint64(b[at:]); v != ^uint64(0) {
+	if v := binary.BigEndian.Uint64(b[at : at+8]); v != ^uint64(0) {
 		return v, true
 	}
 	return 0, false
@@ -296,6 +297,37 @@ func (f *Fields) TxUtilization(b []byte) (uint32, bool) { return f.word(b, fTxUt
 func (f *Fields) Buffer(b []byte) (id uint8, occupancy uint32, ok bool) {
 	w, ok := f.word(b, fBuffer)
 	return uint8(w >> 24), w & 0xFFFFFF, ok
+}
+
+// Offsets are where a compiled layout holds each field a per-hop reader
+// wants: byte offsets into a hop's metadata, -1 where the layout lacks
+// the field; with the widths and splits the accessors know. A caller
+// reading many hops of one layout compiles its reads from them once.
+type Offsets struct {
+	NodeID, L1Ports, L2Ports, HopLatency, Queue, Congestion, IngressTS, EgressTS, TxUtil, Buffer int
+	// Queue16 says the queue word is INT 0.5's: ID and occupancy 16 bits
+	// each (else 8 and 24).
+	Queue16 bool
+	// IngressTS64 and EgressTS64 say the timestamps are 8 bytes (else 4).
+	IngressTS64, EgressTS64 bool
+}
+
+// Offsets returns where f's fields lie.
+func (f *Fields) Offsets() Offsets {
+	at := func(k field) int { return int(f.at[k]) - 1 }
+	o := Offsets{NodeID: at(fNodeID), L1Ports: at(fL1Ports), L2Ports: at(fL2Ports), HopLatency: at(fHopLatency),
+		Queue: at(fQueue), Congestion: at(fCongestion16), IngressTS: at(fIngressTS64), EgressTS: at(fEgressTS64),
+		TxUtil: at(fTxUtil), Buffer: at(fBuffer), IngressTS64: true, EgressTS64: true}
+	if o.Queue < 0 {
+		o.Queue, o.Queue16 = at(fQueue16), at(fQueue16) >= 0
+	}
+	if o.IngressTS < 0 {
+		o.IngressTS, o.IngressTS64 = at(fIngressTS32), false
+	}
+	if o.EgressTS < 0 {
+		o.EgressTS, o.EgressTS64 = at(fEgressTS32), false
+	}
+	return o
 }
 
 // Decode fills m from metadata b (at least Words()·4 bytes; the rest is

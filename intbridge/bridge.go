@@ -113,7 +113,9 @@ type Bridge struct {
 	decoded bool              // the traces' Hops are decoded (Traces)
 	hops    []inband.Metadata // the traces' hops
 	perHop  []HopReport
-	recs    []Record // the traces' records, then the per-hop reports'
+	meta    inband.Metadata // a report's metadata kept by neither
+	recs    []Record        // the traces' records, then the per-hop reports'
+	reader  hopReader       // the records' hop layout
 	c       Counters
 }
 
@@ -262,11 +264,11 @@ func (b *Bridge) individual(r *inband.Individual) {
 	}
 	key := inband.FlowKey(f.tuple)
 	node := b.rep.NodeID
-	var m inband.Metadata
-	local := r.RepType == inband.RepINT && r.Metadata(&m) == nil
-	if local && !m.Has(inband.BitNodeID) {
-		m.NodeID, m.Present = node, m.Present|0x8000>>inband.BitNodeID
-	}
+	local := r.RepType == inband.RepINT
+	// The report's own metadata is decoded where it is kept (the trace's
+	// Sink, the per-hop report's Meta), not copied there.
+	m := &b.meta
+	var hr *HopReport
 	switch {
 	case f.md:
 		// An intermediate report (I) holds the stack as far as a transit
@@ -274,17 +276,28 @@ func (b *Bridge) individual(r *inband.Individual) {
 		// writes whole.
 		if t := b.stack(f.tuple, key, node, !r.Intermediate); t != nil {
 			t.Dropped, t.Congested = r.Dropped, r.Congested
-			if local {
-				t.Sink = m
-			}
+			m = &t.Sink
 		}
 	case local:
-		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
-		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
-		if hop < 1 || hop > b.cfg.PostcardHops {
+		hr = b.nextHop()
+		hr.Flow = f.tuple
+		hr.Key, hr.Hop, hr.Dropped, hr.Congested = key, 1+int(b.cfg.InitialTTL)-int(f.ttl), r.Dropped, r.Congested
+		m = &hr.Meta
+	}
+	if local {
+		_ = r.Metadata(m) // RepType is INT: no error
+		if !m.Has(inband.BitNodeID) {
+			m.NodeID, m.Present = node, m.Present|0x8000>>inband.BitNodeID
+		}
+	} else if m == &b.meta {
+		*m = inband.Metadata{}
+	}
+	if hr != nil {
+		if hr.Hop < 1 || hr.Hop > b.cfg.PostcardHops {
 			b.c.HopRange++
 		} else {
-			*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: m.NodeID}}
+			o := b.next(dta.OpPostcard)
+			o.Postcard.Key, o.Postcard.Hop, o.Postcard.Value = key, uint8(hr.Hop), m.NodeID
 			b.c.Postcards++
 		}
 	}
@@ -298,18 +311,36 @@ func (b *Bridge) individual(r *inband.Individual) {
 }
 
 func (b *Bridge) increment(key uint32) {
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: uint8(b.cfg.CountRedundancy), Key: key, Counter: 1}}
+	o := b.next(dta.OpKeyIncrement)
+	o.KeyIncrement.Redundancy, o.KeyIncrement.Key, o.KeyIncrement.Counter = uint8(b.cfg.CountRedundancy), key, 1
 	b.c.Increments++
 }
 
-// next returns the next report's slot in b.out, to be written whole.
-func (b *Bridge) next() *dta.Report {
+// next returns the next report's slot in b.out, zeroed but for its
+// opcode. The reports are written in place: a composite literal would be
+// built aside and copied.
+func (b *Bridge) next(op dta.Opcode) *dta.Report {
 	n := len(b.out)
 	if n == cap(b.out) {
 		b.out = slices.Grow(b.out, 1)
 	}
 	b.out = b.out[:n+1]
-	return &b.out[n]
+	o := &b.out[n]
+	*o = dta.Report{}
+	o.Header.Opcode = op
+	return o
+}
+
+// nextHop returns the next per-hop report's slot, zeroed.
+func (b *Bridge) nextHop() *HopReport {
+	n := len(b.perHop)
+	if n == cap(b.perHop) {
+		b.perHop = slices.Grow(b.perHop, 1)
+	}
+	b.perHop = b.perHop[:n+1]
+	h := &b.perHop[n]
+	*h = HopReport{}
+	return h
 }
 
 // Traces returns the INT-MD path traces the last Handle or HandlePacket
@@ -361,10 +392,16 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trac
 	}
 	b.fields.Compile(&b.in)
 	per := 4 * int(b.in.HopML)
-	b.stacks = append(b.stacks, stack{hops: b.in.Stack[:n*per], per: per, n: n, fields: b.fields})
-	s := &b.stacks[len(b.stacks)-1]
-	b.traces = append(b.traces, Trace{Flow: flow, Key: key, Node: node})
-	t := &b.traces[len(b.traces)-1]
+	k := len(b.stacks) // = len(b.traces)
+	b.stacks, b.traces = slices.Grow(b.stacks, 1)[:k+1], slices.Grow(b.traces, 1)[:k+1]
+	s := &b.stacks[k]
+	// Field by field: a multiple assignment copies through temporaries.
+	s.hops, s.per, s.n = b.in.Stack[:n*per], per, n
+	s.fields = b.fields
+	t := &b.traces[k]
+	*t = Trace{}
+	t.Flow = flow
+	t.Key, t.Node = key, node
 	if !path {
 		return t
 	}
@@ -379,7 +416,8 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trac
 		id, _ := b.fields.NodeID(s.hop(n - 1 - i))
 		binary.BigEndian.PutUint32(v[4*i:], id)
 	}
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: key, Data: v}}
+	o := b.next(dta.OpKeyWrite)
+	o.KeyWrite.Redundancy, o.KeyWrite.Key, o.KeyWrite.Data = uint8(b.cfg.PathRedundancy), key, v
 	b.c.KeyWrites++
 	return t
 }
@@ -399,7 +437,8 @@ func (b *Bridge) event(list, node, key, detail uint32) {
 	binary.BigEndian.PutUint32(v, node)
 	binary.BigEndian.PutUint32(v[4:], key)
 	binary.BigEndian.PutUint32(v[8:], detail)
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: list, Data: v}}
+	o := b.next(dta.OpAppend)
+	o.Append.ListID, o.Append.Data = list, v
 	b.c.Appends++
 }
 

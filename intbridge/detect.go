@@ -2,6 +2,7 @@ package intbridge
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -196,6 +197,7 @@ const hintBits = 10
 var noHints = [5]int32{-1, -1, -1, -1, -1}
 
 type keyRow struct {
+	key      uint64 // the row's key in d.keys (0: none), beside its values for quiet
 	value    uint32 // the value stored: last reported
 	sum      uint32 // drops: the sum of the drops reported
 	above    bool
@@ -217,6 +219,8 @@ type Detector struct {
 	hints []keyHints // by a hash of the switch
 	c     DetectorCounters
 	now   int64 // the record's time being observed, unix ns
+	// bounds are the rules' values for quiet, by metric.
+	bounds [NumMetrics]quietBounds
 }
 
 // NewDetector returns a detector with cfg.
@@ -230,8 +234,12 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 	if cfg.MaxFlows < 1 || cfg.MaxFlows > 1<<26 || cfg.MaxKeys < 1 || cfg.MaxKeys > 1<<26 || cfg.Period < 0 {
 		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
 	}
-	return &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
-		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: make([]keyHints, 1<<hintBits)}, nil
+	d := &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
+		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: make([]keyHints, 1<<hintBits)}
+	for m := range d.bounds {
+		d.bounds[m] = cfg.Rules[m].bounds()
+	}
+	return d, nil
 }
 
 // SetRule replaces metric m's rule, taking effect from the next record.
@@ -239,7 +247,7 @@ func (d *Detector) SetRule(m Metric, r Rule) error {
 	if m < MetricPath || int(m) >= NumMetrics {
 		return fmt.Errorf("%w: unknown metric %d", ErrConfig, m)
 	}
-	d.cfg.Rules[m] = r
+	d.cfg.Rules[m], d.bounds[m] = r, r.bounds()
 	return nil
 }
 
@@ -280,26 +288,38 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 			*c = keyHints{sw: hp.Switch, rows: noHints}
 		}
 		if hp.Has&HasQueue != 0 {
-			if !d.quiet(MetricQueueOccupancy, hp.Switch, uint32(hp.Queue), hp.Occupancy, c.rows[0]) {
-				events = d.key(MetricQueueOccupancy, hp.Switch, uint32(hp.Queue), hp.Occupancy, r, &c.rows[0], events)
+			m, sub := MetricQueueOccupancy, uint32(hp.Queue)
+			if row := c.rows[0]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Occupancy, row) {
+				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.Occupancy, r, &c.rows[0], events)
 			}
 		}
 		if hp.Has&HasCongestion != 0 {
-			if !d.quiet(MetricQueueCongestion, hp.Switch, uint32(hp.Queue), hp.Congestion, c.rows[1]) {
-				events = d.key(MetricQueueCongestion, hp.Switch, uint32(hp.Queue), hp.Congestion, r, &c.rows[1], events)
+			m, sub := MetricQueueCongestion, uint32(hp.Queue)
+			if row := c.rows[1]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Congestion, row) {
+				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.Congestion, r, &c.rows[1], events)
 			}
 		}
 		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
-			if !d.quiet(MetricLinkUtilization, hp.Switch, hp.Egress, hp.TxUtil, c.rows[2]) {
-				events = d.key(MetricLinkUtilization, hp.Switch, hp.Egress, hp.TxUtil, r, &c.rows[2], events)
+			m, sub := MetricLinkUtilization, hp.Egress
+			if row := c.rows[2]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.TxUtil, row) {
+				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.TxUtil, r, &c.rows[2], events)
 			}
 		}
 		if hp.Has&HasDrops != 0 {
 			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, &c.rows[3], events)
 		}
 		if hp.Has&HasBuffer != 0 {
-			if !d.quiet(MetricBufferOccupancy, hp.Switch, uint32(hp.Buffer), hp.BufferOccupancy, c.rows[4]) {
-				events = d.key(MetricBufferOccupancy, hp.Switch, uint32(hp.Buffer), hp.BufferOccupancy, r, &c.rows[4], events)
+			m, sub := MetricBufferOccupancy, uint32(hp.Buffer)
+			if row := c.rows[4]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, row) {
+				d.keys.ref[row] = true
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.BufferOccupancy, r, &c.rows[4], events)
 			}
 		}
 	}
@@ -463,21 +483,42 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
 }
 
-// quiet says whether metric m's key (sw, sub) is in row hint and takes
-// value v without an event, marking it seen: the check most hops' values
-// need, kept apart from key's event making (which the rest go to, and
-// drops always: their value is a sum kept in the row).
-func (d *Detector) quiet(m Metric, sw, sub, v uint32, hint int32) bool {
-	t := d.keys
-	if hint < 0 || hint >= t.fresh || t.keys[hint] != keyOf(m, sw, sub) {
+// quiet says whether metric m's key is in row hint and takes value v
+// without an event (the caller marks the row seen): the check most hops'
+// values need, kept apart from key's event making (which the rest go to,
+// and drops always: their value is a sum kept in the row), and small
+// enough to inline.
+func (d *Detector) quiet(m Metric, key uint64, v uint32, hint int32) bool {
+	if uint32(hint) >= uint32(len(d.krows)) {
 		return false
 	}
-	k := &d.krows[hint]
-	if !d.cfg.Rules[m].quiet(k.value, k.above, v) || d.cfg.Period > 0 && d.now-k.reported >= int64(d.cfg.Period) {
-		return false
+	k, b := &d.krows[hint], &d.bounds[m]
+	return k.key == key && max(v, k.value)-min(v, k.value) <= b.threshold && (v > b.level) == k.above && !d.due(k.reported)
+}
+
+// quietBounds are a Rule's values as quiet reads them: a value within
+// threshold of the one stored, and on the side of level the key was, makes
+// no event. No change events: threshold the largest value; no level: level
+// the largest value (no value is above it), so a key whose level state
+// was left above when the level was removed is not quiet, and goes to key,
+// which reads the Rule.
+type quietBounds struct{ threshold, level uint32 }
+
+func (r *Rule) bounds() quietBounds {
+	b := quietBounds{threshold: r.Threshold, level: r.Level}
+	if r.NoChange {
+		b.threshold = math.MaxUint32
 	}
-	t.ref[hint] = true
-	return true
+	if r.Level == 0 {
+		b.level = math.MaxUint32
+	}
+	return b
+}
+
+// due says whether a key last reported at reported is due for the
+// periodic push.
+func (d *Detector) due(reported int64) bool {
+	return d.cfg.Period > 0 && d.now-reported >= int64(d.cfg.Period)
 }
 
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
@@ -513,10 +554,11 @@ func (d *Detector) keyEvent(m Metric, sw, sub, v uint32, r *Record, row int32, e
 	fresh := row < 0
 	if fresh {
 		var ev int32
-		if row, ev = d.keys.insert(keyOf(m, sw, sub)); ev >= 0 {
+		kk := keyOf(m, sw, sub)
+		if row, ev = d.keys.insert(kk); ev >= 0 {
 			d.c.Evicted++
 		}
-		d.krows[row] = keyRow{reported: now}
+		d.krows[row] = keyRow{key: kk, reported: now}
 		if m == MetricDrops {
 			d.krows[row].sum = v
 		}

@@ -39,7 +39,17 @@ type index struct {
 	slots []slot
 	mask  uint64
 	shift uint
+	// recent holds, by a hash of the key, the rows (+1, as a slot's) the
+	// keys hashing there were last found or inserted in, two a table (the
+	// newer first): find checks those rows' keys in the table before
+	// probing. Its entries are denser than the slots (at most maxRecent
+	// buckets of 16 bytes), so a few thousand keys in use stay in cache
+	// where their slots, spread over the whole index, would not.
+	recent [][2][2]int32 // bucket, way (newer first), table
+	rshift uint
 }
+
+const maxRecent = 1 << 13
 
 // link is a row's neighbours in the strict order, side by side so that a
 // splice reads one place per row.
@@ -82,7 +92,27 @@ func newHashIndex(keys int) *index {
 		n <<= 1
 		shift--
 	}
-	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift}
+	r, rshift := 1, uint(64)
+	for 2*r < keys && r < maxRecent {
+		r <<= 1
+		rshift--
+	}
+	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift, recent: make([][2][2]int32, r), rshift: rshift}
+}
+
+// recentOf returns k's bucket in recent.
+func (x *index) recentOf(k uint64) *[2][2]int32 {
+	return &x.recent[(k*0x9E3779B97F4A7C15)>>x.rshift]
+}
+
+// note makes row the newer of t's two in bucket c, the newer the older.
+func (t *table) note(c *[2][2]int32, row int32) {
+	c[1][t.side], c[0][t.side] = c[0][t.side], row+1
+}
+
+// holds says whether row (-1: none) holds key k.
+func (t *table) holds(row int32, k uint64) bool {
+	return row >= 0 && row < t.fresh && t.keys[row] == k
 }
 
 // share makes empty tables t and u share one index, u's rows the
@@ -113,13 +143,25 @@ func (x *index) find(k uint64) int {
 	}
 }
 
-// find returns k's row, or -1.
+// find returns k's row, or -1: a row recent names when it holds k (a
+// table holds a key in one row at most), else the index's.
 func (t *table) find(k uint64) int32 {
+	c := t.idx.recentOf(k)
+	if r := c[0][t.side] - 1; t.holds(r, k) {
+		return r
+	}
+	if r := c[1][t.side] - 1; t.holds(r, k) {
+		return r
+	}
 	i := t.idx.find(k)
 	if i < 0 {
 		return -1
 	}
-	return t.idx.slots[i].row[t.side] - 1
+	r := t.idx.slots[i].row[t.side] - 1
+	if r >= 0 {
+		t.note(c, r)
+	}
+	return r
 }
 
 // lookup is find, trying row hint first: a row the caller found for k
@@ -160,6 +202,7 @@ func (t *table) insert(k uint64) (row, evicted int32) {
 		x.slots[i] = slot{key: k}
 	}
 	x.slots[i].row[t.side] = row + 1
+	t.note(x.recentOf(k), row)
 	if t.strict() {
 		t.link(row)
 	} else {
