@@ -56,6 +56,12 @@
 // over a region, the translator's side (AppendWrites, or a stateful Cache or
 // Batcher), queries, the paper's bounds and Size(Workload).
 //
+// Each also registers itself with [github.com/dtakit/dtakit/primitive], the
+// one seam through which code that runs every primitive reaches them: a
+// Kind by opcode or identifier, its Layout, a Translator writing through a
+// Sink, a Store over collector memory. A fifth primitive is one package and
+// one primitive.Register (internal/test/keymax is one).
+//
 // # Telemetry in, history out, sizing
 //
 //   - INT and Telemetry Reports: [github.com/dtakit/dtakit/inband] decodes

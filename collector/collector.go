@@ -14,6 +14,11 @@
 //	... kw.Query(key, n, keywrite.Plurality) ...
 //	c.Close()
 //
+// Add adds an instance of any registered primitive (package primitive)
+// from its Layout and returns it with its primitive.Store; the typed Add
+// methods are for the four built in. The regions are served by a backend
+// chosen once in New (Config.Backend): the software target or an RDMA NIC.
+//
 // Instance i listens on CM port CMPort+i; a translator connects to CMPort,
 // CMPort+1, ... until a Reject tells it there are no more (docs/DTA-WIRE.md
 // section 8.6).
@@ -43,11 +48,10 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/hugemem"
-	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
-	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2/target"
 )
 
@@ -135,28 +139,29 @@ type Instance struct {
 	RKey      uint32     // the region's rkey
 	// Advertisement is the SEND payload a connecting translator receives.
 	Advertisement []byte
+	// Store is the primitive's store over the region (Add's; the typed
+	// Add methods return its typed form).
+	Store primitive.Store
 }
 
 type instance struct {
 	Instance
 	mem    *hugemem.Mem
-	region *target.Region    // software backend
-	list   *appendlist.Store // Append instances: notified on WRITE with Immediate
+	region *target.Region      // software backend
+	notify primitive.Notifier  // a Store woken by WRITEs with Immediate (Append)
+	heads  primitive.HeadStore // a Store whose heads follow the advertisement
 }
 
 // Collector serves primitive instances to translators.
 type Collector struct {
 	mu      sync.Mutex
 	cfg     Config
-	t       *target.Target // software backend
-	vb      *verbsServer   // verbs backend
+	b       backend
 	insts   []*instance
-	uc      *net.UDPConn
 	serving bool
-	more    []*net.UDPConn // the sockets after uc, with Shards > 1
 	closed  bool
-	stop    context.CancelFunc // ends a verbs Serve
-	served  sync.WaitGroup     // a verbs Serve under way
+	stop    context.CancelFunc // ends Serve
+	served  sync.WaitGroup     // a Serve under way
 }
 
 // New returns a collector with cfg. It opens no socket until Start or Serve.
@@ -167,54 +172,85 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.CMPort == 0 {
 		cfg.CMPort = DefaultCMPort
 	}
+	var b backend
 	switch cfg.Backend {
 	case BackendSoftware:
+		t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs, ReplyPort: cfg.ReplyPort, Peers: cfg.Translators, MaxHalfOpen: cfg.MaxHalfOpen})
+		if err != nil {
+			return nil, fmt.Errorf("collector.New: %w: %w", ErrConfig, err)
+		}
+		b = &software{t: t, addr: cfg.Addr, shards: max(cfg.Shards, 1)}
 	case BackendVerbs:
 		vb, err := newVerbsServer(cfg.Addr.Addr(), cfg.Translators)
 		if err != nil {
 			return nil, fmt.Errorf("collector.New: %w", err)
 		}
-		return &Collector{cfg: cfg, vb: vb}, nil
+		b = vb
 	default:
 		return nil, fmt.Errorf("collector.New: %w: backend %v", ErrConfig, cfg.Backend)
 	}
-	t, err := target.New(target.Config{Addr: cfg.Addr, MaxQPs: cfg.MaxQPs, ReplyPort: cfg.ReplyPort, Peers: cfg.Translators, MaxHalfOpen: cfg.MaxHalfOpen})
-	if err != nil {
-		return nil, fmt.Errorf("collector.New: %w: %w", ErrConfig, err)
+	return &Collector{cfg: cfg, b: b}, nil
+}
+
+// Add adds an instance of layout l, of any registered primitive, and
+// returns it with its Store over the served memory. The region allows
+// remote atomics only when l.Atomic, WRITEs otherwise. Instance i is
+// served on CM port CMPort+i.
+func (c *Collector) Add(l primitive.Layout) (Instance, error) {
+	if l == nil {
+		return Instance{}, fmt.Errorf("collector.Add: %w: nil layout", ErrConfig)
 	}
-	return &Collector{cfg: cfg, t: t}, nil
+	op := "Add"
+	if t, ok := l.Kind().(primitive.Titled); ok {
+		// An error says the same whichever way the instance was added
+		// (the collector daemon's configuration errors).
+		op += t.Title()
+	}
+	in, err := c.add(op, l)
+	if err != nil {
+		return Instance{}, err
+	}
+	return in.Instance, nil
+}
+
+// addTyped adds the instance of a built-in primitive whose geometry is geo.
+func (c *Collector) addTyped(op string, prim dta.Opcode, geo []byte, err error) (primitive.Store, error) {
+	if err != nil {
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	l, err := primitive.Parse(prim, geo)
+	if err != nil {
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	in, err := c.add(op, l)
+	if err != nil {
+		return nil, err
+	}
+	return in.Store, nil
 }
 
 // AddKeyWrite adds a Key-Write instance with layout l and returns its store
 // over the served memory.
 func (c *Collector) AddKeyWrite(l keywrite.Layout) (*keywrite.Store, error) {
 	geo, err := l.AppendBinary(nil)
+	s, err := c.addTyped("AddKeyWrite", dta.OpKeyWrite, geo, err)
 	if err != nil {
-		return nil, fmt.Errorf("collector.AddKeyWrite: %w", err)
+		return nil, err
 	}
-	var s *keywrite.Store
-	_, err = c.add("AddKeyWrite", dta.OpKeyWrite, l.RegionSize(), target.RemoteWrite, geo,
-		func(_ *instance, mem []byte) (err error) {
-			s, err = keywrite.NewStore(l, mem)
-			return err
-		})
-	return s, err
+	ks, _ := keywrite.StoreOf(s)
+	return ks, nil
 }
 
 // AddKeyIncrement adds a Key-Increment instance with layout l and returns
 // its store over the served memory. The region allows remote atomics only.
 func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
 	geo, err := l.AppendBinary(nil)
+	s, err := c.addTyped("AddKeyIncrement", dta.OpKeyIncrement, geo, err)
 	if err != nil {
-		return nil, fmt.Errorf("collector.AddKeyIncrement: %w", err)
+		return nil, err
 	}
-	var s *keyincr.Store
-	_, err = c.add("AddKeyIncrement", dta.OpKeyIncrement, l.RegionSize(), target.RemoteAtomic, geo,
-		func(_ *instance, mem []byte) (err error) {
-			s, err = keyincr.NewStore(l, mem)
-			return err
-		})
-	return s, err
+	ks, _ := keyincr.StoreOf(s)
+	return ks, nil
 }
 
 // AddPostcard adds a Postcarding instance with layout l and returns its
@@ -225,16 +261,12 @@ func (c *Collector) AddKeyIncrement(l keyincr.Layout) (*keyincr.Store, error) {
 // reason Rejected, instead of writing paths no query would find.
 func (c *Collector) AddPostcard(l postcard.Layout, values ...uint32) (*postcard.Store, error) {
 	geo, err := l.AppendGeometry(nil, postcard.NewValueSet(values))
+	s, err := c.addTyped("AddPostcard", dta.OpPostcard, geo, err)
 	if err != nil {
-		return nil, fmt.Errorf("collector.AddPostcard: %w", err)
+		return nil, err
 	}
-	var s *postcard.Store
-	_, err = c.add("AddPostcard", dta.OpPostcard, l.RegionSize(), target.RemoteWrite, geo,
-		func(_ *instance, mem []byte) (err error) {
-			s, err = postcard.NewStore(l, mem)
-			return err
-		})
-	return s, err
+	ps, _ := postcard.StoreOf(s)
+	return ps, nil
 }
 
 // AddAppend adds an Append instance with layout l and returns its region;
@@ -243,21 +275,24 @@ func (c *Collector) AddPostcard(l postcard.Layout, values ...uint32) (*postcard.
 // Reader.Wait and ReadWait wake up.
 func (c *Collector) AddAppend(l appendlist.Layout) (*appendlist.Store, error) {
 	geo, err := l.AppendBinary(nil)
+	s, err := c.addTyped("AddAppend", dta.OpAppend, geo, err)
 	if err != nil {
-		return nil, fmt.Errorf("collector.AddAppend: %w", err)
+		return nil, err
 	}
-	var r *appendlist.Store
-	_, err = c.add("AddAppend", dta.OpAppend, l.RegionSize(), target.RemoteWrite, geo,
-		func(in *instance, mem []byte) (err error) {
-			r, err = appendlist.NewStore(l, mem)
-			in.list = r
-			return err
-		})
-	return r, err
+	as, _ := appendlist.StoreOf(s)
+	return as, nil
 }
 
 // add allocates, wraps, registers, advertises and listens for one instance.
-func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.Access, geometry []byte, wrap func(*instance, []byte) error) (*instance, error) {
+func (c *Collector) add(op string, l primitive.Layout) (*instance, error) {
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	geometry, err := l.AppendBinary(nil)
+	if err != nil {
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
+	}
+	prim, size := l.Kind().Opcode(), l.RegionSize()
 	if size == 0 || size > math.MaxUint32 {
 		return nil, fmt.Errorf("collector.%s: %w: region of %d bytes (the advertisement holds 1..2^32-1)", op, ErrRegion, size)
 	}
@@ -279,65 +314,56 @@ func (c *Collector) add(op string, prim dta.Opcode, size uint64, access target.A
 	}
 	b := mem.Bytes()[:size:size]
 	in := &instance{mem: mem}
-	if err := wrap(in, b); err != nil {
+	st, err := l.NewStore(b)
+	if err != nil {
 		mem.Close()
 		return nil, fmt.Errorf("collector.%s: %w", op, err)
 	}
-	fail := func(err error) (*instance, error) {
-		if in.region != nil {
-			c.t.Deregister(in.region)
-		}
-		if c.vb != nil {
-			c.vb.unregister(in)
-		}
+	in.notify, _ = st.(primitive.Notifier)
+	in.heads, _ = st.(primitive.HeadStore)
+	access := target.RemoteWrite
+	if l.Atomic() {
+		access = target.RemoteAtomic
+	}
+	va, rkey, err := c.b.register(in, b, access)
+	if err != nil {
+		c.b.unregister(in)
 		mem.Close()
 		return nil, fmt.Errorf("collector.%s: %w", op, err)
 	}
-	var va uint64
-	var rkey uint32
-	if c.vb != nil {
-		va, rkey, err = c.vb.register(in, b, access)
-	} else {
-		in.region, err = c.t.Register(b, access)
-		if err == nil {
-			va, rkey = in.region.VA(), in.region.RKey()
-		}
-	}
-	if err != nil {
-		return fail(err)
-	}
-	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), Restored: restored, VA: va, Length: uint32(size), RKey: rkey}
-	adv := dta.Advertisement{VA: va, Length: uint32(size), RKey: rkey, Primitive: prim, Geometry: geometry}
-	if c.cfg.ReferenceAdvertisement {
-		adv.Primitive, adv.Geometry = 0, nil
-	}
-	// A connecting translator learns where each Append list goes on, so
-	// that one restarted does not write over what readers have not read,
-	// or behind where they are (the software target only).
-	if in.list != nil && adv.Primitive == dta.OpAppend && c.vb == nil {
-		l := in.list.Layout()
-		adv.HeadsFollow = l.Markers && l.Lists <= dta.MaxHeadLists
-	}
-	if in.Advertisement, err = adv.AppendTo(nil); err != nil {
-		return fail(err)
-	}
-	if c.vb != nil {
-		err = c.vb.listen(in, uint16(port))
-	} else {
-		lc := target.ListenConfig{Greeting: in.Advertisement}
-		if prim == dta.OpAppend {
-			lc.OnRecv = in.onRecv
-		}
-		if adv.HeadsFollow {
-			lc.FollowUp = in.heads
-		}
-		err = c.t.Listen(uint16(port), lc)
-	}
-	if err != nil {
-		return fail(err)
+	in.Instance = Instance{Index: idx, Primitive: prim, CMPort: uint16(port), Restored: restored, VA: va, Length: uint32(size), RKey: rkey, Store: st}
+	if err := c.advertise(in, geometry); err != nil {
+		c.b.unregister(in)
+		mem.Close()
+		return nil, fmt.Errorf("collector.%s: %w", op, err)
 	}
 	c.insts = append(c.insts, in)
 	return in, nil
+}
+
+// advertise builds the instance's advertisement and listens on its CM
+// port.
+func (c *Collector) advertise(in *instance, geometry []byte) error {
+	adv := dta.Advertisement{VA: in.VA, Length: in.Length, RKey: in.RKey, Primitive: in.Primitive, Geometry: geometry}
+	if c.cfg.ReferenceAdvertisement {
+		adv.Primitive, adv.Geometry = 0, nil
+	}
+	// A connecting translator learns where a resuming primitive's state
+	// stands (Append: where each list goes on, so that one restarted does
+	// not write over what readers have not read, or behind where they
+	// are), when the backend sends it.
+	if in.heads != nil && adv.Primitive != 0 && c.b.sendsHeads() {
+		hs, err := in.heads.Heads(nil)
+		adv.HeadsFollow = err == nil && len(hs) <= dta.MaxHeadLists
+	}
+	if !adv.HeadsFollow {
+		in.heads = nil
+	}
+	var err error
+	if in.Advertisement, err = adv.AppendTo(nil); err != nil {
+		return err
+	}
+	return c.b.listen(in, in.CMPort)
 }
 
 // regionMem allocates instance idx's memory, or maps its file in
@@ -368,18 +394,18 @@ func (c *Collector) regionMem(idx, size int, prim dta.Opcode, geometry []byte) (
 	return m, false, nil
 }
 
-// onRecv notifies an Append list of a WRITE with Immediate. It runs inside
-// the target's Process (it must not block; Notify does not).
+// onRecv notifies the instance's Store of a WRITE with Immediate. It runs
+// inside the target's Process (it must not block; Notify does not).
 func (in *instance) onRecv(_ *target.QP, cp target.Completion) {
-	if in.list != nil && cp.Write && cp.HasImm {
-		_ = in.list.Notify(cp.Imm) // an ID out of range names no list: nothing to wake
+	if cp.Write && cp.HasImm {
+		_ = in.notify.Notify(cp.Imm) // an ID out of range names no list: nothing to wake
 	}
 }
 
-// heads returns the SENDs of an Append instance's list heads, as they are
-// in memory now (a translator connects: dta.ListHeads).
-func (in *instance) heads() [][]byte {
-	hs, err := in.list.Heads(nil)
+// followUp returns the SENDs of the instance's heads, as they are in
+// memory now (a translator connects: dta.ListHeads).
+func (in *instance) followUp() [][]byte {
+	hs, err := in.heads.Heads(nil)
 	if err != nil {
 		return nil
 	}
@@ -414,27 +440,9 @@ func (c *Collector) start() error {
 	if c.closed {
 		return fmt.Errorf("collector.Start: %w: closed", ErrState)
 	}
-	if c.uc != nil || c.vb != nil {
-		return nil
-	}
-	ucs, err := udpio.ListenShards(c.cfg.Addr, max(c.cfg.Shards, 1))
-	if err != nil {
+	if err := c.b.start(); err != nil {
 		return fmt.Errorf("collector.Start: %w", err)
 	}
-	for _, uc := range ucs {
-		// Bursts of a translator's packets queue in the socket while the
-		// target works: ask for large buffers (the system caps them at its
-		// maximum).
-		_ = uc.SetReadBuffer(SocketBuffer)
-		_ = uc.SetWriteBuffer(SocketBuffer)
-		if err := rocev2.ConfigureSocket(uc); err != nil {
-			for _, uc := range ucs {
-				uc.Close()
-			}
-			return fmt.Errorf("collector.Start: %w", err)
-		}
-	}
-	c.uc, c.more = ucs[0], ucs[1:]
 	return nil
 }
 
@@ -443,9 +451,8 @@ func (c *Collector) start() error {
 func (c *Collector) Addr() netip.AddrPort {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.uc != nil {
-		a := c.uc.LocalAddr().(*net.UDPAddr).AddrPort()
-		return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	if a, ok := c.b.localAddr(); ok {
+		return a
 	}
 	return c.cfg.Addr
 }
@@ -463,31 +470,11 @@ func (c *Collector) Serve(ctx context.Context) error {
 		return fmt.Errorf("collector.Serve: %w: already serving", ErrState)
 	}
 	c.serving = true
-	ucs := append([]*net.UDPConn{c.uc}, c.more...)
-	if c.vb != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		c.stop = cancel
-		c.served.Add(1)
-		defer c.served.Done()
-	}
+	ctx, c.stop = context.WithCancel(ctx)
+	c.served.Add(1)
+	defer c.served.Done()
 	c.mu.Unlock()
-	var err error
-	if c.vb != nil {
-		err = c.vb.serve(ctx)
-	} else {
-		errs := make([]error, len(ucs))
-		var wg sync.WaitGroup
-		for i, uc := range ucs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = c.t.Serve(ctx, uc)
-			}()
-		}
-		wg.Wait()
-		err = errors.Join(errs...)
-	}
+	err := c.b.serve(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.serving = false
@@ -501,58 +488,51 @@ func (c *Collector) Serve(ctx context.Context) error {
 // backend, where the NIC does the target's work). It also orders the caller
 // after every write the counters include (see the package doc).
 func (c *Collector) Counters() target.Counters {
-	if c.t == nil {
-		return target.Counters{}
+	if t := c.Target(); t != nil {
+		return t.Counters()
 	}
-	return c.t.Counters()
+	return target.Counters{}
 }
 
 // VerbsCounters returns the verbs backend's counters (zero with the
 // software backend).
 func (c *Collector) VerbsCounters() VerbsCounters {
-	if c.vb == nil {
-		return VerbsCounters{}
+	if vb, ok := c.b.(*verbsServer); ok {
+		return vb.counters()
 	}
-	return c.vb.counters()
+	return VerbsCounters{}
 }
 
 // Target returns the software target serving the instances, for its
 // counters and lower-level control; nil with the verbs backend.
-func (c *Collector) Target() *target.Target { return c.t }
+func (c *Collector) Target() *target.Target {
+	if s, ok := c.b.(*software); ok {
+		return s.t
+	}
+	return nil
+}
 
 // Close stops serving, closes the socket and the target, and unmaps every
 // region: the stores, regions and readers handed out must not be used
 // afterwards. Serve returns nil.
 func (c *Collector) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return fmt.Errorf("collector.Close: %w: closed already", ErrState)
 	}
 	c.closed = true
-	var errs []error
-	if c.uc != nil {
-		errs = append(errs, c.uc.Close())
+	if c.stop != nil {
+		c.stop()
 	}
-	for _, uc := range c.more {
-		errs = append(errs, uc.Close())
-	}
-	if c.vb != nil {
-		// Serve's loops must be gone before their handles are freed; the
-		// NIC stops writing a region when its MR is deregistered.
-		if c.stop != nil {
-			c.stop()
-		}
-		c.mu.Unlock()
-		c.served.Wait()
-		c.mu.Lock()
-		errs = append(errs, c.vb.close())
-	} else {
-		// Once the target is closed no packet reaches the memory: Close
-		// waits for a Process under way and every later one returns at once.
-		errs = append(errs, c.t.Close())
-	}
-	for _, in := range c.insts {
+	errs := []error{c.b.halt()}
+	insts := c.insts
+	c.mu.Unlock()
+	// Serve's loops must be gone before the backend frees what they use
+	// and the regions are unmapped.
+	c.served.Wait()
+	errs = append(errs, c.b.close())
+	for _, in := range insts {
 		errs = append(errs, in.mem.Close())
 	}
 	return errors.Join(errs...)

@@ -113,8 +113,16 @@ func (r *requester) connect(port uint16) *cm.Reject {
 	r.remoteQPN = rep.LocalQPN
 	reqPSN := r.psn
 	r.psn = rocev2.PSN(rep.StartingPSN) // each side sends from the PSN the other gave
-	r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), &cm.ReadyToUse{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID})
+	rtu := &cm.ReadyToUse{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID}
+	r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), rtu)
 	s := r.recv()
+	// A REP sent again (the collector's CM timer ran out before the RTU
+	// came, as under load) is answered with the RTU again, as a real
+	// requester does.
+	for i := 0; s.BTH.DestQP == cm.GSIQP && i < 3; i++ {
+		r.sendMAD(cm.Header(uint64(port), cm.AttrRTU), rtu)
+		s = r.recv()
+	}
 	if s.BTH.Opcode != rocev2.RCSendOnly || s.BTH.PSN != reqPSN || s.BTH.DestQP != r.qpn {
 		r.tb.Fatalf("advertisement SEND %+v", s)
 	}
@@ -161,57 +169,83 @@ func (r *requester) fetchAdd(off, add uint64) uint64 {
 }
 
 func TestCollectorLoopback(t *testing.T) {
+	l := newLoopback(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- l.c.Serve(ctx) }()
+
+	conns := l.discover()
+	rd := l.writeEach(conns)
+	l.query(ctx, rd)
+
+	if err := l.c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve after Close: %v", err)
+	}
+	if _, err := l.c.AddKeyWrite(l.kwl); !errors.Is(err, ErrState) {
+		t.Errorf("Add after Close: %v", err)
+	}
+}
+
+// loopback is TestCollectorLoopback's collector: one instance of each
+// primitive, started.
+type loopback struct {
+	t     *testing.T
+	c     *Collector
+	kwl   keywrite.Layout
+	kil   keyincr.Layout
+	codec *postcard.Codec
+	apl   appendlist.Layout
+	kw    *keywrite.Store
+	ki    *keyincr.Store
+	pc    *postcard.Store
+	ap    *appendlist.Store
+}
+
+func newLoopback(t *testing.T) *loopback {
+	l := &loopback{t: t, kwl: keywrite.Layout{Slots: 1024, DataSize: 12}, kil: keyincr.Layout{Slots: 512},
+		apl: appendlist.Layout{Lists: 4, Entries: 16, EntrySize: 8, Batch: 2}}
 	c, err := New(Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kwl := keywrite.Layout{Slots: 1024, DataSize: 12}
-	err = kwl.Validate()
-	if err != nil {
+	l.c = c
+	must(t, l.kwl.Validate())
+	must(t, l.kil.Validate())
+	if l.codec, err = postcard.NewCodec(postcard.Layout{Chunks: 256, Copies: 2}); err != nil {
 		t.Fatal(err)
 	}
-	kw, err := c.AddKeyWrite(kwl)
-	if err != nil {
+	if l.kw, err = c.AddKeyWrite(l.kwl); err != nil {
 		t.Fatal(err)
 	}
-	kil := keyincr.Layout{Slots: 512}
-	err = kil.Validate()
-	if err != nil {
+	if l.ki, err = c.AddKeyIncrement(l.kil); err != nil {
 		t.Fatal(err)
 	}
-	ki, err := c.AddKeyIncrement(kil)
-	if err != nil {
+	if l.pc, err = c.AddPostcard(l.codec.Layout()); err != nil {
 		t.Fatal(err)
 	}
-	codec, err := postcard.NewCodec(postcard.Layout{Chunks: 256, Copies: 2})
-	if err != nil {
+	if l.ap, err = c.AddAppend(l.apl); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := c.AddPostcard(codec.Layout())
-	if err != nil {
-		t.Fatal(err)
-	}
-	apl := appendlist.Layout{Lists: 4, Entries: 16, EntrySize: 8, Batch: 2}
-	ap, err := c.AddAppend(apl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- c.Serve(ctx) }()
+	must(t, c.Start())
+	return l
+}
 
-	insts := c.Instances()
+// discover connects to every instance as a translator does, checks each
+// advertisement, and the Reject that ends discovery.
+func (l *loopback) discover() []*requester {
+	t := l.t
+	insts := l.c.Instances()
 	wantPrims := []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpPostcard, dta.OpAppend}
 	conns := make([]*requester, len(insts))
 	for i, in := range insts {
 		if in.Primitive != wantPrims[i] || in.CMPort != DefaultCMPort+uint16(i) || in.Index != i {
 			t.Fatalf("instance %d: %+v", i, in)
 		}
-		r := newRequester(t, c.Addr())
+		r := newRequester(t, l.c.Addr())
 		if rej := r.connect(in.CMPort); rej != nil {
 			t.Fatalf("instance %d rejected: reason %d", i, rej.Reason)
 		}
@@ -222,26 +256,31 @@ func TestCollectorLoopback(t *testing.T) {
 		conns[i] = r
 	}
 	// Each advertisement's geometry decodes to the instance's layout.
-	if g, err := keywrite.ParseLayout(conns[0].advert.Geometry); err != nil || g.Slots != kwl.Slots || g.DataSize != kwl.DataSize {
+	if g, err := keywrite.ParseLayout(conns[0].advert.Geometry); err != nil || g.Slots != l.kwl.Slots || g.DataSize != l.kwl.DataSize {
 		t.Errorf("key-write geometry: %+v, %v", g, err)
 	}
-	if g, err := keyincr.ParseLayout(conns[1].advert.Geometry); err != nil || g.Slots != kil.Slots {
+	if g, err := keyincr.ParseLayout(conns[1].advert.Geometry); err != nil || g.Slots != l.kil.Slots {
 		t.Errorf("key-increment geometry: %+v, %v", g, err)
 	}
-	if g, err := postcard.ParseLayout(conns[2].advert.Geometry); err != nil || g != codec.Layout() {
+	if g, err := postcard.ParseLayout(conns[2].advert.Geometry); err != nil || g != l.codec.Layout() {
 		t.Errorf("postcard geometry: %+v, %v", g, err)
 	}
-	if g, err := appendlist.ParseLayout(conns[3].advert.Geometry); err != nil || g != apl {
+	if g, err := appendlist.ParseLayout(conns[3].advert.Geometry); err != nil || g != l.apl {
 		t.Errorf("append geometry: %+v, %v", g, err)
 	}
 	// Discovery ends with a Reject, reason 8, on the port after the last.
-	if rej := newRequester(t, c.Addr()).connect(DefaultCMPort + uint16(len(insts))); rej == nil || rej.Reason != cm.RejectInvalidServiceID {
+	if rej := newRequester(t, l.c.Addr()).connect(DefaultCMPort + uint16(len(insts))); rej == nil || rej.Reason != cm.RejectInvalidServiceID {
 		t.Fatalf("port after the last instance: %+v", rej)
 	}
+	return conns
+}
 
+// writeEach sends each instance what a translator would for one report,
+// and returns a reader of the Append list written.
+func (l *loopback) writeEach(conns []*requester) *appendlist.Reader {
+	t := l.t
 	// Key-Write: the translator's writes of a report, then a query.
-	data := []byte("twelve bytes")
-	writes, _, err := kwl.AppendWrites(nil, nil, 0xABCD, data, 3)
+	writes, _, err := l.kwl.AppendWrites(nil, nil, 0xABCD, []byte("twelve bytes"), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,14 +288,14 @@ func TestCollectorLoopback(t *testing.T) {
 		conns[0].write(w.Offset, w.Data, nil)
 	}
 	// Key-Increment: FETCH_ADDs, answered with the previous values.
-	ops, _ := kil.AppendWrites(nil, 77, 5, 2)
+	ops, _ := l.kil.AppendWrites(nil, 77, 5, 2)
 	for range 2 {
 		for _, op := range ops {
 			conns[1].fetchAdd(op.Offset, op.Add)
 		}
 	}
 	// Postcarding: one flow's chunk writes.
-	cache, _ := postcard.NewCache(codec.Layout(), 16)
+	cache, _ := postcard.NewCache(l.codec.Layout(), 16)
 	chunks, err := cache.Insert(nil, 9, 1, 2, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -265,35 +304,40 @@ func TestCollectorLoopback(t *testing.T) {
 	if err != nil || len(chunks) != 1 {
 		t.Fatalf("cache: %d chunks, %v", len(chunks), err)
 	}
-	for _, w := range codec.AppendWrites(nil, &chunks[0]) {
+	for _, w := range l.codec.AppendWrites(nil, &chunks[0]) {
 		conns[2].write(w.Offset, w.Data, nil)
 	}
 	// Append: a batch of two entries to list 3, with the immediate naming it.
-	b, _ := appendlist.NewBatcher(apl)
+	b, _ := appendlist.NewBatcher(l.apl)
 	aw, _ := b.AppendWrites(nil, 3, []byte("entry-01"), false)
 	aw, _ = b.AppendWrites(aw, 3, []byte("entry-02"), true)
 	if len(aw) != 1 || !aw[0].Imm {
 		t.Fatalf("batcher writes %+v", aw)
 	}
-	rd, err := ap.Reader(3)
+	rd, err := l.ap.Reader(3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	conns[3].write(aw[0].Offset, aw[0].Data, &aw[0].ImmData)
+	return rd
+}
 
+// query checks the counters and what each instance's store answers.
+func (l *loopback) query(ctx context.Context, rd *appendlist.Reader) {
+	t := l.t
 	// Counters orders the queries after the writes (package doc).
-	if cnt := c.Counters(); cnt.WritePackets != 3+2+1 || cnt.Atomics != 4 || cnt.Completions != 1 {
+	if cnt := l.c.Counters(); cnt.WritePackets != 3+2+1 || cnt.Atomics != 4 || cnt.Completions != 1 {
 		t.Fatalf("counters %+v", cnt)
 	}
-	res, err := kw.Query(0xABCD, 3, keywrite.Plurality)
-	if err != nil || res.Status != keywrite.Found || !bytes.Equal(res.Data, data) {
+	res, err := l.kw.Query(0xABCD, 3, keywrite.Plurality)
+	if err != nil || res.Status != keywrite.Found || !bytes.Equal(res.Data, []byte("twelve bytes")) {
 		t.Errorf("key-write query: %+v, %v", res, err)
 	}
-	if v, err := ki.Query(77, 2); err != nil || v != 10 {
+	if v, err := l.ki.Query(77, 2); err != nil || v != 10 {
 		t.Errorf("key-increment query: %d, %v", v, err)
 	}
-	table, _ := postcard.NewTable(codec.Layout(), []uint32{100, 200, 300})
-	if path, out := pc.Query(table, 9); out != postcard.Found || path.Len != 2 || path.Hops[0] != 100 || path.Hops[1] != 200 {
+	table, _ := postcard.NewTable(l.codec.Layout(), []uint32{100, 200, 300})
+	if path, out := l.pc.Query(table, 9); out != postcard.Found || path.Len != 2 || path.Hops[0] != 100 || path.Hops[1] != 200 {
 		t.Errorf("postcard query: %v %+v", out, path)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -304,16 +348,6 @@ func TestCollectorLoopback(t *testing.T) {
 	buf := make([]byte, 4*8)
 	if n, err := rd.Read(buf); err != nil || n != 2 || string(buf[:16]) != "entry-01entry-02" {
 		t.Errorf("append read: %d %q, %v", n, buf[:16], err)
-	}
-
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-served; err != nil {
-		t.Errorf("Serve after Close: %v", err)
-	}
-	if _, err := c.AddKeyWrite(kwl); !errors.Is(err, ErrState) {
-		t.Errorf("Add after Close: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -79,7 +80,8 @@ func TestRegionFileSurvivesKill9(t *testing.T) {
 		}
 	}()
 
-	tr, err := translator.New(translator.Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{addr}})
+	ackPort := freeAckPort(t)
+	tr, err := translator.New(translator.Config{ReportAddr: netip.MustParseAddrPort("127.0.0.1:0"), Collectors: []netip.AddrPort{addr}, AckPort: ackPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,9 @@ func TestRegionFileSurvivesKill9(t *testing.T) {
 	if err := tr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
+	// Confirmed delivery (the zero value): under load the kernel may drop
+	// a report, which is then resent rather than missing from the check.
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: ackPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +106,9 @@ func TestRegionFileSurvivesKill9(t *testing.T) {
 	}
 	must(t, rep.Flush())
 	must(t, rep.Close())
+	if c := rep.Counters(); c.Lost+c.Unconfirmed != 0 {
+		t.Fatalf("reporter: %d lost, %d unconfirmed of %d reports", c.Lost, c.Unconfirmed, 2*rfKeys)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for c := tr.Counters(); c.Reports[1]+c.Reports[3] < 2*rfKeys; c = tr.Counters() {
 		if time.Now().After(deadline) {
@@ -195,4 +202,16 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// freeAckPort returns a free UDP port for a test's acks: the default
+// (40044) may be taken by a test of another package running at once.
+func freeAckPort(t *testing.T) uint16 {
+	t.Helper()
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	return uint16(uc.LocalAddr().(*net.UDPAddr).Port)
 }

@@ -332,8 +332,8 @@ func (v *verbsServer) complete(wcs []verbs.WC) {
 			continue
 		case verbs.WCRecvImm:
 			v.c.immediates.Add(1)
-			if cn != nil && cn.in.list != nil {
-				_ = cn.in.list.Notify(wc.Imm) // an ID out of range names no list
+			if cn != nil && cn.in.notify != nil {
+				_ = cn.in.notify.Notify(wc.Imm) // an ID out of range names no list
 			}
 		case verbs.WCRecv:
 			v.c.receives.Add(1)
@@ -378,3 +378,8 @@ func (v *verbsServer) close() error {
 	}
 	return errors.Join(errs...)
 }
+
+func (*verbsServer) sendsHeads() bool                  { return false }
+func (*verbsServer) start() error                      { return nil }
+func (*verbsServer) localAddr() (netip.AddrPort, bool) { return netip.AddrPort{}, false }
+func (*verbsServer) halt() error                       { return nil } // serve's context is cancelled

@@ -196,6 +196,15 @@ func serveFour(t *testing.T, cfg Config) (*Collector, *four) {
 // check compares the instances with what the workload wrote.
 func (f *four) check(t *testing.T) {
 	t.Helper()
+	f.checkKeys(t)
+	f.checkPostcards(t)
+	f.checkAppend(t)
+}
+
+// checkKeys compares the Key-Write and Key-Increment instances with the
+// model's stores.
+func (f *four) checkKeys(t *testing.T) {
+	t.Helper()
 	// Key-Write and Key-Increment: the NIC-written regions are byte for
 	// byte what the stores write for the same reports in the same order.
 	mkw, err := keywrite.NewStore(f.kwl, make([]byte, f.kwl.RegionSize()))
@@ -231,8 +240,11 @@ func (f *four) check(t *testing.T) {
 	if found < ioKeys*98/100 {
 		t.Errorf("%d of %d Key-Write keys found", found, ioKeys)
 	}
+}
 
-	// Postcarding: every flow's path, complete.
+// checkPostcards checks every flow's path, complete.
+func (f *four) checkPostcards(t *testing.T) {
+	t.Helper()
 	var values []uint32
 	for fl := uint32(1); fl <= ioFlows; fl++ {
 		for h := uint32(1); h <= ioHops; h++ {
@@ -255,8 +267,11 @@ func (f *four) check(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// Append: every entry of every list, in order.
+// checkAppend checks every entry of every list, in order.
+func (f *four) checkAppend(t *testing.T) {
+	t.Helper()
 	for l := uint32(0); l < ioLists; l++ {
 		rd, err := f.al.Reader(l)
 		if err != nil {
@@ -302,6 +317,7 @@ func TestInteropTranslatorChild(t *testing.T) {
 // reporter, and checks that it applied and flushed every report.
 func runTranslator(t *testing.T, cfg translator.Config) {
 	t.Helper()
+	cfg.AckPort = freeAckPort(t)
 	tr, err := translator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +332,7 @@ func runTranslator(t *testing.T, cfg translator.Config) {
 	}
 	// Wide numbers: each report is acknowledged once applied (with the
 	// verbs backend, once the NIC completed its work requests).
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr()})
+	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), AckPort: cfg.AckPort})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func (a *Advertisement) AppendTo(b []byte) ([]byte, error) {
 	if a.IsReference() {
 		return b, nil
 	}
-	if !a.Primitive.IsValid() {
+	if !a.Primitive.IsKnown() {
 		return b[:len(b)-advertRefLen], errAdvertOpcode
 	}
 	if len(a.Geometry) > MaxGeometryLen {
@@ -122,7 +122,7 @@ func ParseAdvertisement(b []byte) (Advertisement, error) {
 		return Advertisement{}, errAdvertVersion
 	}
 	a.Primitive = Opcode(b[21])
-	if !a.Primitive.IsValid() {
+	if !a.Primitive.IsKnown() {
 		return Advertisement{}, errAdvertOpcode
 	}
 	if a.HeadsFollow = b[20] == 2; a.HeadsFollow && a.Primitive != OpAppend {

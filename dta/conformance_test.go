@@ -124,5 +124,6 @@ func equalReport(a, b Report) bool {
 	return a.Header == b.Header &&
 		a.KeyWrite.Redundancy == b.KeyWrite.Redundancy && a.KeyWrite.Key == b.KeyWrite.Key && bytes.Equal(a.KeyWrite.Data, b.KeyWrite.Data) &&
 		a.Append.ListID == b.Append.ListID && bytes.Equal(a.Append.Data, b.Append.Data) &&
-		a.KeyIncrement == b.KeyIncrement && a.Postcard == b.Postcard
+		a.KeyIncrement == b.KeyIncrement && a.Postcard == b.Postcard &&
+		bytes.Equal(a.Body, b.Body) && (a.Body == nil) == (b.Body == nil)
 }

@@ -168,6 +168,8 @@ func composeParse(b []byte) (Report, error) {
 		r.KeyIncrement, err = ParseKeyIncrement(rest)
 	case OpPostcard:
 		r.Postcard, err = ParsePostcard(rest)
+	default: // registered (ParseHeader refused the rest): the body as is
+		r.Body = rest
 	}
 	if err != nil {
 		return Report{}, err
@@ -189,6 +191,8 @@ func composeAppend(r *Report, b []byte) []byte {
 		b = r.KeyIncrement.AppendTo(b)
 	case OpPostcard:
 		b = r.Postcard.AppendTo(b)
+	default:
+		b = append(b, r.Body...)
 	}
 	return b
 }

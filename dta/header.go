@@ -95,12 +95,13 @@ func (h Header) AppendTo(b []byte) []byte {
 	return append(b, byte(h.Opcode), flags)
 }
 
-// Validate reports what is wrong with h, or nil: an unknown opcode,
+// Validate reports what is wrong with h, or nil: an unknown opcode (not
+// defined nor registered, [Opcode.IsKnown]),
 // Reserved wider than 5 bits, a Seq without Sequenced, a Seq wider than
 // 8 bits without Wide, or a Session without both. (Wide without Sequenced
 // means nothing and is kept, like a reserved bit.)
 func (h Header) Validate() error {
-	if !h.Opcode.IsValid() {
+	if !h.Opcode.IsKnown() {
 		return errUnknownOpcode[h.Opcode]
 	}
 	if h.Reserved&^reservedMask != 0 {
@@ -151,7 +152,7 @@ func ParseHeader(b []byte) (Header, error) {
 		Wide:      b[1]&flagWide != 0,
 		Reserved:  b[1] & reservedMask,
 	}
-	if !h.Opcode.IsValid() {
+	if !h.Opcode.IsKnown() {
 		return Header{}, errUnknownOpcode[b[0]]
 	}
 	s, sess, _, err := seq(b[1], b[2:])

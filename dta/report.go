@@ -18,6 +18,10 @@ type Report struct {
 	Append       Append       // when Header.Opcode is OpAppend
 	KeyIncrement KeyIncrement // when Header.Opcode is OpKeyIncrement
 	Postcard     Postcard     // when Header.Opcode is OpPostcard
+	// Body is the sub-header and data of a report whose opcode was
+	// registered with [RegisterOpcode] (a primitive beyond the four),
+	// undecoded: its primitive decodes it. Nil for the four.
+	Body []byte
 }
 
 // Len returns the encoded length of r, base header, sub-header and data.
@@ -32,6 +36,8 @@ func (r *Report) Len() int {
 		n += KeyIncrementLen
 	case OpPostcard:
 		n += r.Postcard.Len()
+	default:
+		n += len(r.Body)
 	}
 	return n
 }
@@ -67,6 +73,8 @@ func (r *Report) AppendTo(b []byte) []byte {
 		binary.BigEndian.PutUint64(p[5:13], r.KeyIncrement.Counter)
 	case OpPostcard:
 		r.Postcard.AppendTo(p[:0])
+	default:
+		copy(p, r.Body)
 	}
 	return b
 }
@@ -85,8 +93,10 @@ func (r *Report) Validate() error {
 		return r.Append.Validate()
 	case OpKeyIncrement:
 		return r.KeyIncrement.Validate()
-	default: // OpPostcard; Header.Validate rejected the rest
+	case OpPostcard:
 		return r.Postcard.Validate()
+	default: // registered: its primitive checks the body
+		return nil
 	}
 }
 
@@ -124,7 +134,7 @@ func (r *Report) Decode(b []byte) error {
 		return errHeaderShort
 	}
 	op, flags := Opcode(b[0]), b[1]
-	if !op.IsValid() {
+	if !op.IsKnown() {
 		return errUnknownOpcode[op]
 	}
 	sq, sess, rest, err := seq(flags, b[2:])
@@ -167,12 +177,14 @@ func (r *Report) Decode(b []byte) error {
 		r.KeyIncrement.Redundancy = rest[0]
 		r.KeyIncrement.Key = binary.BigEndian.Uint32(rest[1:5])
 		r.KeyIncrement.Counter = binary.BigEndian.Uint64(rest[5:13])
-	default: // OpPostcard
+	case OpPostcard:
 		p, err := ParsePostcard(rest)
 		if err != nil {
 			return err
 		}
 		r.Postcard = p
+	default: // registered (IsKnown): the primitive decodes the body
+		r.Body = rest
 	}
 	// Field by field: a composite literal is built on the stack from byte
 	// stores and copied with one wider load, which stalls store forwarding

@@ -61,10 +61,7 @@ func TestINTMDRoundTrip(t *testing.T) {
 	if err := out.DecodeFromBytes(b, gopacket.NilDecodeFeedback); err != nil {
 		t.Fatal(err)
 	}
-	if string(out.Payload) != "after" || out.Type != TypeMD || out.Version != 2 || !out.MTUExceeded || out.HopCountExceeded || out.HopML != in.HopML ||
-		out.RemainingHopCount != 5 || out.Instructions != 0xFF80 || out.DomainID != 7 || out.DSInstructions != 0x8000 || out.DSFlags != 1 || int(out.Length)*4 != len(b)-ShimLen-5 {
-		t.Fatalf("decoded %+v", out)
-	}
+	checkMDDecoded(t, &out, in, b)
 	if _, err := out.Hops(); !errors.Is(err, ErrLength) {
 		t.Fatalf("a stack with 4 unexplained bytes: %v, want ErrLength", err)
 	}
@@ -75,6 +72,29 @@ func TestINTMDRoundTrip(t *testing.T) {
 	if err != nil || n != 3 || !bytes.Equal(out.SourceOnlyMetadata(), []byte{0xAA, 0xBB, 0xCC, 0xDD}) {
 		t.Fatalf("hops %d, %v", n, err)
 	}
+	checkMDHops(t, &out, n)
+	if err := out.Hop(3, new(Metadata)); !errors.Is(err, ErrLength) {
+		t.Fatalf("hop 3 of 3: %v", err)
+	}
+	// Re-encoding what decoded gives the same bytes.
+	if again := serialize(t, &out, payload); !bytes.Equal(again, b) {
+		t.Fatalf("re-encoded\n%x\nwant\n%x", again, b)
+	}
+}
+
+// checkMDDecoded checks the header fields out decoded from b, which
+// serializes in and the payload "after".
+func checkMDDecoded(t *testing.T, out, in *INT, b []byte) {
+	t.Helper()
+	if string(out.Payload) != "after" || out.Type != TypeMD || out.Version != 2 || !out.MTUExceeded || out.HopCountExceeded || out.HopML != in.HopML ||
+		out.RemainingHopCount != 5 || out.Instructions != 0xFF80 || out.DomainID != 7 || out.DSInstructions != 0x8000 || out.DSFlags != 1 || int(out.Length)*4 != len(b)-ShimLen-5 {
+		t.Fatalf("decoded %+v", out)
+	}
+}
+
+// checkMDHops checks out's n hops against hops().
+func checkMDHops(t *testing.T, out *INT, n int) {
+	t.Helper()
 	want := hops()
 	for h := range n {
 		var m Metadata
@@ -86,13 +106,6 @@ func TestINTMDRoundTrip(t *testing.T) {
 			m.L2Egress != w.L2Egress || m.BufferOccupancy != w.BufferOccupancy || !bytes.Equal(m.DomainSpecific, w.DomainSpecific) {
 			t.Fatalf("hop %d: %+v, want %+v", h, m, w)
 		}
-	}
-	if err := out.Hop(3, new(Metadata)); !errors.Is(err, ErrLength) {
-		t.Fatalf("hop 3 of 3: %v", err)
-	}
-	// Re-encoding what decoded gives the same bytes.
-	if again := serialize(t, &out, payload); !bytes.Equal(again, b) {
-		t.Fatalf("re-encoded\n%x\nwant\n%x", again, b)
 	}
 }
 
@@ -159,6 +172,22 @@ func TestReportRoundTrip(t *testing.T) {
 	if err := out.DecodeFromBytes(enc, gopacket.NilDecodeFeedback); err != nil {
 		t.Fatal(err)
 	}
+	checkReportDecoded(t, &out)
+	if again := serialize(t, &out); !bytes.Equal(again, enc) {
+		t.Fatalf("re-encoded\n%x\nwant\n%x", again, enc)
+	}
+	// A long last report uses Report Length 0xFF (to the end).
+	out.Individuals[1].Inner = bytes.Repeat([]byte{1}, 1100)
+	long := serialize(t, &out)
+	var back Report
+	if err := back.DecodeFromBytes(long, gopacket.NilDecodeFeedback); err != nil || back.Individuals[1].Length != LengthToEnd || len(back.Individuals[1].Inner) != 1100 {
+		t.Fatalf("to-the-end report: %v %+v", err, back.Individuals[1].Length)
+	}
+}
+
+// checkReportDecoded checks what report() decodes to.
+func checkReportDecoded(t *testing.T, out *Report) {
+	t.Helper()
 	if out.Version != 2 || out.HardwareID != 5 || out.Sequence != 0x3ABCDE || out.NodeID != 42 || len(out.Individuals) != 2 {
 		t.Fatalf("%+v", out)
 	}
@@ -171,21 +200,18 @@ func TestReportRoundTrip(t *testing.T) {
 	if err := a.Metadata(&m); err != nil || m.HopLatency != 900 || m.QueueOccupancy != 77 || m.DropReason != 71 || m.DropQueueID != 1 || m.EgressTimestamp != 6 || m.Has(BitNodeID) {
 		t.Fatalf("metadata %+v %v", m, err)
 	}
+	checkInnerOnly(t, b)
+}
+
+// checkInnerOnly checks the inner-only report report() decodes to.
+func checkInnerOnly(t *testing.T, b Individual) {
+	t.Helper()
+	var m Metadata
 	if b.RepType != RepInnerOnly || !b.Dropped || len(b.Inner) != 16 {
 		t.Fatalf("second report %+v", b)
 	}
 	if err := b.Metadata(&m); !errors.Is(err, ErrType) {
 		t.Fatalf("metadata of an inner-only report: %v", err)
-	}
-	if again := serialize(t, &out); !bytes.Equal(again, enc) {
-		t.Fatalf("re-encoded\n%x\nwant\n%x", again, enc)
-	}
-	// A long last report uses Report Length 0xFF (to the end).
-	out.Individuals[1].Inner = bytes.Repeat([]byte{1}, 1100)
-	long := serialize(t, &out)
-	var back Report
-	if err := back.DecodeFromBytes(long, gopacket.NilDecodeFeedback); err != nil || back.Individuals[1].Length != LengthToEnd || len(back.Individuals[1].Inner) != 1100 {
-		t.Fatalf("to-the-end report: %v %+v", err, back.Individuals[1].Length)
 	}
 }
 
@@ -263,71 +289,89 @@ func readHex(t *testing.T, name string) []byte {
 // the inner frame the INT shim, the INT-MD header, the two hops and the
 // original L4 header after the INT stack.
 func TestCablelabsVectors(t *testing.T) {
-	for _, c := range []struct {
-		file         string
-		hwID         uint8
-		seq          uint32
-		inType       uint8
-		length       uint8
-		q, i         bool
-		proto        uint16
-		ipv6         bool
-		innerSrcPort uint16
-	}{
+	for _, c := range []cablelabsVector{
 		{"udp4-2hops.hex", 13, 0x011040, 4, 10, true, true, 17, false, 6680},
 		{"tcp4-2hops.hex", 0, 0x40, 4, 10, false, false, 6, false, 0},
 		{"udp6-2hops.hex", 0, 0x40, 5, 15, false, false, 17, true, 6680},
 		{"tcp6-2hops.hex", 0, 0x40, 5, 15, false, false, 6, true, 0},
 	} {
 		b := readHex(t, c.file)
-		var r Report
-		// Their Report Length does not cover the packet (see the README):
-		// decode the first report alone.
-		err := r.DecodeFromBytes(b[:GroupHeaderLen+IndividualHeaderLen+4*int(c.length)], gopacket.NilDecodeFeedback)
-		if err != nil || r.Version != 2 || r.HardwareID != c.hwID || r.Sequence != c.seq || r.NodeID != 234 || len(r.Individuals) != 1 {
-			t.Fatalf("%s: %v %+v", c.file, err, r)
-		}
-		ind := r.Individuals[0]
-		if ind.RepType != RepInnerOnly || ind.InType != c.inType || ind.Length != c.length || ind.MDLength != 8 || ind.Congested != c.q || ind.Intermediate != c.i || ind.Dropped || ind.Tracked {
-			t.Fatalf("%s: individual %+v", c.file, ind)
-		}
-		if d := binary.BigEndian.Uint16(ind.Inner[2:]); d != 21587 {
-			t.Fatalf("%s: domain ID %d", c.file, d)
-		}
-		// The frame starts 24 bytes in.
-		// TCP6_2HOPS's IPv6 header names TCP before its UDP header (see
-		// the README): read the UDP header after the IP header whatever it
-		// says.
-		p := gopacket.NewPacket(b[24:], layers.LayerTypeEthernet, gopacket.NoCopy)
-		var u layers.UDP
-		if p.NetworkLayer() == nil || u.DecodeFromBytes(p.NetworkLayer().LayerPayload(), gopacket.NilDecodeFeedback) != nil || u.DstPort != 555 {
-			t.Fatalf("%s: no UDP to port 555: %v", c.file, p)
-		}
-		if (p.Layer(layers.LayerTypeIPv6) != nil) != c.ipv6 {
-			t.Fatalf("%s: IP version", c.file)
-		}
-		in := INT{V1Length: true}
-		if err := in.DecodeFromBytes(u.Payload, gopacket.NilDecodeFeedback); err != nil {
-			t.Fatalf("%s: %v", c.file, err)
-		}
-		if in.Type != TypeMD || in.NPT != NPTL4Header || in.Field != c.proto || in.Version != 2 || in.HopML != 1 || in.RemainingHopCount != 9 ||
-			in.Instructions != 0x8000 || in.DomainID != 21587 || in.DSInstructions != 0x8000 || in.DSFlags != 0x4000 {
-			t.Fatalf("%s: INT %+v", c.file, in)
-		}
-		if err := in.SetSourceOnly(8); err != nil {
-			t.Fatal(err)
-		}
-		var h0, h1 Metadata
-		if n, err := in.Hops(); n != 2 || err != nil || in.Hop(0, &h0) != nil || in.Hop(1, &h1) != nil || h0.NodeID != 234 || h1.NodeID != 123 {
-			t.Fatalf("%s: hops %d %v: %d, %d", c.file, n, err, h0.NodeID, h1.NodeID)
-		}
-		if mac := in.SourceOnlyMetadata()[:6]; !bytes.Equal(mac, []byte{0, 0, 0, 0, 1, 1}) {
-			t.Fatalf("%s: source MAC %x", c.file, mac)
-		}
-		if c.innerSrcPort != 0 {
-			if sp, dp := binary.BigEndian.Uint16(in.Payload), binary.BigEndian.Uint16(in.Payload[2:]); sp != 6680 || dp != 5792 || !strings.HasSuffix(string(in.Payload), "hello transparent-security") {
-				t.Fatalf("%s: after INT: ports %d→%d, %q", c.file, sp, dp, in.Payload)
-			}
+		udpPayload := checkCablelabsReport(t, c, b)
+		checkCablelabsINT(t, c, udpPayload)
+	}
+}
+
+// cablelabsVector is what one of the vectors holds.
+type cablelabsVector struct {
+	file         string
+	hwID         uint8
+	seq          uint32
+	inType       uint8
+	length       uint8
+	q, i         bool
+	proto        uint16
+	ipv6         bool
+	innerSrcPort uint16
+}
+
+// checkCablelabsReport checks the group and individual headers of vector
+// b and returns the payload of the inner frame's UDP header.
+func checkCablelabsReport(t *testing.T, c cablelabsVector, b []byte) []byte {
+	t.Helper()
+	var r Report
+	// Their Report Length does not cover the packet (see the README):
+	// decode the first report alone.
+	err := r.DecodeFromBytes(b[:GroupHeaderLen+IndividualHeaderLen+4*int(c.length)], gopacket.NilDecodeFeedback)
+	if err != nil || r.Version != 2 || r.HardwareID != c.hwID || r.Sequence != c.seq || r.NodeID != 234 || len(r.Individuals) != 1 {
+		t.Fatalf("%s: %v %+v", c.file, err, r)
+	}
+	ind := r.Individuals[0]
+	if ind.RepType != RepInnerOnly || ind.InType != c.inType || ind.Length != c.length || ind.MDLength != 8 || ind.Congested != c.q || ind.Intermediate != c.i || ind.Dropped || ind.Tracked {
+		t.Fatalf("%s: individual %+v", c.file, ind)
+	}
+	if d := binary.BigEndian.Uint16(ind.Inner[2:]); d != 21587 {
+		t.Fatalf("%s: domain ID %d", c.file, d)
+	}
+	// The frame starts 24 bytes in.
+	// TCP6_2HOPS's IPv6 header names TCP before its UDP header (see
+	// the README): read the UDP header after the IP header whatever it
+	// says.
+	p := gopacket.NewPacket(b[24:], layers.LayerTypeEthernet, gopacket.NoCopy)
+	var u layers.UDP
+	if p.NetworkLayer() == nil || u.DecodeFromBytes(p.NetworkLayer().LayerPayload(), gopacket.NilDecodeFeedback) != nil || u.DstPort != 555 {
+		t.Fatalf("%s: no UDP to port 555: %v", c.file, p)
+	}
+	if (p.Layer(layers.LayerTypeIPv6) != nil) != c.ipv6 {
+		t.Fatalf("%s: IP version", c.file)
+	}
+	return u.Payload
+}
+
+// checkCablelabsINT checks the INT shim, the INT-MD header, the two hops
+// and the original L4 header after the INT stack in udpPayload.
+func checkCablelabsINT(t *testing.T, c cablelabsVector, udpPayload []byte) {
+	t.Helper()
+	in := INT{V1Length: true}
+	if err := in.DecodeFromBytes(udpPayload, gopacket.NilDecodeFeedback); err != nil {
+		t.Fatalf("%s: %v", c.file, err)
+	}
+	if in.Type != TypeMD || in.NPT != NPTL4Header || in.Field != c.proto || in.Version != 2 || in.HopML != 1 || in.RemainingHopCount != 9 ||
+		in.Instructions != 0x8000 || in.DomainID != 21587 || in.DSInstructions != 0x8000 || in.DSFlags != 0x4000 {
+		t.Fatalf("%s: INT %+v", c.file, in)
+	}
+	if err := in.SetSourceOnly(8); err != nil {
+		t.Fatal(err)
+	}
+	var h0, h1 Metadata
+	if n, err := in.Hops(); n != 2 || err != nil || in.Hop(0, &h0) != nil || in.Hop(1, &h1) != nil || h0.NodeID != 234 || h1.NodeID != 123 {
+		t.Fatalf("%s: hops %d %v: %d, %d", c.file, n, err, h0.NodeID, h1.NodeID)
+	}
+	if mac := in.SourceOnlyMetadata()[:6]; !bytes.Equal(mac, []byte{0, 0, 0, 0, 1, 1}) {
+		t.Fatalf("%s: source MAC %x", c.file, mac)
+	}
+	if c.innerSrcPort != 0 {
+		if sp, dp := binary.BigEndian.Uint16(in.Payload), binary.BigEndian.Uint16(in.Payload[2:]); sp != 6680 || dp != 5792 || !strings.HasSuffix(string(in.Payload), "hello transparent-security") {
+			t.Fatalf("%s: after INT: ports %d→%d, %q", c.file, sp, dp, in.Payload)
 		}
 	}
 }

@@ -151,7 +151,7 @@ func (i *INT) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 		return errShimLength
 	}
 	body := data[ShimLen:end]
-	i.BaseLayer = layers.BaseLayer{Contents: data[:end], Payload: data[end:]}
+	i.Contents, i.Payload = data[:end], data[end:]
 	i.Version, i.Discard, i.HopCountExceeded, i.MTUExceeded = 0, false, false, false
 	i.HopML, i.RemainingHopCount, i.Instructions, i.DomainID, i.DSInstructions, i.DSFlags = 0, 0, 0, 0, 0, 0
 	i.SourceOnly = 0
@@ -205,7 +205,7 @@ func (i *INT) decodeLegacy(data []byte) error {
 	if end < ShimLen || end > len(data) {
 		return errShimLength
 	}
-	i.BaseLayer = layers.BaseLayer{Contents: data[:end], Payload: data[end:]}
+	i.Contents, i.Payload = data[:end], data[end:]
 	if i.Type == TypeDestination {
 		i.Stack = data[ShimLen:end]
 		return nil

@@ -225,6 +225,12 @@ func TestINTV1(t *testing.T) {
 	if again := serialize(t, &i); !bytes.Equal(again, pkt) {
 		t.Fatalf("re-encoded\n%x\nwant\n%x", again, pkt)
 	}
+	rejectsBadLegacy(t, &i)
+}
+
+// rejectsBadLegacy: i refuses legacy shims that do not add up.
+func rejectsBadLegacy(t *testing.T, i *INT) {
+	t.Helper()
 	for name, b := range map[string][]byte{
 		"version 2 in a legacy shim": words(1<<24|3<<8, 2<<28, 0),
 		"hop ML below instructions":  words(1<<24|3<<8, 1<<28|1<<8, 0xC000<<16),

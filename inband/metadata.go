@@ -75,33 +75,42 @@ var fieldWords = [...]uint8{fReserved: 1, fNodeID: 1, fL1Ports: 1, fHopLatency: 
 // layout is what each bit of a bitmap requests, bit 0 the most
 // significant of 16 (Telemetry Report 1.0's 6-bit RepMdBits is shifted
 // left by 10 to read it).
-type layout [16]field
+type layout struct {
+	kinds [16]field
+	// wide has the bits whose fields are two words: a bitmap's words are
+	// then two popcounts, which every INT-MD header's check needs.
+	wide uint16
+}
+
+func newLayout(kinds [16]field) layout {
+	l := layout{kinds: kinds}
+	for bit, k := range kinds {
+		if fieldWords[k] == 2 {
+			l.wide |= 0x8000 >> bit
+		}
+	}
+	return l
+}
 
 var (
 	// layoutINT2 is INT 2.x's instruction bitmap.
-	layoutINT2 = layout{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fChecksum}
+	layoutINT2 = newLayout([16]field{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fChecksum})
 	// layoutReport2 is Telemetry Report 2.0's RepMdBits: bit 0 reserved
 	// (the node ID is the group header's), bit 15 the drop word.
-	layoutReport2 = layout{fReserved, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fDrop}
+	layoutReport2 = newLayout([16]field{fReserved, fL1Ports, fHopLatency, fQueue, fIngressTS64, fEgressTS64, fL2Ports, fTxUtil, fBuffer, 15: fDrop})
 	// layoutINT1 is INT 1.0's: timestamps of 4 bytes.
-	layoutINT1 = layout{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS32, fEgressTS32, fL2Ports, fTxUtil, 15: fChecksum}
+	layoutINT1 = newLayout([16]field{fNodeID, fL1Ports, fHopLatency, fQueue, fIngressTS32, fEgressTS32, fL2Ports, fTxUtil, 15: fChecksum})
 	// layoutINT05 is INT 0.5's: every field one word, bit 6 the queue
 	// congestion status; queue ID and value split 16/16 as INTCollector
 	// reads them (INT 0.5 leaves the split to the device).
-	layoutINT05 = layout{fNodeID, fL1Ports, fHopLatency, fQueue16, fIngressTS32, fEgressTS32, fCongestion16, fTxUtil}
+	layoutINT05 = newLayout([16]field{fNodeID, fL1Ports, fHopLatency, fQueue16, fIngressTS32, fEgressTS32, fCongestion16, fTxUtil})
 	// layoutReport1 is Telemetry Report 1.0's 6-bit RepMdBits.
-	layoutReport1 = layout{fL1Ports, fHopLatency, fQueue, fEgressTS32, fDrop, fTxUtil}
+	layoutReport1 = newLayout([16]field{fL1Ports, fHopLatency, fQueue, fEgressTS32, fDrop, fTxUtil})
 )
 
 // words returns the words of metadata bitmap requests under l.
 func (l *layout) words(bitmap uint16) int {
-	n := 0
-	for bm := bitmap; bm != 0; {
-		bit := bits.LeadingZeros16(bm)
-		bm &^= 0x8000 >> bit
-		n += int(fieldWords[l[bit]])
-	}
-	return n
+	return bits.OnesCount16(bitmap) + bits.OnesCount16(bitmap&l.wide)
 }
 
 // BaselineWords returns the words of metadata an INT 2.x instruction
@@ -157,54 +166,224 @@ func (m *Metadata) Has(b int) bool { return m.Present&(0x8000>>b) != 0 }
 // decodeMetadata fills m from b, laid out by bitmap under l. b must hold
 // at least l.words(bitmap)·4 bytes; the rest is domain-specific.
 func decodeMetadata(m *Metadata, l *layout, bitmap uint16, b []byte) {
-	*m = Metadata{}
-	off := 0
+	var f Fields
+	f.compile(l, bitmap)
+	f.Decode(m, b)
+}
+
+// numFields is the number of field kinds.
+const numFields = int(fCongestion16) + 1
+
+// Fields is a metadata layout compiled for one bitmap: where each field
+// lies in a hop's (or a report's) metadata, so that reading one field is a
+// load and an all-ones check. Hop and Individual.Metadata decode every
+// field into a Metadata; a caller that wants a few fields of many hops
+// (an INT-MD stack's) compiles Fields once (Compile) and reads them.
+type Fields struct {
+	l      *layout
+	bitmap uint16
+	at     [numFields]uint8 // 1 + byte offset of each kind, 0 when the bitmap lacks it
+	words  int              // baseline words
+}
+
+// Compile makes f the layout of i's hops: its instructions under its
+// version. It does nothing when f already is.
+func (f *Fields) Compile(i *INT) {
+	if l := i.layout(); f.l != l || f.bitmap != i.Instructions {
+		f.compile(l, i.Instructions)
+	}
+}
+
+func (f *Fields) compile(l *layout, bitmap uint16) {
+	f.l, f.bitmap, f.words, f.at = l, bitmap, 0, [numFields]uint8{}
 	for bm := bitmap; bm != 0; {
 		bit := bits.LeadingZeros16(bm)
 		bm &^= 0x8000 >> bit
-		k := l[bit]
-		n := 4 * int(fieldWords[k])
-		f := b[off : off+n]
-		off += n
-		if k == fReserved || allOnes(f) {
-			continue // reserved, or the hop could not provide it
+		k := l.kinds[bit]
+		if k != fReserved {
+			f.at[k] = uint8(1 + 4*f.words)
 		}
-		w := binary.BigEndian.Uint32(f)
-		switch k {
-		case fNodeID:
-			m.NodeID = w
-		case fL1Ports:
-			m.L1Ingress, m.L1Egress = uint16(w>>16), uint16(w)
-		case fHopLatency:
-			m.HopLatency = w
-		case fQueue:
-			m.QueueID, m.QueueOccupancy = uint8(w>>24), w&0xFFFFFF
-		case fQueue16:
-			m.QueueID, m.QueueOccupancy = uint8(w>>16), w&0xFFFF
-		case fIngressTS32:
-			m.IngressTimestamp = uint64(w)
-		case fIngressTS64:
-			m.IngressTimestamp = binary.BigEndian.Uint64(f)
-		case fEgressTS32:
-			m.EgressTimestamp = uint64(w)
-		case fEgressTS64:
-			m.EgressTimestamp = binary.BigEndian.Uint64(f)
-		case fL2Ports:
-			m.L2Ingress, m.L2Egress = w, binary.BigEndian.Uint32(f[4:])
-		case fTxUtil:
-			m.TxUtilization = w
-		case fBuffer:
-			m.BufferID, m.BufferOccupancy = uint8(w>>24), w&0xFFFFFF
-		case fChecksum:
-			m.Checksum = w
-		case fDrop:
-			m.DropQueueID, m.DropReason = uint8(w>>24), uint8(w>>16)
-		case fCongestion16:
-			m.QueueID, m.QueueCongestion = uint8(w>>16), w&0xFFFF
-		}
-		m.Present |= 0x8000 >> presentBit[k]
+		f.words += int(fieldWords[k])
 	}
-	if off < len(b) {
+}
+
+// Words returns the baseline words of metadata the layout holds.
+func (f *Fields) Words() int { return f.words }
+
+// word returns field k's first word in b and whether it is there and
+// available (not all ones).
+func (f *Fields) word(b []byte, k field) (uint32, bool) {
+	at := int(f.at[k]) - 1
+	if at < 0 {
+		return 0, false
+	}
+	// b[at:at+4], not b[at:]: one bounds check, no length to carry.
+	if w := binary.BigEndian.Uint32(b[at : at+4]); w != 0xFFFFFFFF {
+		return w, true
+	}
+	return 0, false // the hop could not provide it
+}
+
+// double returns two-word field k.
+func (f *Fields) double(b []byte, k field) (uint64, bool) {
+	at := int(f.at[k]) - 1
+	if at < 0 {
+		return 0, false
+	}
+	if v := binary.BigEndian.Uint64(b[at : at+8]); v != ^uint64(0) {
+		return v, true
+	}
+	return 0, false
+}
+
+// NodeID returns the node ID in metadata b, and whether b holds it
+// available (in the bitmap, not all ones); so do the other accessors.
+func (f *Fields) NodeID(b []byte) (uint32, bool) { return f.word(b, fNodeID) }
+
+// L1Ports returns the level 1 ingress and egress interface IDs.
+func (f *Fields) L1Ports(b []byte) (in, out uint16, ok bool) {
+	w, ok := f.word(b, fL1Ports)
+	return uint16(w >> 16), uint16(w), ok
+}
+
+// L2Ports returns the level 2 ingress and egress interface IDs.
+func (f *Fields) L2Ports(b []byte) (in, out uint32, ok bool) {
+	v, ok := f.double(b, fL2Ports)
+	return uint32(v >> 32), uint32(v), ok
+}
+
+// HopLatency returns the hop latency.
+func (f *Fields) HopLatency(b []byte) (uint32, bool) { return f.word(b, fHopLatency) }
+
+// Queue returns the queue ID and occupancy (INT 0.5: 16 bits each, as
+// INTCollector reads them; else 8 and 24).
+func (f *Fields) Queue(b []byte) (id uint8, occupancy uint32, ok bool) {
+	if w, ok := f.word(b, fQueue); ok {
+		return uint8(w >> 24), w & 0xFFFFFF, true
+	}
+	w, ok := f.word(b, fQueue16)
+	return uint8(w >> 16), w & 0xFFFF, ok
+}
+
+// Congestion returns INT 0.5's queue ID and congestion status, whose queue
+// ID a Metadata holds as QueueID.
+func (f *Fields) Congestion(b []byte) (id uint8, status uint32, ok bool) {
+	w, ok := f.word(b, fCongestion16)
+	return uint8(w >> 16), w & 0xFFFF, ok
+}
+
+// IngressTimestamp returns the ingress timestamp (32 or 64 bits).
+func (f *Fields) IngressTimestamp(b []byte) (uint64, bool) {
+	if v, ok := f.double(b, fIngressTS64); ok {
+		return v, true
+	}
+	w, ok := f.word(b, fIngressTS32)
+	return uint64(w), ok
+}
+
+// EgressTimestamp returns the egress timestamp (32 or 64 bits).
+func (f *Fields) EgressTimestamp(b []byte) (uint64, bool) {
+	if v, ok := f.double(b, fEgressTS64); ok {
+		return v, true
+	}
+	w, ok := f.word(b, fEgressTS32)
+	return uint64(w), ok
+}
+
+// TxUtilization returns the egress interface Tx utilisation.
+func (f *Fields) TxUtilization(b []byte) (uint32, bool) { return f.word(b, fTxUtil) }
+
+// Buffer returns the buffer ID and occupancy.
+func (f *Fields) Buffer(b []byte) (id uint8, occupancy uint32, ok bool) {
+	w, ok := f.word(b, fBuffer)
+	return uint8(w >> 24), w & 0xFFFFFF, ok
+}
+
+// Offsets are where a compiled layout holds each field a per-hop reader
+// wants: byte offsets into a hop's metadata, -1 where the layout lacks
+// the field; with the widths and splits the accessors know. A caller
+// reading many hops of one layout compiles its reads from them once.
+type Offsets struct {
+	NodeID, L1Ports, L2Ports, HopLatency, Queue, Congestion, IngressTS, EgressTS, TxUtil, Buffer int
+	// Queue16 says the queue word is INT 0.5's: ID and occupancy 16 bits
+	// each (else 8 and 24).
+	Queue16 bool
+	// IngressTS64 and EgressTS64 say the timestamps are 8 bytes (else 4).
+	IngressTS64, EgressTS64 bool
+}
+
+// Offsets returns where f's fields lie.
+func (f *Fields) Offsets() Offsets {
+	at := func(k field) int { return int(f.at[k]) - 1 }
+	o := Offsets{NodeID: at(fNodeID), L1Ports: at(fL1Ports), L2Ports: at(fL2Ports), HopLatency: at(fHopLatency),
+		Queue: at(fQueue), Congestion: at(fCongestion16), IngressTS: at(fIngressTS64), EgressTS: at(fEgressTS64),
+		TxUtil: at(fTxUtil), Buffer: at(fBuffer), IngressTS64: true, EgressTS64: true}
+	if o.Queue < 0 {
+		o.Queue, o.Queue16 = at(fQueue16), at(fQueue16) >= 0
+	}
+	if o.IngressTS < 0 {
+		o.IngressTS, o.IngressTS64 = at(fIngressTS32), false
+	}
+	if o.EgressTS < 0 {
+		o.EgressTS, o.EgressTS64 = at(fEgressTS32), false
+	}
+	return o
+}
+
+// Decode fills m from metadata b (at least Words()·4 bytes; the rest is
+// domain-specific): every field the layout holds.
+func (f *Fields) Decode(m *Metadata, b []byte) {
+	*m = Metadata{}
+	if f.words == 0 {
+		// No field (every field has a word): a report without
+		// metadata, as most INT-MD sinks send, reads nothing.
+		if len(b) > 0 {
+			m.DomainSpecific = b
+		}
+		return
+	}
+	var p uint16 // Present
+	var ok bool
+	if m.NodeID, ok = f.NodeID(b); ok {
+		p |= 0x8000 >> BitNodeID
+	}
+	if m.L1Ingress, m.L1Egress, ok = f.L1Ports(b); ok {
+		p |= 0x8000 >> BitL1Ports
+	}
+	if m.HopLatency, ok = f.HopLatency(b); ok {
+		p |= 0x8000 >> BitHopLatency
+	}
+	if m.QueueID, m.QueueOccupancy, ok = f.Queue(b); ok {
+		p |= 0x8000 >> BitQueue
+	}
+	if m.IngressTimestamp, ok = f.IngressTimestamp(b); ok {
+		p |= 0x8000 >> BitIngressTS
+	}
+	if m.EgressTimestamp, ok = f.EgressTimestamp(b); ok {
+		p |= 0x8000 >> BitEgressTS
+	}
+	if m.L2Ingress, m.L2Egress, ok = f.L2Ports(b); ok {
+		p |= 0x8000 >> BitL2Ports
+	}
+	if m.TxUtilization, ok = f.TxUtilization(b); ok {
+		p |= 0x8000 >> BitTxUtil
+	}
+	if m.BufferID, m.BufferOccupancy, ok = f.Buffer(b); ok {
+		p |= 0x8000 >> BitBuffer
+	}
+	if m.Checksum, ok = f.word(b, fChecksum); ok {
+		p |= 0x8000 >> BitChecksum
+	}
+	if w, ok := f.word(b, fDrop); ok {
+		m.DropQueueID, m.DropReason = uint8(w>>24), uint8(w>>16)
+		p |= 0x8000 >> BitDropReason
+	}
+	if id, status, ok := f.Congestion(b); ok {
+		m.QueueID, m.QueueCongestion = id, status
+		p |= 0x8000 >> BitQueueCongestion
+	}
+	m.Present = p
+	if off := 4 * f.words; off < len(b) {
 		m.DomainSpecific = b[off:]
 	}
 }
@@ -217,7 +396,7 @@ func appendMetadata(dst []byte, m *Metadata, l *layout, bitmap uint16) []byte {
 		if bitmap&(0x8000>>bit) == 0 {
 			continue
 		}
-		k := l[bit]
+		k := l.kinds[bit]
 		if k == fReserved || !m.Has(int(presentBit[k])) {
 			for range 4 * int(fieldWords[k]) {
 				dst = append(dst, 0xFF)
@@ -263,15 +442,6 @@ func appendMetadata(dst []byte, m *Metadata, l *layout, bitmap uint16) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, w)
 	}
 	return append(dst, m.DomainSpecific...)
-}
-
-func allOnes(b []byte) bool {
-	for _, c := range b {
-		if c != 0xFF {
-			return false
-		}
-	}
-	return true
 }
 
 // Error is a decoding error: which header, what is wrong.

@@ -235,7 +235,7 @@ func (r *Report) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 		}
 		rest = rest[n:]
 	}
-	r.BaseLayer = layers.BaseLayer{Contents: data, Payload: nil}
+	r.Contents, r.Payload = data, nil
 	return nil
 }
 
@@ -310,7 +310,7 @@ func (r *Report) decodeFixed(data []byte, v05 bool) error {
 	ind.MD = data[hdr : hdr+md]
 	ind.Inner = data[hdr+md:]
 	r.Individuals = append(r.Individuals, ind)
-	r.BaseLayer = layers.BaseLayer{Contents: data, Payload: nil}
+	r.Contents, r.Payload = data, nil
 	return nil
 }
 
@@ -405,8 +405,11 @@ func (r *Individual) decode(b []byte) (int, error) {
 	if len(b) < IndividualHeaderLen {
 		return 0, errIndivShort
 	}
-	*r = Individual{RepType: b[0] >> 4, InType: b[0] & 0xF, Length: b[1], MDLength: b[2],
-		Dropped: b[3]&0x80 != 0, Congested: b[3]&0x40 != 0, Tracked: b[3]&0x20 != 0, Intermediate: b[3]&0x10 != 0}
+	// Zeroed and filled in place: a literal would be built aside and
+	// copied.
+	*r = Individual{}
+	r.RepType, r.InType, r.Length, r.MDLength = b[0]>>4, b[0]&0xF, b[1], b[2]
+	r.Dropped, r.Congested, r.Tracked, r.Intermediate = b[3]&0x80 != 0, b[3]&0x40 != 0, b[3]&0x20 != 0, b[3]&0x10 != 0
 	end := len(b)
 	if r.Length != LengthToEnd {
 		end = IndividualHeaderLen + 4*int(r.Length)

@@ -129,7 +129,6 @@ type HopStats struct {
 	Switch                 uint32
 	Latency, Queue, TxUtil Value
 	Samples                uint64 // records that carried this hop on this path
-	row                    int32  // the switch's histogram row, a hint
 }
 
 // FlowStats are one flow's row in the flow table.
@@ -193,6 +192,7 @@ type Aggregator struct {
 	rows     []FlowStats
 	switches *table
 	sw       []SwitchStats
+	hints    []int32 // by a hash of the switch: the row it was last found in
 	c        AggregatorCounters
 }
 
@@ -222,7 +222,7 @@ func NewAggregator(cfg AggregatorConfig) (*Aggregator, error) {
 		}
 	}
 	a := &Aggregator{cfg: cfg, flows: newTable(cfg.Flows), rows: make([]FlowStats, cfg.Flows),
-		switches: newClockTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches)}
+		switches: newClockTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches), hints: make([]int32, 1<<hintBits)}
 	// One slab for every switch's counts.
 	nl, nq, nu := len(cfg.LatencyBins)+1, len(cfg.QueueBins)+1, len(cfg.TxUtilBins)+1
 	slab := make([]uint64, cfg.Switches*(nl+nq+nu))
@@ -245,6 +245,14 @@ func (a *Aggregator) Add(r *Record) {
 	a.expire(r.Time)
 	hops := r.Hops[:min(len(r.Hops), MaxHops)]
 	row := a.flows.find(uint64(r.Flow))
+	// Every hop of a switch counts in its histograms, whatever the flow:
+	// counted first, while the flow's row (most often a cache miss) is
+	// fetched.
+	for h := range hops {
+		if hops[h].Has&HasSwitch != 0 {
+			a.addSwitch(&hops[h])
+		}
+	}
 	fresh := row < 0
 	if fresh {
 		var ev int32
@@ -261,26 +269,17 @@ func (a *Aggregator) Add(r *Record) {
 	sh := a.cfg.AverageShift
 	if r.PerHop {
 		// A hop's own report: its place on the path, when known, holds
-		// its values; its switch's histograms count it either way.
-		for h := range hops {
-			hp := &hops[h]
-			if hp.Has&HasSwitch == 0 {
-				continue
-			}
-			p := int(r.Position)
-			if p < 1 || p > MaxHops || len(hops) != 1 {
-				var none int32 = -1
-				a.addSwitch(hp, &none)
-				continue
-			}
-			st := &f.Hops[p-1]
-			if int(f.Path.Len) < p || f.Path.Nodes[p-1] != hp.Switch {
-				*st = HopStats{}
-				f.Path.Nodes[p-1], f.Path.Len = hp.Switch, max(f.Path.Len, uint8(p))
-			}
-			st.update(hp, sh)
-			a.addSwitch(hp, &st.row)
+		// its values.
+		p := int(r.Position)
+		if p < 1 || p > MaxHops || len(hops) != 1 || hops[0].Has&HasSwitch == 0 {
+			return
 		}
+		hp, st := &hops[0], &f.Hops[p-1]
+		if int(f.Path.Len) < p || f.Path.Nodes[p-1] != hp.Switch {
+			*st = HopStats{}
+			f.Path.Nodes[p-1], f.Path.Len = hp.Switch, max(f.Path.Len, uint8(p))
+		}
+		st.update(hp, sh)
 		return
 	}
 	newPath := !f.Path.same(hops)
@@ -290,11 +289,7 @@ func (a *Aggregator) Add(r *Record) {
 	}
 	var total uint32
 	for h := range hops {
-		hp, st := &hops[h], &f.Hops[h]
-		total += st.update(hp, sh)
-		if hp.Has&HasSwitch != 0 {
-			a.addSwitch(hp, &st.row)
-		}
+		total += f.Hops[h].update(&hops[h], sh)
 	}
 	f.Latency.add(total, fresh, sh)
 	f.MaxLatency = max(f.MaxLatency, total)
@@ -318,9 +313,10 @@ func (st *HopStats) update(hp *Hop, sh uint8) uint32 {
 	return hp.Latency
 }
 
-// addSwitch counts hop hp in its switch's histograms; *hint is the row
-// the switch was last found in (checked before use), and is updated.
-func (a *Aggregator) addSwitch(hp *Hop, hint *int32) {
+// addSwitch counts hop hp in its switch's histograms.
+func (a *Aggregator) addSwitch(hp *Hop) {
+	// The row the switch was last found in, a hint checked before use.
+	hint := &a.hints[uint32(hp.Switch*0x9E3779B1)>>(32-hintBits)]
 	row := a.switches.lookup(uint64(hp.Switch), *hint)
 	if row < 0 {
 		var ev int32
@@ -405,4 +401,23 @@ func (a *Aggregator) SwitchIDs() []uint32 {
 	a.switches.each(func(row int32) { ids = append(ids, a.sw[row].Switch) })
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
+}
+
+// NewAnalytics returns a Detector and an Aggregator that share one flow
+// index: a record's flow is probed for once, the second lookup finding the
+// entry the first brought into cache. Each keeps its own rows, bound and
+// eviction as its configuration says, and behaves as NewDetector's and
+// NewAggregator's; being joined, the two are used together, on one
+// goroutine at a time.
+func NewAnalytics(dcfg DetectorConfig, acfg AggregatorConfig) (*Detector, *Aggregator, error) {
+	d, err := NewDetector(dcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := NewAggregator(acfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	share(a.flows, d.flows)
+	return d, a, nil
 }

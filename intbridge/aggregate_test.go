@@ -378,6 +378,52 @@ func BenchmarkAggregator(b *testing.B) {
 	}
 }
 
+// TestSharedTables checks a strict and a second-chance table sharing one
+// index against a map each through random inserts, lookups, touches and
+// removals: neither sees the other's keys or rows.
+func TestSharedTables(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	tabs := [2]*table{newTable(50), newClockTable(80)}
+	share(tabs[0], tabs[1])
+	refs := [2]map[uint64]int32{{}, {}}
+	for i := range 200000 {
+		s := rng.IntN(2)
+		tb, ref := tabs[s], refs[s]
+		k := uint64(rng.IntN(200))
+		row := tb.find(k)
+		if r, ok := ref[k]; ok != (row >= 0) || ok && r != row {
+			t.Fatalf("op %d: table %d: find(%d) = %d, want %d %v", i, s, k, row, r, ok)
+		}
+		switch {
+		case row >= 0 && rng.IntN(4) == 0:
+			tb.remove(row)
+			delete(ref, k)
+		case row >= 0:
+			tb.touch(row)
+		default:
+			r, ev := tb.insert(k)
+			if ev >= 0 {
+				for j, rj := range ref {
+					if rj == ev {
+						delete(ref, j)
+					}
+				}
+			}
+			ref[k] = r
+		}
+		if tb.used != len(ref) {
+			t.Fatalf("op %d: table %d: %d used, want %d", i, s, tb.used, len(ref))
+		}
+	}
+	for s, tb := range tabs {
+		for k, r := range refs[s] {
+			if tb.keys[r] != k || tb.find(k) != r {
+				t.Fatalf("table %d: key %d row %d: keys %d, find %d", s, k, r, tb.keys[r], tb.find(k))
+			}
+		}
+	}
+}
+
 // TestClockTable checks the second-chance table against a map through
 // random inserts, lookups and touches, and its contract: a row touched or
 // inserted since the hand last passed it is never evicted before one

@@ -15,8 +15,10 @@
 //
 // Beside the DTA reports, the bridge hands analytics every hop's metadata
 // in one type, inband.Metadata: Traces for INT-MD stacks (and the sink's
-// own metadata), HopReports for per-hop reports, and both as the
-// analytics' Records, decoded once.
+// own metadata), HopReports for per-hop reports; and both as the
+// analytics' Records, whose hops are read straight from the stacks (the
+// fields a Hop holds): a Trace's Metadata is decoded only when Traces is
+// called.
 //
 // A report the bridge cannot map (no flow in it, a stack it cannot split) is
 // counted, never silently dropped.
@@ -100,16 +102,29 @@ type Counters struct {
 // Bridge maps Telemetry Reports to DTA reports. It is not safe for
 // concurrent use; give each goroutine its own.
 type Bridge struct {
-	cfg    Config
-	rep    inband.Report
-	in     inband.INT
-	out    []dta.Report
-	arena  []byte
-	traces []Trace
-	hops   []inband.Metadata // the traces' hops
-	perHop []HopReport
-	recs   []Record
-	c      Counters
+	cfg     Config
+	rep     inband.Report
+	in      inband.INT
+	fields  inband.Fields // b.in's hop layout
+	out     []dta.Report
+	arena   []byte
+	traces  []Trace
+	stacks  []stack           // by trace
+	decoded bool              // the traces' Hops are decoded (Traces)
+	hops    []inband.Metadata // the traces' hops
+	perHop  []HopReport
+	meta    inband.Metadata // a report's metadata kept by neither
+	recs    []Record        // the traces' records, then the per-hop reports'
+	reader  hopReader       // the records' hop layout
+	c       Counters
+}
+
+// stack is where a Trace's hops are: n hops of per bytes, the top of the
+// stack (nearest the sink) first, laid out by fields.
+type stack struct {
+	hops   []byte
+	per, n int
+	fields inband.Fields
 }
 
 // Trace is an INT-MD path trace the bridge decoded: the flow, its key, the
@@ -176,7 +191,8 @@ func (b *Bridge) Counters() Counters { return b.c }
 // start resets the per-call outputs.
 func (b *Bridge) start() {
 	b.c.Packets++
-	b.out, b.arena, b.traces, b.hops, b.perHop = b.out[:0], b.arena[:0], b.traces[:0], b.hops[:0], b.perHop[:0]
+	b.out, b.arena, b.traces, b.stacks, b.hops, b.perHop = b.out[:0], b.arena[:0], b.traces[:0], b.stacks[:0], b.hops[:0], b.perHop[:0]
+	b.decoded = false
 }
 
 // Handle maps the Telemetry Report in payload (a UDP payload; any version)
@@ -233,7 +249,7 @@ func (b *Bridge) HandlePacket(frame []byte, first gopacket.LayerType) ([]dta.Rep
 		b.c.NoINT++
 	default:
 		key := inband.FlowKey(f.tuple)
-		b.stack(f.tuple, key, b.cfg.SinkNode, nil, true)
+		b.stack(f.tuple, key, b.cfg.SinkNode, true)
 		b.increment(key)
 	}
 	return b.out, nil
@@ -248,31 +264,40 @@ func (b *Bridge) individual(r *inband.Individual) {
 	}
 	key := inband.FlowKey(f.tuple)
 	node := b.rep.NodeID
-	var m inband.Metadata
-	local := r.RepType == inband.RepINT && r.Metadata(&m) == nil
-	if local && !m.Has(inband.BitNodeID) {
-		m.NodeID, m.Present = node, m.Present|0x8000>>inband.BitNodeID
-	}
+	local := r.RepType == inband.RepINT
+	// The report's own metadata is decoded where it is kept (the trace's
+	// Sink, the per-hop report's Meta), not copied there.
+	m := &b.meta
+	var hr *HopReport
 	switch {
 	case f.md:
-		var sink *inband.Metadata
-		if local {
-			sink = &m
-		}
 		// An intermediate report (I) holds the stack as far as a transit
 		// node: a Trace, but not the flow's path, which the sink's report
 		// writes whole.
-		if b.stack(f.tuple, key, node, sink, !r.Intermediate) {
-			t := &b.traces[len(b.traces)-1]
+		if t := b.stack(f.tuple, key, node, !r.Intermediate); t != nil {
 			t.Dropped, t.Congested = r.Dropped, r.Congested
+			m = &t.Sink
 		}
 	case local:
-		hop := 1 + int(b.cfg.InitialTTL) - int(f.ttl)
-		b.perHop = append(b.perHop, HopReport{Flow: f.tuple, Key: key, Hop: hop, Dropped: r.Dropped, Congested: r.Congested, Meta: m})
-		if hop < 1 || hop > b.cfg.PostcardHops {
+		hr = b.nextHop()
+		hr.Flow = f.tuple
+		hr.Key, hr.Hop, hr.Dropped, hr.Congested = key, 1+int(b.cfg.InitialTTL)-int(f.ttl), r.Dropped, r.Congested
+		m = &hr.Meta
+	}
+	if local {
+		_ = r.Metadata(m) // RepType is INT: no error
+		if !m.Has(inband.BitNodeID) {
+			m.NodeID, m.Present = node, m.Present|0x8000>>inband.BitNodeID
+		}
+	} else if m == &b.meta {
+		*m = inband.Metadata{}
+	}
+	if hr != nil {
+		if hr.Hop < 1 || hr.Hop > b.cfg.PostcardHops {
 			b.c.HopRange++
 		} else {
-			*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpPostcard}, Postcard: dta.Postcard{Key: key, Hop: uint8(hop), Value: m.NodeID}}
+			o := b.next(dta.OpPostcard)
+			o.Postcard.Key, o.Postcard.Hop, o.Postcard.Value = key, uint8(hr.Hop), m.NodeID
 			b.c.Postcards++
 		}
 	}
@@ -286,62 +311,99 @@ func (b *Bridge) individual(r *inband.Individual) {
 }
 
 func (b *Bridge) increment(key uint32) {
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyIncrement}, KeyIncrement: dta.KeyIncrement{Redundancy: uint8(b.cfg.CountRedundancy), Key: key, Counter: 1}}
+	o := b.next(dta.OpKeyIncrement)
+	o.KeyIncrement.Redundancy, o.KeyIncrement.Key, o.KeyIncrement.Counter = uint8(b.cfg.CountRedundancy), key, 1
 	b.c.Increments++
 }
 
-// next returns the next report's slot in b.out, to be written whole.
-func (b *Bridge) next() *dta.Report {
+// next returns the next report's slot in b.out, zeroed but for its
+// opcode. The reports are written in place: a composite literal would be
+// built aside and copied.
+func (b *Bridge) next(op dta.Opcode) *dta.Report {
 	n := len(b.out)
 	if n == cap(b.out) {
 		b.out = slices.Grow(b.out, 1)
 	}
 	b.out = b.out[:n+1]
-	return &b.out[n]
+	o := &b.out[n]
+	*o = dta.Report{}
+	o.Header.Opcode = op
+	return o
+}
+
+// nextHop returns the next per-hop report's slot, zeroed.
+func (b *Bridge) nextHop() *HopReport {
+	n := len(b.perHop)
+	if n == cap(b.perHop) {
+		b.perHop = slices.Grow(b.perHop, 1)
+	}
+	b.perHop = b.perHop[:n+1]
+	h := &b.perHop[n]
+	*h = HopReport{}
+	return h
 }
 
 // Traces returns the INT-MD path traces the last Handle or HandlePacket
 // decoded, for analytics beside the DTA reports (Detector, Aggregator).
-// They are valid until the next call.
+// They are valid until the next call. Their hops are decoded (every field,
+// inband.Metadata) when first asked for: Records reads the stacks itself.
 func (b *Bridge) Traces() []Trace {
-	// b.hops may have grown after a trace was recorded: slice it now.
+	if b.decoded {
+		return b.traces
+	}
+	b.decoded = true
+	total := 0
+	for i := range b.stacks {
+		total += b.stacks[i].n
+	}
+	b.hops = slices.Grow(b.hops[:0], total)[:total]
 	at := 0
 	for i := range b.traces {
-		n := len(b.traces[i].Hops)
-		b.traces[i].Hops = b.hops[at : at+n : at+n]
-		at += n
+		s := &b.stacks[i]
+		hops := b.hops[at : at+s.n : at+s.n]
+		at += s.n
+		// Hop n-1 (the bottom of the stack) is the source: it goes first.
+		for h := range hops {
+			s.fields.Decode(&hops[h], s.hop(s.n-1-h))
+		}
+		b.traces[i].Hops = hops
 	}
 	return b.traces
 }
+
+// hop returns hop h's bytes, h = 0 the top of the stack.
+func (s *stack) hop(h int) []byte { return s.hops[h*s.per : (h+1)*s.per] }
 
 // HopReports returns the per-hop reports the last Handle decoded (those
 // whose hop falls outside 1..PostcardHops included). They are valid until
 // the next call.
 func (b *Bridge) HopReports() []HopReport { return b.perHop }
 
-// stack decodes the INT-MD stack in b.in once: a Trace of every hop, and
-// (with path) the path Key-Write of the PathHops hops nearest the source,
-// source first. It says whether it made a Trace.
-func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Metadata, path bool) bool {
+// stack reads the INT-MD stack in b.in: the Trace of flow, key and node
+// (returned, for its caller to add the reporting node's own), whose hops
+// are read when asked for (Records, Traces), and (with path) the path
+// Key-Write of the PathHops hops nearest the source, source first. It
+// returns nil for a stack that does not split into hops.
+func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trace {
 	n, err := b.in.Hops()
 	if err != nil {
 		b.c.BadStack++
-		return false
+		return nil
 	}
-	start := len(b.hops)
-	b.hops = slices.Grow(b.hops, n)[:start+n]
-	hops := b.hops[start : start+n]
-	// Hop n-1 (the bottom of the stack) is the source: it goes first.
-	for i := range hops {
-		b.in.Hop(n-1-i, &hops[i])
-	}
-	t := Trace{Flow: flow, Key: key, Node: node, Hops: hops}
-	if sink != nil {
-		t.Sink = *sink
-	}
-	b.traces = append(b.traces, t)
+	b.fields.Compile(&b.in)
+	per := 4 * int(b.in.HopML)
+	k := len(b.stacks) // = len(b.traces)
+	b.stacks, b.traces = slices.Grow(b.stacks, 1)[:k+1], slices.Grow(b.traces, 1)[:k+1]
+	s := &b.stacks[k]
+	// Field by field: a multiple assignment copies through temporaries.
+	s.hops, s.per, s.n = b.in.Stack[:n*per], per, n
+	s.fields = b.fields
+	t := &b.traces[k]
+	*t = Trace{}
+	t.Flow = flow
+	t.Key, t.Node = key, node
 	if !path {
-		return true
+		return t
 	}
 	if n > b.cfg.PathHops {
 		b.c.PathTruncated++
@@ -351,11 +413,21 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, sink *inband.Met
 	v := b.arena[at:]
 	clear(v)
 	for i := range min(n, b.cfg.PathHops) {
-		binary.BigEndian.PutUint32(v[4*i:], hops[i].NodeID)
+		id, _ := b.fields.NodeID(s.hop(n - 1 - i))
+		binary.BigEndian.PutUint32(v[4*i:], id)
 	}
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite}, KeyWrite: dta.KeyWrite{Redundancy: uint8(b.cfg.PathRedundancy), Key: key, Data: v}}
+	o := b.next(dta.OpKeyWrite)
+	o.KeyWrite.Redundancy, o.KeyWrite.Key, o.KeyWrite.Data = uint8(b.cfg.PathRedundancy), key, v
 	b.c.KeyWrites++
-	return true
+	return t
+}
+
+// record returns record i's storage.
+func (b *Bridge) record(i int) *Record {
+	for len(b.recs) <= i {
+		b.recs = append(b.recs, Record{Hops: make([]Hop, 0, MaxHops)})
+	}
+	return &b.recs[i]
 }
 
 func (b *Bridge) event(list, node, key, detail uint32) {
@@ -365,7 +437,8 @@ func (b *Bridge) event(list, node, key, detail uint32) {
 	binary.BigEndian.PutUint32(v, node)
 	binary.BigEndian.PutUint32(v[4:], key)
 	binary.BigEndian.PutUint32(v[8:], detail)
-	*b.next() = dta.Report{Header: dta.Header{Opcode: dta.OpAppend}, Append: dta.Append{ListID: list, Data: v}}
+	o := b.next(dta.OpAppend)
+	o.Append.ListID, o.Append.Data = list, v
 	b.c.Appends++
 }
 
@@ -389,10 +462,35 @@ const (
 // where Config marks it. A truncated packet ends where the switch cut it:
 // whatever headers are whole are used.
 func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
+	typ, p = network(typ, p)
+	var dscp uint8
+	var l4 []byte
+	switch typ {
+	case inband.InIPv4:
+		l4, dscp = ipv4Header(&f, p)
+	case inband.InIPv6:
+		l4, dscp = ipv6Header(&f, p)
+	}
+	if !f.ok {
+		return f
+	}
+	payload, ok := transport(&f, l4)
+	if !ok || !b.marked(&f, dscp) || b.in.DecodeFromBytes(payload, gopacket.NilDecodeFeedback) != nil || b.in.Type != inband.TypeMD {
+		return f
+	}
+	f.md = true
+	b.original(&f)
+	return f
+}
+
+// network returns the network header's type (InIPv4, InIPv6, or 0 for
+// none) and its bytes: an Ethernet frame's payload past its VLAN tags, or
+// p itself.
+func network(typ uint8, p []byte) (uint8, []byte) {
 	switch typ {
 	case inband.InEthernet:
 		if len(p) < ethLen {
-			return f
+			return 0, nil
 		}
 		et, off := binary.BigEndian.Uint16(p[12:]), ethLen
 		for (et == etherVLAN || et == etherQinQ) && len(p) >= off+vlanLen {
@@ -400,72 +498,79 @@ func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
 		}
 		switch et {
 		case etherIPv4:
-			typ = inband.InIPv4
+			return inband.InIPv4, p[off:]
 		case etherIPv6:
-			typ = inband.InIPv6
-		default:
-			return f
+			return inband.InIPv6, p[off:]
 		}
-		p = p[off:]
 	case inband.InIPv4, inband.InIPv6:
-	default:
-		return f
+		return typ, p
 	}
-	var dscp uint8
-	var l4 []byte
-	if typ == inband.InIPv4 {
-		if len(p) < ip4Len || p[0]>>4 != 4 {
-			return f
-		}
-		ihl := 4 * int(p[0]&0xF)
-		f.ok, f.ttl, dscp = true, p[8], p[1]>>2
-		f.tuple.Src = netip.AddrFrom4([4]byte(p[12:16]))
-		f.tuple.Dst = netip.AddrFrom4([4]byte(p[16:20]))
-		f.tuple.Proto = p[9]
-		// A later fragment has no L4 header.
-		if ihl >= ip4Len && len(p) >= ihl && binary.BigEndian.Uint16(p[6:])&0x1FFF == 0 {
-			l4 = p[ihl:]
-		}
-	} else {
-		if len(p) < ip6Len || p[0]>>4 != 6 {
-			return f
-		}
-		f.ok, f.ttl, dscp = true, p[7], uint8(binary.BigEndian.Uint16(p)>>6)&0x3F
-		f.tuple.Src = netip.AddrFrom16([16]byte(p[8:24]))
-		f.tuple.Dst = netip.AddrFrom16([16]byte(p[24:40]))
-		f.tuple.Proto = p[6]
-		l4 = p[ip6Len:]
+	return 0, nil
+}
+
+// ipv4Header reads an IPv4 header into f (f.ok when whole) and returns
+// what follows it (nil for a later fragment, which has no L4 header) and
+// the DSCP.
+func ipv4Header(f *flow, p []byte) (l4 []byte, dscp uint8) {
+	if len(p) < ip4Len || p[0]>>4 != 4 {
+		return nil, 0
 	}
+	ihl := 4 * int(p[0]&0xF)
+	f.ok, f.ttl, dscp = true, p[8], p[1]>>2
+	f.tuple.Src = netip.AddrFrom4([4]byte(p[12:16]))
+	f.tuple.Dst = netip.AddrFrom4([4]byte(p[16:20]))
+	f.tuple.Proto = p[9]
+	if ihl >= ip4Len && len(p) >= ihl && binary.BigEndian.Uint16(p[6:])&0x1FFF == 0 {
+		l4 = p[ihl:]
+	}
+	return l4, dscp
+}
+
+// ipv6Header is ipv4Header for IPv6.
+func ipv6Header(f *flow, p []byte) (l4 []byte, dscp uint8) {
+	if len(p) < ip6Len || p[0]>>4 != 6 {
+		return nil, 0
+	}
+	f.ok, f.ttl, dscp = true, p[7], uint8(binary.BigEndian.Uint16(p)>>6)&0x3F
+	f.tuple.Src = netip.AddrFrom16([16]byte(p[8:24]))
+	f.tuple.Dst = netip.AddrFrom16([16]byte(p[24:40]))
+	f.tuple.Proto = p[6]
+	return p[ip6Len:], dscp
+}
+
+// transport reads the ports of a TCP or UDP header in l4 into f and
+// returns the header's payload; false for another protocol or a header
+// cut short.
+func transport(f *flow, l4 []byte) ([]byte, bool) {
 	var payload []byte
 	switch f.tuple.Proto {
 	case protoUDP:
 		if len(l4) < udpLen {
-			return f
+			return nil, false
 		}
 		payload = l4[udpLen:]
 	case protoTCP:
 		off := 4 * int(l4Byte(l4, 12)>>4)
 		if len(l4) < tcpLen || off < tcpLen || len(l4) < off {
-			return f
+			return nil, false
 		}
 		payload = l4[off:]
 	default:
-		return f
+		return nil, false
 	}
 	f.tuple.SrcPort, f.tuple.DstPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-	marked := b.cfg.INTAfterL4 ||
+	return payload, true
+}
+
+// marked says whether Config marks INT after f's L4 header.
+func (b *Bridge) marked(f *flow, dscp uint8) bool {
+	return b.cfg.INTAfterL4 ||
 		b.cfg.INTPort != 0 && f.tuple.Proto == protoUDP && f.tuple.DstPort == b.cfg.INTPort ||
 		b.cfg.INTDSCPMask != 0 && dscp&b.cfg.INTDSCPMask == b.cfg.INTDSCP&b.cfg.INTDSCPMask
-	if !marked || b.in.DecodeFromBytes(payload, gopacket.NilDecodeFeedback) != nil {
-		return f
-	}
-	switch b.in.Type {
-	case inband.TypeMD:
-		f.md = true
-	default:
-		return f
-	}
-	// The flow is the original one the INT headers were inserted into.
+}
+
+// original makes f the flow the INT headers in b.in were inserted into.
+func (b *Bridge) original(f *flow) {
 	switch {
 	case b.in.Legacy && b.in.Version == 0:
 		if f.tuple.Proto == protoUDP && f.tuple.DstPort == b.cfg.INTPort && b.cfg.INTPort != 0 {
@@ -480,7 +585,6 @@ func (b *Bridge) inner(typ uint8, p []byte) (f flow) {
 			f.tuple.SrcPort, f.tuple.DstPort = binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
 		}
 	}
-	return f
 }
 
 // l4Byte returns b[i], or 0 when b is shorter.

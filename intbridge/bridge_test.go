@@ -88,7 +88,22 @@ func TestBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kw, pc, drops, congestion, incr int
+	kw, pc, drops, congestion, incr := bridgeReports(t, out, key)
+	if kw != 1 || pc != 1 || drops != 1 || congestion != 1 || incr != 2 {
+		t.Fatalf("reports: %d paths, %d postcards, %d drops, %d congestion, %d counters", kw, pc, drops, congestion, incr)
+	}
+	c := b.Counters()
+	if c.Packets != 1 || c.Individuals != 3 || c.NoFlow != 1 || c.KeyWrites != 1 || c.Postcards != 1 || c.Appends != 2 || c.Increments != 2 {
+		t.Fatalf("counters %+v", c)
+	}
+
+	bridgeStores(t, out)
+}
+
+// bridgeReports checks each of TestBridge's DTA reports and counts them
+// by kind.
+func bridgeReports(t *testing.T, out []dta.Report, key uint32) (kw, pc, drops, congestion, incr int) {
+	t.Helper()
 	for _, r := range out {
 		if err := r.Validate(); err != nil {
 			t.Fatalf("invalid DTA report %+v: %v", r, err)
@@ -108,16 +123,8 @@ func TestBridge(t *testing.T) {
 				t.Fatalf("postcard %+v, want key %#x hop 3 value 77", p, key)
 			}
 		case dta.OpAppend:
-			a, d := r.Append, r.Append.Data
-			node, k, detail := binary.BigEndian.Uint32(d), binary.BigEndian.Uint32(d[4:]), binary.BigEndian.Uint32(d[8:])
-			switch {
-			case a.ListID == 0 && node == 77 && k == key && detail == 4<<24|71<<16:
-				drops++
-			case a.ListID == 1 && node == 77 && k == key && detail == 2<<24|5000:
-				congestion++
-			default:
-				t.Fatalf("append %+v: node %d key %#x detail %#x", a, node, k, detail)
-			}
+			d, c := bridgeAppend(t, r.Append, key)
+			drops, congestion = drops+d, congestion+c
 		case dta.OpKeyIncrement:
 			incr++
 			if r.KeyIncrement.Key != key || r.KeyIncrement.Counter != 1 {
@@ -125,15 +132,30 @@ func TestBridge(t *testing.T) {
 			}
 		}
 	}
-	if kw != 1 || pc != 1 || drops != 1 || congestion != 1 || incr != 2 {
-		t.Fatalf("reports: %d paths, %d postcards, %d drops, %d congestion, %d counters", kw, pc, drops, congestion, incr)
-	}
-	c := b.Counters()
-	if c.Packets != 1 || c.Individuals != 3 || c.NoFlow != 1 || c.KeyWrites != 1 || c.Postcards != 1 || c.Appends != 2 || c.Increments != 2 {
-		t.Fatalf("counters %+v", c)
-	}
+	return kw, pc, drops, congestion, incr
+}
 
-	// Into DTA stores: the flow's path and count come back by its key.
+// bridgeAppend checks one of TestBridge's Appends: a drop or a congestion
+// entry, counted.
+func bridgeAppend(t *testing.T, a dta.Append, key uint32) (drops, congestion int) {
+	t.Helper()
+	d := a.Data
+	node, k, detail := binary.BigEndian.Uint32(d), binary.BigEndian.Uint32(d[4:]), binary.BigEndian.Uint32(d[8:])
+	switch {
+	case a.ListID == 0 && node == 77 && k == key && detail == 4<<24|71<<16:
+		drops++
+	case a.ListID == 1 && node == 77 && k == key && detail == 2<<24|5000:
+		congestion++
+	default:
+		t.Fatalf("append %+v: node %d key %#x detail %#x", a, node, k, detail)
+	}
+	return drops, congestion
+}
+
+// bridgeStores puts TestBridge's reports into DTA stores: the flow's path
+// and count come back by its key.
+func bridgeStores(t *testing.T, out []dta.Report) {
+	t.Helper()
 	kl := keywrite.Layout{Slots: 1024, DataSize: 20}
 	ks, _ := keywrite.NewStore(kl, nil)
 	il := keyincr.Layout{Slots: 256}

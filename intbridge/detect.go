@@ -2,6 +2,7 @@ package intbridge
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -178,12 +179,25 @@ type flowRow struct {
 	hop      [MaxHops]uint32
 	above    uint16 // level state: bit 0 the flow latency, bit 1+h hop h
 	reported int64  // the last event, unix ns
-	// keyRows are the rows of each hop's queue occupancy, congestion,
-	// link, drop and buffer keys last found: hints, checked before use.
-	keyRows [MaxHops][5]int32
 }
 
+// keyHints are the rows a switch's keys were last found in, one per
+// per-hop metric (queue occupancy, congestion, link utilisation, drops,
+// buffer occupancy), -1 none: a hop's keys are mostly the ones it named
+// before, and checking a row's key is cheaper than a hash lookup. A slot
+// of Detector.hints is shared by the switches hashing to it, the last one
+// seen holding it.
+type keyHints struct {
+	sw   uint32
+	rows [5]int32
+}
+
+const hintBits = 10
+
+var noHints = [5]int32{-1, -1, -1, -1, -1}
+
 type keyRow struct {
+	key      uint64 // the row's key in d.keys (0: none), beside its values for quiet
 	value    uint32 // the value stored: last reported
 	sum      uint32 // drops: the sum of the drops reported
 	above    bool
@@ -202,7 +216,11 @@ type Detector struct {
 	frows []flowRow
 	keys  *table
 	krows []keyRow
+	hints []keyHints // by a hash of the switch
 	c     DetectorCounters
+	now   int64 // the record's time being observed, unix ns
+	// bounds are the rules' values for quiet, by metric.
+	bounds [NumMetrics]quietBounds
 }
 
 // NewDetector returns a detector with cfg.
@@ -216,8 +234,12 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 	if cfg.MaxFlows < 1 || cfg.MaxFlows > 1<<26 || cfg.MaxKeys < 1 || cfg.MaxKeys > 1<<26 || cfg.Period < 0 {
 		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
 	}
-	return &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
-		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys)}, nil
+	d := &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
+		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: make([]keyHints, 1<<hintBits)}
+	for m := range d.bounds {
+		d.bounds[m] = cfg.Rules[m].bounds()
+	}
+	return d, nil
 }
 
 // SetRule replaces metric m's rule, taking effect from the next record.
@@ -225,7 +247,7 @@ func (d *Detector) SetRule(m Metric, r Rule) error {
 	if m < MetricPath || int(m) >= NumMetrics {
 		return fmt.Errorf("%w: unknown metric %d", ErrConfig, m)
 	}
-	d.cfg.Rules[m] = r
+	d.cfg.Rules[m], d.bounds[m] = r, r.bounds()
 	return nil
 }
 
@@ -249,44 +271,56 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	before := len(events)
 	hops := r.Hops[:min(len(r.Hops), MaxHops)]
 	now := r.Time.UnixNano()
-	var f *flowRow
-	off := 0 // hops[h] is the path's hop h+off
+	d.now = now
 	switch p := int(r.Position); {
 	case !r.PerHop:
-		events, f = d.flow(r, hops, now, events)
+		events = d.flow(r, hops, now, events)
 	case p >= 1 && p <= MaxHops && len(hops) == 1 && hops[0].Has&HasSwitch != 0:
-		events, f = d.postcard(r, &hops[0], p-1, now, events)
-		off = p - 1
-	}
-	// A flow's hops' key rows, found before, are hints: a steady path
-	// skips the probes.
-	var noHint [5]int32
-	hint := func(h, i int) *int32 {
-		if f == nil {
-			noHint[i] = -1
-			return &noHint[i]
-		}
-		return &f.keyRows[h+off][i]
+		events = d.postcard(r, &hops[0], p-1, now, events)
 	}
 	for h := range hops {
 		hp := &hops[h]
 		if hp.Has&HasSwitch == 0 {
 			continue
 		}
+		c := &d.hints[uint32(hp.Switch*0x9E3779B1)>>(32-hintBits)]
+		if c.sw != hp.Switch {
+			*c = keyHints{sw: hp.Switch, rows: noHints}
+		}
 		if hp.Has&HasQueue != 0 {
-			events = d.key(MetricQueueOccupancy, hp, uint32(hp.Queue), hp.Occupancy, r.Time, now, hint(h, 0), events)
+			m, sub := MetricQueueOccupancy, uint32(hp.Queue)
+			if row := c.rows[0]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Occupancy, row) {
+				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.Occupancy, r, &c.rows[0], events)
+			}
 		}
 		if hp.Has&HasCongestion != 0 {
-			events = d.key(MetricQueueCongestion, hp, uint32(hp.Queue), hp.Congestion, r.Time, now, hint(h, 1), events)
+			m, sub := MetricQueueCongestion, uint32(hp.Queue)
+			if row := c.rows[1]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Congestion, row) {
+				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.Congestion, r, &c.rows[1], events)
+			}
 		}
 		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
-			events = d.key(MetricLinkUtilization, hp, hp.Egress, hp.TxUtil, r.Time, now, hint(h, 2), events)
+			m, sub := MetricLinkUtilization, hp.Egress
+			if row := c.rows[2]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.TxUtil, row) {
+				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.TxUtil, r, &c.rows[2], events)
+			}
 		}
 		if hp.Has&HasDrops != 0 {
-			events = d.key(MetricDrops, hp, uint32(hp.Queue), hp.Drops, r.Time, now, hint(h, 3), events)
+			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, &c.rows[3], events)
 		}
 		if hp.Has&HasBuffer != 0 {
-			events = d.key(MetricBufferOccupancy, hp, uint32(hp.Buffer), hp.BufferOccupancy, r.Time, now, hint(h, 4), events)
+			m, sub := MetricBufferOccupancy, uint32(hp.Buffer)
+			if row := c.rows[4]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, row) {
+				d.keys.ref[row] = true
+			} else {
+				events = d.key(m, hp.Switch, sub, hp.BufferOccupancy, r, &c.rows[4], events)
+			}
 		}
 	}
 	for _, e := range events[before:] {
@@ -296,7 +330,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 }
 
 // flow runs the flow-keyed rules: path, flow latency, hop latency.
-func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Event, *flowRow) {
+func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Event {
 	row := d.flows.find(uint64(r.Flow))
 	var latency uint32
 	hasLatency := false
@@ -337,7 +371,7 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 	}
 	rule := &d.cfg.Rules[MetricHopLatency]
 	for h := range hops {
-		if hops[h].Has&HasLatency == 0 {
+		if hops[h].Has&HasLatency == 0 || !newHops && rule.quiet(f.hop[h], f.above&(2<<h) != 0, hops[h].Latency) {
 			continue
 		}
 		k1, k2, old := judge(rule, newHops, &f.hop[h], &f.above, 2<<h, hops[h].Latency)
@@ -347,8 +381,8 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 			}
 		}
 	}
-	if hasLatency {
-		k1, k2, old := judge(&d.cfg.Rules[MetricFlowLatency], fresh, &f.latency, &f.above, 1, latency)
+	if fl := &d.cfg.Rules[MetricFlowLatency]; hasLatency && (fresh || !fl.quiet(f.latency, f.above&1 != 0, latency)) {
+		k1, k2, old := judge(fl, fresh, &f.latency, &f.above, 1, latency)
 		for _, k := range [2]EventKind{k1, k2} {
 			if k != 0 {
 				events = append(events, Event{Kind: k, Metric: MetricFlowLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Old: old, New: latency, NewPath: f.path})
@@ -371,13 +405,13 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) ([]Eve
 			}
 		}
 	}
-	return events, f
+	return events
 }
 
 // postcard runs the hop latency rule on a flow's hop h, reported by the
 // hop itself: the flow's path is what its hops reported, each at its
 // place, and a hop whose switch is new there has new values.
-func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event) ([]Event, *flowRow) {
+func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event) []Event {
 	row := d.flows.find(uint64(r.Flow))
 	if row < 0 {
 		var ev int32
@@ -394,7 +428,7 @@ func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event
 		f.path.Nodes[h], f.path.Len = hp.Switch, max(f.path.Len, uint8(h+1))
 	}
 	if hp.Has&HasLatency == 0 {
-		return events, f
+		return events
 	}
 	v := hp.Latency
 	k1, k2, old := judge(&d.cfg.Rules[MetricHopLatency], first, &f.hop[h], &f.above, 2<<h, v)
@@ -409,7 +443,7 @@ func (d *Detector) postcard(r *Record, hp *Hop, h int, now int64, events []Event
 			events = append(events, Event{Kind: k, Metric: MetricHopLatency, Time: r.Time, Flow: r.Flow, Tuple: r.Tuple, Switch: hp.Switch, Hop: uint8(h), Old: old, New: v})
 		}
 	}
-	return events, f
+	return events
 }
 
 // judge applies rule r to value v against the value *stored and the
@@ -449,27 +483,87 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
 }
 
+// quiet says whether metric m's key is in row hint and takes value v
+// without an event (the caller marks the row seen): the check most hops'
+// values need, kept apart from key's event making (which the rest go to,
+// and drops always: their value is a sum kept in the row), and small
+// enough to inline.
+func (d *Detector) quiet(m Metric, key uint64, v uint32, hint int32) bool {
+	if uint32(hint) >= uint32(len(d.krows)) {
+		return false
+	}
+	k, b := &d.krows[hint], &d.bounds[m]
+	return k.key == key && max(v, k.value)-min(v, k.value) <= b.threshold && (v > b.level) == k.above && !d.due(k.reported)
+}
+
+// quietBounds are a Rule's values as quiet reads them: a value within
+// threshold of the one stored, and on the side of level the key was, makes
+// no event. No change events: threshold the largest value; no level: level
+// the largest value (no value is above it), so a key whose level state
+// was left above when the level was removed is not quiet, and goes to key,
+// which reads the Rule.
+type quietBounds struct{ threshold, level uint32 }
+
+func (r *Rule) bounds() quietBounds {
+	b := quietBounds{threshold: r.Threshold, level: r.Level}
+	if r.NoChange {
+		b.threshold = math.MaxUint32
+	}
+	if r.Level == 0 {
+		b.level = math.MaxUint32
+	}
+	return b
+}
+
+// due says whether a key last reported at reported is due for the
+// periodic push.
+func (d *Detector) due(reported int64) bool {
+	return d.cfg.Period > 0 && d.now-reported >= int64(d.cfg.Period)
+}
+
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
 // drops run it on the sum of the drops reported.
-func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64, hint *int32, events []Event) []Event {
-	kk := keyOf(m, hp.Switch, sub)
+// *hint is the row the switch's key of metric m was last found in (checked
+// before use), and is updated.
+func (d *Detector) key(m Metric, sw, sub, v uint32, r *Record, hint *int32, events []Event) []Event {
+	kk := keyOf(m, sw, sub)
 	row := d.keys.lookup(kk, *hint)
-	fresh := row < 0
-	if fresh {
-		var ev int32
-		if row, ev = d.keys.insert(kk); ev >= 0 {
-			d.c.Evicted++
-		}
-		d.krows[row] = keyRow{reported: now}
-	} else {
-		d.keys.touch(row)
+	if row < 0 {
+		return d.keyEvent(m, sw, sub, v, r, row, events)
 	}
 	*hint = row
+	d.keys.ref[row] = true // touch: the keys' table is a clock table
 	k := &d.krows[row]
 	if m == MetricDrops {
 		k.sum += v
 		v = k.sum
 	}
+	// Most values of a steady network make no event and change nothing:
+	// within the threshold (or no change events), on the same side of the
+	// level, and not due for the periodic push.
+	if d.cfg.Rules[m].quiet(k.value, k.above, v) && (d.cfg.Period <= 0 || d.now-k.reported < int64(d.cfg.Period)) {
+		return events
+	}
+	return d.keyEvent(m, sw, sub, v, r, row, events)
+}
+
+// keyEvent is key's rule on value v (a sum, for drops) of a key in row
+// (-1: a new key).
+func (d *Detector) keyEvent(m Metric, sw, sub, v uint32, r *Record, row int32, events []Event) []Event {
+	now := d.now
+	fresh := row < 0
+	if fresh {
+		var ev int32
+		kk := keyOf(m, sw, sub)
+		if row, ev = d.keys.insert(kk); ev >= 0 {
+			d.c.Evicted++
+		}
+		d.krows[row] = keyRow{key: kk, reported: now}
+		if m == MetricDrops {
+			d.krows[row].sum = v
+		}
+	}
+	k := &d.krows[row]
 	var above uint16
 	if k.above {
 		above = 1
@@ -491,10 +585,17 @@ func (d *Detector) key(m Metric, hp *Hop, sub, v uint32, t time.Time, now int64,
 	}
 	for _, k := range [2]EventKind{k1, k2} {
 		if k != 0 {
-			events = append(events, Event{Kind: k, Metric: m, Time: t, Switch: hp.Switch, Queue: q, Port: port, Old: old, New: v})
+			events = append(events, Event{Kind: k, Metric: m, Time: r.Time, Switch: sw, Queue: q, Port: port, Old: old, New: v})
 		}
 	}
 	return events
+}
+
+// quiet says whether the rule, judging value v of a key seen before
+// against the value stored and its level state above, makes no event and
+// changes nothing (judge would return no kind).
+func (r *Rule) quiet(stored uint32, above bool, v uint32) bool {
+	return (r.NoChange || diff(v, stored) <= r.Threshold) && (r.Level == 0 || (v > r.Level) == above)
 }
 
 func diff(a, b uint32) uint32 {

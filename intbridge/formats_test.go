@@ -122,6 +122,29 @@ func TestLongPath(t *testing.T) {
 // queue, latency and timestamps to analytics as HopReports, and become
 // postcards of the reporting node.
 func TestPerHopMetadata(t *testing.T) {
+	for name, pkt := range perHopPackets(t) {
+		b, _ := New(Config{})
+		out, err := b.Handle(pkt)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		hr := b.HopReports()
+		if len(hr) != 1 {
+			t.Fatalf("%s: %d hop reports", name, len(hr))
+		}
+		checkPerHopReport(t, name, &hr[0])
+		pc := only(t, out, dta.OpPostcard)
+		ap := only(t, out, dta.OpAppend)
+		if len(pc) != 1 || pc[0].Postcard.Hop != 2 || pc[0].Postcard.Value != 9 || len(ap) != 1 || binary.BigEndian.Uint32(ap[0].Append.Data[8:]) != 2<<24|250 {
+			t.Fatalf("%s: postcards %+v, appends %+v", name, pc, ap)
+		}
+	}
+}
+
+// perHopPackets are TestPerHopMetadata's per-hop reports by version: node
+// 9's ports 3 and 4, hop latency 700 (not in 0.5's), queue 2 at 250 and
+// egress timestamp 123, a congested TCP packet at its second hop.
+func perHopPackets(t *testing.T) map[string][]byte {
 	tcp := &layers.TCP{SrcPort: 1000, DstPort: 80, DataOffset: 5}
 	ip := ipv4(63, layers.IPProtocolTCP)
 	tcp.SetNetworkLayerForChecksum(ip)
@@ -143,31 +166,21 @@ func TestPerHopMetadata(t *testing.T) {
 	if err := v05.SetLocalMetadata(&want); err != nil {
 		t.Fatal(err)
 	}
-	for name, pkt := range map[string][]byte{
+	return map[string][]byte{
 		"2.0": encode(t, &inband.Report{NodeID: 9, Individuals: []inband.Individual{v2}}),
 		"1.0": encode(t, &v1),
 		"0.5": encode(t, &v05),
-	} {
-		b, _ := New(Config{})
-		out, err := b.Handle(pkt)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		hr := b.HopReports()
-		if len(hr) != 1 {
-			t.Fatalf("%s: %d hop reports", name, len(hr))
-		}
-		m := hr[0].Meta
-		if hr[0].Flow != tcpFlow || hr[0].Hop != 2 || !hr[0].Congested || m.NodeID != 9 || m.L1Ingress != 3 || m.L1Egress != 4 || m.QueueID != 2 || m.QueueOccupancy != 250 ||
-			m.EgressTimestamp != 123 || !m.Has(inband.BitNodeID) || !m.Has(inband.BitL1Ports) || !m.Has(inband.BitQueue) || !m.Has(inband.BitEgressTS) ||
-			name != "0.5" && m.HopLatency != 700 || name != "2.0" && m.IngressTimestamp != 55 {
-			t.Fatalf("%s: hop report %+v", name, hr[0])
-		}
-		pc := only(t, out, dta.OpPostcard)
-		ap := only(t, out, dta.OpAppend)
-		if len(pc) != 1 || pc[0].Postcard.Hop != 2 || pc[0].Postcard.Value != 9 || len(ap) != 1 || binary.BigEndian.Uint32(ap[0].Append.Data[8:]) != 2<<24|250 {
-			t.Fatalf("%s: postcards %+v, appends %+v", name, pc, ap)
-		}
+	}
+}
+
+// checkPerHopReport checks the hop report of perHopPackets' version name.
+func checkPerHopReport(t *testing.T, name string, hr *HopReport) {
+	t.Helper()
+	m := hr.Meta
+	if hr.Flow != tcpFlow || hr.Hop != 2 || !hr.Congested || m.NodeID != 9 || m.L1Ingress != 3 || m.L1Egress != 4 || m.QueueID != 2 || m.QueueOccupancy != 250 ||
+		m.EgressTimestamp != 123 || !m.Has(inband.BitNodeID) || !m.Has(inband.BitL1Ports) || !m.Has(inband.BitQueue) || !m.Has(inband.BitEgressTS) ||
+		name != "0.5" && m.HopLatency != 700 || name != "2.0" && m.IngressTimestamp != 55 {
+		t.Fatalf("%s: hop report %+v", name, *hr)
 	}
 }
 

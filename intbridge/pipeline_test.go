@@ -3,6 +3,7 @@ package intbridge
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,11 @@ func newPipeline(t testing.TB) *pipeline {
 	for m := range cfg.Rules {
 		cfg.Rules[m] = Rule{Threshold: 100}
 	}
-	return &pipeline{b: b, d: newDetector(t, cfg), a: newAggregator(t, AggregatorConfig{Idle: time.Minute}), events: make([]Event, 0, 64)}
+	d, a, err := NewAnalytics(cfg, AggregatorConfig{Idle: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{b: b, d: d, a: a, events: make([]Event, 0, 64)}
 }
 
 func (p *pipeline) handle(pkt []byte, now time.Time) error {
@@ -252,6 +257,15 @@ func FuzzRecords(f *testing.F) {
 		for i, r := range recs {
 			if len(r.Hops) > MaxHops || len(r.Hops) == 0 && len(b.Traces()) <= i {
 				t.Fatalf("record %+v", r)
+			}
+			// A trace's record, read from its stack, is the one its
+			// decoded Trace makes.
+			if i < len(b.Traces()) {
+				var want Record
+				want.SetTrace(&b.Traces()[i], t0)
+				if !reflect.DeepEqual(r, want) {
+					t.Fatalf("record %+v\nfrom its trace %+v", r, want)
+				}
 			}
 			if r.PerHop && (len(r.Hops) != 1 || r.Hops[0].Has&HasSwitch == 0) {
 				t.Fatalf("per-hop record %+v", r)

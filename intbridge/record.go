@@ -1,6 +1,7 @@
 package intbridge
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/dtakit/dtakit/inband"
@@ -75,6 +76,92 @@ func (h *Hop) SetMetadata(m *inband.Metadata) {
 	}
 }
 
+// hopReader reads the hops of one metadata layout into Hops, as
+// SetMetadata reads a decoded Metadata: from the layout's Offsets, each
+// field a load and an all-ones check, the choices between fields (level 2
+// or 1 ports, egress or ingress timestamp) made once per layout.
+type hopReader struct {
+	fields inband.Fields // the layout read
+	o      inband.Offsets
+}
+
+// compile makes r read layout f; nothing to do when it already does.
+func (r *hopReader) compile(f *inband.Fields) {
+	if r.fields != *f {
+		r.fields, r.o = *f, f.Offsets()
+	}
+}
+
+// word returns b's word at byte at (none: at < 0) unless all ones (not
+// available).
+func word(b []byte, at int) (uint32, bool) {
+	if at < 0 {
+		return 0, false
+	}
+	// b[at:at+4], not b[at:]: one bounds check, no length to carry.
+	w := binary.BigEndian.Uint32(b[at : at+4])
+	return w, w != 0xFFFFFFFF
+}
+
+// double is word of two words.
+func double(b []byte, at int) (uint64, bool) {
+	if at < 0 {
+		return 0, false
+	}
+	v := binary.BigEndian.Uint64(b[at : at+8])
+	return v, v != ^uint64(0)
+}
+
+// timestamp returns the timestamp at (8 bytes when wide, else 4).
+func timestamp(b []byte, at int, wide bool) (uint64, bool) {
+	if wide {
+		return double(b, at)
+	}
+	w, ok := word(b, at)
+	return uint64(w), ok
+}
+
+// read fills h from hop metadata b, at least the layout's words.
+func (r *hopReader) read(h *Hop, b []byte) {
+	o := &r.o
+	*h = Hop{}
+	var has HopFields // kept in a register, stored once
+	var ok bool
+	if h.Switch, ok = word(b, o.NodeID); ok {
+		has |= HasSwitch
+	}
+	if v, ok := double(b, o.L2Ports); ok {
+		h.Ingress, h.Egress, has = uint32(v>>32), uint32(v), has|HasPorts
+	} else if w, ok := word(b, o.L1Ports); ok {
+		h.Ingress, h.Egress, has = w>>16, w&0xFFFF, has|HasPorts
+	}
+	if w, ok := word(b, o.Queue); ok {
+		h.Queue, h.Occupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasQueue
+		if o.Queue16 {
+			h.Queue, h.Occupancy = uint8(w>>16), w&0xFFFF
+		}
+		// INT 0.5's congestion word names the queue too, as in Metadata.
+		if w, ok := word(b, o.Congestion); ok {
+			h.Queue = uint8(w >> 16)
+		}
+	}
+	if h.Latency, ok = word(b, o.HopLatency); ok {
+		has |= HasLatency
+	}
+	if h.Timestamp, ok = timestamp(b, o.EgressTS, o.EgressTS64); ok {
+		has |= HasTimestamp
+	} else if h.Timestamp, ok = timestamp(b, o.IngressTS, o.IngressTS64); ok {
+		has |= HasTimestamp
+	}
+	if h.TxUtil, ok = word(b, o.TxUtil); ok {
+		has |= HasTxUtil
+	}
+	if w, ok := word(b, o.Buffer); ok {
+		h.Buffer, h.BufferOccupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasBuffer
+	}
+	h.Has = has
+}
+
 // Record is one packet's telemetry: its flow and the hops it crossed,
 // source first. It is what the Detector and the Aggregator take.
 type Record struct {
@@ -97,24 +184,57 @@ type Record struct {
 // metadata (Trace.Sink) and its drop and congestion flags: merged into the
 // last hop when the stack ends at that node, else a hop of its own.
 func (r *Record) SetTrace(t *Trace, now time.Time) {
-	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = t.Key, t.Flow, now, false, 0
+	r.start(t, now)
 	n := min(len(t.Hops), MaxHops)
-	r.grow()
 	r.Hops = r.Hops[:n]
 	for i := range n {
 		r.Hops[i].SetMetadata(&t.Hops[i])
 	}
+	r.addSink(t, len(t.Hops))
+}
+
+func (r *Record) start(t *Trace, now time.Time) {
+	// One field at a time: a multiple assignment would copy the tuple
+	// and the time through temporaries.
+	r.Flow, r.PerHop, r.Position = t.Key, false, 0
+	r.Tuple = t.Flow
+	r.Time = now
+	r.grow()
+}
+
+// setStack is SetTrace of t whose hops are in s, read straight into the
+// record (the fields a Hop holds, not a whole Metadata each).
+func (r *Record) setStack(t *Trace, s *stack, hr *hopReader, now time.Time) {
+	r.start(t, now)
+	n := min(s.n, MaxHops)
+	r.Hops = r.Hops[:n]
+	hr.compile(&s.fields)
+	for i := range n {
+		hr.read(&r.Hops[i], s.hop(s.n-1-i))
+	}
+	r.addSink(t, s.n)
+}
+
+// addSink adds trace t's reporting node to r, whose Hops are the first of
+// the stack's n.
+func (r *Record) addSink(t *Trace, n int) {
 	if t.Sink.Present == 0 && !t.Dropped && !t.Congested {
 		return
 	}
 	var s Hop
-	s.SetMetadata(&t.Sink)
-	s.Switch, s.Has = t.Node, s.Has|HasSwitch
-	s.flags(t.Dropped, t.Congested, &t.Sink)
+	if t.Sink.Present == 0x8000>>inband.BitNodeID && !t.Dropped && !t.Congested {
+		// What most sinks report of themselves: their node alone.
+		s.Switch, s.Has = t.Node, HasSwitch
+	} else {
+		s.SetMetadata(&t.Sink)
+		s.Switch, s.Has = t.Node, s.Has|HasSwitch
+		s.flags(t.Dropped, t.Congested, &t.Sink)
+	}
+	k := len(r.Hops)
 	switch {
-	case n == len(t.Hops) && n > 0 && r.Hops[n-1].Switch == t.Node:
-		r.Hops[n-1].merge(&s)
-	case n == len(t.Hops) && n < MaxHops:
+	case k == n && k > 0 && r.Hops[k-1].Switch == t.Node:
+		r.Hops[k-1].merge(&s)
+	case k == n && k < MaxHops:
 		r.Hops = append(r.Hops, s)
 	}
 }
@@ -123,7 +243,9 @@ func (r *Record) SetTrace(t *Trace, now time.Time) {
 // reporting node with its metadata, a D flag one drop in the drop queue, a
 // Q flag the queue's congestion, at the report's place on the path.
 func (r *Record) SetHopReport(h *HopReport, now time.Time) {
-	r.Flow, r.Tuple, r.Time, r.PerHop, r.Position = h.Key, h.Flow, now, true, 0
+	r.Flow, r.PerHop, r.Position = h.Key, true, 0
+	r.Tuple = h.Flow
+	r.Time = now
 	if h.Hop >= 1 && h.Hop <= MaxHops {
 		r.Position = uint8(h.Hop)
 	}
@@ -153,6 +275,9 @@ func (h *Hop) flags(dropped, congested bool, m *inband.Metadata) {
 // merge adds the values of s that h lacks.
 func (h *Hop) merge(s *Hop) {
 	add := s.Has &^ h.Has
+	if add == 0 {
+		return
+	}
 	if add&HasPorts != 0 {
 		h.Ingress, h.Egress = s.Ingress, s.Egress
 	}
@@ -181,22 +306,23 @@ func (h *Hop) merge(s *Hop) {
 }
 
 // Records returns the analytics records of what the last Handle or
-// HandlePacket decoded, received at now: one per Trace (Record.SetTrace),
-// then one per HopReport (Record.SetHopReport). Nothing is decoded again.
+// HandlePacket decoded, received at now: one per Trace (as
+// Record.SetTrace makes it), then one per HopReport (Record.SetHopReport).
+// A trace's record is read from its stack, not from its decoded Metadata.
 // They are valid until the next call, and reuse their storage: no
 // allocation once grown.
 func (b *Bridge) Records(now time.Time) []Record {
-	traces := b.Traces()
-	n := len(traces) + len(b.perHop)
-	for len(b.recs) < n {
-		b.recs = append(b.recs, Record{Hops: make([]Hop, 0, MaxHops)})
+	nt := len(b.traces)
+	n := nt + len(b.perHop)
+	if n > 0 {
+		b.record(n - 1)
 	}
 	recs := b.recs[:n]
-	for i := range traces {
-		recs[i].SetTrace(&traces[i], now)
+	for i := range nt {
+		recs[i].setStack(&b.traces[i], &b.stacks[i], &b.reader, now)
 	}
 	for i := range b.perHop {
-		recs[len(traces)+i].SetHopReport(&b.perHop[i], now)
+		recs[nt+i].SetHopReport(&b.perHop[i], now)
 	}
 	return recs
 }

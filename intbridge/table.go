@@ -15,8 +15,14 @@ package intbridge
 // never evicted before one that was not. It is for the tables whose order
 // nobody reads (the Detector's flows and keys, the Aggregator's switches):
 // a touch is one store, not a list splice.
+//
+// Two tables may share one index (share): each entry then holds a key's
+// row in either, so that the second lookup of a key the first just made
+// finds its entry in cache. The Detector's and the Aggregator's flow
+// tables do (NewAnalytics): a record's flow is probed for once.
 type table struct {
-	slots []slot
+	idx   *index
+	side  int      // which of an entry's rows is this table's
 	keys  []uint64 // by row; ^0 in a row removed
 	links []link   // strict: by row, and the sentinel
 	ref   []bool   // second chance: by row, touched since the hand passed
@@ -24,24 +30,43 @@ type table struct {
 	used  int
 	fresh int32   // rows below it have been used
 	free  []int32 // rows removed, capacity rows
+}
+
+// index is the hash index of one or two tables: open addressing with
+// linear probing and backward-shift deletion, power-of-two sized, at most
+// half full.
+type index struct {
+	slots []slot
 	mask  uint64
 	shift uint
+	// recent holds, by a hash of the key, the rows (+1, as a slot's) the
+	// keys hashing there were last found or inserted in, two a table (the
+	// newer first): find checks those rows' keys in the table before
+	// probing. Its entries are denser than the slots (at most maxRecent
+	// buckets of 16 bytes), so a few thousand keys in use stay in cache
+	// where their slots, spread over the whole index, would not.
+	recent [][2][2]int32 // bucket, way (newer first), table
+	rshift uint
 }
+
+const maxRecent = 1 << 13
 
 // link is a row's neighbours in the strict order, side by side so that a
 // splice reads one place per row.
 type link struct{ prev, next int32 }
 
-// slot is an index entry: the key beside its row, so that a lookup reads
+// slot is an index entry: the key beside its rows, so that a lookup reads
 // one place.
 type slot struct {
 	key uint64
-	row int32 // row+1, 0 empty
+	row [2]int32 // row+1 in each table sharing the index, 0 none; both 0: empty
 }
+
+func (s *slot) empty() bool { return s.row == [2]int32{} }
 
 // newTable returns a table of rows evicting the least recently used.
 func newTable(rows int) *table {
-	t := newIndex(rows)
+	t := newRows(rows)
 	t.links = make([]link, rows+1)
 	s := int32(rows)
 	t.links[s] = link{s, s}
@@ -50,40 +75,93 @@ func newTable(rows int) *table {
 
 // newClockTable returns a table of rows evicting by second chance.
 func newClockTable(rows int) *table {
-	t := newIndex(rows)
+	t := newRows(rows)
 	t.ref = make([]bool, rows)
 	return t
 }
 
-func newIndex(rows int) *table {
+func newRows(rows int) *table {
+	return &table{idx: newHashIndex(rows), keys: make([]uint64, rows), free: make([]int32, 0, rows)}
+}
+
+// newHashIndex returns an index for keys entries at most.
+func newHashIndex(keys int) *index {
 	n := 1
 	shift := uint(64)
-	for n < 2*rows {
+	for n < 2*keys {
 		n <<= 1
 		shift--
 	}
-	return &table{slots: make([]slot, n), keys: make([]uint64, rows), mask: uint64(n - 1), shift: shift, free: make([]int32, 0, rows)}
+	r, rshift := 1, uint(64)
+	for 2*r < keys && r < maxRecent {
+		r <<= 1
+		rshift--
+	}
+	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift, recent: make([][2][2]int32, r), rshift: rshift}
+}
+
+// recentOf returns k's bucket in recent.
+func (x *index) recentOf(k uint64) *[2][2]int32 {
+	return &x.recent[(k*0x9E3779B97F4A7C15)>>x.rshift]
+}
+
+// note makes row the newer of t's two in bucket c, the newer the older.
+func (t *table) note(c *[2][2]int32, row int32) {
+	c[1][t.side], c[0][t.side] = c[0][t.side], row+1
+}
+
+// holds says whether row (-1: none) holds key k.
+func (t *table) holds(row int32, k uint64) bool {
+	return row >= 0 && row < t.fresh && t.keys[row] == k
+}
+
+// share makes empty tables t and u share one index, u's rows the
+// entries' second.
+func share(t, u *table) {
+	t.idx = newHashIndex(t.rows() + u.rows())
+	u.idx, u.side = t.idx, 1
 }
 
 func (t *table) strict() bool { return t.links != nil }
 
 func (t *table) rows() int { return len(t.keys) }
 
-func (t *table) home(k uint64) uint64 {
-	return (k * 0x9E3779B97F4A7C15) >> t.shift & t.mask
+func (x *index) home(k uint64) uint64 {
+	return (k * 0x9E3779B97F4A7C15) >> x.shift & x.mask
 }
 
-// find returns k's row, or -1.
-func (t *table) find(k uint64) int32 {
-	for i := t.home(k); ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		if s.row == 0 {
+// find returns k's slot, or -1.
+func (x *index) find(k uint64) int {
+	for i := x.home(k); ; i = (i + 1) & x.mask {
+		s := &x.slots[i]
+		if s.empty() {
 			return -1
 		}
 		if s.key == k {
-			return s.row - 1
+			return int(i)
 		}
 	}
+}
+
+// find returns k's row, or -1: a row recent names when it holds k (a
+// table holds a key in one row at most), else the index's.
+func (t *table) find(k uint64) int32 {
+	c := t.idx.recentOf(k)
+	if r := c[0][t.side] - 1; t.holds(r, k) {
+		return r
+	}
+	if r := c[1][t.side] - 1; t.holds(r, k) {
+		return r
+	}
+	i := t.idx.find(k)
+	if i < 0 {
+		return -1
+	}
+	r := t.idx.slots[i].row[t.side] - 1
+	if r >= 0 {
+		t.note(c, r)
+	}
+	return r
 }
 
 // lookup is find, trying row hint first: a row the caller found for k
@@ -112,11 +190,19 @@ func (t *table) insert(k uint64) (row, evicted int32) {
 	}
 	t.used++
 	t.keys[row] = k
-	i := t.home(k)
-	for t.slots[i].row != 0 {
-		i = (i + 1) & t.mask
+	x := t.idx
+	i := x.find(k)
+	if i < 0 {
+		// k is in neither table: a new entry at the end of its probe.
+		u := x.home(k)
+		for !x.slots[u].empty() {
+			u = (u + 1) & x.mask
+		}
+		i = int(u)
+		x.slots[i] = slot{key: k}
 	}
-	t.slots[i] = slot{key: k, row: row + 1}
+	x.slots[i].row[t.side] = row + 1
+	t.note(x.recentOf(k), row)
 	if t.strict() {
 		t.link(row)
 	} else {
@@ -146,25 +232,12 @@ func (t *table) victim() int32 {
 
 // remove deletes row.
 func (t *table) remove(row int32) {
-	i := t.home(t.keys[row])
-	for t.slots[i].row != row+1 {
-		i = (i + 1) & t.mask
+	x := t.idx
+	i := x.find(t.keys[row])
+	x.slots[i].row[t.side] = 0
+	if x.slots[i].empty() {
+		x.delete(uint64(i))
 	}
-	for j := i; ; {
-		j = (j + 1) & t.mask
-		s := t.slots[j]
-		if s.row == 0 {
-			break
-		}
-		h := t.home(s.key)
-		// The entry at j may move to the hole at i unless its home lies
-		// cyclically in (i, j].
-		if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
-			t.slots[i] = s
-			i = j
-		}
-	}
-	t.slots[i] = slot{}
 	if t.strict() {
 		t.unlink(row)
 	}
@@ -173,12 +246,36 @@ func (t *table) remove(row int32) {
 	t.used--
 }
 
+// delete empties slot i, moving later entries of its probe back.
+func (x *index) delete(i uint64) {
+	for j := i; ; {
+		j = (j + 1) & x.mask
+		s := x.slots[j]
+		if s.empty() {
+			break
+		}
+		h := x.home(s.key)
+		// The entry at j may move to the hole at i unless its home lies
+		// cyclically in (i, j].
+		if (i <= j && (h <= i || h > j)) || (i > j && h <= i && h > j) {
+			x.slots[i] = s
+			i = j
+		}
+	}
+	x.slots[i] = slot{}
+}
+
 // touch makes row the most recent (strict) or marks it (second chance).
 func (t *table) touch(row int32) {
 	if !t.strict() {
 		t.ref[row] = true
 		return
 	}
+	t.toFront(row)
+}
+
+// toFront makes row a strict table's most recent.
+func (t *table) toFront(row int32) {
 	s := int32(len(t.keys))
 	if t.links[s].next == row {
 		return

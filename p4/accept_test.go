@@ -16,9 +16,9 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/p4gen"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"
 )
@@ -174,7 +174,7 @@ func feedTarget(tgt *target.Target, run crafted) {
 	for i, b := range run.frames {
 		udp := b[dta.EthernetLen+20:]
 		src := netip.AddrPortFrom(run.want[i].Src, run.want[i].SrcPort)
-		tgt.Process(time.Now(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
+		tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: udp[8:], Addr: src}}, &out)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"
 )
@@ -133,7 +133,7 @@ func TestPlanAppendBatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tgt.Process(time.Now(), []target.Datagram{{Buf: fb[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(c.Src, c.SrcPort)}}, &out)
+				tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: fb[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(c.Src, c.SrcPort)}}, &out)
 				sent++
 			}
 			ws, err = bat.AppendWrites(ws[:0], list, binary.BigEndian.AppendUint32(nil, data), false)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/postcard"
 )
 

@@ -54,7 +54,7 @@ func TestHandshakeWithTarget(t *testing.T) {
 	for round := 0; round < 10 && !done; round++ {
 		now := time.Now()
 		for _, b := range pending {
-			tgt.Process(now, []target.Datagram{{Buf: b, Addr: local}}, &out)
+			tgt.Process(now.UnixNano(), []target.Datagram{{Buf: b, Addr: local}}, &out)
 		}
 		pending = pending[:0]
 		for _, d := range out.Datagrams() {
@@ -73,7 +73,7 @@ func TestHandshakeWithTarget(t *testing.T) {
 		t.Fatal("handshake did not complete")
 	}
 	for _, b := range pending { // the advertisement's ACK
-		tgt.Process(time.Now(), []target.Datagram{{Buf: b, Addr: local}}, &out)
+		tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: b, Addr: local}}, &out)
 	}
 	conn := h.Connection()
 	if conn.Ad.VA != ad.VA || conn.Ad.RKey != ad.RKey || conn.CollectorQPN == 0 {
@@ -89,7 +89,7 @@ func TestHandshakeWithTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := tgt.Counters().WritePackets
-	tgt.Process(time.Now(), []target.Datagram{{Buf: b[14+20+8:], Addr: local}}, &out)
+	tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: b[14+20+8:], Addr: local}}, &out)
 	if cs := tgt.Counters(); cs.WritePackets != before+1 || cs.SendFailures != 0 {
 		t.Fatalf("target counters after the first WRITE: %+v", cs)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 )
 
 // programs are the P4 programs of this directory, each compiled by the tests.

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 )
 
 // Collector is one collector as the translator switch reaches it.
@@ -54,13 +54,17 @@ func (p Program) Name() string { return strings.TrimSuffix(p.String(), ".p4") }
 
 // Serves reports whether the program translates op.
 func (p Program) Serves(op dta.Opcode) bool {
-	switch p {
-	case PostcardProgram:
-		return op == dta.OpPostcard
-	case Tofino2Program:
-		return op == dta.OpPostcard || op == dta.OpKeyWrite || op == dta.OpKeyIncrement || op == dta.OpAppend
+	_, err := lookupFor(op, p)
+	return err == nil
+}
+
+// qpKey names the key of the program's Egress.qp table: translator_t2.p4's
+// is the postcard's QP or the evicted flow's, as postcard.p4's.
+func (p Program) qpKey() string {
+	if p == TranslatorProgram {
+		return "qp"
 	}
-	return op == dta.OpKeyWrite || op == dta.OpKeyIncrement || op == dta.OpAppend
+	return "qpi"
 }
 
 // replicates reports whether the program has Ingress.copies: Key-Write,
@@ -68,7 +72,8 @@ func (p Program) Serves(op dta.Opcode) bool {
 func (p Program) replicates() bool { return p != PostcardProgram }
 
 // postcardBase is the multicast group ID below the Postcarding instances'
-// groups (postcardGroups) for n collectors.
+// groups (postcardGroups) for n collectors: translator_t2.p4's come after
+// the collectors' copies groups.
 func (p Program) postcardBase(base uint16, n int) uint32 {
 	if p == Tofino2Program {
 		return uint32(base) + uint32(n)*copiesStride
@@ -173,23 +178,25 @@ type Plan struct {
 // multicast groups and meters for cfg. Every connection is checked against
 // the compiled program; the first problem is returned.
 func NewPlan(cfg Config) (*Plan, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.checkPlanConfig(); err != nil {
 		return nil, err
 	}
-	b := planner{cfg: cfg, p: &Plan{}, seen: map[uint8]bool{}}
+	pl := &planner{cfg: cfg, p: &Plan{}, stride: copiesStride, seen: map[uint8]bool{}}
 	for c := range cfg.Collectors {
-		if err := b.collector(c); err != nil {
+		if err := pl.collector(c); err != nil {
 			return nil, err
 		}
 	}
-	b.cpu()
-	b.reportPorts()
-	b.instances()
-	return b.p, nil
+	pl.cpu()
+	pl.reportPorts()
+	if err := pl.instances(); err != nil {
+		return nil, err
+	}
+	return pl.p, nil
 }
 
-// validate checks what of cfg does not depend on the advertisements.
-func (cfg *Config) validate() error {
+// checkPlanConfig checks what NewPlan needs of cfg beyond the connections.
+func (cfg Config) checkPlanConfig() error {
 	n := len(cfg.Collectors)
 	if n == 0 || n > 256 {
 		return fmt.Errorf("p4: plan: %w: %d collectors, want 1..256", ErrConfig, n)
@@ -221,160 +228,118 @@ func (cfg *Config) validate() error {
 			return fmt.Errorf("p4: plan: %w: collector %d: port %d wider than a %d-bit dev_port", ErrConfig, c, col.Port, devPortBits)
 		}
 	}
-	if cfg.Choice != nil {
-		for i, c := range cfg.Choice {
-			if int(c) >= n {
-				return fmt.Errorf("p4: plan: %w: choice %d names collector %d of %d", ErrConfig, i, c, n)
-			}
-		}
-	}
 	return nil
 }
 
-// planner builds a Plan, collector by collector.
+// planner builds a Plan, a collector and a connection at a time.
 type planner struct {
 	cfg    Config
 	p      *Plan
-	seen   map[uint8]bool // QP indices
-	nodeID uint32
+	stride uint32         // multicast group IDs per collector
+	seen   map[uint8]bool // QP indexes planned
+	nodeID uint32         // the last multicast node's ID
+	// evicted are postcard.p4's entries for evicted chunks, planned after
+	// every other entry.
+	evicted []Entry
 }
 
-// group adds a multicast group with one node per replication ID, to port.
-func (b *planner) group(id uint16, port uint16, rids ...uint16) {
+// group adds multicast group id of one node per rid, on port.
+func (pl *planner) group(id uint16, port uint16, rids ...uint16) {
 	g := Group{ID: id}
 	for _, rid := range rids {
-		b.nodeID++
-		b.p.Nodes = append(b.p.Nodes, Node{ID: b.nodeID, RID: rid, Port: port})
-		g.Nodes = append(g.Nodes, b.nodeID)
+		pl.nodeID++
+		pl.p.Nodes = append(pl.p.Nodes, Node{ID: pl.nodeID, RID: rid, Port: port})
+		g.Nodes = append(g.Nodes, pl.nodeID)
 	}
-	b.p.Groups = append(b.p.Groups, g)
+	pl.p.Groups = append(pl.p.Groups, g)
 }
 
-// copyRIDs returns the replication IDs 0..n-1, each ORed with flag.
-func copyRIDs(n int, flag uint16) []uint16 {
-	rids := make([]uint16, n)
-	for i := range rids {
-		rids[i] = uint16(i) | flag
-	}
-	return rids
-}
-
-// copiesGroup is the multicast group of N copies to collector c.
-func (b *planner) copiesGroup(c, copies int) uint16 {
-	return b.cfg.MulticastBase + uint16(uint32(c)*copiesStride) + uint16(copies)
-}
-
-// postcardGroups returns the multicast groups of the Postcarding instance
-// on QP index q: its flows' chunks, and evicted flows' chunks.
-func (b *planner) postcardGroups(q uint8) (own, evicted uint16) {
-	base := uint16(b.cfg.Program.postcardBase(b.cfg.MulticastBase, len(b.cfg.Collectors)))
-	return base + 2*uint16(q) + 1, base + 2*uint16(q) + 2
-}
-
-// collector adds collector c's groups and its connections' entries.
-func (b *planner) collector(c int) error {
-	col := b.cfg.Collectors[c]
-	if b.cfg.Program.replicates() {
+// collector plans collector c's multicast groups and connections.
+func (pl *planner) collector(c int) error {
+	col := pl.cfg.Collectors[c]
+	mgid := pl.cfg.MulticastBase + uint16(uint32(c)*pl.stride)
+	if pl.cfg.Program.replicates() {
 		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-			b.group(b.copiesGroup(c, copies), col.Port, copyRIDs(copies, 0)...)
+			pl.group(mgid+uint16(copies), col.Port, ridsUpTo(copies)...)
 		}
 	}
 	for i := range col.Connections {
-		if err := b.connection(c, &col.Connections[i]); err != nil {
+		if err := pl.connection(col.Port, mgid, &col.Connections[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// connection adds a connection's qp, responder and copies entries, its
-// Postcarding groups, PSN register and meter.
-func (b *planner) connection(c int, conn *Connection) error {
-	col := b.cfg.Collectors[c]
-	if b.seen[conn.Index] {
+// ridsUpTo returns the replication IDs 0..n-1.
+func ridsUpTo(n int) []uint16 {
+	rids := make([]uint16, n)
+	for rid := range rids {
+		rids[rid] = uint16(rid)
+	}
+	return rids
+}
+
+// connection plans one connection of a collector on port whose copies'
+// multicast groups start at mgid: its egress QP entry, its responder entry,
+// its copies or postcard groups, its PSN register and its meter.
+func (pl *planner) connection(port, mgid uint16, conn *Connection) error {
+	cfg := pl.cfg
+	if pl.seen[conn.Index] {
 		return fmt.Errorf("p4: plan: %w: QP index %d used twice", ErrConfig, conn.Index)
 	}
-	b.seen[conn.Index] = true
+	pl.seen[conn.Index] = true
+	if _, err := lookupFor(conn.Ad.Primitive, cfg.Program); err != nil {
+		return fmt.Errorf("p4: plan: connection %d: %w: %w", conn.Index, ErrAdvertisement, err)
+	}
 	s, err := conn.check()
 	if err != nil {
 		return err
 	}
-	if !b.cfg.Program.Serves(s.op) {
-		return fmt.Errorf("p4: plan: connection %d: %w: %v is not compiled into %v", conn.Index, ErrAdvertisement, s.op, b.cfg.Program)
-	}
-	qp, err := b.qpEntry(conn, s)
+	k, err := conn.icrcConstant(s)
 	if err != nil {
 		return err
 	}
-	if s.op == dta.OpPostcard {
-		own, ev := b.postcardGroups(conn.Index)
-		copies := s.pc.Layout().Copies
-		b.group(own, col.Port, copyRIDs(copies, 0)...)
-		b.group(ev, col.Port, copyRIDs(copies, p4gen.PostcardEvicted)...)
-	}
-	b.p.Entries = append(b.p.Entries, qp, Entry{
-		Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
-		Data: []Field{{"port", uint64(col.Port)}, {"qp", uint64(conn.Index)}},
-	})
-	if b.cfg.Program.replicates() && s.op != dta.OpPostcard {
-		for copies := 1; copies <= p4gen.MaxCopies; copies++ {
-			b.p.Entries = append(b.p.Entries, Entry{
-				Table: "Ingress.copies", Key: []Field{{"qp", uint64(conn.Index)}, {"n", uint64(copies)}}, Action: "Ingress.replicate",
-				Data: []Field{{"mgid", uint64(b.copiesGroup(c, copies))}},
-			})
-		}
-	}
-	b.p.Registers = append(b.p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
-	if b.cfg.RatePPS != 0 {
-		b.p.Meters = append(b.p.Meters, Meter{"Ingress.rate", uint32(conn.Index), b.cfg.RatePPS, max(b.cfg.BurstPackets, 1)})
-	}
-	return nil
-}
-
-// qpEntry is the connection's Egress.qp entry: addresses, QPN, region, the
-// slot mask and the ICRC constant.
-func (b *planner) qpEntry(conn *Connection, s shape) (Entry, error) {
-	k, err := conn.icrcConstant(s)
-	if err != nil {
-		return Entry{}, err
-	}
-	// Append batches go to the list's head, not to a hashed slot: no mask.
-	qpKey, maskName, mask := "qp", "slot_mask", uint64(0)
-	if s.slots > 0 {
-		mask = s.slots - 1
-	}
-	switch b.cfg.Program {
-	case PostcardProgram:
-		// The egress places the chunk hash at the chunk's byte offset.
-		qpKey, maskName, mask = "qpi", "chunk_mask", mask*uint64(s.pc.Layout().ChunkSize())
-	case Tofino2Program:
-		qpKey = "qpi" // the postcard's QP or the evicted flow's
-	}
-	return Entry{
-		Table: "Egress.qp", Key: []Field{{qpKey, uint64(conn.Index)}}, Action: "Egress.set_qp",
+	qp := Entry{
+		Table: "Egress.qp", Key: []Field{{cfg.Program.qpKey(), uint64(conn.Index)}}, Action: "Egress.set_qp",
 		Data: []Field{
 			{"src_mac", mac(conn.SrcMAC)}, {"dst_mac", mac(conn.DstMAC)},
 			{"src_ip", uint64(ip4(conn.Src))}, {"dst_ip", uint64(ip4(conn.Dst))},
 			{"src_port", uint64(conn.SrcPort)}, {"dst_qp", uint64(conn.CollectorQPN)},
 			{"rkey", uint64(conn.Ad.RKey)}, {"va_hi", conn.Ad.VA >> 32}, {"va_lo", conn.Ad.VA & 0xFFFFFFFF},
-			{maskName, mask}, {"icrc", uint64(k)},
+			s.t.mask(cfg.Program, &s), {"icrc", uint64(k)},
 		},
-	}, nil
+	}
+	pl.p.Entries = append(pl.p.Entries, qp, Entry{
+		Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
+		Data: []Field{{"port", uint64(port)}, {"qp", uint64(conn.Index)}},
+	})
+	s.t.connection(pl, port, mgid, conn, &s)
+	pl.p.Registers = append(pl.p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
+	if cfg.Program != Tofino2Program { // translator_t2.p4 has no probe yet
+		// since_ack from 0: a QP connected again starts unstalled (section 8.7).
+		pl.p.Registers = append(pl.p.Registers, Register{"Egress.since_ack", uint32(conn.Index), 0})
+	}
+	if cfg.RatePPS != 0 {
+		pl.p.Meters = append(pl.p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
+	}
+	return nil
 }
 
-// cpu adds the entries that connect the switch CPU, if it has a port.
-func (b *planner) cpu() {
-	if b.cfg.CPUPort == 0 {
+// cpu plans the CPU port's punt entries, when there is one.
+func (pl *planner) cpu() {
+	cfg := pl.cfg
+	if cfg.CPUPort == 0 {
 		return
 	}
-	b.p.Entries = append(b.p.Entries, Entry{Table: "Ingress.to_cpu", Action: "Ingress.punt", Data: []Field{{"port", uint64(b.cfg.CPUPort)}}})
+	pl.p.Entries = append(pl.p.Entries, Entry{Table: "Ingress.to_cpu", Action: "Ingress.punt", Data: []Field{{"port", uint64(cfg.CPUPort)}}})
 	dsts := map[uint32]bool{}
-	for _, col := range b.cfg.Collectors {
+	for _, col := range cfg.Collectors {
 		for _, conn := range col.Connections {
 			if ip := ip4(conn.Dst); !dsts[ip] {
 				dsts[ip] = true
-				b.p.Entries = append(b.p.Entries, Entry{
-					Table: "Ingress.from_cpu", Key: []Field{{"ingress_port", uint64(b.cfg.CPUPort)}, {"dst", uint64(ip)}},
+				pl.p.Entries = append(pl.p.Entries, Entry{
+					Table: "Ingress.from_cpu", Key: []Field{{"ingress_port", uint64(cfg.CPUPort)}, {"dst", uint64(ip)}},
 					Action: "Ingress.punt", Data: []Field{{"port", uint64(col.Port)}},
 				})
 			}
@@ -382,66 +347,53 @@ func (b *planner) cpu() {
 	}
 }
 
-// reportPorts adds Ingress.report_ports, each port once.
-func (b *planner) reportPorts() {
-	seen := map[uint16]bool{}
-	for _, port := range b.cfg.ReportPorts {
-		if !seen[port] {
-			seen[port] = true
-			b.p.Entries = append(b.p.Entries, Entry{Table: "Ingress.report_ports", Key: []Field{{"ingress_port", uint64(port)}}, Action: "Ingress.report_port"})
+// reportPorts plans the ports reports are taken on.
+func (pl *planner) reportPorts() {
+	seenPort := map[uint16]bool{}
+	for _, port := range pl.cfg.ReportPorts {
+		if !seenPort[port] {
+			seenPort[port] = true
+			pl.p.Entries = append(pl.p.Entries, Entry{Table: "Ingress.report_ports", Key: []Field{{"ingress_port", uint64(port)}}, Action: "Ingress.report_port"})
 		}
 	}
 }
 
-// instances adds, for each of the 256 collector choices, the chosen
-// collector's first instance of each primitive (Ingress.instance), and for
-// Postcarding the evicted flows' entry (Ingress.evicted, after all others).
-func (b *planner) instances() {
-	var evicted []Entry
+// instances plans the choice of a report's instance: for each of the 256
+// CRC8 values, the chosen collector's first instance of each primitive.
+func (pl *planner) instances() error {
+	cfg := pl.cfg
+	n := len(cfg.Collectors)
 	for i := range 256 {
-		c := i % len(b.cfg.Collectors)
-		if b.cfg.Choice != nil {
-			c = int(b.cfg.Choice[i])
+		c := i % n
+		if cfg.Choice != nil {
+			c = int(cfg.Choice[i])
+			if c >= n {
+				return fmt.Errorf("p4: plan: %w: choice %d names collector %d of %d", ErrConfig, i, c, n)
+			}
 		}
 		used := map[dta.Opcode]bool{}
-		for _, conn := range b.cfg.Collectors[c].Connections {
+		for _, conn := range cfg.Collectors[c].Connections {
 			op := conn.Ad.Primitive
 			if used[op] {
 				continue // a later instance of the same primitive gets nothing
 			}
 			used[op] = true
-			if op != dta.OpPostcard {
-				b.p.Entries = append(b.p.Entries, Entry{
-					Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}, {"opcode", uint64(op)}}, Action: "Ingress.to_instance",
-					Data: []Field{{"qp", uint64(conn.Index)}},
-				})
-				continue
+			t, err := lookupFor(op, cfg.Program)
+			if err != nil {
+				return fmt.Errorf("p4: plan: %w: %w", ErrAdvertisement, err)
 			}
-			e, ev := b.postcardInstance(i, conn.Index)
-			b.p.Entries = append(b.p.Entries, e)
-			evicted = append(evicted, ev)
+			t.instance(pl, i, &conn)
 		}
 	}
-	b.p.Entries = append(b.p.Entries, evicted...)
+	pl.p.Entries = append(pl.p.Entries, pl.evicted...)
+	return nil
 }
 
-// postcardInstance returns the Ingress.instance and Ingress.evicted entries
-// of collector choice i for the Postcarding instance on QP index q.
-func (b *planner) postcardInstance(i int, q uint8) (instance, evicted Entry) {
-	own, ev := b.postcardGroups(q)
-	instance = Entry{
-		Table: "Ingress.instance", Key: []Field{{"crc8", uint64(i)}}, Action: "Ingress.to_instance",
-		Data: []Field{{"qp", uint64(q)}, {"mgid", uint64(own)}},
-	}
-	if b.cfg.Program == Tofino2Program {
-		instance.Key = append(instance.Key, Field{"opcode", uint64(dta.OpPostcard)})
-		instance.Action = "Ingress.to_pc_instance"
-	}
-	evicted = Entry{
-		Table: "Ingress.evicted", Key: []Field{{"crc8_ev", uint64(i)}}, Action: "Ingress.to_evicted",
-		Data: []Field{{"qp", uint64(q)}, {"mgid", uint64(ev)}},
-	}
-	return instance, evicted
+// postcardGroups returns the multicast groups of the Postcarding instance on
+// QP index q: its flows' chunks, and evicted flows' chunks.
+func (pl *planner) postcardGroups(q uint8) (own, evicted uint16) {
+	base := uint16(pl.cfg.Program.postcardBase(pl.cfg.MulticastBase, len(pl.cfg.Collectors)))
+	return base + 2*uint16(q) + 1, base + 2*uint16(q) + 2
 }
 
 func mac(m [6]byte) uint64 {

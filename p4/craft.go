@@ -1,7 +1,6 @@
 package p4
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,10 +9,11 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
-	"github.com/dtakit/dtakit/internal/p4gen"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 )
 
@@ -73,6 +73,7 @@ func (c *Connection) apBatch() int {
 // shape is what the compiled translator can write for a connection.
 type shape struct {
 	op    dta.Opcode
+	t     *tofinoKind
 	slots uint64
 	kw    keywrite.Layout
 	ki    keyincr.Layout
@@ -100,15 +101,8 @@ func (c *Connection) check() (shape, error) {
 		return s, fmt.Errorf("p4: connection %d: %w: Append batch %d is not one of the compiled choices %v",
 			c.Index, ErrConfig, c.AppendBatch, p4gen.AppendBatchChoices)
 	}
-	s.op = c.Ad.Primitive
-	var err error
-	if f := checks[s.op]; f != nil {
-		err = f(c, &s)
-	} else {
-		err = fmt.Errorf("primitive %d not compiled in", s.op)
-	}
-	if err != nil {
-		return s, fmt.Errorf("p4: connection %d: %w: %w", c.Index, ErrAdvertisement, err)
+	if err := s.of(c); err != nil {
+		return s, fmt.Errorf("p4: connection %d: %w", c.Index, err)
 	}
 	// The switch adds the slot offset to the low 32 bits of the VA only.
 	if c.Ad.VA&0xFFFFFFFF+uint64(c.Ad.Length) > 1<<32 {
@@ -120,71 +114,23 @@ func (c *Connection) check() (shape, error) {
 	return s, nil
 }
 
-// checks validates a connection's advertisement for each primitive the
-// programs compile in, filling the shape.
-var checks = map[dta.Opcode]func(c *Connection, s *shape) error{
-	dta.OpKeyWrite:     checkKeyWrite,
-	dta.OpKeyIncrement: checkKeyIncrement,
-	dta.OpAppend:       checkAppend,
-	dta.OpPostcard:     checkPostcard,
-}
-
-func checkKeyWrite(c *Connection, s *shape) error {
-	var err error
-	if s.kw, err = keywrite.ParseLayout(c.Ad.Geometry); err != nil {
-		return err
+// of fills s with the primitive c's advertisement names, its layout
+// decoded by the primitive's Kind and checked against the compiled
+// constants.
+func (s *shape) of(c *Connection) error {
+	s.op = c.Ad.Primitive
+	t, err := lookup(s.op)
+	if err == nil {
+		s.t = t
+		var l primitive.Layout
+		if l, err = primitive.Parse(s.op, c.Ad.Geometry); err == nil {
+			err = t.check(c, l, s)
+		}
 	}
-	if s.kw.DataSize != c.kwData() {
-		return fmt.Errorf("data size %d, compiled for %d", s.kw.DataSize, c.kwData())
-	}
-	s.slots = s.kw.Slots
-	return perCopy(s.kw.Hasher)
-}
-
-func checkKeyIncrement(c *Connection, s *shape) error {
-	var err error
-	if s.ki, err = keyincr.ParseLayout(c.Ad.Geometry); err != nil {
-		return err
-	}
-	s.slots = s.ki.Slots
-	if err := perCopy(s.ki.Hasher); err != nil {
-		return err
-	}
-	if c.Ad.VA%8 != 0 {
-		return errors.New("counter region not 8-byte aligned")
-	}
-	return nil
-}
-
-func checkAppend(c *Connection, s *shape) error {
-	var err error
-	if s.ap, err = appendlist.ParseLayout(c.Ad.Geometry); err != nil {
-		return err
-	}
-	want := appendlist.Layout{Lists: 1 << p4gen.AppendListBits, Entries: 1 << p4gen.AppendEntryBits,
-		EntrySize: p4gen.AppendEntry, Batch: c.apBatch()}
-	if s.ap != want {
-		return fmt.Errorf("append layout %+v, compiled for %+v", s.ap, want)
-	}
-	return nil
-}
-
-func checkPostcard(c *Connection, s *shape) error {
-	l, err := postcard.ParseLayout(c.Ad.Geometry)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrAdvertisement, err)
 	}
-	want := postcard.Layout{Hops: p4gen.PostcardHops, SlotBits: 32, Chunks: l.Chunks, Copies: l.Copies}
-	if l != want || l.Copies > p4gen.MaxCopies {
-		return fmt.Errorf("postcard layout %+v, compiled for %d hops of 32 bits, default checksums, per-copy addressing, at most %d copies",
-			l, p4gen.PostcardHops, p4gen.MaxCopies)
-	}
-	if l.Chunks > 1<<p4gen.PostcardChunkBits {
-		return fmt.Errorf("%d chunks, compiled for at most 2^%d", l.Chunks, p4gen.PostcardChunkBits)
-	}
-	s.slots = uint64(l.Chunks)
-	s.pc, err = postcard.NewCodec(l)
-	return err
+	return nil
 }
 
 // perCopy accepts the hasher the egress slot hashes compute: tofino.PerCopy
@@ -207,30 +153,7 @@ func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn
 		TTL: 64, DontFragment: true, SrcPort: c.SrcPort,
 	}
 	f.BTH = rocev2.BTH{PKey: rocev2.DefaultPKey, DestQP: c.CollectorQPN, PSN: rocev2.PSN(psn)}
-	switch s.op {
-	case dta.OpAppend:
-		f.BTH.Opcode = rocev2.RCWriteOnly
-		f.BTH.AckReq = psn&63 == 0
-		va := c.Ad.VA + s.ap.ListOffset(key) + uint64(head)*uint64(s.ap.SlotSize())
-		f.RETH = rocev2.RETH{VA: va, RKey: c.Ad.RKey, DMALength: uint32(len(value))}
-		f.Payload = value
-	case dta.OpPostcard:
-		f.BTH.Opcode = rocev2.RCWriteOnly
-		f.BTH.AckReq = psn&63 == 0
-		size := s.pc.Layout().ChunkSize()
-		f.RETH = rocev2.RETH{VA: c.Ad.VA + uint64(s.pc.ChunkIndex(key, int(n)))*uint64(size), RKey: c.Ad.RKey, DMALength: uint32(size)}
-		f.Payload = value
-	case dta.OpKeyWrite:
-		f.BTH.Opcode = rocev2.RCWriteOnly
-		f.BTH.AckReq = psn&63 == 0
-		f.RETH = rocev2.RETH{VA: c.Ad.VA + s.kw.Offset(key, n), RKey: c.Ad.RKey, DMALength: uint32(4 + s.kw.DataSize)}
-		f.Payload = binary.LittleEndian.AppendUint32(nil, s.kw.Checksum(key))
-		f.Payload = append(f.Payload, value...)
-	default:
-		f.BTH.Opcode = rocev2.RCFetchAdd
-		f.BTH.AckReq = true
-		f.AtomicETH = rocev2.AtomicETH{VA: c.Ad.VA + s.ki.Offset(key, n), RKey: c.Ad.RKey, SwapAddData: binary.BigEndian.Uint64(value)}
-	}
+	s.t.frame(c, &s, &f, key, value, n, head)
 	return f
 }
 
@@ -248,15 +171,7 @@ func (c *Connection) ICRCConstant() (uint32, error) {
 
 // icrcConstant is ICRCConstant for a connection check has accepted as s.
 func (c *Connection) icrcConstant(s shape) (uint32, error) {
-	value := make([]byte, s.ap.Batch*s.ap.EntrySize)
-	switch s.op {
-	case dta.OpPostcard:
-		value = make([]byte, s.pc.Layout().ChunkSize())
-	case dta.OpKeyWrite:
-		value = make([]byte, s.kw.DataSize)
-	case dta.OpKeyIncrement:
-		value = make([]byte, 8)
-	}
+	value := make([]byte, s.t.valueLen(&s))
 	f := c.craft(s, 0, value, 0, 0, 0)
 	b, err := f.AppendTo(nil)
 	if err != nil {

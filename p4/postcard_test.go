@@ -12,7 +12,7 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/target"
@@ -315,7 +315,7 @@ func TestTargetAcceptsCraftedChunks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tgt.Process(time.Now(), []target.Datagram{{Buf: b[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(conn.Src, conn.SrcPort)}}, &out)
+				tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: b[dta.EthernetLen+20+8:], Addr: netip.AddrPortFrom(conn.Src, conn.SrcPort)}}, &out)
 				frames++
 			}
 		}

@@ -103,36 +103,52 @@ func Size(w Workload) (Sizing, error) {
 			continue
 		}
 		for n := 1; n <= MaxCopies; n++ {
-			for e := 0; e <= 31; e++ {
-				l := Layout{Hops: w.Hops, SlotBits: b, Chunks: 1 << e, Copies: n}
-				bytes := l.RegionSize()
-				if best.N != 0 && bytes > 4*best.Bytes {
-					break
-				}
-				alpha := float64(w.Flows) / float64(l.Chunks)
-				bd := l.Bounds(alpha, w.Values)
-				p := 1 - bd.NoOutput - bd.Wrong
-				if p < w.Success {
-					continue
-				}
-				sz := Sizing{Layout: l, N: n, Bytes: bytes, Success: p}
-				if old, ok := perN[n]; !ok || bytes < old.Bytes {
-					perN[n] = sz
-				}
-				if best.N == 0 || bytes < best.Bytes || (bytes == best.Bytes && n < best.N) {
-					best = sz
-				}
-				break
+			sz, ok := smallest(w, b, n, best)
+			if !ok {
+				continue
+			}
+			if old, ok := perN[n]; !ok || sz.Bytes < old.Bytes {
+				perN[n] = sz
+			}
+			if best.N == 0 || sz.Bytes < best.Bytes || (sz.Bytes == best.Bytes && n < best.N) {
+				best = sz
 			}
 		}
 	}
 	if best.N == 0 {
 		return Sizing{}, fmt.Errorf("size: %w: %d later flows need more than 2^31 chunks for success %v", ErrSizing, w.Flows, w.Success)
 	}
+	best.Why = why(w, best, perN)
+	return best, nil
+}
+
+// smallest returns the region of n copies of b-bit slots with the fewest
+// chunks that reaches w.Success, and false when there is none, or none
+// within four times the bytes of best (when set).
+func smallest(w Workload, b, n int, best Sizing) (Sizing, bool) {
+	for e := 0; e <= 31; e++ {
+		l := Layout{Hops: w.Hops, SlotBits: b, Chunks: 1 << e, Copies: n}
+		bytes := l.RegionSize()
+		if best.N != 0 && bytes > 4*best.Bytes {
+			return Sizing{}, false
+		}
+		alpha := float64(w.Flows) / float64(l.Chunks)
+		bd := l.Bounds(alpha, w.Values)
+		if p := 1 - bd.NoOutput - bd.Wrong; p >= w.Success {
+			return Sizing{Layout: l, N: n, Bytes: bytes, Success: p}, true
+		}
+	}
+	return Sizing{}, false
+}
+
+// why says why Size chose best: its geometry, the padding, what one copy
+// fewer or more would need (perN: the best region per copy count) and the
+// slot width.
+func why(w Workload, best Sizing, perN map[int]Sizing) string {
 	l := best.Layout
-	best.Why = fmt.Sprintf("N=%d copies of %d chunks of %d bytes (%d-bit slots, %s) reach %.4g.", best.N, l.Chunks, l.ChunkSize(), l.SlotBits, units.Bytes(best.Bytes), best.Success)
+	s := fmt.Sprintf("N=%d copies of %d chunks of %d bytes (%d-bit slots, %s) reach %.4g.", best.N, l.Chunks, l.ChunkSize(), l.SlotBits, units.Bytes(best.Bytes), best.Success)
 	if hop := l.Hops * l.SlotBits / 8; hop < l.ChunkSize() {
-		best.Why += fmt.Sprintf(" A chunk is %d hops of %d bytes, padded with %d bytes to a power of two.", l.Hops, l.SlotBits/8, l.ChunkSize()-hop)
+		s += fmt.Sprintf(" A chunk is %d hops of %d bytes, padded with %d bytes to a power of two.", l.Hops, l.SlotBits/8, l.ChunkSize()-hop)
 	}
 	var alt []string
 	for _, n := range []int{best.N - 1, best.N + 1} {
@@ -141,10 +157,10 @@ func Size(w Workload) (Sizing, error) {
 		}
 	}
 	if len(alt) > 0 {
-		best.Why += " " + strings.Join(alt, ", ") + "."
+		s += " " + strings.Join(alt, ", ") + "."
 	}
 	if l.SlotBits < 32 {
-		best.Why += fmt.Sprintf(" %d values fit %d-bit slots; narrower slots make false-valid chunks likelier, counted in the success.", w.Values, l.SlotBits)
+		s += fmt.Sprintf(" %d values fit %d-bit slots; narrower slots make false-valid chunks likelier, counted in the success.", w.Values, l.SlotBits)
 	}
-	return best, nil
+	return s
 }

@@ -43,6 +43,11 @@ type fakeTranslator struct {
 	peer netip.AddrPort
 	// sess is the session of the last report, which every ack carries.
 	sess uint64
+	// hold holds back the numbers in it once taken, as the translator
+	// holds an Append entry until its batch is written: no ack of its
+	// own, and no answer to its copies, until release; the cumulative ack
+	// is sent every 50 ms meanwhile.
+	hold map[uint32]bool
 
 	mu       sync.Mutex
 	attempts map[uint32]int
@@ -70,7 +75,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 		_ = conn.ReadLoop(udpio.Buffers(64, 256), 50*time.Millisecond, func(ms []udpio.Datagram, _ time.Time) bool {
 			acks = acks[:0]
 			ft.mu.Lock()
-			if len(ms) == 0 && (len(ft.owed) > 0 || ft.next != ft.ackedTo) && !ft.down && !ft.noAcks {
+			if len(ms) == 0 && ft.keepalive() {
 				ack := dta.Ack{Seq: ft.ackedTo - 1, Wide: true, Span: uint16(ft.ackedTo - ft.first), Session: ft.sess}.AppendTo(nil)
 				acks = append(acks, udpio.Datagram{Buf: ack, Addr: ft.peer})
 			}
@@ -106,7 +111,7 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 				// taken, or found taken, after the cumulative ack passed
 				// it is acknowledged on its own.
 				resendAck := func() {
-					if int32(h.Seq-ft.ackedTo) < 0 {
+					if int32(h.Seq-ft.ackedTo) < 0 && !ft.hold[h.Seq] {
 						a := dta.Ack{Seq: h.Seq, Wide: true, Resend: true, Session: ft.sess}.AppendTo(nil)
 						acks = append(acks, udpio.Datagram{Buf: a, Addr: netip.AddrPortFrom(m.Addr.Addr(), ft.ack)})
 					}
@@ -147,6 +152,26 @@ func newFakeTranslator(t *testing.T, ackPort uint16, decide func(seq uint32, att
 	}()
 	t.Cleanup(func() { uc.Close(); <-ft.done })
 	return ft
+}
+
+// keepalive reports whether the cumulative ack is due again on a quiet
+// round, as the translator sends it every 50 ms while numbers are owed,
+// held or not acknowledged. ft.mu is held.
+func (ft *fakeTranslator) keepalive() bool {
+	return (len(ft.owed) > 0 || len(ft.hold) > 0 || ft.next != ft.ackedTo) && !ft.down && !ft.noAcks
+}
+
+// release ends the hold of seq, taken: its write is acknowledged, and so
+// is the report, on its own.
+func (ft *fakeTranslator) release(seq uint32) {
+	ft.mu.Lock()
+	delete(ft.hold, seq)
+	a := dta.Ack{Seq: seq, Wide: true, Resend: true, Session: ft.sess}.AppendTo(nil)
+	peer := ft.peer
+	ft.mu.Unlock()
+	if _, err := ft.uc.WriteToUDPAddrPort(a, peer); err != nil {
+		ft.t.Error(err)
+	}
 }
 
 func (ft *fakeTranslator) addr() netip.AddrPort { return ft.uc.LocalAddr().(*net.UDPAddr).AddrPort() }
@@ -255,18 +280,21 @@ func TestCloseAnswersLateNACKs(t *testing.T) {
 	}
 }
 
-// TestOnLoss: a translator that refuses everything: each report is resent
-// MaxResends times, then counted lost and handed to OnLoss with its bytes
-// and the NACK's reason.
+// TestOnLoss: a translator that refuses everything (no instance serves
+// it): each report is resent MaxResends times, then counted lost and
+// handed to OnLoss with its bytes and the NACK's reason.
 func TestOnLoss(t *testing.T) {
 	ackPort := freePort(t)
 	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return false })
+	ft.mu.Lock()
+	ft.reason = dta.ReasonNoInstance
+	ft.mu.Unlock()
 	var mu sync.Mutex
 	lost := map[uint32][]byte{}
 	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2, OnLoss: func(seq uint32, b []byte, reason dta.Reason) {
 		mu.Lock()
 		defer mu.Unlock()
-		if reason != dta.ReasonBusy {
+		if reason != dta.ReasonNoInstance {
 			t.Errorf("reason %v", reason)
 		}
 		lost[seq] = b
@@ -457,7 +485,7 @@ func TestRestartedTranslatorSpan(t *testing.T) {
 	waitFor(t, "the first 100 acknowledged", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.acked == 100
+		return r.credit.acked == 100
 	})
 	ft.mu.Lock()
 	ft.down = true
@@ -700,5 +728,123 @@ func TestUnansweredResendsUnconfirmed(t *testing.T) {
 	}
 	if c := r.Counters(); c.Lost != 0 || c.Unconfirmed != 1 {
 		t.Fatalf("counters %+v: want report 5 unconfirmed (its resends may have been applied), none lost", c)
+	}
+}
+
+// TestProbeOfHeldResendIsNotAResend: a report NACKed once whose resend the
+// translator takes and holds (an Append entry waiting for its batch: its
+// copies draw no answer until it is written). The copies sent meanwhile,
+// 200 ms after the last without an answer, are probes, not resends: they
+// do not spend MaxResends, so the report is acknowledged on its own when
+// the translator writes it, neither lost nor unconfirmed.
+func TestProbeOfHeldResendIsNotAResend(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 1 })
+	ft.mu.Lock()
+	ft.hold = map[uint32]bool{5: true}
+	ft.mu.Unlock()
+	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2})
+	for i := range 20 {
+		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "report 5's resend taken", func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		_, ok := ft.taken[5]
+		return ok
+	})
+	// One resend, then a copy each 200 ms without an answer: with
+	// MaxResends 2, a reporter that counts them as resends gives up
+	// before the second.
+	waitFor(t, "two unanswered copies, or report 5 given up", func() bool {
+		c := r.Counters()
+		return c.Retimed == 2 || c.GaveUp != 0 || c.Unconfirmed != 0
+	})
+	ft.release(5)
+	waitFor(t, "report 5 acknowledged on its own, or given up", func() bool {
+		c := r.Counters()
+		return c.ResendAcks == 1 || c.GaveUp != 0 || c.Unconfirmed != 0
+	})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ft.mu.Lock()
+	tries := ft.attempts[5]
+	ft.mu.Unlock()
+	if c := r.Counters(); c.ResendAcks != 1 || c.GaveUp != 0 || c.Lost != 0 || c.Unconfirmed != 0 {
+		t.Fatalf("report 5 sent %d times; counters %+v: want one resend, acknowledged on its own, none given up, lost or unconfirmed", tries, c)
+	}
+}
+
+// TestCloseWaitsForALiveTranslator: at Close, the translator still talks
+// (its keepalive acks come every 50 ms) but acknowledges the last reports
+// only after 1.5 s, as one whose collector is slow under load: Close waits
+// for them instead of counting them unconfirmed after a second.
+func TestCloseWaitsForALiveTranslator(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	ft.mu.Lock()
+	ft.holdAcks = true // it talks, but its acks do not move
+	ft.mu.Unlock()
+	r := wideReporter(t, ft, ackPort, Config{})
+	for i := range 100 {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		ft.mu.Lock()
+		ft.holdAcks, ft.ackedTo = false, ft.next
+		a := dta.Ack{Seq: ft.next - 1, Wide: true, Span: uint16(ft.next - ft.first), Session: ft.sess}.AppendTo(nil)
+		peer := ft.peer
+		ft.mu.Unlock()
+		if _, err := ft.uc.WriteToUDPAddrPort(a, peer); err != nil {
+			t.Error(err)
+		}
+	}()
+	start := time.Now()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Counters(); c.Unconfirmed != 0 || c.Lost != 0 || time.Since(start) < 1400*time.Millisecond {
+		t.Fatalf("Close returned after %v with counters %+v: want it to wait for the acks, nothing unconfirmed", time.Since(start), c)
+	}
+}
+
+// TestBusyIsNotGivenUp: busy NACKs are flow control, not refusals: a report
+// the translator NACKs busy 20 times, far more than MaxResends, is resent
+// until taken, and nothing is lost (TestThreeProcessesBusyCores lost one
+// report so, NACKed busy 9 times while the cores were starved).
+func TestBusyIsNotGivenUp(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(seq uint32, attempt int) bool { return seq != 5 || attempt > 20 })
+	r := wideReporter(t, ft, ackPort, Config{MaxResends: 2})
+	for i := range 20 {
+		if err := r.KeyIncrement(uint32(i), 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "report 5 taken", func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		_, ok := ft.taken[5]
+		return ok
+	})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	if c := r.Counters(); ft.attempts[5] != 21 || c.GaveUp != 0 || c.Lost != 0 || c.Unconfirmed != 0 || c.Resent != 20 {
+		t.Errorf("report 5 sent %d times, counters %+v; want 21 copies (20 busy NACKs, each resent), nothing given up or lost", ft.attempts[5], c)
 	}
 }

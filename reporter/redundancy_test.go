@@ -2,6 +2,7 @@ package reporter
 
 import (
 	"errors"
+	"net"
 	"testing"
 )
 
@@ -10,7 +11,7 @@ import (
 // have become 0, 257 a silent 1), and nothing is sent.
 func TestRedundancyRange(t *testing.T) {
 	s := newSink(t)
-	r, err := New(Config{Translator: s.addr(), Batch: 1})
+	r, err := New(Config{Translator: s.addr(), Batch: 1, AckPort: freeAckPort(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,4 +33,16 @@ func TestRedundancyRange(t *testing.T) {
 	if c := r.Counters(); c.Datagrams != 1 {
 		t.Errorf("counters %+v; want one sent", c)
 	}
+}
+
+// freeAckPort returns a free UDP port for a test's acks: the default
+// (40044) may be taken by a test of another package running at once.
+func freeAckPort(t *testing.T) uint16 {
+	t.Helper()
+	uc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	return uint16(uc.LocalAddr().(*net.UDPAddr).Port)
 }

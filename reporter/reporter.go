@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/clock"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/postcard"
 )
@@ -91,28 +93,9 @@ func (d Delivery) String() string {
 // field is 8 bits.
 const MaxRedundancy = 255
 
-// WideWindow is how many reports a reporter with WideSequence keeps for
-// resending.
-const WideWindow = 4096
-
-// sent is a sequenced report kept for resending.
-type sent struct {
-	seq  uint32
-	b    []byte
-	lost bool // counted lost: later NACKs for it are ignored
-}
-
-// heldReport is a NACKed report's copy.
-type heldReport struct {
-	b        []byte
-	resends  int
-	lastSent time.Time
-	waitAt   time.Time  // its last resend, while no answer came (zero after a NACK)
-	reason   dta.Reason // of its last NACK
-	lost     bool       // counted lost: kept (without b) so later NACKs are not
-	kw       bool       // a Key-Write report, of key
-	key      uint32
-}
+// WideWindow is how many reports (4096) a reporter with WideSequence
+// keeps for resending: the translator's window of numbers per source.
+const WideWindow = exactly.Window
 
 // kwSlot remembers the newest Key-Write report sent with a key (a direct-
 // mapped table: a key whose slot another took is not remembered).
@@ -123,12 +106,6 @@ type kwSlot struct {
 
 // kwIndex returns the table slot of key.
 func kwIndex(key uint32) uint32 { return (key * 0x9E3779B1) >> (32 - 14) }
-
-// resent is a resend's number and time, for expiring held copies.
-type resent struct {
-	seq uint32
-	at  time.Time
-}
 
 // resend is a NACKed report waiting for its backoff to pass.
 type resend struct {
@@ -182,10 +159,22 @@ const (
 	// lingerMax the most it waits, for NACKs of the reports just sent.
 	lingerQuiet = 20 * time.Millisecond
 	lingerMax   = time.Second
+	// lingerHeard is the most Close waits while the translator's acks
+	// still come (it sends one every 50 ms while reports are pending)
+	// without every report acknowledged: a collector backing off its
+	// retransmissions, or daemons on a machine under load, can take more
+	// than lingerMax to acknowledge reports the translator took. Waiting
+	// sends nothing new, so it cannot apply a report twice.
+	lingerHeard = 10 * time.Second
 )
 
-// DefaultBatch is the number of reports sent in one system call.
-const DefaultBatch = 64
+// maxBatch is the most reports Config.Batch may ask for in one system call.
+const maxBatch = 1024
+
+// DefaultBatch is the number of reports sent in one system call: with a
+// mix of four primitives, runs of about 64 equal datagrams, each one
+// message for the kernel (see Send).
+const DefaultBatch = 256
 
 // Config configures a Reporter. The zero value (with the translator's
 // address) is reliable: see Delivery.
@@ -221,11 +210,19 @@ type Config struct {
 	// dta.AckPort), with Confirmed delivery. Two confirmed reporters on
 	// one address need different ones, and translators that know it.
 	AckPort uint16
-	// MaxResends bounds the resends of one report (default 8), so that a
-	// translator that keeps refusing it does not make the two ping-pong.
-	// The first waits 1 ms, each next one twice as long.
+	// MaxResends bounds the resends of one report after NACKs (default
+	// 8), so that a translator that keeps refusing it does not make the
+	// two ping-pong. The first waits 1 ms, each next one twice as long.
+	// Busy NACKs are flow control and spend none: a report NACKed busy
+	// is resent, at most 128 ms apart, until the translator takes it or
+	// Close counts it lost.
+	// The copies sent because a resend drew no answer in 200 ms (probes:
+	// the translator may hold the report) are bounded apart, MaxResends
+	// since the last NACK.
 	MaxResends int
-	// Batch is the number of reports sent per system call (default 64).
+	// Batch is the number of reports sent per system call (default
+	// DefaultBatch, at most 1024). Reports wait in the batch until it is
+	// full, Flush, Close, or Send waits for the pace or credit.
 	Batch int
 	// Rate caps the reports sent per second, resends included (0: no
 	// cap). Send blocks while the cap is reached, sending what it queued
@@ -234,9 +231,13 @@ type Config struct {
 	Rate float64
 	// OnLoss, when not nil, is called for each report the translator
 	// NACKed and that is not resent, and each one counted Unconfirmed
-	// with Confirmed delivery (not for FireAndForget's): its
-	// sequence number, its bytes (nil when the window no longer holds it)
-	// and the NACK's reason (Unconfirmed for those). It runs on
+	// with Confirmed delivery (not for FireAndForget's): its place in
+	// the order of Send calls (the first report sent is 0: the numbers
+	// on the wire are given in the order a batch leaves, grouped by
+	// opcode, see Send; exact while a copy is held for its resend or it
+	// is among the last 65536 sent), its bytes (nil
+	// when the window no longer holds it) and the NACK's reason
+	// (Unconfirmed for those). It runs on
 	// the reporter's ack goroutine, or in Close, without the reporter's
 	// lock.
 	OnLoss func(seq uint32, report []byte, reason dta.Reason)
@@ -254,7 +255,7 @@ type Counters struct {
 	// translator's report socket, or (WideSequence) narrow or of another
 	// session than the reporter's (a forgery, or the answer to one).
 	Foreign uint64
-	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (still NACKed) or Unconfirmed (the last copy unanswered)
+	GaveUp  uint64 // reports resent MaxResends times, then counted Lost (NACKed again, not busy), or probed MaxResends times since the last NACK, then Unconfirmed (the last copy unanswered)
 	Lost    uint64 // reports NACKed and never resent: given up, left the window before their resend, or pending at Close
 	Errors  uint64 // datagrams the socket refused
 
@@ -287,55 +288,48 @@ type Counters struct {
 	Moot uint64
 }
 
-// Reporter builds and sends reports. Its methods are safe for concurrent use.
+// Reporter builds and sends reports: a pacer, a credit window and a store
+// of copies (exactly.Store) wired to two sockets. Its methods are safe for
+// concurrent use.
 type Reporter struct {
-	mu      sync.Mutex
-	cfg     Config
-	conn    *udpio.Conn
-	ack     *udpio.Conn
-	batch   []udpio.Datagram
-	slab    []byte // the batch's bytes
-	seq     uint32
+	mu    sync.Mutex
+	cfg   Config
+	conn  *udpio.Conn
+	ack   *udpio.Conn
+	batch []udpio.Datagram // to send as they are: resends, probes, numbered reports
+	// fresh holds the reports Send queued, unnumbered: the flush numbers
+	// them in the order they go (queueFresh).
+	fresh   []fresh
+	slab    []byte // the queued reports' bytes
+	seq     uint32 // the number of the next report Send takes
 	session uint64 // WideSequence: random, the session of every report
-	window  []sent // by sequence number modulo its length
 	c       Counters
 	closed  bool
 	wg      sync.WaitGroup
 	scratch dta.Report
 
-	// Pacing (see the package comment). pace is the current cap in
-	// reports per second, 0 for none.
-	pace      float64
-	tokens    float64
-	lastFill  time.Time
-	winStart  time.Time
-	winSent   int
-	peak      float64 // the highest rate measured over a window
-	lastCut   time.Time
-	congested bool // a NACK came: the pace grows by a quarter, not double
-
-	// Credit: a translator that acknowledges wide numbers cumulatively
-	// (ackMode) has taken every number before acked; Send keeps at most
-	// credit reports beyond it.
-	ackMode   bool
-	acked     uint32
-	lastAckAt time.Time     // the last ack, advancing or not (the translator is there)
-	movedAt   time.Time     // when acked last moved, or a probe was sent
-	loopAt    time.Time     // the ack loop's last round
-	awakeAt   time.Time     // when the ack loop last came back from a pause (listenGap)
-	ackMoved  chan struct{} // signalled when acked moves: a Send waiting for credit wakes
-	// A NACKed report is copied out of the window into held until its
-	// resend is acknowledged on its own (Resend) or it is lost: newer
-	// reports may take its window slot meanwhile.
-	held      map[uint32]*heldReport
-	heldLow   uint32    // no report in held, not lost, is older (ackMode: see resendBehind)
-	waiting   []resent  // resent numbers by resend time, oldest first: acked, NACKed or resent again after resendWait
-	expiry    []resent  // lost numbers by when, oldest first: their markers go after heldFor
-	lastEvent time.Time // the last NACK taken or resend sent: Close waits for quiet after it
+	pace   pacer
+	credit creditWindow
+	// store keeps the reports sent (sequenced) and the NACKed ones until
+	// their resend is acknowledged or they are lost.
+	store     *exactly.Store
 	resends   []resend  // NACKed reports waiting for their backoff
+	lastEvent time.Time // the last NACK taken or resend sent: Close waits for quiet after it
 	losses    []loss    // to hand to OnLoss once the lock is released
 	lossCalls sync.Mutex
 	kwLast    []kwSlot // sequenced: the newest Key-Write per key (1<<14 slots)
+	// sendOrder holds, for the last 1<<16 wide numbers sent, the place of
+	// the report in the order of Send less its number (less than a batch
+	// apart), for OnLoss.
+	sendOrder []int16
+}
+
+// fresh is a report Send queued: its bytes (numbered 0) and its header,
+// encoded again with its number when it goes.
+type fresh struct {
+	h   dta.Header
+	key uint32 // a Key-Write's key
+	b   []byte
 }
 
 type loss struct {
@@ -348,46 +342,9 @@ type loss struct {
 // gives an error that matches ErrConfig (and ErrNarrowNACKs for NACK
 // resends of 8-bit numbers).
 func New(cfg Config) (*Reporter, error) {
-	lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	if !cfg.Translator.IsValid() {
-		cfg.Translator = netip.AddrPortFrom(lo, dta.ReportPort)
-	}
-	if cfg.AckPort == 0 {
-		cfg.AckPort = dta.AckPort
-	}
-	if cfg.Batch == 0 {
-		cfg.Batch = DefaultBatch
-	}
-	if cfg.MaxResends == 0 {
-		cfg.MaxResends = 8
-	}
-	if cfg.MaxResends < 0 || cfg.MaxResends > 16 {
-		return nil, fmt.Errorf("%w: %d resends, want 1..16", ErrConfig, cfg.MaxResends)
-	}
-	if cfg.Batch < 1 || cfg.Batch > 1024 {
-		return nil, fmt.Errorf("%w: batch of %d, want 1..1024", ErrConfig, cfg.Batch)
-	}
-	if cfg.Rate < 0 || cfg.Rate != cfg.Rate {
-		return nil, fmt.Errorf("%w: rate %v", ErrConfig, cfg.Rate)
-	}
-	switch cfg.Delivery {
-	case Confirmed:
-		if cfg.Sequenced && !cfg.WideSequence {
-			return nil, ErrNarrowNACKs
-		}
-		if cfg.Local.IsValid() && cfg.Local.Addr().IsUnspecified() {
-			return nil, fmt.Errorf("%w: confirmed delivery needs a specific local address, not %v: the translator sends acks to it", ErrConfig, cfg.Local)
-		}
-		cfg.Sequenced, cfg.WideSequence, cfg.HandleNACKs = true, true, true
-	case FireAndForget:
-		if cfg.HandleNACKs {
-			return nil, fmt.Errorf("%w: HandleNACKs with FireAndForget: a fire-and-forget reporter takes no NACKs", ErrConfig)
-		}
-		if cfg.WideSequence && !cfg.Sequenced {
-			return nil, fmt.Errorf("%w: wide sequence numbers need Sequenced", ErrConfig)
-		}
-	default:
-		return nil, fmt.Errorf("%w: delivery %v, want Confirmed or FireAndForget", ErrConfig, cfg.Delivery)
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
 	}
 	// Without Local, the system picks the source address its route to
 	// the translator uses; the ack socket binds that address.
@@ -400,57 +357,110 @@ func New(cfg Config) (*Reporter, error) {
 		return nil, fmt.Errorf("reporter: %w", err)
 	}
 	cfg.Local = unmapped(uc.LocalAddr().(*net.UDPAddr).AddrPort())
-	conn, err := udpio.New(uc, cfg.Batch)
+	now := time.Now()
+	// A flush sends the queued reports after the resends and probes
+	// queued before them: up to two batches in one call.
+	r := &Reporter{cfg: cfg, batch: make([]udpio.Datagram, 0, 2*cfg.Batch), fresh: make([]fresh, 0, cfg.Batch),
+		pace:   newPacer(cfg.Rate, cfg.Batch, cfg.HandleNACKs, now),
+		credit: newCreditWindow(cfg.HandleNACKs && cfg.WideSequence, now),
+		store:  exactly.NewStore(1),
+	}
+	if r.conn, err = udpio.New(uc, min(2*cfg.Batch, maxBatch)); err == nil {
+		err = r.number()
+	}
+	if err == nil && cfg.HandleNACKs {
+		err = r.listen()
+	}
 	if err != nil {
 		uc.Close()
-		return nil, fmt.Errorf("reporter: %w", err)
-	}
-	now := time.Now()
-	r := &Reporter{cfg: cfg, conn: conn, batch: make([]udpio.Datagram, 0, cfg.Batch),
-		pace: cfg.Rate, lastFill: now, winStart: now}
-	if cfg.HandleNACKs && (r.pace == 0 || r.pace > startPace) {
-		r.pace = startPace
-	}
-	// A translator that takes wide numbers acknowledges them: credit
-	// applies from the first report (and lapses after ackStall without
-	// an ack, for one that does not).
-	r.ackMode, r.lastAckAt, r.movedAt = cfg.HandleNACKs && cfg.WideSequence, now, now
-	r.ackMoved = make(chan struct{}, 1)
-	if cfg.Sequenced {
-		r.kwLast = make([]kwSlot, 1<<14)
-	}
-	r.tokens = r.burst()
-	if cfg.Sequenced {
-		r.window = make([]sent, 256)
-		if cfg.WideSequence {
-			r.window = make([]sent, WideWindow)
-			// Unpredictable, so that a sender that cannot see the
-			// reports cannot forge acks the reporter believes nor move
-			// its numbers at the translator (docs/DTA-WIRE.md, "Threat
-			// model").
-			var b [8]byte
-			if _, err := rand.Read(b[:]); err != nil {
-				return nil, fmt.Errorf("reporter: session: %w", err)
-			}
-			r.session = binary.BigEndian.Uint64(b[:])
-		}
-	}
-	if cfg.HandleNACKs {
-		auc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.Local.Addr(), cfg.AckPort)))
-		if err != nil {
-			uc.Close()
-			return nil, fmt.Errorf("reporter: ack socket: %w", err)
-		}
-		_ = auc.SetReadBuffer(4 << 20) // a burst of NACKs must not overflow it
-		if r.ack, err = udpio.New(auc, cfg.Batch); err != nil {
-			uc.Close()
-			auc.Close()
-			return nil, fmt.Errorf("reporter: %w", err)
-		}
-		r.wg.Add(1)
-		go r.readAcks()
+		return nil, err
 	}
 	return r, nil
+}
+
+// normalize fills in cfg's defaults and checks it.
+func (cfg Config) normalize() (Config, error) {
+	if !cfg.Translator.IsValid() {
+		cfg.Translator = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), dta.ReportPort)
+	}
+	if cfg.AckPort == 0 {
+		cfg.AckPort = dta.AckPort
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.MaxResends == 0 {
+		cfg.MaxResends = 8
+	}
+	switch {
+	case cfg.MaxResends < 0 || cfg.MaxResends > 16:
+		return cfg, fmt.Errorf("%w: %d resends, want 1..16", ErrConfig, cfg.MaxResends)
+	case cfg.Batch < 1 || cfg.Batch > maxBatch:
+		return cfg, fmt.Errorf("%w: batch of %d, want 1..%d", ErrConfig, cfg.Batch, maxBatch)
+	case cfg.Rate < 0 || cfg.Rate != cfg.Rate:
+		return cfg, fmt.Errorf("%w: rate %v", ErrConfig, cfg.Rate)
+	}
+	switch cfg.Delivery {
+	case Confirmed:
+		if cfg.Sequenced && !cfg.WideSequence {
+			return cfg, ErrNarrowNACKs
+		}
+		if cfg.Local.IsValid() && cfg.Local.Addr().IsUnspecified() {
+			return cfg, fmt.Errorf("%w: confirmed delivery needs a specific local address, not %v: the translator sends acks to it", ErrConfig, cfg.Local)
+		}
+		cfg.Sequenced, cfg.WideSequence, cfg.HandleNACKs = true, true, true
+	case FireAndForget:
+		if cfg.HandleNACKs {
+			return cfg, fmt.Errorf("%w: HandleNACKs with FireAndForget: a fire-and-forget reporter takes no NACKs", ErrConfig)
+		}
+		if cfg.WideSequence && !cfg.Sequenced {
+			return cfg, fmt.Errorf("%w: wide sequence numbers need Sequenced", ErrConfig)
+		}
+	default:
+		return cfg, fmt.Errorf("%w: delivery %v, want Confirmed or FireAndForget", ErrConfig, cfg.Delivery)
+	}
+	return cfg, nil
+}
+
+// number sets up what numbering needs: the store of the last reports
+// sent (256 of 8-bit numbers, WideWindow of wide ones), the newest
+// Key-Write per key, and a wide reporter's session.
+func (r *Reporter) number() error {
+	if !r.cfg.Sequenced {
+		return nil
+	}
+	r.kwLast = make([]kwSlot, 1<<14)
+	if !r.cfg.WideSequence {
+		r.store = exactly.NewStore(256)
+		return nil
+	}
+	r.store = exactly.NewStore(WideWindow)
+	r.sendOrder = make([]int16, 1<<16)
+	// Unpredictable, so that a sender that cannot see the reports cannot
+	// forge acks the reporter believes nor move its numbers at the
+	// translator (docs/DTA-WIRE.md, "Threat model").
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("reporter: session: %w", err)
+	}
+	r.session = binary.BigEndian.Uint64(b[:])
+	return nil
+}
+
+// listen opens the ack socket and starts the ack loop.
+func (r *Reporter) listen() error {
+	auc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.cfg.Local.Addr(), r.cfg.AckPort)))
+	if err != nil {
+		return fmt.Errorf("reporter: ack socket: %w", err)
+	}
+	_ = auc.SetReadBuffer(4 << 20) // a burst of NACKs must not overflow it
+	if r.ack, err = udpio.New(auc, r.cfg.Batch); err != nil {
+		auc.Close()
+		return fmt.Errorf("reporter: %w", err)
+	}
+	r.wg.Add(1)
+	go r.readAcks()
+	return nil
 }
 
 // Session returns the session the reporter's wide reports carry, chosen
@@ -473,6 +483,11 @@ func (r *Reporter) Counters() Counters {
 // the batch when it is full. With Sequenced, the reporter sets the S flag and
 // the sequence number itself, whatever rep's header says, and keeps the bytes
 // for resending. rep's Data may be reused once Send returns.
+//
+// With Sequenced (so by default) a batch goes grouped by opcode
+// (queueFresh): reports of one primitive keep the order of their Send
+// calls, those of different primitives may not. Sequence numbers follow
+// the order on the wire.
 func (r *Reporter) Send(rep *dta.Report) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -482,10 +497,9 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	r.scratch = *rep
 	h := &r.scratch.Header
 	if r.cfg.Sequenced {
-		h.Sequenced, h.Wide, h.Seq, h.Session = true, r.cfg.WideSequence, r.seq, r.session
-		if !r.cfg.WideSequence {
-			h.Seq &= 0xff
-		}
+		// Numbered when it goes (queueFresh); the number's length does
+		// not depend on its value.
+		h.Sequenced, h.Wide, h.Seq, h.Session = true, r.cfg.WideSequence, 0, r.session
 	}
 	if cap(r.slab)-len(r.slab) < r.scratch.Len() {
 		if err := r.flushLocked(); err != nil {
@@ -501,100 +515,102 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		return fmt.Errorf("reporter: send: %w", err)
 	}
 	r.slab = b
-	msg := b[n:len(b):len(b)]
-	if r.kwLast != nil && r.scratch.Header.Opcode == dta.OpKeyWrite {
-		k := r.scratch.KeyWrite.Key
-		r.kwLast[kwIndex(k)] = kwSlot{key: k, seq: h.Seq, valid: true}
-	}
+	r.fresh = append(r.fresh, fresh{h: *h, key: r.scratch.KeyWrite.Key, b: b[n:len(b):len(b)]})
 	if r.cfg.Sequenced {
-		w := &r.window[int(h.Seq)%len(r.window)]
-		w.seq, w.b, w.lost = h.Seq, append(w.b[:0], msg...), false
 		r.seq++
 	}
 	if r.cfg.Delivery == FireAndForget {
 		r.c.Unconfirmed++ // nothing will confirm it
 	}
-	r.batch = append(r.batch, udpio.Datagram{Buf: msg})
-	r.spend()
-	if len(r.batch) == cap(r.batch) {
+	r.pace.spend()
+	if len(r.fresh) == r.cfg.Batch {
 		return r.flushLocked()
 	}
 	return nil
 }
 
-// spend counts one report sent, taking a token when paced.
-func (r *Reporter) spend() {
-	if r.pace > 0 {
-		r.tokens--
-	}
-	r.winSent++
-}
-
-// burst is the most reports the pace lets go at once.
-func (r *Reporter) burst() float64 {
-	return max(float64(r.cfg.Batch), r.pace/1000)
-}
-
-// refill adds the tokens the pace earned since the last call, and at the
-// end of each paceWindow measures the rate and raises a pace that no busy
-// NACK lowered during it.
-func (r *Reporter) refill(now time.Time) {
-	if r.pace > 0 {
-		r.tokens = min(r.tokens+now.Sub(r.lastFill).Seconds()*r.pace, r.burst())
-	}
-	r.lastFill = now
-	if el := now.Sub(r.winStart); el >= paceWindow {
-		rate := float64(r.winSent) / el.Seconds()
-		r.peak = max(r.peak, rate)
-		r.winStart, r.winSent = now, 0
-		if r.pace > 0 && now.Sub(r.lastCut) >= paceWindow {
-			if r.congested {
-				r.pace *= 1.25
-			} else {
-				r.pace *= 2
+// queueFresh numbers the reports Send queued and appends them to the
+// batch grouped by opcode, the groups in the order of their first report:
+// the reports of a primitive are of one size, usually, and the kernel
+// sends a run of equal datagrams as one message (UDP GSO, internal/udpio),
+// where a mixed stream costs it one message per change of size. Within a
+// group, Send's order is kept, so a key's, list's or flow's reports keep
+// theirs. Each is numbered in the order it goes, so the translator sees
+// the numbers ascending, as it would without grouping (a number that came
+// after a higher one would be NACKed missing), kept for resending, and
+// remembered as its key's newest Key-Write. A reporter that does not
+// number its reports (not Sequenced) sends them in the order of Send: the
+// caller's headers go as they are, and may carry numbers of its own (a
+// capture replayed). r.mu is held.
+func (r *Reporter) queueFresh() {
+	base := r.seq - uint32(len(r.fresh))
+	seq := base
+	for i := range r.fresh {
+		if r.fresh[i].b == nil {
+			continue // in an earlier group
+		}
+		op := r.fresh[i].h.Opcode
+		for j := i; j < len(r.fresh); j++ {
+			f := &r.fresh[j]
+			if f.b == nil || f.h.Opcode != op && r.cfg.Sequenced {
+				continue
 			}
-			switch {
-			case r.cfg.Rate > 0:
-				r.pace = min(r.pace, r.cfg.Rate)
-			case r.pace >= 2*r.peak:
-				r.pace = 0 // back to no cap
+			if r.cfg.Sequenced {
+				f.h.Seq = seq
+				if !r.cfg.WideSequence {
+					f.h.Seq &= 0xff
+				}
+				f.h.AppendTo(f.b[:0]) // the header again, in place, numbered
+				r.store.Put(f.h.Seq, f.b)
+				if r.sendOrder != nil {
+					r.sendOrder[seq&0xffff] = int16(int32(base + uint32(j) - seq))
+				}
+				if r.kwLast != nil && op == dta.OpKeyWrite {
+					r.kwLast[kwIndex(f.key)] = kwSlot{key: f.key, seq: f.h.Seq, valid: true}
+				}
+				seq++
 			}
+			r.batch = append(r.batch, udpio.Datagram{Buf: f.b})
+			f.b = nil
 		}
 	}
+	clear(r.fresh)
+	r.fresh = r.fresh[:0]
 }
 
 // waitLocked blocks, with the lock released, until the pace allows one
 // more report, the credit one more, and no NACKed report held for its
 // resend would be WideWindow behind the newest when it is sent
-// (resendBehind). r.mu is held.
+// (exactly.Store.Behind). r.mu is held.
 func (r *Reporter) waitLocked() error {
 	for {
 		if r.closed {
 			return ErrClosed
 		}
 		now := time.Now()
-		r.refill(now)
-		var d time.Duration
+		r.pace.refill(now)
 		switch {
-		case r.ackMode && r.resendBehind(now):
+		case r.credit.on && r.store.Behind(r.seq, clock.Of(now), ackStall):
 			// The translator takes a resend once its number is a window
 			// behind the newest only while it still owes it (up to two
 			// windows, docs/DTA-WIRE.md "Exactly once"); a NACK says the
 			// report was not applied, so it must stay resendable: the
 			// stream waits for the resend to be acknowledged or lost.
+			// A copy last sent more than ackStall ago holds nothing
+			// back: it was resent before acks came, and Close counts it.
 			if err := r.waitAckLocked(); err != nil {
 				return err
 			}
-			continue
-		case r.ackMode && r.seq-r.acked >= credit:
-			if now.Sub(r.lastAckAt) > ackStall && now.Sub(r.awakeAt) > ackSilence {
+		case r.credit.full(r.seq):
+			if r.credit.stalled(now) {
 				// The translator is gone or stuck: the reports in flight
 				// may or may not have been applied. Credit starts again
 				// from here, so that a dead translator slows Send down.
-				for ; r.acked != r.seq; r.acked++ {
-					r.unconfirm(r.acked)
+				r.queueFresh() // numbered and kept, so that each is counted
+				for ; r.credit.acked != r.seq; r.credit.acked++ {
+					r.unconfirm(r.credit.acked)
 				}
-				r.lastAckAt = now
+				r.credit.heard(now)
 				continue
 			}
 			// The translator has not caught up: wait for its next ack
@@ -602,26 +618,24 @@ func (r *Reporter) waitLocked() error {
 			// Acks that stop moving while the translator still talks may
 			// mean the last reports never reached it: a copy of the last
 			// one shows it their numbers.
-			if now.Sub(r.movedAt) > probeAfter && now.Sub(r.lastAckAt) <= ackSilence {
+			if r.credit.probeDue(now) {
 				r.probeLocked()
-				r.movedAt = now
 			}
 			if err := r.waitAckLocked(); err != nil {
 				return err
 			}
-			continue
-		case r.pace > 0 && r.tokens < 1:
-			d = time.Duration((1 - r.tokens) / r.pace * float64(time.Second))
+		case r.pace.limited():
+			d := r.pace.wait()
+			r.c.Waits++
+			if err := r.flushLocked(); err != nil {
+				return err
+			}
+			r.mu.Unlock()
+			time.Sleep(max(d, 20*time.Microsecond))
+			r.mu.Lock()
 		default:
 			return nil
 		}
-		r.c.Waits++
-		if err := r.flushLocked(); err != nil {
-			return err
-		}
-		r.mu.Unlock()
-		time.Sleep(max(d, 20*time.Microsecond))
-		r.mu.Lock()
 	}
 }
 
@@ -635,32 +649,11 @@ func (r *Reporter) waitAckLocked() error {
 	}
 	r.mu.Unlock()
 	select {
-	case <-r.ackMoved:
+	case <-r.credit.moved:
 	case <-time.After(10 * time.Millisecond):
 	}
 	r.mu.Lock()
 	return nil
-}
-
-// resendBehind reports whether a report held for its resend (NACKed, not
-// lost) is so old that the next number sent would put it WideWindow
-// behind the newest. heldLow bounds the numbers NACKed for a resend from
-// below, so the map is scanned only when the oldest may be that far
-// behind. A copy last sent more than ackStall ago holds nothing back: it
-// was resent before acks came (no answer is awaited), and Close counts it.
-// r.mu is held.
-func (r *Reporter) resendBehind(now time.Time) bool {
-	if len(r.held) == 0 || r.seq-r.heldLow < WideWindow-1 {
-		return false
-	}
-	low := r.seq
-	for seq, h := range r.held {
-		if !h.lost && int32(seq-low) < 0 && (h.lastSent.IsZero() || now.Sub(h.lastSent) < ackStall) {
-			low = seq
-		}
-	}
-	r.heldLow = low
-	return r.seq-low >= WideWindow-1
 }
 
 // KeyWrite sends a Key-Write report: data under key, n copies
@@ -712,6 +705,7 @@ func (r *Reporter) Flush() error {
 }
 
 func (r *Reporter) flushLocked() error {
+	r.queueFresh()
 	// A refused datagram (no listener yet: ECONNREFUSED) is counted and
 	// skipped; the rest still go.
 	refused, err := r.conn.WriteAll(r.batch)
@@ -730,7 +724,8 @@ func (r *Reporter) flushLocked() error {
 // Close sends what is queued; with Confirmed delivery it sends the last
 // report twice more (see probeTail) and keeps answering NACKs
 // until 20 ms passed without a NACK or a resend and none is pending (at
-// most a second);
+// most a second, or up to ten while the translator's acks still come and
+// reports wait for theirs);
 // what is still pending then is lost, and what was never acknowledged
 // unconfirmed (counted, and handed to OnLoss). It then stops listening and
 // closes the sockets.
@@ -747,11 +742,14 @@ func (r *Reporter) Close() error {
 		r.probeTail()
 	}
 	if r.ack != nil {
-		for end := time.Now().Add(lingerMax); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		start := time.Now()
+		for end := start.Add(lingerMax); ; time.Sleep(time.Millisecond) {
+			now := time.Now()
 			r.mu.Lock()
-			quiet := len(r.resends) == 0 && time.Since(r.lastEvent) >= lingerQuiet && (!r.ackMode || r.acked == r.seq && r.resentSettled())
+			quiet := len(r.resends) == 0 && now.Sub(r.lastEvent) >= lingerQuiet && (!r.credit.on || r.credit.acked == r.seq && r.store.Settled())
+			heard := r.credit.on && !r.credit.silent(now)
 			r.mu.Unlock()
-			if quiet {
+			if quiet || now.After(end) && (!heard || now.Sub(start) > lingerHeard) {
 				break
 			}
 		}
@@ -764,14 +762,12 @@ func (r *Reporter) Close() error {
 	r.resends = nil
 	// Never acknowledged, in credit mode: the translator may or may not
 	// have applied them.
-	for ; r.ackMode && r.acked != r.seq; r.acked++ {
-		r.unconfirm(r.acked)
+	for ; r.credit.on && r.credit.acked != r.seq; r.credit.acked++ {
+		r.unconfirm(r.credit.acked)
 	}
-	if r.ackMode {
-		for seq, h := range r.held {
-			if !h.lost {
-				r.unconfirm(seq)
-			}
+	if r.credit.on {
+		for _, seq := range r.store.Unsettled() {
+			r.unconfirm(seq)
 		}
 	}
 	r.mu.Unlock()
@@ -800,17 +796,18 @@ func (r *Reporter) probeTail() {
 	}
 }
 
-// probeLocked queues a copy of the last report sent, if the window still
+// probeLocked queues a copy of the last report sent, if the store still
 // holds it, and reports whether it did. r.mu is held.
 func (r *Reporter) probeLocked() bool {
+	r.queueFresh() // the last report sent is the last one queued
 	if r.seq == 0 {
 		return false
 	}
-	w := &r.window[int(r.seq-1)%len(r.window)]
-	if w.b == nil || w.seq != r.seq-1 || w.lost {
+	b := r.store.Sent(r.seq - 1)
+	if b == nil {
 		return false
 	}
-	r.batch = append(r.batch, udpio.Datagram{Buf: w.b})
+	r.batch = append(r.batch, udpio.Datagram{Buf: b})
 	r.c.Probes++
 	return true
 }
@@ -818,40 +815,37 @@ func (r *Reporter) probeLocked() bool {
 // lose counts the report with seq as lost and queues it for OnLoss. r.mu
 // is held.
 func (r *Reporter) lose(seq uint32, reason dta.Reason) {
-	h := r.held[seq]
-	if h == nil {
-		h = &heldReport{}
-		if r.held == nil {
-			r.held = make(map[uint32]*heldReport)
-		}
-		r.held[seq] = h
+	order := r.orderOf(seq)
+	if b, first := r.store.Lose(seq, clock.Now()); first {
+		r.c.Lost++
+		r.queueLoss(order, b, reason)
 	}
-	if h.lost {
-		return
-	}
-	b := h.b
-	if w := &r.window[int(seq)%len(r.window)]; w.b != nil && w.seq == seq {
-		w.lost = true
-		if b == nil {
-			b = w.b
-		}
-	}
-	r.markLost(seq, h)
-	r.c.Lost++
-	r.queueLoss(seq, b, reason)
 }
 
-// markLost turns h, seq's held copy, into a marker that stays heldFor, so
-// that a late NACK of seq is not a second loss. r.mu is held.
-func (r *Reporter) markLost(seq uint32, h *heldReport) {
-	h.b, h.lost, h.lastSent = nil, true, time.Now()
-	r.expiry = append(r.expiry, resent{seq: seq, at: h.lastSent})
+// orderOf returns the place in the order of Send of the report numbered
+// seq: its copy's, while one is held for a resend (however long ago it was
+// sent), else from sendOrder. r.mu is held.
+func (r *Reporter) orderOf(seq uint32) uint32 {
+	if h := r.store.Held(seq); h != nil && !h.Lost {
+		return h.Order
+	}
+	return r.sentOrder(seq)
 }
 
-// queueLoss queues seq, whose bytes are b, for OnLoss. r.mu is held.
-func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
+// sentOrder returns the place in the order of Send of the report numbered
+// seq, one of the last 1<<16 sent. r.mu is held.
+func (r *Reporter) sentOrder(seq uint32) uint32 {
+	if r.sendOrder == nil {
+		return seq
+	}
+	return seq + uint32(int32(r.sendOrder[seq&0xffff]))
+}
+
+// queueLoss queues the report whose place in the order of Send is order,
+// and whose bytes are b, for OnLoss. r.mu is held.
+func (r *Reporter) queueLoss(order uint32, b []byte, reason dta.Reason) {
 	if r.cfg.OnLoss != nil {
-		r.losses = append(r.losses, loss{seq: seq, b: append([]byte(nil), b...), reason: reason})
+		r.losses = append(r.losses, loss{seq: order, b: append([]byte(nil), b...), reason: reason})
 	}
 }
 
@@ -859,25 +853,11 @@ func (r *Reporter) queueLoss(seq uint32, b []byte, reason dta.Reason) {
 // have been applied) and queues it for OnLoss with reason Unconfirmed,
 // unless it was lost or unconfirmed before. r.mu is held.
 func (r *Reporter) unconfirm(seq uint32) {
-	h := r.held[seq]
-	if h != nil && h.lost {
-		return
+	order := r.orderOf(seq)
+	if b, ok := r.store.Unconfirm(seq, clock.Now()); ok {
+		r.c.Unconfirmed++
+		r.queueLoss(order, b, dta.ReasonUnconfirmed)
 	}
-	w := &r.window[int(seq)%len(r.window)]
-	inWindow := w.b != nil && w.seq == seq && !w.lost
-	if h == nil && !inWindow {
-		return
-	}
-	b := w.b
-	if h != nil {
-		b = h.b
-		r.markLost(seq, h)
-	}
-	if inWindow {
-		w.lost = true
-	}
-	r.c.Unconfirmed++
-	r.queueLoss(seq, b, dta.ReasonUnconfirmed)
 }
 
 // deliverLosses calls OnLoss for the losses queued, without r.mu, one
@@ -891,268 +871,6 @@ func (r *Reporter) deliverLosses() {
 	r.mu.Unlock()
 	for _, l := range ls {
 		r.cfg.OnLoss(l.seq, l.b, l.reason)
-	}
-}
-
-// readAcks resends the reports the translator NACKs.
-func (r *Reporter) readAcks() {
-	defer r.wg.Done()
-	_ = r.ack.ReadLoop(udpio.Buffers(16, 64), time.Millisecond, func(ms []udpio.Datagram, now time.Time) bool {
-		more := r.handleAcks(ms, now)
-		r.deliverLosses()
-		return more
-	})
-}
-
-// handleAcks takes a batch of acks (empty on an idle tick), queues the
-// reports they NACK for resending and resends those whose backoff passed,
-// as the pace allows; it reports false once the reporter is closed.
-func (r *Reporter) handleAcks(ms []udpio.Datagram, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return false
-	}
-	if now.Sub(r.loopAt) > listenGap {
-		r.awakeAt = now
-	}
-	r.loopAt = now
-	for i := range ms {
-		if unmapped(ms[i].Addr) != r.cfg.Translator {
-			r.c.Foreign++ // only the translator NACKs: a forgery or a stray
-			continue
-		}
-		a, err := dta.ParseAck(ms[i].Buf)
-		if err != nil {
-			r.c.Unknown++
-			continue
-		}
-		if r.cfg.WideSequence && (!a.Wide || a.Session != r.session) {
-			// Not about this reporter's reports: not believed, and no
-			// sign that the translator is there.
-			r.c.Foreign++
-			continue
-		}
-		if !a.NACK {
-			if a.Wide && r.cfg.WideSequence && a.Resend {
-				// A resend applied: its copy is done.
-				if h := r.held[a.Seq]; h != nil && !h.lost {
-					delete(r.held, a.Seq)
-					r.c.ResendAcks++
-					select { // a Send waiting for it (resendBehind) wakes
-					case r.ackMoved <- struct{}{}:
-					default:
-					}
-				}
-				r.lastAckAt = now
-				continue
-			}
-			if a.Wide && r.cfg.WideSequence {
-				r.c.Acks++
-				// Numbers before r.seq only: a forged or stale ack
-				// cannot give credit for reports not sent.
-				if next := a.Seq + 1; int32(next-r.acked) > 0 && int32(r.seq-next) >= 0 {
-					// Numbers before the span never reached this
-					// translator (it started after them): unconfirmed.
-					if a.Span != 0 {
-						for from := next - uint32(a.Span); int32(from-r.acked) > 0; r.acked++ {
-							r.unconfirm(r.acked)
-						}
-					}
-					r.acked, r.movedAt = next, now
-					select {
-					case r.ackMoved <- struct{}{}:
-					default:
-					}
-				}
-				r.ackMode, r.lastAckAt = true, now
-			}
-			continue
-		}
-		r.c.NACKs++
-		r.lastEvent = now
-		if h := r.held[a.Seq]; h != nil {
-			h.waitAt = time.Time{} // answered
-		}
-		if a.Reason == dta.ReasonUnconfirmed && a.Wide && r.cfg.WideSequence {
-			// Taken, but its collector's acknowledgement never came: a
-			// resend could apply it twice.
-			r.unconfirm(a.Seq)
-			continue
-		}
-		if a.Reason == dta.ReasonRejected && a.Wide && r.cfg.WideSequence {
-			// Refused for good: a resend would be refused the same way.
-			if h := r.held[a.Seq]; h == nil || !h.lost {
-				r.c.Rejected++
-			}
-			r.lose(a.Seq, a.Reason)
-			continue
-		}
-		r.slowDown(now)
-		h := r.held[a.Seq]
-		if h == nil && a.Wide == r.cfg.WideSequence {
-			if w := &r.window[int(a.Seq)%len(r.window)]; w.b != nil && w.seq == a.Seq && !w.lost {
-				h = &heldReport{b: append([]byte(nil), w.b...)}
-				if rep, err := dta.ParseReport(h.b); err == nil && rep.Header.Opcode == dta.OpKeyWrite {
-					h.kw, h.key = true, rep.KeyWrite.Key
-				}
-				if r.held == nil {
-					r.held = make(map[uint32]*heldReport)
-				}
-				r.held[a.Seq] = h
-			}
-		}
-		switch {
-		case h == nil || h.lost:
-			r.c.Unknown++ // never sent, no longer in the window, or already lost
-			// Sent, and gone from the window: lost, unless a cumulative
-			// ack or ackStall passed it (acknowledged, or counted
-			// unconfirmed already: a restarted translator NACKs as
-			// missing numbers it never saw).
-			if r.cfg.WideSequence && a.Wide && r.seq-a.Seq-1 < 1<<31 && !(r.ackMode && int32(a.Seq-r.acked) < 0) {
-				r.lose(a.Seq, a.Reason)
-			}
-		case h.resends >= r.cfg.MaxResends:
-			r.c.GaveUp++
-			r.lose(a.Seq, a.Reason)
-		default:
-			h.resends++
-			h.reason = a.Reason
-			if int32(a.Seq-r.heldLow) < 0 {
-				r.heldLow = a.Seq
-			}
-			r.resends = append(r.resends, resend{seq: a.Seq, due: now.Add(time.Millisecond << (h.resends - 1)), reason: a.Reason})
-		}
-	}
-	r.checkResent(now)
-	r.resendDue(now)
-	for len(r.expiry) > 0 && now.Sub(r.expiry[0].at) > heldFor {
-		e := r.expiry[0]
-		r.expiry = r.expiry[1:]
-		if h := r.held[e.seq]; h != nil && h.lastSent.Equal(e.at) {
-			delete(r.held, e.seq)
-		}
-	}
-	return true
-}
-
-// resentSettled reports whether every resend is acknowledged (or lost).
-// r.mu is held.
-func (r *Reporter) resentSettled() bool {
-	for _, h := range r.held {
-		if !h.lost {
-			return false
-		}
-	}
-	return true
-}
-
-// checkResent sends again the resends that waited resendWait without an
-// ack or a NACK (the resend, or its answer, was lost on the way), up to
-// MaxResends times in all. r.mu is held.
-func (r *Reporter) checkResent(now time.Time) {
-	if now.Sub(r.lastAckAt) > ackSilence && now.Sub(r.awakeAt) <= ackSilence {
-		// The reporter itself was paused (descheduled, a machine under
-		// load) for part of the silence: the translator's answers may
-		// come now. Neither sent again nor unconfirmed until it has
-		// listened ackSilence.
-		return
-	}
-	for len(r.waiting) > 0 && now.Sub(r.waiting[0].at) > resendWait {
-		e := r.waiting[0]
-		r.waiting = r.waiting[1:]
-		h := r.held[e.seq]
-		if h == nil || h.lost || !h.waitAt.Equal(e.at) {
-			continue // acknowledged, NACKed, lost, or resent since
-		}
-		switch {
-		case r.seq-e.seq >= WideWindow || now.Sub(r.lastAckAt) > ackSilence:
-			// The translator no longer tells a copy of it from a new
-			// report, or is silent (it may have died, and a restarted one
-			// cannot tell), and the last copy may have arrived: sent
-			// again, it could be applied twice. (A NACKed copy was not
-			// applied, so a resend after a NACK is safe however old.)
-			r.unconfirm(e.seq)
-		case h.resends >= r.cfg.MaxResends:
-			// Its last copy went unanswered and may have been applied:
-			// unconfirmed, not lost.
-			r.c.GaveUp++
-			r.unconfirm(e.seq)
-		default:
-			h.resends++
-			r.c.Retimed++
-			r.resends = append(r.resends, resend{seq: e.seq, due: now, reason: h.reason})
-		}
-	}
-}
-
-// slowDown halves the pace for a NACK, once per paceWindow: the
-// translator refused a report, so it or its collector cannot keep up. A
-// reporter without a pace starts from the rate it measured. r.mu is held.
-func (r *Reporter) slowDown(now time.Time) {
-	if now.Sub(r.lastCut) < paceWindow {
-		return
-	}
-	r.refill(now)
-	base := r.pace
-	if base == 0 {
-		base = r.peak
-		if el := now.Sub(r.winStart); el > 0 {
-			base = max(base, float64(r.winSent)/el.Seconds())
-		}
-	}
-	r.pace = max(base/2, minPace)
-	if r.cfg.Rate > 0 {
-		r.pace = min(r.pace, r.cfg.Rate)
-	}
-	r.tokens = max(0, min(r.tokens, r.burst()))
-	r.lastCut, r.congested = now, true
-	r.c.Backoffs++
-}
-
-// resendDue sends the NACKed reports whose backoff has passed, as the pace
-// allows, and flushes. A report whose slot a newer one took meanwhile is
-// lost. r.mu is held.
-func (r *Reporter) resendDue(now time.Time) {
-	r.refill(now)
-	keep := r.resends[:0]
-	for _, q := range r.resends {
-		if q.due.After(now) || (r.pace > 0 && r.tokens < 1) {
-			keep = append(keep, q)
-			continue
-		}
-		h := r.held[q.seq]
-		if h == nil || h.lost {
-			r.c.Moot++ // acknowledged or lost meanwhile
-			continue
-		}
-		if h.kw {
-			if e := r.kwLast[kwIndex(h.key)]; e.valid && e.key == h.key && e.seq != q.seq {
-				r.c.Superseded++
-				delete(r.held, q.seq)
-				continue
-			}
-		}
-		r.c.Resent++
-		r.lastEvent = now // its NACK, if any, is yet to come
-		h.lastSent = now
-		if r.ackMode {
-			// Wide numbers: the translator acknowledges the resend alone
-			// (R), or it is sent again. Narrow ones have no such ack:
-			// sent again, one applied would be applied twice.
-			h.waitAt = now
-			r.waiting = append(r.waiting, resent{seq: q.seq, at: now})
-		}
-		r.spend()
-		r.batch = append(r.batch, udpio.Datagram{Buf: h.b})
-		if len(r.batch) == cap(r.batch) {
-			_ = r.flushLocked()
-		}
-	}
-	clear(r.resends[len(keep):])
-	r.resends = keep
-	if len(r.batch) > 0 {
-		_ = r.flushLocked()
 	}
 }
 

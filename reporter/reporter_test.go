@@ -6,12 +6,14 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/postcard"
 )
 
 // sink is a UDP socket standing in for the translator.
@@ -353,7 +355,7 @@ func TestForeignSessionAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
-	before := r.lastAckAt
+	before := r.credit.lastAckAt
 	r.mu.Unlock()
 	ms := []udpio.Datagram{
 		{Addr: s.addr(), Buf: dta.Ack{Seq: 9, Wide: true, Span: 10, Session: forged}.AppendTo(nil)},
@@ -363,7 +365,7 @@ func TestForeignSessionAcks(t *testing.T) {
 	}
 	r.handleAcks(ms, time.Now())
 	r.mu.Lock()
-	acked, last := r.acked, r.lastAckAt
+	acked, last := r.credit.acked, r.credit.lastAckAt
 	r.mu.Unlock()
 	if c := r.Counters(); c.Acks != 0 || c.NACKs != 0 || c.Foreign != 4 || c.Resent != 0 || acked != 0 || !last.Equal(before) {
 		t.Fatalf("counters %+v, acked to %d, last ack moved %v: want 4 foreign and nothing believed", c, acked, !last.Equal(before))
@@ -406,7 +408,7 @@ func TestForeignSessionAcks(t *testing.T) {
 	r.mu.Unlock()
 	r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: dta.Ack{Seq: seq - 1, Wide: true, Session: r.Session()}.AppendTo(nil)}}, time.Now())
 	r.mu.Lock()
-	acked = r.acked
+	acked = r.credit.acked
 	r.mu.Unlock()
 	if c := r.Counters(); c.Acks != 1 || acked != seq {
 		t.Fatalf("counters %+v, acked to %d: want the ack of its own session taken, to %d", c, acked, seq)
@@ -426,6 +428,10 @@ func TestLateNACKOfSettledReport(t *testing.T) {
 	}
 	defer r.Close()
 	ack := func(a dta.Ack) {
+		// The translator answers reports it got: those sent.
+		if err := r.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		a.Wide, a.Session = true, r.Session()
 		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
 	}
@@ -445,5 +451,144 @@ func TestLateNACKOfSettledReport(t *testing.T) {
 	ack(dta.Ack{Seq: 5, NACK: true, Reason: dta.ReasonMissing})
 	if c := r.Counters(); c.Unconfirmed != 1 || c.Lost != 0 || c.Unknown != 2 {
 		t.Fatalf("counters %+v: want 3 unconfirmed once, and the late NACKs of 3 and 5 unknown", c)
+	}
+}
+
+// TestBatchGroupedByOpcode: a batch of mixed primitives goes grouped by
+// opcode (equal sizes, which the kernel sends as one message each), the
+// groups in the order of their first report, each primitive's reports in
+// the order sent, and numbered in the order they go, so that the
+// translator sees no number after a higher one (it would NACK the skipped
+// one as missing).
+func TestBatchGroupedByOpcode(t *testing.T) {
+	s := newSink(t)
+	// A batch a socket's default buffer holds, read before the next.
+	const batch = 64
+	r, err := New(Config{Translator: s.addr(), Delivery: FireAndForget, Sequenced: true, WideSequence: true, Batch: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := []dta.Opcode{dta.OpKeyWrite, dta.OpKeyIncrement, dta.OpAppend, dta.OpPostcard}
+	for b := range 3 {
+		// A batch (Send sends it once full), then what the sink got.
+		for i := uint32(b * batch); i < uint32((b+1)*batch); i++ {
+			switch i % 4 {
+			case 0:
+				err = r.KeyWrite(i, []byte{1, 2, 3, 4}, 1)
+			case 1:
+				err = r.KeyIncrement(i, 1, 1)
+			case 2:
+				err = r.Append(i, []byte{1, 2, 3, 4, 5, 6, 7, 8}, false)
+			case 3:
+				err = r.Postcard(i, 1, 2, postcard.Value(i))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ops []dta.Opcode
+		last := map[dta.Opcode]uint32{}
+		for j := range batch {
+			buf, _ := s.read()
+			rep, err := dta.ParseReport(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := rep.Header
+			if n := uint32(b*batch + j); h.Seq != n {
+				t.Fatalf("batch %d, datagram %d: number %d, want %d (ascending on the wire)", b, j, h.Seq, n)
+			}
+			if len(ops) == 0 || ops[len(ops)-1] != h.Opcode {
+				ops = append(ops, h.Opcode)
+			}
+			// Each primitive's reports in the order sent: its first
+			// field (key, list) is the index of the Send.
+			var id uint32
+			switch h.Opcode {
+			case dta.OpKeyWrite:
+				id = rep.KeyWrite.Key
+			case dta.OpKeyIncrement:
+				id = rep.KeyIncrement.Key
+			case dta.OpAppend:
+				id = rep.Append.ListID
+			case dta.OpPostcard:
+				id = rep.Postcard.Key
+			}
+			if p, ok := last[h.Opcode]; ok && id <= p {
+				t.Fatalf("batch %d: %v report %d after %d: a primitive's order changed", b, h.Opcode, id, p)
+			}
+			last[h.Opcode] = id
+		}
+		if !slices.Equal(ops, want) {
+			t.Fatalf("batch %d went in runs of opcodes %v, want one run each, %v", b, ops, want)
+		}
+	}
+}
+
+// TestOnLossSendOrder: OnLoss names a report by its place in the order of
+// Send, though a grouped batch numbers it on the wire by the order it
+// left: callers (dtareport's -losses) map losses to what they sent.
+func TestOnLossSendOrder(t *testing.T) {
+	s := newSink(t)
+	type lossAt struct {
+		seq uint32
+		key uint32
+	}
+	var got []lossAt
+	r, err := New(Config{Translator: s.addr(), AckPort: freePort(t), OnLoss: func(seq uint32, b []byte, reason dta.Reason) {
+		if reason == dta.ReasonUnconfirmed {
+			return // at Close: no ack comes from the sink
+		}
+		rep, err := dta.ParseReport(b)
+		if err != nil || reason != dta.ReasonRejected {
+			t.Errorf("loss of %d: %v, reason %d", seq, err, reason)
+		}
+		got = append(got, lossAt{seq, rep.KeyWrite.Key | rep.KeyIncrement.Key})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Send order 0..7 alternates the two; the wire has 0, 2, 4, 6
+	// (Key-Writes, numbered 0..3), then 1, 3, 5, 7 (numbered 4..7).
+	for i := range uint32(8) {
+		if i%2 == 0 {
+			err = r.KeyWrite(100+i, []byte{1, 2, 3, 4}, 1)
+		} else {
+			err = r.KeyIncrement(100+i, 1, 1)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for wire := range uint32(8) {
+		b, _ := s.read()
+		rep, err := dta.ParseReport(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Header.Seq != wire {
+			t.Fatalf("datagram %d numbered %d", wire, rep.Header.Seq)
+		}
+	}
+	nack := func(wire uint32, reason dta.Reason) {
+		a := dta.Ack{Seq: wire, NACK: true, Reason: reason, Wide: true, Session: r.Session()}
+		r.handleAcks([]udpio.Datagram{{Addr: s.addr(), Buf: a.AppendTo(nil)}}, time.Now())
+	}
+	// The Key-Write sent third, the Key-Increment sent fourth: named from
+	// the numbers sent; the Key-Increment sent sixth, refused once held
+	// for a resend: named from its copy.
+	nack(1, dta.ReasonRejected)
+	nack(5, dta.ReasonRejected)
+	nack(6, dta.ReasonBusy)
+	nack(6, dta.ReasonRejected)
+	r.deliverLosses()
+	want := []lossAt{{2, 102}, {3, 103}, {5, 105}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("OnLoss got (send order, key) %v, want %v", got, want)
 	}
 }

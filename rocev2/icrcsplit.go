@@ -28,3 +28,35 @@ func ICRCBase(ipPacket []byte, from int) (uint32, error) {
 	}
 	return icrc ^ ^UpdateCRC(^uint32(0), ipPacket[from:]), nil
 }
+
+// DeltaTables derives the ICRCs of datagrams that differ only in a window
+// of at most 16 consecutive bytes, as a requester's copies of one write
+// differ in PSN and address, or a responder's ACKs in PSN, syndrome and
+// MSN. For UDP payloads x and y of one length,
+//
+//	ICRC(x) = ICRC(y) XOR LinearCRC(x XOR y)
+//
+// so the ICRC of x is that of its base (x with the window zeroed, computed
+// once with [DatagramICRC]) XOR Sum of the window: one table lookup per
+// byte. t[k][v] is what byte v adds when after+k bytes follow it (Fill's
+// after, the bytes after the window).
+type DeltaTables [16][256]uint32
+
+// Fill makes t the tables of a window followed by after bytes.
+func (t *DeltaTables) Fill(after int) {
+	for k := range t {
+		DeltaTable(&t[k], after+k)
+	}
+}
+
+// Sum returns what the bytes of w, a window of at most 16 bytes followed by
+// Fill's after bytes, add to the ICRC. It does not allocate. Hot paths
+// unroll it for their window (package rc), tested against DatagramICRC.
+func (t *DeltaTables) Sum(w []byte) uint32 {
+	var s uint32
+	last := len(w) - 1
+	for i, v := range w {
+		s ^= t[(last-i)&15][v]
+	}
+	return s
+}

@@ -3,6 +3,7 @@ package rocev2
 import (
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 )
 
@@ -46,6 +47,38 @@ func TestICRCBase(t *testing.T) {
 			if _, err := ICRCBase(ip, from); !errors.Is(err, ErrLength) {
 				t.Fatalf("split at %d: error %v, want ErrLength", from, err)
 			}
+		}
+	}
+}
+
+// TestDeltaTables checks, over random payloads, windows and address pairs,
+// that the ICRC of a payload is that of its base (the window zeroed) XOR
+// DeltaTables.Sum of the window.
+func TestDeltaTables(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	pairs := [][2]netip.AddrPort{
+		{netip.MustParseAddrPort("10.0.0.1:4791"), netip.MustParseAddrPort("10.0.0.2:50000")},
+		{netip.MustParseAddrPort("[2001:db8::1]:4791"), netip.MustParseAddrPort("[2001:db8::2]:49152")},
+	}
+	var tab DeltaTables
+	for i := range 200 {
+		pr := pairs[i%2]
+		p := make([]byte, BTHLen+16+r.IntN(200))
+		for j := range p {
+			p[j] = byte(r.Uint32())
+		}
+		w := 1 + r.IntN(16)
+		off := 5 + r.IntN(len(p)-5-w+1) // after the masked BTH byte 4
+		base := append([]byte(nil), p...)
+		clear(base[off : off+w])
+		k, err := DatagramICRC(pr[0], pr[1], base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab.Fill(len(p) - off - w)
+		want, _ := DatagramICRC(pr[0], pr[1], p)
+		if got := k ^ tab.Sum(p[off:off+w]); got != want {
+			t.Fatalf("%d-byte payload, window %d..%d: %#x, want %#x", len(p), off, off+w, got, want)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package rocev2
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -45,6 +47,12 @@ type (
 		layers.BaseLayer
 		BTH
 		ICRC uint32
+
+		// The IP and UDP layers SerializeTo computes the ICRC with
+		// (SetLayersForICRC), and its scratch buffer.
+		ip      gopacket.SerializableLayer
+		udp     *layers.UDP
+		scratch gopacket.SerializeBuffer
 	}
 	RETHLayer struct {
 		layers.BaseLayer
@@ -175,3 +183,225 @@ func (l *PacketLayer) NextLayerType() gopacket.LayerType { return nextLayerType(
 
 // LayerPayload returns the payload without pad bytes.
 func (l *PacketLayer) LayerPayload() []byte { return l.Payload }
+
+// Serializing: gopacket.SerializeLayers calls SerializeTo from the last layer
+// to the first, each prepending its header to what the layers after it wrote.
+// The extension headers and the payload are in the buffer when the BTH's turn
+// comes, so the BTH appends the pad and the ICRC; the IP and UDP headers the
+// ICRC also covers come after it, so it serializes them ahead of time in a
+// scratch buffer (SetLayersForICRC names them).
+
+// SetLayersForICRC names the IP layer (*layers.IPv4 or *layers.IPv6) and the
+// UDP layer that carry l, which SerializeTo needs to compute the ICRC when
+// asked to compute checksums, as layers.UDP needs its network layer.
+func (l *BTHLayer) SetLayersForICRC(ip gopacket.SerializableLayer, udp *layers.UDP) error {
+	switch ip.(type) {
+	case *layers.IPv4, *layers.IPv6:
+	default:
+		return errICRCLayerType
+	}
+	if udp == nil {
+		return errICRCLayers
+	}
+	l.ip, l.udp = ip, udp
+	return nil
+}
+
+// SerializeTo prepends the BTH to b, which holds the extension header layers
+// its opcode carries (in their order, as gopacket.SerializeLayers records
+// them) and the payload, and appends the pad bytes (zeros) and the ICRC. With
+// opts.FixLengths it sets the pad count from the payload length, else sends
+// PadCount as given; with opts.ComputeChecksums it computes the ICRC over the
+// IP and UDP layers named by SetLayersForICRC, else sends ICRC as given. It
+// stores the pad count and ICRC it sent in l. It rejects what
+// [Packet.Validate] rejects and extension header layers that are not those
+// of the opcode.
+func (l *BTHLayer) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
+	h := &l.BTH
+	if h.Version != 0 {
+		return errTVer
+	}
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	if ext, ok := extHeaders(b.Layers()); !ok || ext != h.Opcode.Headers() {
+		return fmt.Errorf("serialize bth: %w: the layers after the BTH are not the extension headers of %v, in order", ErrHeader, h.Opcode)
+	}
+	n := len(b.Bytes()) - int(opcodeTable[h.Opcode].extLen) // payload length
+	if n > 0 && !h.Opcode.HasPayload() {
+		return errEncodePayload
+	}
+	if opts.FixLengths {
+		h.PadCount = uint8(-n & 3)
+	}
+	tail, err := b.AppendBytes(int(h.PadCount) + ICRCLen)
+	if err != nil {
+		return err
+	}
+	clear(tail)
+	w, err := b.PrependBytes(BTHLen)
+	if err != nil {
+		return err
+	}
+	h.appendTo(w[:0])
+	p := b.Bytes() // PrependBytes may have moved tail
+	if opts.ComputeChecksums {
+		if l.ICRC, err = l.computeICRC(p, opts); err != nil {
+			return err
+		}
+	}
+	binary.LittleEndian.PutUint32(p[len(p)-ICRCLen:], l.ICRC)
+	return nil
+}
+
+// computeICRC returns the ICRC of the UDP payload p (BTH through ICRC) sent
+// in the layers SetLayersForICRC named: it serializes them around a copy of
+// p as gopacket.SerializeLayers will (the checksums they would compute are
+// fields the ICRC masks) and hands the IP packet to [ICRC].
+func (l *BTHLayer) computeICRC(p []byte, opts gopacket.SerializeOptions) (uint32, error) {
+	if l.ip == nil {
+		return 0, errICRCLayers
+	}
+	if l.scratch == nil {
+		l.scratch = gopacket.NewSerializeBuffer()
+	}
+	s := l.scratch
+	if err := s.Clear(); err != nil {
+		return 0, err
+	}
+	w, err := s.PrependBytes(len(p))
+	if err != nil {
+		return 0, err
+	}
+	copy(w, p)
+	opts.ComputeChecksums = false
+	if err := l.udp.SerializeTo(s, opts); err != nil {
+		return 0, fmt.Errorf("serialize bth: icrc: udp: %w", err)
+	}
+	if err := l.ip.SerializeTo(s, opts); err != nil {
+		return 0, fmt.Errorf("serialize bth: icrc: ip: %w", err)
+	}
+	ip := s.Bytes()
+	if len(ip) > 0xFFFF {
+		return 0, errTooLong
+	}
+	return ICRC(ip[:len(ip)-ICRCLen])
+}
+
+// extHeaders returns the extension headers whose layers were serialized
+// just before the BTH's turn (the last of pushed, which gopacket records in
+// serialization order), and false when they are out of order or repeated.
+func extHeaders(pushed []gopacket.LayerType) (Headers, bool) {
+	var h, last Headers
+	for i := len(pushed) - 1; i >= 0; i-- {
+		bit := layerHeader(pushed[i])
+		if bit == 0 {
+			break
+		}
+		if bit <= last { // in a packet they come in the order of their bits
+			return h, false
+		}
+		h, last = h|bit, bit
+	}
+	return h, true
+}
+
+// layerHeader returns the extension header of layer type t, 0 for another
+// layer.
+func layerHeader(t gopacket.LayerType) Headers {
+	switch t {
+	case LayerTypeDETH:
+		return HasDETH
+	case LayerTypeRETH:
+		return HasRETH
+	case LayerTypeAtomicETH:
+		return HasAtomicETH
+	case LayerTypeAETH:
+		return HasAETH
+	case LayerTypeAtomicAckETH:
+		return HasAtomicAckETH
+	case LayerTypeImmDt:
+		return HasImmDt
+	case LayerTypeIETH:
+		return HasIETH
+	}
+	return 0
+}
+
+// prepend prepends n bytes to b and returns them emptied, for an extension
+// header's AppendTo to fill.
+func prepend(b gopacket.SerializeBuffer, n int) ([]byte, error) {
+	w, err := b.PrependBytes(n)
+	return w[:0], err
+}
+
+// SerializeTo prepends the 8-byte DETH to b. It rejects a source QP wider
+// than 24 bits.
+func (l *DETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	if l.SrcQP > PSNMask {
+		return errDETHQP
+	}
+	w, err := prepend(b, DETHLen)
+	if err == nil {
+		l.DETH.AppendTo(w)
+	}
+	return err
+}
+
+// SerializeTo prepends the 16-byte RETH to b.
+func (l *RETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	w, err := prepend(b, RETHLen)
+	if err == nil {
+		l.RETH.AppendTo(w)
+	}
+	return err
+}
+
+// SerializeTo prepends the 28-byte AtomicETH to b.
+func (l *AtomicETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	w, err := prepend(b, AtomicETHLen)
+	if err == nil {
+		l.AtomicETH.AppendTo(w)
+	}
+	return err
+}
+
+// SerializeTo prepends the 4-byte AETH to b. It rejects an MSN wider than 24
+// bits.
+func (l *AETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	if l.MSN > PSNMask {
+		return errAETHMSN
+	}
+	w, err := prepend(b, AETHLen)
+	if err == nil {
+		l.AETH.AppendTo(w)
+	}
+	return err
+}
+
+// SerializeTo prepends the 8-byte AtomicAckETH to b.
+func (l *AtomicAckETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	w, err := prepend(b, AtomicAckETHLen)
+	if err == nil {
+		l.AtomicAckETH.AppendTo(w)
+	}
+	return err
+}
+
+// SerializeTo prepends the 4-byte ImmDt to b.
+func (l *ImmDtLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	w, err := prepend(b, ImmDtLen)
+	if err == nil {
+		l.ImmDt.AppendTo(w)
+	}
+	return err
+}
+
+// SerializeTo prepends the 4-byte IETH to b.
+func (l *IETHLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	w, err := prepend(b, IETHLen)
+	if err == nil {
+		l.IETH.AppendTo(w)
+	}
+	return err
+}

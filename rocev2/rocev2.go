@@ -8,7 +8,12 @@
 // extension headers its opcode carries, payload, ICRC) and [Frame] a whole
 // Ethernet frame around it; both encode into and decode from caller buffers
 // without allocating. The gopacket layers in layers.go bind the headers to UDP
-// port 4791 for dissection.
+// port 4791 for dissection, and serialize: gopacket.SerializeLayers builds a
+// RoCEv2 frame from Ethernet, IP and UDP layers, a [BTHLayer], the extension
+// header layers its opcode carries and the payload, with the pad count and
+// pad bytes on FixLengths and the ICRC on ComputeChecksums (computed over the
+// IP and UDP layers [BTHLayer.SetLayersForICRC] names, as layers.UDP needs
+// its network layer for its checksum); see the BTHLayer.SerializeTo example.
 //
 // The RDMA connection manager messages carried on QP1 live in package
 // [github.com/dtakit/dtakit/rocev2/cm].
@@ -101,6 +106,8 @@ var (
 	errDETHQP        = fmt.Errorf("deth: %w: source QP wider than 24 bits", ErrHeader)
 	errAETHMSN       = fmt.Errorf("aeth: %w: MSN wider than 24 bits", ErrHeader)
 	errEncodePayload = fmt.Errorf("encode packet: %w: payload on an opcode that carries none", ErrLength)
+	errICRCLayers    = fmt.Errorf("serialize bth: %w: computing the ICRC needs the IP and UDP layers (SetLayersForICRC)", ErrHeader)
+	errICRCLayerType = fmt.Errorf("serialize bth: %w: the ICRC is computed over a *layers.IPv4 or *layers.IPv6", ErrHeader)
 )
 
 var (

@@ -46,7 +46,7 @@ func (a *acker) ackAll(e *Engine) {
 	e.HandleRoCE(a.buf, testTarget, benchNow)
 }
 
-var benchNow = time.Unix(1_000_000, 0)
+var benchNow = time.Unix(1_000_000, 0).UnixNano()
 
 // benchReports returns n encoded reports of a primitive with distinct keys.
 func benchReports(tb testing.TB, op dta.Opcode, n int) [][]byte {
@@ -123,7 +123,7 @@ func BenchmarkTranslate(b *testing.B) {
 			reps := decodedReports(b, bo.op)
 			a := &acker{q: q, buf: make([]byte, 0, 64)}
 			e.ResetOutput()
-			now := time.Now()
+			now := time.Now().UnixNano()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -155,7 +155,7 @@ func BenchmarkTranslateWide(b *testing.B) {
 	}
 	a := &acker{q: q, buf: make([]byte, 0, 64)}
 	e.ResetOutput()
-	now := time.Now()
+	now := time.Now().UnixNano()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -182,7 +182,7 @@ func BenchmarkHandleReport(b *testing.B) {
 			raw := benchReports(b, bo.op, 1024)
 			a := &acker{q: q, buf: make([]byte, 0, 64)}
 			e.ResetOutput()
-			now := time.Now()
+			now := time.Now().UnixNano()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -203,7 +203,7 @@ func TestTranslateDoesNotAllocate(t *testing.T) {
 		raw := benchReports(t, bo.op, 1024)
 		a := &acker{q: q, buf: make([]byte, 0, 64)}
 		e.ResetOutput()
-		now := time.Now()
+		now := time.Now().UnixNano()
 		i := 0
 		allocs := testing.AllocsPerRun(2000, func() {
 			e.HandleReport(raw[i&1023], testReporter, now)
@@ -223,7 +223,7 @@ func TestTranslateDoesNotAllocate(t *testing.T) {
 	}
 	// A NACK does not allocate either: a ring of 2 refuses 4 copies.
 	e, _ := memSetup(t, kwInst(t), Config{RingSize: 2})
-	now := time.Now()
+	now := time.Now().UnixNano()
 	b, _ := dta.AppendPayload(nil, &dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Seq: 1},
 		KeyWrite: dta.KeyWrite{Redundancy: 4, Key: 1, Data: binary.BigEndian.AppendUint32(nil, 1)}})
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -255,7 +255,7 @@ func BenchmarkShards(b *testing.B) {
 		e.ResetOutput()
 		shards[s] = shardBench{e: e, a: &acker{q: q, buf: make([]byte, 0, 64)}, reps: reps}
 	}
-	now := time.Now()
+	now := time.Now().UnixNano()
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/dtakit/dtakit/rocev2/rc"
@@ -41,7 +42,7 @@ func (e *Engine) probe(col *collector) {
 // PSN, and a REQ to its port.
 func (e *Engine) connect(in *instance) {
 	var fin waitQueue[rocev2.PSN]
-	if old := in.qp; old != nil {
+	if old, ok := in.conn.(*qp); ok {
 		e.closeQP(old)
 		fin = old.fin // empty, its memory reused
 	}
@@ -55,10 +56,10 @@ func (e *Engine) connect(in *instance) {
 	q := &qp{
 		inst: in, remote: in.col.addr, qpn: e.nextQPN,
 		localCommID: e.nextComm,
-		respPSN:     start,
+		recvPSN:     start,
 		fin:         fin,
 	}
-	in.qp = q
+	in.conn = q
 	e.qps[q.qpn] = q
 	e.byComm[q.localCommID] = q
 
@@ -89,7 +90,8 @@ func (e *Engine) connect(in *instance) {
 		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
 		return
 	}
-	d, mad, err := cm.Dial(cm.DialConfig{Request: req, TID: e.tid, Timeout: e.cfg.CMTimeout, Tries: e.cfg.CMTries}, e.now)
+	var buf [cm.MADLen]byte
+	d, mad, err := cm.Dial(buf[:0], cm.DialConfig{Request: req, TID: e.tid, Timeout: e.cfg.CMTimeout, Tries: e.cfg.CMTries}, e.now)
 	if err != nil {
 		e.failConnect(q, fmt.Errorf("%w: %w", ErrConfig, err))
 		return
@@ -115,8 +117,9 @@ func (e *Engine) sendMAD(q *qp, mad []byte) {
 func (e *Engine) tickCM(q *qp) {
 	switch q.state {
 	case qpConnecting:
-		ev, mad := q.dial.Tick(e.now)
-		if mad != nil {
+		var buf [cm.MADLen]byte
+		ev, mad := q.dial.Tick(buf[:0], e.now)
+		if len(mad) > 0 {
 			e.sendMAD(q, mad)
 		}
 		if ev != cm.GaveUp {
@@ -147,8 +150,8 @@ func (e *Engine) closeQP(q *qp) {
 	if e.byComm[q.localCommID] == q {
 		delete(e.byComm, q.localCommID)
 	}
-	if q.inst.qp == q {
-		q.inst.qp = nil
+	if q.inst.conn == q {
+		q.inst.conn = nil
 	}
 }
 
@@ -176,7 +179,7 @@ func (e *Engine) failConnect(q *qp, err error) {
 // QP's unacknowledged packets are lost (counted).
 func (e *Engine) reconnect(in *instance) {
 	e.c.Reconnects++
-	if old := in.qp; old != nil {
+	if old, ok := in.conn.(*qp); ok {
 		if old.state == qpReady {
 			e.c.Lost += uint64(old.req.InFlight())
 		}
@@ -192,7 +195,8 @@ func (e *Engine) sendDREQ(q *qp) {
 		return // made without the CM exchange: none to end
 	}
 	e.tid++
-	if mad := q.dial.Disconnect(e.tid); mad != nil {
+	var buf [cm.MADLen]byte
+	if mad := q.dial.Disconnect(buf[:0], e.tid); len(mad) > 0 {
 		e.sendMAD(q, mad)
 	}
 }
@@ -225,8 +229,9 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		e.c.BadRoCE++
 		return
 	}
-	ev, answer := q.dial.Handle(h, msg)
-	if answer != nil {
+	var buf [cm.MADLen]byte
+	ev, answer := q.dial.Handle(buf[:0], h, msg)
+	if len(answer) > 0 {
 		e.sendMAD(q, answer)
 	}
 	in := q.inst
@@ -235,7 +240,8 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 		e.c.BadRoCE++
 	case cm.Established:
 		q.remoteQPN, q.startPSN = q.dial.RemoteQPN(), q.dial.StartPSN()
-		q.msn = 0
+		// Valid: the REQ's PSN and the REP's 24-bit QPN.
+		q.resp, _ = rc.NewResponder(rc.ResponderConfig{Local: e.cfg.Local, Remote: q.remote, RemoteQPN: q.remoteQPN, StartPSN: q.recvPSN})
 		q.state = qpWaitAdvert
 		q.cmAt = e.now
 		if col := in.col; col.probe == in {
@@ -267,25 +273,25 @@ func (e *Engine) handleCM(src netip.AddrPort, mad []byte) {
 	}
 }
 
-// handleSend is the responder for the collector's SEND on q: the
-// advertisement, acknowledged with an RC ACK.
+// handleSend takes the collector's SEND on q through q's Responder: the
+// advertisement (and the heads after it), each acknowledged with an RC ACK.
 func (e *Engine) handleSend(q *qp) {
 	if q.state != qpWaitAdvert && q.state != qpReady {
 		e.c.BadRoCE++
 		return
 	}
-	psn := e.rx.BTH.PSN
-	switch d := psn.Diff(q.respPSN); {
-	case d < 0: // a repeat: acknowledge again, do not execute
-		e.sendAck(q, q.respPSN.Add(minusOne), rocev2.SyndromeACK)
-		return
-	case d > 0:
-		e.sendAck(q, q.respPSN, rocev2.SyndromeNAKPSNSequenceError)
+	v, b, dgs := q.resp.Receive(nil, &e.rx.BTH)
+	if v == rc.Execute {
+		// Each SEND acknowledged at once, AckReq or not: the collector
+		// waits for it before its next.
+		q.resp.Done(true, true)
+	}
+	e.sendResponses(q, dgs)
+	_, dgs = q.resp.Flush(b) // the ACK, or again for a repeat (not executed)
+	e.sendResponses(q, dgs)
+	if v != rc.Execute {
 		return
 	}
-	q.respPSN = psn.Next()
-	q.msn = (q.msn + 1) & rocev2.PSNMask
-	e.sendAck(q, psn, rocev2.SyndromeACK)
 	if q.state != qpWaitAdvert {
 		return // a later SEND means nothing to the translator
 	}
@@ -296,17 +302,14 @@ func (e *Engine) handleSend(q *qp) {
 	} else {
 		var ad dta.Advertisement
 		ad, err = dta.ParseAdvertisement(e.rx.Payload)
-		alToks, pcToks := in.alToks, in.pcToks
+		held := in.held
 		if err == nil {
 			err = in.configure(ad, e.cfg)
 		}
 		// A new layout: the pending entries and cached postcards are
 		// gone, unwritten.
-		if in.alToks == nil {
-			e.unconfirmHeld(alToks)
-		}
-		if in.pcToks == nil {
-			e.unconfirmHeld(pcToks)
+		if in.held == nil {
+			e.unconfirmHeld(held)
 		}
 		if err == nil && ad.HeadsFollow {
 			q.headsDue, q.headsNext = true, 0
@@ -349,45 +352,43 @@ func (e *Engine) newRequester(q *qp) (*rc.Requester, error) {
 // takeHeads sets the Append heads of q's instance from a ListHeads SEND,
 // which must start at the next list still without its head.
 func (e *Engine) takeHeads(q *qp) error {
-	in := q.inst
 	m, err := dta.ParseListHeads(e.rx.Payload, e.sc.heads[:0])
 	if err != nil {
 		return err
 	}
 	e.sc.heads = m.Heads[:0]
-	if m.First != q.headsNext || int(m.First)+len(m.Heads) > in.al.Lists {
-		return fmt.Errorf("list heads for lists %d..%d, want from %d of %d", m.First, int(m.First)+len(m.Heads)-1, q.headsNext, in.al.Lists)
+	rs, _ := q.inst.tr.(primitive.Resumer)
+	lists := 0
+	if rs != nil {
+		lists = rs.Heads()
+	}
+	if m.First != q.headsNext || int(m.First)+len(m.Heads) > lists {
+		return fmt.Errorf("list heads for lists %d..%d, want from %d of %d", m.First, int(m.First)+len(m.Heads)-1, q.headsNext, lists)
 	}
 	for i, h := range m.Heads {
-		if err := in.batcher.SetHead(m.First+uint32(i), h); err != nil {
+		if err := rs.SetHead(m.First+uint32(i), h); err != nil {
 			return err
 		}
 	}
 	q.headsNext += uint32(len(m.Heads))
-	q.headsDue = int(q.headsNext) < in.al.Lists
+	q.headsDue = int(q.headsNext) < lists
 	return nil
 }
 
-// sendAck queues an ACK or NAK for the collector's SENDs.
-func (e *Engine) sendAck(q *qp, psn rocev2.PSN, s rocev2.Syndrome) {
-	p := rocev2.Packet{
-		BTH:  rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: rocev2.DefaultPKey, DestQP: q.remoteQPN, PSN: psn},
-		AETH: rocev2.AETH{Syndrome: s, MSN: q.msn},
+// sendResponses queues q's Responder's responses (ACKs, NAKs) to the
+// collector.
+func (e *Engine) sendResponses(q *qp, dgs [][]byte) {
+	for _, b := range dgs {
+		e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
 	}
-	b, err := p.AppendDatagram(make([]byte, 0, 32), e.cfg.Local, q.remote)
-	if err != nil {
-		e.c.EncodeErrors++
-		return
-	}
-	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
 }
 
 // assign maps each primitive of col to its first configured instance, in
 // CM port order.
 func (e *Engine) assign(col *collector) {
-	col.byPrim = [5]*instance{}
+	col.byPrim = [256]*instance{}
 	for _, in := range col.instances {
-		if in.prim.IsValid() && col.byPrim[in.prim] == nil {
+		if in.prim.IsKnown() && col.byPrim[in.prim] == nil {
 			col.byPrim[in.prim] = in
 		}
 	}

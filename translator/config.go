@@ -11,7 +11,7 @@ import (
 // Defaults of Config's zero fields (docs/DTA-WIRE.md section 8.6).
 const (
 	DefaultCMPort         = 40050
-	DefaultRingSize       = 1024
+	DefaultRingSize       = 16384
 	DefaultAckTimeout     = 10 * time.Millisecond
 	DefaultMaxRetries     = 8
 	DefaultDeadAfter      = time.Second
@@ -22,6 +22,7 @@ const (
 	DefaultRetryInterval  = time.Second
 	DefaultAppendLinger   = 2 * time.Millisecond
 	DefaultPostcardLinger = 2 * time.Millisecond
+	DefaultAckPace        = 100 * time.Microsecond
 	// MaxDiscoveryBackoff caps the wait between probes of a collector that
 	// does not answer.
 	MaxDiscoveryBackoff = 30 * time.Second
@@ -63,7 +64,9 @@ type Config struct {
 	// i listens on CMPort+i (default 40050).
 	CMPort uint16
 	// RingSize is the retransmit ring of each QP, in packets: a power of two
-	// (default 1024). It bounds the packets in flight.
+	// (default 16384). It bounds the packets in flight: a report that finds
+	// its QP's ring full is refused (NACKed), so a ring shallower than a
+	// burst of reporters' credit turns bursts into NACKs and resends.
 	RingSize int
 	// AckTimeout is the least a QP waits for progress before it resends
 	// its unacknowledged packets, and the wait before it has timed a round
@@ -97,6 +100,13 @@ type Config struct {
 	// collector Choice[CRC8(be32(k))]. Nil means entry i names collector
 	// i mod len(Collectors).
 	Choice *dta.CollectorChoice
+	// AckPace is the least time between two cumulative acks to one source
+	// (default 100 µs, DefaultAckPace; negative: one after every batch
+	// read or acknowledged, as the engine's tests drive it). A source due
+	// an ack sooner gets it with a later batch or tick, or at Flush:
+	// each ack is a system call here and a wakeup at its sender, while a
+	// sender's credit lasts many paces.
+	AckPace time.Duration
 	// AppendLinger is the longest an Append entry waits in a partial
 	// batch before the batch is written (on a tick, so up to a tick more;
 	// default 2 ms): a sender's ack for it waits for the write.
@@ -145,6 +155,9 @@ func (c Config) withDefaults() Config {
 	if c.RingSize == 0 {
 		c.RingSize = DefaultRingSize
 	}
+	if c.AckPace == 0 {
+		c.AckPace = DefaultAckPace
+	}
 	if c.AppendLinger == 0 {
 		c.AppendLinger = DefaultAppendLinger
 	}
@@ -188,9 +201,18 @@ func (c Config) withDefaults() Config {
 }
 
 func (c Config) validate() error {
-	switch {
-	case !c.Local.IsValid() || c.Local.Addr().IsUnspecified():
+	if !c.Local.IsValid() || c.Local.Addr().IsUnspecified() {
 		return fmt.Errorf("%w: local address %v is not a specific address", ErrConfig, c.Local)
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	return c.validateAddrs()
+}
+
+// validateLimits checks the counts, sizes and durations.
+func (c Config) validateLimits() error {
+	switch {
 	case len(c.Collectors) == 0 || len(c.Collectors) > 256:
 		return fmt.Errorf("%w: %d collectors, want 1..256", ErrConfig, len(c.Collectors))
 	case c.RingSize < 2 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<16:
@@ -204,6 +226,12 @@ func (c Config) validate() error {
 	case c.MaxInstances < 1 || int(c.CMPort)+c.MaxInstances > 1<<16:
 		return fmt.Errorf("%w: %d instances from CM port %d overflow the port range", ErrConfig, c.MaxInstances, c.CMPort)
 	}
+	return nil
+}
+
+// validateAddrs checks the reporter prefixes, the collectors' addresses
+// and the choice table's collector numbers.
+func (c Config) validateAddrs() error {
 	for _, p := range c.Reporters {
 		if !p.IsValid() {
 			return fmt.Errorf("%w: reporter prefix %v", ErrConfig, p)

@@ -7,7 +7,8 @@
 //
 // The work is split in two. [Engine] is the whole translator without
 // sockets or clocks: reports, RoCEv2 datagrams from the targets and the
-// passing of time go in, datagrams to send come out ([Engine.Output]).
+// passing of time (Unix nanoseconds, as in rocev2's cores) go in,
+// datagrams to send come out ([Engine.Output]).
 // It holds the per-QP requester state (PSN, bounded retransmit ring,
 // AckReq policy, ACK/NAK processing, rate limit), the CM state machine and
 // discovery, the collector choice table, the postcard caches and the append

@@ -13,6 +13,7 @@ import (
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/rocev2/target"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -66,24 +67,13 @@ func TestWithCollector(t *testing.T) {
 		_ = rep.KeyIncrement(k%50, uint64(k), 2)
 		_ = refKI.Add(k%50, uint64(k), 2)
 		_ = rep.Postcard(k/2, postcard.Hop(k%2)+1, 2, postcard.Value(k+1))
-		chunks, _ := cache.Insert(nil, k/2, postcard.Hop(k%2)+1, 2, postcard.Value(k+1))
-		for i := range chunks {
-			for _, w := range pcc.AppendWrites(nil, &chunks[i]) {
-				_ = refPC.Apply(w)
-			}
-		}
+		refPostcard(cache, refPC, k/2, postcard.Hop(k%2)+1, postcard.Value(k+1))
 		_ = rep.Append(k%4, d, false)
 		sent += 4
 		if k%8 == 7 {
 			// Pace the reporter so loopback UDP drops nothing.
 			_ = rep.Flush()
-			deadline := time.Now().Add(5 * time.Second)
-			for reports(tr.Counters()) < uint64(sent) {
-				if time.Now().After(deadline) {
-					t.Fatalf("translator received %d of %d reports", reports(tr.Counters()), sent)
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
+			waitReceived(t, tr, uint64(sent))
 		}
 	}
 	if err := tr.Close(2 * time.Second); err != nil {
@@ -98,6 +88,7 @@ func TestWithCollector(t *testing.T) {
 		t.Errorf("translator %+v\ntarget %+v", tc, cc)
 	}
 	t.Logf("%d packets, %d retransmitted", tc.Packets, tc.Retransmits)
+	checkDatagrams(t, tc, cc)
 	if !bytes.Equal(kw.Region(), refKW.Region()) {
 		t.Error("key-write region differs from the reference store")
 	}
@@ -107,11 +98,59 @@ func TestWithCollector(t *testing.T) {
 	if !bytes.Equal(pc.Region(), refPC.Region()) {
 		t.Error("postcarding region differs from the reference store")
 	}
+	checkLists(t, ar, n/4)
+}
+
+func reports(c translator.Counters) uint64 {
+	return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4]
+}
+
+// refPostcard applies a postcard of path length 2 to the reference cache
+// and store as the translator does.
+func refPostcard(cache *postcard.Cache, pcs *postcard.Store, key uint32, hop postcard.Hop, v postcard.Value) {
+	chunks, _ := cache.Insert(nil, key, hop, 2, v)
+	for i := range chunks {
+		for _, w := range cache.Codec().AppendWrites(nil, &chunks[i]) {
+			_ = pcs.Apply(w)
+		}
+	}
+}
+
+// waitReceived waits until tr has received n reports, 5 s at most.
+func waitReceived(t *testing.T, tr *translator.Translator, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for reports(tr.Counters()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("translator received %d of %d reports", reports(tr.Counters()), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// checkDatagrams checks each socket's datagram counts: every report in
+// (fire-and-forget: no ack out), every RDMA packet out and in at the
+// target, and what the target sent (its ACKs and atomic ACKs at least)
+// back in.
+func checkDatagrams(t *testing.T, tc translator.Counters, cc target.Counters) {
+	t.Helper()
+	if tc.ReportDatagramsIn != reports(tc) || tc.ReportDatagramsOut != 0 ||
+		tc.RDMADatagramsOut < tc.Packets+tc.Retransmits || cc.Frames > tc.RDMADatagramsOut || cc.Frames < tc.Packets ||
+		cc.DatagramsSent < cc.ACKs+cc.AtomicACKs || tc.RDMADatagramsIn > cc.DatagramsSent || tc.RDMADatagramsIn < tc.AtomicACKs || tc.AtomicACKs == 0 {
+		t.Errorf("datagrams: translator's report socket %d in, %d out (%d reports); its RoCEv2 socket %d out (%d packets, %d retransmitted), %d in (%d atomic ACKs); the target %d in, %d out (%d ACKs, %d atomic ACKs)",
+			tc.ReportDatagramsIn, tc.ReportDatagramsOut, reports(tc), tc.RDMADatagramsOut, tc.Packets, tc.Retransmits, tc.RDMADatagramsIn, tc.AtomicACKs, cc.Frames, cc.DatagramsSent, cc.ACKs, cc.AtomicACKs)
+	}
+}
+
+// checkLists checks that each of ar's four lists holds its per entries in
+// order.
+func checkLists(t *testing.T, ar *appendlist.Store, per int) {
+	t.Helper()
 	for l := range uint32(4) {
 		rd, _ := ar.Reader(l)
 		buf := make([]byte, 4*1024)
 		m, err := rd.Read(buf)
-		if err != nil || m != n/4 { // 500 entries per list, the last 4 flushed at Close
+		if err != nil || m != per { // the last 4 flushed at Close
 			t.Fatalf("list %d: %d entries, %v", l, m, err)
 		}
 		for i := range m {
@@ -120,8 +159,4 @@ func TestWithCollector(t *testing.T) {
 			}
 		}
 	}
-}
-
-func reports(c translator.Counters) uint64 {
-	return c.Reports[1] + c.Reports[2] + c.Reports[3] + c.Reports[4]
 }

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"reflect"
-	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
+	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/dtakit/dtakit/rocev2/rc"
@@ -21,7 +22,8 @@ import (
 type Datagram = udpio.Datagram
 
 // Counters is a snapshot of what an engine did. Reports counts decoded
-// reports by opcode (index 1..4, dta.Opcode); every report counted there ends
+// reports by opcode (index 1..4, dta.Opcode; index 0 counts the reports of
+// every primitive registered beyond the four); every report counted there ends
 // as translated (its operations counted in Writes or FetchAdds, or held in a
 // postcard cache or append batch), Rejected, Dropped or NACKed.
 type Counters struct {
@@ -61,6 +63,13 @@ type Counters struct {
 	// Missing counts wide sequence numbers a source skipped: each is NACKed
 	// with reason Missing.
 	Missing uint64
+	// MissingWithheld counts missing numbers whose NACK waited because the
+	// source had not sent enough reports to pay for it (each report pays
+	// for two; docs/DTA-WIRE.md, "Exactly once"): each holds the source's
+	// cumulative ack back until it is NACKed (then counted in Missing too)
+	// or its report comes. BeyondWithheld counts reports NACKed busy
+	// because taking them would move such a number out of the window.
+	MissingWithheld, BeyondWithheld uint64
 	// Acks counts cumulative acks sent to sources of wide sequenced reports.
 	Acks uint64
 
@@ -101,33 +110,56 @@ type Counters struct {
 	VerbsErrors      uint64 // verbs backend: work requests refused or completed with an error
 	EncodeErrors     uint64 // packets that failed to encode (a bug if not 0)
 
+	// Datagrams on the Translator's sockets, summed over its shards (an
+	// Engine, which has none, leaves them 0): the report socket's in
+	// (reports) and out (acks and NACKs to reporters), the RoCEv2
+	// socket's in (ACKs, NAKs, CM messages) and out (RDMA packets,
+	// retransmissions, CM messages).
+	ReportDatagramsIn, ReportDatagramsOut uint64
+	RDMADatagramsIn, RDMADatagramsOut     uint64
+
 	// Translated counts reports by opcode turned into operations (or held
 	// in a postcard cache or append batch): each report once, while its
 	// datagrams counted in Reports may be NACKed (then resent), duplicates,
 	// refused or translated.
 	Translated [5]uint64
+	// RegisteredReports and RegisteredTranslated count, by opcode, the
+	// reports of each primitive registered beyond the four that Reports[0]
+	// and Translated[0] sum (metrics by primitive; not in JSON).
+	RegisteredReports, RegisteredTranslated [256]uint64 `json:"-"`
 }
 
 // collector is one target and the instances discovered on it.
 type collector struct {
 	index     int
 	addr      netip.AddrPort
-	instances []*instance  // in CM port order
-	byPrim    [5]*instance // the instance serving each primitive
-	probe     *instance    // the discovery connection under way, if any
-	done      bool         // discovery ended (REJ reason 8, or the cap)
-	err       error        // discovery failed (the last failure, while it retries)
-	retryAt   int64        // when a failed discovery probes again (0: not failed)
+	instances []*instance    // in CM port order
+	byPrim    [256]*instance // the instance serving each primitive, by opcode
+	probe     *instance      // the discovery connection under way, if any
+	done      bool           // discovery ended (REJ reason 8, or the cap)
+	err       error          // discovery failed (the last failure, while it retries)
+	retryAt   int64          // when a failed discovery probes again (0: not failed)
 	backoff   time.Duration
 }
 
 // Engine is the whole software translator without sockets: it takes reports
 // (HandleReport, Translate), RoCEv2 datagrams from the targets (HandleRoCE)
-// and the time (Tick), and queues the datagrams to send (Output).
+// and the time (Tick), and queues the datagrams to send (Output). Every
+// method that takes now takes the current time in Unix nanoseconds, as the
+// socket-free cores of rocev2 do; the engine has no clock of its own and
+// its time never goes back.
 //
-// Output's datagrams alias the engine's buffers (the retransmit rings):
-// send them, then call ResetOutput, before translating reports again after
-// HandleRoCE. An Engine is not safe for concurrent use.
+// Output's datagrams alias the engine's buffers (the retransmit rings,
+// which keep each packet until it is acknowledged: the exception rc's
+// conventions make for its Requester): send them, then call ResetOutput,
+// before translating reports again after HandleRoCE. An Engine is not safe for concurrent use.
+//
+// Engines shard as Translator shards them, each on its own goroutine and
+// sharing nothing: the engine that reads a source's reports keeps their
+// state and admits those another engine translates (Admit, TranslateFor,
+// HandedOver); what the translating engine settles later it hands out as
+// values (TakeSettled) for the caller to take to the reading engine
+// (Settle).
 type Engine struct {
 	cfg        Config
 	now        int64
@@ -150,23 +182,24 @@ type Engine struct {
 	rep     dta.Report
 	c       Counters
 
-	seqs    map[source]*seqState // wide sequence numbers by source (seqtrack.go)
-	seqTick uint64               // counts admit calls, to age seqs
-	ackDue  []source             // sources owed a cumulative ack
-	evictAt int64                // with seqs full, no source is idle before this engine time
+	seqs   exactly.Table // wide sequence numbers by source (seqtrack.go)
+	ackDue []source      // sources owed a cumulative ack
+	ackAll bool          // Flush: the next output acknowledges every source due, paced or not
+	active int           // sources that reported within the last ackKeepalive (counted by keepAlive)
 	// cur is the wide report being translated (s nil: none); tracked says
 	// its operations were queued to be settled (seqtrack.go).
 	cur     token
 	tracked bool
-	refused bool // the wide report being translated was NACKed as Rejected
-	// inbox holds reports other shards' engines settled for this one's
-	// sources; spare is its other buffer.
-	inMu         sync.Mutex
-	inbox, spare []settled
-	keptAlive    int64 // when keepAlive last ran
+	refused bool // the wide report being translated was NACKed (Rejected, or Unconfirmed by sink.Hold)
+	// settled holds the reports translated for other engines and settled
+	// since the last TakeSettled.
+	settled   []Settlement
+	keptAlive int64 // when keepAlive last ran
 
 	// Scratch space of the translation paths, reused by every report.
 	sc scratch
+	// snk is the primitive.Sink handed to the instances' Translators.
+	snk sink
 }
 
 // NewEngine returns an engine for cfg, which must name its Local address
@@ -194,7 +227,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Choice != nil {
 		e.table = *cfg.Choice
 	}
-	e.sc.init()
 	return e, nil
 }
 
@@ -202,8 +234,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 func (e *Engine) Config() Config { return e.cfg }
 
 // Start begins discovery: a REQ to the first CM port of every collector.
-// now is the current time; the engine has no clock of its own.
-func (e *Engine) Start(now time.Time) {
+// now is the current time in Unix nanoseconds.
+func (e *Engine) Start(now int64) {
 	e.setNow(now)
 	if e.started {
 		return
@@ -215,15 +247,16 @@ func (e *Engine) Start(now time.Time) {
 }
 
 // Connected reports whether discovery has ended on every collector and
-// every instance found is ready (or has failed), and the first error of
-// any collector: a collector not listening, a rejection, a bad
-// advertisement.
+// every instance found is ready (or has failed), and the errors of the
+// collectors and instances that failed: a collector not listening, a
+// rejection, an instance's bad or missing advertisement.
 func (e *Engine) Connected() (bool, error) {
 	var errs []error
-	done := true
+	done, failed := true, 0
 	for _, col := range e.collectors {
 		if col.err != nil {
 			errs = append(errs, col.err)
+			failed++
 			continue
 		}
 		if !col.done {
@@ -231,12 +264,14 @@ func (e *Engine) Connected() (bool, error) {
 			continue
 		}
 		for _, in := range col.instances {
-			if in.err == nil && !in.ready() {
+			if in.err != nil {
+				errs = append(errs, in.err)
+			} else if !in.ready() {
 				done = false
 			}
 		}
 	}
-	return done || len(errs) == len(e.collectors), errors.Join(errs...)
+	return done || failed == len(e.collectors), errors.Join(errs...)
 }
 
 // InstanceInfo describes one instance a collector advertised.
@@ -258,7 +293,7 @@ func (e *Engine) Instances() []InstanceInfo {
 			out = append(out, InstanceInfo{
 				Collector: col.index, Port: in.port, Primitive: in.prim, Ad: in.ad,
 				Ready: in.ready(),
-				Used:  in.prim.IsValid() && col.byPrim[in.prim] == in,
+				Used:  in.prim.IsKnown() && col.byPrim[in.prim] == in,
 				Err:   in.err,
 			})
 		}
@@ -290,15 +325,16 @@ func (c *Counters) addRequester(r rc.Counters) {
 	c.EncodeErrors += r.EncodeErrors
 }
 
-func (e *Engine) setNow(now time.Time) {
-	if t := now.UnixNano(); t > e.now {
-		e.now = t
+// setNow advances the engine's time to now, never back.
+func (e *Engine) setNow(now int64) {
+	if now > e.now {
+		e.now = now
 	}
 }
 
 // Tick advances the engine's time to now: CM requests and acknowledgement
 // timeouts resend, failed instances retry.
-func (e *Engine) Tick(now time.Time) {
+func (e *Engine) Tick(now int64) {
 	e.setNow(now)
 	for _, q := range e.qps {
 		switch q.state {
@@ -314,16 +350,12 @@ func (e *Engine) Tick(now time.Time) {
 	}
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
-			if len(in.alWait) > 0 {
-				e.flushLingering(in)
+			if in.tr != nil {
+				in.tr.Tick(e.sinkFor(in), e.now)
 			}
-			if in.cache != nil {
-				e.emitLingering(in)
-			}
-			if in.rq != nil {
-				e.settleVerbs(in.rq)
-			}
-			if in.qp == nil && in.retryAt != 0 && e.now >= in.retryAt {
+			if in.conn != nil {
+				in.conn.tick(e)
+			} else if in.retryAt != 0 && e.now >= in.retryAt {
 				in.retryAt = 0
 				e.connect(in)
 			}
@@ -341,7 +373,6 @@ func (e *Engine) Tick(now time.Time) {
 // NACKs to the reporters (sent from the report socket, the port they sent
 // to). They stay valid until ResetOutput.
 func (e *Engine) Output() (roce, acks []Datagram) {
-	e.takeInbox()
 	e.endRound()
 	e.sendAcks()
 	return e.out, e.acks
@@ -356,22 +387,58 @@ func (e *Engine) ResetOutput() {
 	e.nacks = e.nacks[:0]
 }
 
-// Idle reports whether every QP has had all it sent acknowledged.
+// Idle reports whether every QP has had all it sent acknowledged (with
+// the verbs backend, every work request completed; a QP in error counts
+// as idle: what it had is lost).
 func (e *Engine) Idle() bool {
-	for _, q := range e.qps {
-		if q.state == qpReady && q.req.InFlight() != 0 {
-			return false
+	for _, col := range e.collectors {
+		for _, in := range col.instances {
+			if in.conn != nil && !in.conn.idle() {
+				return false
+			}
 		}
 	}
 	return true
 }
+
+// AcceptReport decodes d, a datagram from the report socket, into r when
+// it comes from a configured reporter (Config.Reporters) and was read
+// whole, and reports whether it did; what it refuses it counts
+// (RefusedSource, Malformed).
+func (e *Engine) AcceptReport(d Datagram, r *dta.Report) bool {
+	switch {
+	case !netguard.Contains(e.cfg.Reporters, d.Addr.Addr()):
+		e.c.RefusedSource++
+	case d.Truncated, r.Decode(d.Buf) != nil: // cut: it could decode wrong
+		e.c.Malformed++
+	default:
+		return true
+	}
+	return false
+}
+
+// HandleRoCEDatagram is HandleRoCE for a datagram read from the RoCEv2
+// socket: one cut short by the read buffer is counted (BadRoCE) and
+// dropped.
+func (e *Engine) HandleRoCEDatagram(d Datagram, now int64) {
+	if d.Truncated {
+		e.c.BadRoCE++
+		return
+	}
+	e.HandleRoCE(d.Buf, d.Addr, now)
+}
+
+// Apply translates r as Translate does, except that refusal is returned,
+// not NACKed: it wraps ErrNoInstance, ErrBusy or ErrReport. With copy >=
+// 0, a Key-Write report writes only that copy (0..N-1) of its N.
+func (e *Engine) Apply(r *dta.Report, copy int) error { return e.apply(r, copy) }
 
 // HandleRoCE processes a RoCEv2 datagram received from src at the engine's
 // Local address: ACKs, NAKs and atomic ACKs of the data QPs, the
 // collectors' advertisement SENDs, and CM messages on QP 1. Datagrams with a
 // bad ICRC, that do not decode, or that belong to no QP are counted and
 // dropped.
-func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
+func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now int64) {
 	e.setNow(now)
 	src = unmap(src)
 	if err := e.rx.DecodeDatagram(b, src, e.cfg.Local); err != nil {
@@ -423,7 +490,7 @@ func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now time.Time) {
 // HandleReport decodes a DTA report received from src at time now and
 // translates it. A datagram that is not a report is counted (Malformed) and
 // dropped.
-func (e *Engine) HandleReport(b []byte, src netip.AddrPort, now time.Time) {
+func (e *Engine) HandleReport(b []byte, src netip.AddrPort, now int64) {
 	if err := e.rep.Decode(b); err != nil {
 		e.c.Malformed++
 		return
@@ -455,7 +522,7 @@ func (e *Engine) ChooseCollector(key uint32) int { return e.chooseCollector(key)
 // already had applied is counted in Duplicates and dropped, one older than
 // the window is refused (Stale), and numbers the source skipped are NACKed
 // with reason Missing (docs/DTA-WIRE.md, "Exactly once").
-func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
+func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now int64) {
 	e.setNow(now)
 	if !r.Header.Sequenced || !r.Header.Wide {
 		e.translate1(r, src)
@@ -465,8 +532,8 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 	if s == nil {
 		return
 	}
-	taken, tracked, refused := e.translateFor(r, src, token{s: s, by: e, seq: r.Header.Seq})
-	s.setApplied(r.Header.Seq, taken)
+	taken, tracked, refused := e.translateFor(r, src, token{s: s, seq: r.Header.Seq})
+	s.SetApplied(r.Header.Seq, taken)
 	seq := r.Header.Seq
 	switch {
 	case refused:
@@ -474,13 +541,13 @@ func (e *Engine) Translate(r *dta.Report, src netip.AddrPort, now time.Time) {
 		// translated again, and passed by the cumulative ack, but never
 		// acknowledged on its own.
 	case taken && tracked:
-		if s.inWindow(seq) { // older: nothing to mark, acknowledged when settled
-			s.setPending(seq, true)
+		if s.InWindow(seq) { // older: nothing to mark, acknowledged when settled
+			s.SetPending(seq, true)
 		}
 	case taken:
 		e.ackResend(s, seq) // settled already (a layout too large to track)
 	default:
-		s.nackFor(seq, e.now) // NACKed: its sender resends it
+		s.Missed(seq, e.now) // NACKed: its sender resends it
 	}
 }
 
@@ -503,13 +570,15 @@ func (e *Engine) translateFor(r *dta.Report, src netip.AddrPort, t token) (taken
 // geometry refuses is NACKed with reason Rejected and sets e.refused.
 func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	switch err := e.apply(r, -1); {
+	case err == nil:
+		return true
 	case errors.Is(err, ErrNoInstance):
 		e.drop(r, src, dta.ReasonNoInstance)
 	case errors.Is(err, ErrBusy):
 		e.drop(r, src, dta.ReasonBusy)
 	case err == errRejected:
 		if r.Header.Sequenced && r.Header.Wide {
-			e.nack(source{src, r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
+			e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, true, dta.ReasonRejected)
 			e.c.NACKs++
 			e.refused = true
 		}
@@ -520,37 +589,39 @@ func (e *Engine) translate1(r *dta.Report, src netip.AddrPort) bool {
 	return false
 }
 
-// apply translates r, counting it, and says why it was not applied. A
-// Key-Write writes only copy cp when cp is not negative.
+// apply translates r through its primitive's Translator, counting it, and
+// says why it was not applied. A Key-Write writes only copy cp when cp is
+// not negative.
 func (e *Engine) apply(r *dta.Report, cp int) error {
 	op := r.Header.Opcode
-	var key uint32
-	switch op {
-	case dta.OpKeyWrite:
-		key = r.KeyWrite.Key
-	case dta.OpKeyIncrement:
-		key = r.KeyIncrement.Key
-	case dta.OpAppend:
-		key = r.Append.ListID
-	case dta.OpPostcard:
-		key = r.Postcard.Key
-	default:
+	k, ok := primitive.Lookup(op)
+	if !ok {
 		e.c.Malformed++
 		return fmt.Errorf("%w: opcode %v", ErrReport, op)
 	}
-	e.c.Reports[op]++
-	in := e.chooseCollector(key).byPrim[op]
-	if in == nil || !in.ready() {
+	countOp(&e.c.Reports, &e.c.RegisteredReports, op)
+	col := e.collectors[0]
+	if len(e.collectors) > 1 { // one collector needs no key
+		col = e.chooseCollector(k.Key(r))
+	}
+	in := col.byPrim[op]
+	if in == nil {
 		e.c.NoInstance++
 		return errNoInstance
 	}
-	switch e.translate(in, r, cp) {
-	case busy:
+	s := e.sinkFor(in)
+	if !s.ready() {
+		e.c.NoInstance++
+		return errNoInstance
+	}
+	switch in.tr.Translate(s, r, cp) {
+	case primitive.Busy:
 		return errBusy
-	case rejected:
+	case primitive.Rejected:
+		e.c.Rejected++
 		return errRejected
 	}
-	e.c.Translated[op]++
+	countOp(&e.c.Translated, &e.c.RegisteredTranslated, op)
 	return nil
 }
 
@@ -568,7 +639,7 @@ func (e *Engine) drop(r *dta.Report, src netip.AddrPort, why dta.Reason) {
 		e.c.Dropped++
 		return
 	}
-	e.nack(source{src, r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
+	e.nack(source{Addr: src, Session: r.Header.Session}, r.Header.Seq, r.Header.Wide, why)
 	e.c.NACKs++
 }
 
@@ -586,7 +657,7 @@ func (e *Engine) nack(src source, seq uint32, wide bool, why dta.Reason) {
 // ack port; a wide one carries src's session.
 func (e *Engine) toReporter(src source, a dta.Ack) {
 	if a.Wide {
-		a.Session = src.session
+		a.Session = src.Session
 	}
 	if cap(e.nacks)-len(e.nacks) < dta.WideAckLen {
 		// The queued acks keep the old array alive.
@@ -594,7 +665,7 @@ func (e *Engine) toReporter(src source, a dta.Ack) {
 	}
 	n := len(e.nacks)
 	e.nacks = a.AppendTo(e.nacks)
-	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
+	e.acks = append(e.acks, Datagram{Addr: netip.AddrPortFrom(src.Addr.Addr(), e.cfg.AckPort), Buf: e.nacks[n:len(e.nacks):len(e.nacks)]})
 }
 
 // unmap turns an IPv4-mapped address into IPv4, so that addresses compare
@@ -603,17 +674,65 @@ func unmap(a netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }
 
-// add adds o's counts to c.
+// add adds o's counts to c (TestCountersAdd checks that it adds every
+// field).
 func (c *Counters) add(o Counters) {
-	cv, ov := reflect.ValueOf(c).Elem(), reflect.ValueOf(o)
-	for i := range cv.NumField() {
-		switch f := cv.Field(i); f.Kind() {
-		case reflect.Uint64:
-			f.SetUint(f.Uint() + ov.Field(i).Uint())
-		case reflect.Array:
-			for j := range f.Len() {
-				f.Index(j).SetUint(f.Index(j).Uint() + ov.Field(i).Index(j).Uint())
-			}
-		}
+	for i := range c.Reports {
+		c.Reports[i] += o.Reports[i]
+	}
+	for i := range c.RegisteredReports {
+		c.RegisteredReports[i] += o.RegisteredReports[i]
+		c.RegisteredTranslated[i] += o.RegisteredTranslated[i]
+	}
+	c.Malformed += o.Malformed
+	c.RefusedSource += o.RefusedSource
+	c.Rejected += o.Rejected
+	c.OutsideValues += o.OutsideValues
+	c.NoInstance += o.NoInstance
+	c.RingFull += o.RingFull
+	c.RateLimited += o.RateLimited
+	c.Dropped += o.Dropped
+	c.NACKs += o.NACKs
+	c.Duplicates += o.Duplicates
+	c.Stale += o.Stale
+	c.SourcesEvicted += o.SourcesEvicted
+	c.SourcesRefused += o.SourcesRefused
+	c.Missing += o.Missing
+	c.MissingWithheld += o.MissingWithheld
+	c.ReportDatagramsIn += o.ReportDatagramsIn
+	c.ReportDatagramsOut += o.ReportDatagramsOut
+	c.RDMADatagramsIn += o.RDMADatagramsIn
+	c.RDMADatagramsOut += o.RDMADatagramsOut
+	c.BeyondWithheld += o.BeyondWithheld
+	c.Acks += o.Acks
+	c.Writes += o.Writes
+	c.FetchAdds += o.FetchAdds
+	c.Packets += o.Packets
+	c.Retransmits += o.Retransmits
+	c.Timeouts += o.Timeouts
+	c.SeqNAKs += o.SeqNAKs
+	c.DupNAKs += o.DupNAKs
+	c.RNRNAKs += o.RNRNAKs
+	c.AccessNAKs += o.AccessNAKs
+	c.InvalidNAKs += o.InvalidNAKs
+	c.OtherNAKs += o.OtherNAKs
+	c.AtomicACKs += o.AtomicACKs
+	c.StaleACKs += o.StaleACKs
+	c.BadACKs += o.BadACKs
+	c.Reconnects += o.Reconnects
+	c.Lost += o.Lost
+	c.ResendAcks += o.ResendAcks
+	c.Unconfirmed += o.Unconfirmed
+	c.BadICRC += o.BadICRC
+	c.BadRoCE += o.BadRoCE
+	c.CMMessages += o.CMMessages
+	c.FlushLost += o.FlushLost
+	c.Lingered += o.Lingered
+	c.PartialChunks += o.PartialChunks
+	c.DiscoveryRetries += o.DiscoveryRetries
+	c.VerbsErrors += o.VerbsErrors
+	c.EncodeErrors += o.EncodeErrors
+	for i := range c.Translated {
+		c.Translated[i] += o.Translated[i]
 	}
 }

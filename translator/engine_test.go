@@ -13,6 +13,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/dta/tofino"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -93,20 +94,8 @@ func TestDiscoveryAndAdvertisement(t *testing.T) {
 	if len(ft.reqs) != 5 {
 		t.Fatalf("%d REQs, want 5", len(ft.reqs))
 	}
-	for i, r := range ft.reqs {
-		if want := cm.ServiceID(uint16(DefaultCMPort + i)); r.ServiceID != want {
-			t.Errorf("REQ %d: service ID %#x, want %#x", i, r.ServiceID, want)
-		}
-		if r.TransportType != 0 || r.PKey != 0xFFFF || r.PathMTU != cm.MTU1024 || r.MaxCMRetries != 15 || r.RetryCount != 3 {
-			t.Errorf("REQ %d: %v", i, &r)
-		}
-		if r.LocalQPN < 2 || r.StartingPSN > rocev2.PSNMask {
-			t.Errorf("REQ %d: QPN %#x PSN %#x", i, r.LocalQPN, r.StartingPSN)
-		}
-		ip, err := cm.DecodeIPHeader(r.PrivateData[:])
-		if err != nil || ip.SrcPort != testLocal.Port() || ip.Src != testLocal.Addr() || ip.Dst != testTarget.Addr() {
-			t.Errorf("REQ %d: IP header %+v, %v", i, ip, err)
-		}
+	for i := range ft.reqs {
+		checkDiscoveryREQ(t, i, &ft.reqs[i])
 	}
 	if ft.rtus != 4 {
 		t.Errorf("%d RTUs, want 4", ft.rtus)
@@ -124,6 +113,24 @@ func TestDiscoveryAndAdvertisement(t *testing.T) {
 		if in.Primitive != ft.insts[i].prim || !in.Ready || !in.Used || in.Port != uint16(DefaultCMPort+i) || in.Ad.RKey != ft.insts[i].rkey {
 			t.Errorf("instance %d: %+v", i, in)
 		}
+	}
+}
+
+// checkDiscoveryREQ checks the translator's i-th REQ of discovery.
+func checkDiscoveryREQ(t *testing.T, i int, r *cm.ConnectRequest) {
+	t.Helper()
+	if want := cm.ServiceID(uint16(DefaultCMPort + i)); r.ServiceID != want {
+		t.Errorf("REQ %d: service ID %#x, want %#x", i, r.ServiceID, want)
+	}
+	if r.TransportType != 0 || r.PKey != 0xFFFF || r.PathMTU != cm.MTU1024 || r.MaxCMRetries != 15 || r.RetryCount != 3 {
+		t.Errorf("REQ %d: %v", i, r)
+	}
+	if r.LocalQPN < 2 || r.StartingPSN > rocev2.PSNMask {
+		t.Errorf("REQ %d: QPN %#x PSN %#x", i, r.LocalQPN, r.StartingPSN)
+	}
+	ip, err := cm.DecodeIPHeader(r.PrivateData[:])
+	if err != nil || ip.SrcPort != testLocal.Port() || ip.Src != testLocal.Addr() || ip.Dst != testTarget.Addr() {
+		t.Errorf("REQ %d: IP header %+v, %v", i, ip, err)
 	}
 }
 
@@ -245,17 +252,7 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 		for hop := uint8(1); hop <= 5; hop++ {
 			r := pcReport(i, hop, uint32(hop)*1000+i)
 			h.report(r)
-			chunks, err := cache.Insert(nil, r.Postcard.Key, postcard.Hop(r.Postcard.Hop), postcard.PathLength(r.Postcard.PathLength), postcard.Value(r.Postcard.Value))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for j := range chunks {
-				for _, w := range pcc.AppendWrites(nil, &chunks[j]) {
-					if err := pcs.Apply(w); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			refPostcard(t, cache, pcs, r.Postcard)
 		}
 		h.report(alReport(i%4, uint64(i)+1, false))
 		if i%16 == 0 {
@@ -272,8 +269,35 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	if !bytes.Equal(insts[2].mem, pcs.Region()) {
 		t.Error("postcarding region differs from the store's")
 	}
-	// Append: 50 entries per list, 48 written in batches of 4.
-	region, err := appendlist.NewStore(testAL, insts[3].mem)
+	checkAllAppended(t, insts[3].mem)
+	checkAllCounts(t, h.e.Counters())
+	if !h.e.Idle() {
+		t.Error("not idle after the pump")
+	}
+}
+
+// refPostcard applies p to the reference cache and store as a translator
+// would.
+func refPostcard(t *testing.T, cache *postcard.Cache, pcs *postcard.Store, p dta.Postcard) {
+	t.Helper()
+	chunks, err := cache.Insert(nil, p.Key, postcard.Hop(p.Hop), postcard.PathLength(p.PathLength), postcard.Value(p.Value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range chunks {
+		for _, w := range cache.Codec().AppendWrites(nil, &chunks[j]) {
+			if err := pcs.Apply(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// checkAllAppended checks TestAllPrimitivesWriteWhatTheStoresExpect's
+// Append region: 50 entries per list, 48 written in batches of 4.
+func checkAllAppended(t *testing.T, mem []byte) {
+	t.Helper()
+	region, err := appendlist.NewStore(testAL, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +314,12 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 			}
 		}
 	}
-	c := h.e.Counters()
+}
+
+// checkAllCounts checks TestAllPrimitivesWriteWhatTheStoresExpect's
+// counters.
+func checkAllCounts(t *testing.T, c Counters) {
+	t.Helper()
 	if c.Reports[dta.OpKeyWrite] != 200 || c.Reports[dta.OpKeyIncrement] != 200 || c.Reports[dta.OpPostcard] != 1000 || c.Reports[dta.OpAppend] != 200 {
 		t.Errorf("reports %v", c.Reports)
 	}
@@ -300,9 +329,6 @@ func TestAllPrimitivesWriteWhatTheStoresExpect(t *testing.T) {
 	// 400 key-write writes, 200 flows × 2 copies, 48 append batches.
 	if c.Writes != 400+400+48 {
 		t.Errorf("%d writes, want %d", c.Writes, 400+400+48)
-	}
-	if !h.e.Idle() {
-		t.Error("not idle after the pump")
 	}
 }
 
@@ -587,7 +613,7 @@ func TestAdvertisedRegionBoundsTheBatcher(t *testing.T) {
 // applied, so its resend is. Each report's FETCH_ADD lands once.
 func TestExactlyOnce(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
-	h := newHarness(t, Config{RingSize: 8}, ft)
+	h := newHarness(t, Config{RingSize: 8, AckPace: -1}, ft) // an ack after every report
 	h.connect()
 	send := h.wideKI
 	var acked uint32 // the last cumulative ack
@@ -755,7 +781,7 @@ func TestAdvertisedHeads(t *testing.T) {
 			done, err := h.e.Connected()
 			if !tc.ok {
 				ins := h.e.Instances()
-				if !done || len(ins) != 1 || ins[0].Ready || !errors.Is(ins[0].Err, ErrAdvertisement) {
+				if !done || !errors.Is(err, ErrAdvertisement) || len(ins) != 1 || ins[0].Ready || !errors.Is(ins[0].Err, ErrAdvertisement) {
 					t.Fatalf("connected %v, %v, instances %+v; want the instance failed with an advertisement error", done, err, ins)
 				}
 				return
@@ -833,6 +859,34 @@ func TestAckKeepalive(t *testing.T) {
 	}
 }
 
+// TestHeldResendKeepalive: a resend taken whose operations the collector
+// has not acknowledged yet (held pending, after the cumulative ack passed
+// its number when it was NACKed) keeps its source's cumulative ack coming
+// every 50 ms, however long after the NACK, so that its sender, waiting
+// for its ack of its own, does not take the silence for a dead translator.
+func TestHeldResendKeepalive(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{}, ft)
+	h.connect()
+	send := h.wideKI
+	send(40)
+	send(42)                                      // 41 missing: NACKed, passed by the cumulative ack
+	h.advance(3*time.Second, 50*time.Millisecond) // past the 2 s a resend is owed
+	ft.silent = true                              // the resend stays pending
+	send(41)
+	h.nacks = nil
+	h.advance(160*time.Millisecond, 5*time.Millisecond)
+	n := 0
+	for _, d := range h.nacks {
+		if a, err := dta.ParseAck(d.Buf); err == nil && !a.NACK && !a.Resend {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d acks in 160 ms with a resend pending, want one each 50 ms", n)
+	}
+}
+
 // TestResendAck: a report NACKed for a resend is acknowledged on its own
 // once its resend is applied and the collector acknowledged it, and so is
 // a copy of it that comes again. (A copy older than the window is refused:
@@ -885,7 +939,7 @@ func TestPendingQueueBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &seqState{} // not tracked by e: settling it changes nothing else
+	src := &exactly.State{} // not tracked by e: settling it changes nothing else
 	req, err := rc.New(rc.Config{Local: testLocal, Remote: testTarget, Ring: 4, MaxPacket: 64}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -893,7 +947,7 @@ func TestPendingQueueBounded(t *testing.T) {
 	q := &qp{req: req}
 	for i := range 20000 {
 		req.FetchAdd(8, 1, 1, 0) // packet i queued
-		e.pend(q, token{s: src, by: e, seq: uint32(i)})
+		q.pend(token{s: src, seq: uint32(i)})
 		if i > 0 { // packets before i acknowledged
 			req.HandleAck(rocev2.PSN(i-1), rocev2.SyndromeACK, 0)
 		}

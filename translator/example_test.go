@@ -38,7 +38,7 @@ func ExampleEngine() {
 
 	// exchange hands the engine's RoCEv2 datagrams to the target and the
 	// target's responses back, until neither has anything to send.
-	now := time.Now()
+	now := time.Now().UnixNano()
 	var out target.Output
 	exchange := func() (sent int) {
 		for {

@@ -4,8 +4,13 @@ import (
 	"fmt"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/rocev2"
 )
+
+// seqWindow is the span of numbers behind the newest that a source's state
+// remembers, for the tests.
+const seqWindow = exactly.Window
 
 // StartCollector is startCollector for the external tests.
 var StartCollector = startCollector
@@ -39,7 +44,7 @@ func (e *Engine) attach(c int, ad dta.Advertisement, remoteQPN uint32, start roc
 	if q.req, err = e.newRequester(q); err != nil {
 		return 0, err
 	}
-	in.qp = q
+	in.conn = q
 	e.qps[q.qpn] = q
 	col.instances = append(col.instances, in)
 	e.assign(col)

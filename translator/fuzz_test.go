@@ -62,7 +62,7 @@ func fuzzRoCEBody(t *testing.T, b []byte) {
 		h.connect()
 		if len(b) >= rocev2.BTHLen {
 			// Aim at the QP or QP 1 half the time, and fix the ICRC.
-			q := h.e.collectors[0].instances[0].qp
+			q := h.e.collectors[0].instances[0].conn.(*qp)
 			if b[0]&1 == 0 {
 				b[5], b[6], b[7] = byte(q.qpn>>16), byte(q.qpn>>8), byte(q.qpn)
 			}

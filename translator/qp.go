@@ -38,10 +38,10 @@ type qp struct {
 	cmAt        int64      // when the REP came: the wait for the advertisement starts
 	startPSN    rocev2.PSN // the REP's: the requester's first
 
-	// Responder state for the SENDs the collector makes (the advertisement,
-	// then the Append heads when it says they follow).
-	respPSN   rocev2.PSN // expected
-	msn       uint32
+	// The responder for the SENDs the collector makes (the advertisement,
+	// then the Append heads when it says they follow), from the REP on.
+	recvPSN   rocev2.PSN // the REQ's starting PSN: the collector's first SEND's
+	resp      *rc.Responder
 	headsDue  bool   // waiting for ListHeads SENDs
 	headsNext uint32 // the first list still without its head
 
@@ -68,9 +68,11 @@ func (q *qp) refill(now int64, rate float64, burst int) {
 	q.lastRefill = now
 }
 
+func (q *qp) ready() bool { return q.state == qpReady }
+
 // room reports whether q can send n more packets now: ring space and, with
 // a rate limit, tokens. It counts the reason when it cannot.
-func (e *Engine) room(q *qp, n int) bool {
+func (q *qp) room(e *Engine, n int) bool {
 	if !q.req.Room(n) {
 		e.c.RingFull++
 		return false
@@ -84,6 +86,51 @@ func (e *Engine) room(q *qp, n int) bool {
 	}
 	return true
 }
+
+func (q *qp) flushRoom(n int) bool { return q.req.Room(n) }
+
+// write posts a WRITE Only, or First/Middle/Last when data exceeds the MTU.
+func (q *qp) write(e *Engine, va uint64, rkey uint32, data []byte, imm bool, immData uint32) {
+	if len(data) <= MTU {
+		if b := q.req.WriteOnly(va, rkey, data, imm, immData, e.now); b != nil {
+			e.send(q, b)
+		}
+		return
+	}
+	p := &e.sc.pkt
+	*p = rocev2.Packet{
+		BTH:     rocev2.BTH{Opcode: rocev2.RCWriteFirst},
+		RETH:    rocev2.RETH{VA: va, RKey: rkey, DMALength: uint32(len(data))},
+		Payload: data[:MTU],
+	}
+	e.post(q, p)
+	for data = data[MTU:]; len(data) > MTU; data = data[MTU:] {
+		*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteMiddle}, Payload: data[:MTU]}
+		e.post(q, p)
+	}
+	*p = rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCWriteLast}, Payload: data}
+	if imm {
+		p.BTH.Opcode = rocev2.RCWriteLastImm
+		p.ImmDt.Data = immData
+	}
+	e.post(q, p)
+}
+
+func (q *qp) fetchAdd(e *Engine, va uint64, rkey uint32, add uint64) {
+	e.send(q, q.req.FetchAdd(va, rkey, add, e.now))
+}
+
+func (q *qp) shareTail(on bool) {
+	if q.req != nil {
+		q.req.ShareTail(on)
+	}
+}
+
+// tick does nothing: acknowledgements settle as they come (handleAck), and
+// the engine ticks its QPs' timers (tickCM, tickQP).
+func (q *qp) tick(*Engine) {}
+
+func (q *qp) idle() bool { return q.state != qpReady || q.req.InFlight() == 0 }
 
 // post sends p on q (the multi-packet WRITEs; the one-packet WRITEs and
 // FETCH_ADDs take the requester's fast path).
@@ -99,7 +146,11 @@ func (e *Engine) post(q *qp, p *rocev2.Packet) {
 
 // send queues b, a data packet q's requester just posted.
 func (e *Engine) send(q *qp, b []byte) {
-	e.out = append(e.out, Datagram{Addr: q.remote, Buf: b})
+	// Set in place: a Datagram built on the stack and copied in stalls on
+	// the copy's reads of the stores just made.
+	e.out = append(e.out, Datagram{})
+	d := &e.out[len(e.out)-1]
+	d.Buf, d.Addr = b, q.remote
 	if !q.touched {
 		q.touched = true
 		e.touched = append(e.touched, q)

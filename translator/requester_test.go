@@ -208,7 +208,7 @@ func TestPSNWraps(t *testing.T) {
 	if !bytes.Equal(in.mem, st.Region()) {
 		t.Error("region differs")
 	}
-	q := h.e.collectors[0].instances[0].qp
+	q := h.e.collectors[0].instances[0].conn.(*qp)
 	if q.req.Next() != 14 {
 		t.Errorf("next PSN %d, want 14 (20 packets from 2^24-6)", q.req.Next())
 	}
@@ -276,14 +276,14 @@ func TestRateLimit(t *testing.T) {
 	if c := h.e.Counters(); c.Packets != 10 || c.RateLimited != 5 || c.Dropped != 5 {
 		t.Fatalf("counters %+v", c)
 	}
-	h.now = h.now.Add(5 * time.Millisecond) // 5 tokens
+	h.now += int64(5 * time.Millisecond) // 5 tokens
 	h.e.Tick(h.now)
 	h.kwReports(nil, 100, 15)
 	h.pump()
 	if c := h.e.Counters(); c.Packets != 15 || c.RateLimited != 15 {
 		t.Fatalf("after 5 ms: counters %+v", c)
 	}
-	h.now = h.now.Add(time.Second) // a full bucket, no more
+	h.now += int64(time.Second) // a full bucket, no more
 	h.e.Tick(h.now)
 	h.kwReports(nil, 200, 15)
 	if c := h.e.Counters(); c.Packets != 25 {
@@ -400,17 +400,17 @@ func TestRoundTripLearnt(t *testing.T) {
 	h, in, st := kwSetup(t, Config{})
 	type held struct {
 		b  []byte
-		at time.Time
+		at int64
 	}
 	var late []held
 	h.toE = func(bs [][]byte) [][]byte {
 		for _, b := range bs {
-			late = append(late, held{b, h.now.Add(30 * time.Millisecond)})
+			late = append(late, held{b, h.now + int64(30*time.Millisecond)})
 		}
 		var due [][]byte
 		keep := late[:0]
 		for _, x := range late {
-			if !x.at.After(h.now) {
+			if x.at <= h.now {
 				due = append(due, x.b)
 			} else {
 				keep = append(keep, x)

@@ -1,177 +1,26 @@
 package translator
 
 import (
-	"math/bits"
 	"net/netip"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 )
 
 // Wide sequence numbers let the translator apply each report once and say
-// which ones never came (docs/DTA-WIRE.md, "Exactly once"). Per source
-// address, port and session it keeps the next number it expects and which
-// of the seqWindow numbers before it it applied. The session, random and
-// chosen by the sender, keeps a sender that cannot see the traffic from
-// moving another's numbers or sending acks it believes ("Threat model").
-const (
-	// seqWindow is the span of numbers behind the newest that a source's
-	// state remembers: the reporter's resend window (reporter.WideWindow).
-	seqWindow = 4096
-	// maxSources bounds the sources tracked.
-	maxSources = 4096
-	// sourceIdle is how long a source must have been silent before a new
-	// one may take its place when maxSources are tracked: longer than a
-	// reporter waits for an ack before it counts its reports unconfirmed
-	// (a second), so that new sessions, forged or not, never push out one
-	// that is reporting.
-	sourceIdle = 2 * time.Second
-	// maxMissingNACKs bounds the NACKs one gap sends: a larger gap is more
-	// than the sender still holds.
-	maxMissingNACKs = seqWindow
-)
+// which ones never came (docs/DTA-WIRE.md, "Exactly once"): per source
+// (address, port and session) an exactly.State, in an exactly.Table.
+type source = exactly.Source
 
-// source names the sender of wide reports: its address and port, and the
-// session its reports carry.
-type source struct {
-	addr    netip.AddrPort
-	session uint64
-}
-
-type seqState struct {
-	src     source
-	first   uint32 // the first number seen: the ack's span starts there
-	next    uint32 // one past the newest number seen
-	ackFrom uint32 // one past the number the last cumulative ack named
-	applied [seqWindow / 64]uint64
-	// pending marks reports taken whose operations the collector has not
-	// acknowledged yet: the cumulative ack stops before the oldest.
-	pending [seqWindow / 64]uint64
-	// nacked marks numbers NACKed for a resend: their sender holds a copy,
-	// which it resends until that is acknowledged on its own (Resend).
-	nacked [seqWindow / 64]uint64
-	nackAt int64 // engine time of the last NACK for a resend
-	// late marks, among the seqWindow numbers before the window, those
-	// NACKed for a resend that left the window before their resend was
-	// applied: a resend of one is taken once, where any other number
-	// older than the window is refused (Stale). A fixed bitmap, so that
-	// however many are owed, none is forgotten while its sender may
-	// still hold a copy, and a source costs the same.
-	late    [seqWindow / 64]uint64
-	lastUse uint64 // the engine's report count when last used
-	lastAt  int64  // engine time of its last report
-	ackDue  bool   // an ack may have moved since the last one sent
-}
-
-// inWindow reports whether seq is one of the seqWindow numbers before next.
-func (s *seqState) inWindow(seq uint32) bool {
-	d := int32(seq - s.next)
-	return d < 0 && d > -seqWindow
-}
-
-// inLate reports whether seq is one of the seqWindow numbers before the
-// window, those the late bitmap covers.
-func (s *seqState) inLate(seq uint32) bool {
-	d := int32(seq - s.next)
-	return d <= -seqWindow && d > -2*seqWindow
-}
-
-// nackFor records that seq was NACKed for a resend: in the window, or
-// among the late numbers when it is older.
-func (s *seqState) nackFor(seq uint32, now int64) {
-	switch {
-	case s.inWindow(seq):
-		s.nack(seq, now)
-	case s.inLate(seq):
-		mark(&s.late, seq, true)
-	}
-}
-
-// takeLate reports whether seq is a late number, and forgets it: its
-// resend is taken once. The newest late number (a window behind next)
-// is still in the window's bitmaps: its bit moves to late only when the
-// number a window after it comes.
-func (s *seqState) takeLate(seq uint32) bool {
-	switch {
-	case !s.inLate(seq):
-		return false
-	case int32(seq-s.next) == -seqWindow:
-		if int32(seq-s.first) < 0 || !marked(&s.nacked, seq) || marked(&s.applied, seq) {
-			return false
-		}
-		mark(&s.applied, seq, true)
-	case marked(&s.late, seq):
-		mark(&s.late, seq, false)
-	default:
-		return false
-	}
-	return true
-}
-
-// setPending marks seq pending or not.
-func (s *seqState) setPending(seq uint32, on bool) { mark(&s.pending, seq, on) }
-
-// nack marks seq NACKed for a resend, at engine time now.
-func (s *seqState) nack(seq uint32, now int64) {
-	mark(&s.nacked, seq, true)
-	s.nackAt = now
-}
-
-// owes reports whether a number NACKed for a resend is not applied yet.
-func (s *seqState) owes() bool {
-	for i := range s.nacked {
-		if s.nacked[i]&^s.applied[i] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// mark sets or clears seq's bit in bits.
-func mark(bits *[seqWindow / 64]uint64, seq uint32, on bool) {
-	i := seq % seqWindow
-	if on {
-		bits[i/64] |= 1 << (i % 64)
-	} else {
-		bits[i/64] &^= 1 << (i % 64)
-	}
-}
-
-// marked reports seq's bit in bits.
-func marked(bits *[seqWindow / 64]uint64, seq uint32) bool {
-	i := seq % seqWindow
-	return bits[i/64]&(1<<(i%64)) != 0
-}
-
-// firstPending returns the oldest pending number from ackFrom on, or next.
-func (s *seqState) firstPending() uint32 {
-	from := s.ackFrom
-	if d := int32(s.next - from); d > seqWindow || d < 0 {
-		from = s.next - seqWindow + 1
-	}
-	for n := from; n != s.next; {
-		i := n % seqWindow
-		w := s.pending[i/64] >> (i % 64)
-		if w != 0 {
-			if p := n + uint32(bits.TrailingZeros64(w)); int32(p-s.next) < 0 {
-				return p
-			}
-			break // a stale mark of a number older than the window
-		}
-		n += 64 - i%64
-		if int32(n-s.next) > 0 {
-			break
-		}
-	}
-	return s.next
-}
-
-// token names a wide report whose source engine by keeps in s: the engine
-// that translates it may be another shard's.
+// token names a wide report whose source's state is s. away says another
+// engine keeps s (the one that read the report, home): settled, the report
+// goes back to it as a Settlement, through the Translator.
 type token struct {
-	s   *seqState
-	by  *Engine
-	seq uint32
+	s    *exactly.State
+	seq  uint32
+	home int32
+	away bool
 }
 
 // waiting is a report applied once the operation at pos (a packet's PSN,
@@ -219,7 +68,7 @@ func (w *waitQueue[P]) pop() token {
 
 // pend records that t's report is applied when q's last packet queued is
 // acknowledged.
-func (e *Engine) pend(q *qp, t token) { q.fin.push(t, q.req.Next().Add(minusOne)) }
+func (q *qp) pend(t token) { q.fin.push(t, q.req.Next().Add(minusOne)) }
 
 // settle settles the reports whose packets q's responder acknowledged.
 func (e *Engine) settle(q *qp) {
@@ -237,18 +86,16 @@ func (e *Engine) unconfirm(q *qp) {
 }
 
 // done settles t's report: applied, or unconfirmed (NACKed with that
-// reason). Another engine's report goes to its inbox, which it takes in at
-// its next Output.
+// reason). A report whose source another engine keeps is kept for
+// TakeSettled, for the Translator to take to that engine (Settle).
 func (e *Engine) done(t token, unconfirmed bool) {
-	if t.by != e {
-		t.by.inMu.Lock()
-		t.by.inbox = append(t.by.inbox, settled{token: t, unconfirmed: unconfirmed})
-		t.by.inMu.Unlock()
+	if t.away {
+		e.settled = append(e.settled, Settlement{t: t, unconfirmed: unconfirmed})
 		return
 	}
 	e.release(t.s, t.seq, !unconfirmed)
 	if unconfirmed {
-		e.nack(t.s.src, t.seq, true, dta.ReasonUnconfirmed)
+		e.nack(t.s.Source(), t.seq, true, dta.ReasonUnconfirmed)
 		e.c.Unconfirmed++
 	}
 }
@@ -263,33 +110,108 @@ func (e *Engine) unconfirmTokens(toks []token) {
 	}
 }
 
-// settled is a report another engine settled for this one.
-type settled struct {
-	token
+// Ticket names a wide report that one engine, its home, admitted (Admit)
+// for another to translate (TranslateFor): the home keeps its source's
+// state, since it reads the source's reports in order.
+type Ticket struct{ t token }
+
+// Outcome is what TranslateFor did with a report, for its home engine
+// (HandedOver).
+type Outcome struct{ taken, tracked, refused bool }
+
+// Settlement is a report that an engine translated for another (its home)
+// and whose operations were acknowledged or failed since: the home takes
+// it with Settle.
+type Settlement struct {
+	t           token
 	unconfirmed bool
 }
 
-// takeInbox settles the reports other engines settled for this one.
-func (e *Engine) takeInbox() {
-	e.inMu.Lock()
-	in := e.inbox
-	e.inbox = e.spare[:0]
-	e.inMu.Unlock()
-	for i := range in {
-		e.done(in[i].token, in[i].unconfirmed)
-		in[i] = settled{}
+// Home returns the index of the engine the settlement goes to, as given
+// to Admit.
+func (s Settlement) Home() int { return int(s.t.home) }
+
+// Admit takes r, a report from src that another engine translates
+// (TranslateFor), into the state e keeps of its source: the caller reads
+// each source's reports in order and hands its wide ones to other engines
+// through e. home is e's index among the engines, which the Settlement names.
+// It returns false when r is not to be translated (refused: NACKed or
+// counted as Translate would). A report that is not wide gets an empty
+// Ticket.
+func (e *Engine) Admit(r *dta.Report, src netip.AddrPort, home int, now int64) (Ticket, bool) {
+	e.setNow(now)
+	if !r.Header.Sequenced || !r.Header.Wide {
+		return Ticket{}, true
 	}
-	e.spare = in[:0]
+	s := e.admit(src, r)
+	if s == nil {
+		return Ticket{}, false
+	}
+	// Taken, and pending, until its translator says otherwise: a copy
+	// later in this batch (a resend, a closing reporter's probe) is a
+	// duplicate, and no ack passes it before its entry is written.
+	seq := r.Header.Seq
+	s.SetApplied(seq, true)
+	if s.InWindow(seq) {
+		s.SetPending(seq, true)
+	}
+	return Ticket{token{s: s, seq: seq, home: int32(home), away: true}}, true
+}
+
+// TranslateFor translates r, a report from src that another engine
+// admitted (tk), and says what became of it: that engine takes the
+// outcome (HandedOver) before it reads the source's next reports.
+func (e *Engine) TranslateFor(r *dta.Report, src netip.AddrPort, tk Ticket, now int64) Outcome {
+	e.setNow(now)
+	var o Outcome
+	o.taken, o.tracked, o.refused = e.translateFor(r, src, tk.t)
+	return o
+}
+
+// HandedOver records o, what another engine's TranslateFor did with tk's
+// report: one not taken is NACKed for a resend; one its translator does
+// not settle later (not taken, or taken and not tracked) is settled now.
+func (e *Engine) HandedOver(tk Ticket, o Outcome) {
+	t := tk.t
+	if t.s == nil {
+		return
+	}
+	if !o.taken {
+		t.s.SetApplied(t.seq, false)
+		t.s.Missed(t.seq, e.now)
+	}
+	if !o.taken || !o.tracked {
+		e.release(t.s, t.seq, o.taken && !o.refused)
+	}
+}
+
+// TakeSettled appends to dst the reports e translated for other engines
+// that were settled since the last call, forgets them, and returns the
+// extended slice: each goes to its Home's Settle.
+func (e *Engine) TakeSettled(dst []Settlement) []Settlement {
+	dst = append(dst, e.settled...)
+	clear(e.settled)
+	e.settled = e.settled[:0]
+	return dst
+}
+
+// Settle takes the reports other engines settled for e's sources.
+func (e *Engine) Settle(ss []Settlement) {
+	for _, st := range ss {
+		t := st.t
+		t.away = false
+		e.done(t, st.unconfirmed)
+	}
 }
 
 // release clears the pending mark of s's report seq and owes s an ack.
 // applied says the report was applied: one whose number a cumulative ack
 // already passed (a resend) is acknowledged on its own.
-func (e *Engine) release(s *seqState, seq uint32, applied bool) {
-	if e.seqs[s.src] != s {
+func (e *Engine) release(s *exactly.State, seq uint32, applied bool) {
+	if !e.seqs.Tracks(s) {
 		return // forgotten
 	}
-	if !s.inWindow(seq) {
+	if !s.InWindow(seq) {
 		// A resend that came after the window moved on: no mark to
 		// clear, and its sender waits for this.
 		if applied {
@@ -297,22 +219,27 @@ func (e *Engine) release(s *seqState, seq uint32, applied bool) {
 		}
 		return
 	}
-	s.setPending(seq, false)
-	if !s.ackDue {
-		s.ackDue = true
-		e.ackDue = append(e.ackDue, s.src)
-	}
+	s.SetPending(seq, false)
+	e.owesAck(s)
 	if applied {
 		e.ackResend(s, seq)
+	}
+}
+
+// owesAck lists s to get a cumulative ack with this round's output.
+func (e *Engine) owesAck(s *exactly.State) {
+	if !s.AckDue {
+		s.AckDue = true
+		e.ackDue = append(e.ackDue, s.Source())
 	}
 }
 
 // ackResend acknowledges report seq of s on its own (Resend) when it was
 // NACKed for a resend before, or is older than the window (a late
 // resend): its sender holds a resent copy until then.
-func (e *Engine) ackResend(s *seqState, seq uint32) {
-	if !s.inWindow(seq) || marked(&s.nacked, seq) {
-		e.toReporter(s.src, dta.Ack{Seq: seq, Wide: true, Resend: true})
+func (e *Engine) ackResend(s *exactly.State, seq uint32) {
+	if !s.InWindow(seq) || s.Nacked(seq) {
+		e.toReporter(s.Source(), dta.Ack{Seq: seq, Wide: true, Resend: true})
 		e.c.ResendAcks++
 	}
 }
@@ -323,89 +250,84 @@ func (e *Engine) ackResend(s *seqState, seq uint32) {
 // (Duplicates; dropped without a NACK), a copy older than the window
 // (Stale; NACKed unconfirmed), or a new source when no room is free
 // (SourcesRefused; NACKed busy). A number past the next expected one NACKs
-// the numbers skipped, with reason Missing. e.seqs tracks the source from
+// the numbers skipped, with reason Missing, as the source's budget allows
+// (nackMissing); one that would move a number not NACKed yet out of the
+// window is NACKed busy (BeyondWithheld). e.seqs tracks the source from
 // its first report on.
-func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *seqState {
+func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *exactly.State {
 	seq := r.Header.Seq
-	src := source{addr, r.Header.Session}
-	s := e.seqs[src]
+	src := source{Addr: addr, Session: r.Header.Session}
+	s := e.seqs.Get(src)
 	if s == nil {
-		if s = e.newSource(src); s == nil {
+		var evicted bool
+		if s, evicted = e.seqs.Add(src, seq, e.now); s == nil {
 			e.nack(src, seq, true, dta.ReasonBusy)
 			e.c.SourcesRefused++
 			e.countRefused(r)
 			return nil
 		}
-		s.first, s.next, s.ackFrom = seq, seq, seq
-	}
-	e.seqTick++
-	s.lastUse, s.lastAt = e.seqTick, e.now
-	if !s.ackDue {
-		s.ackDue = true
-		e.ackDue = append(e.ackDue, src)
-	}
-	d := int32(seq - s.next)
-	switch {
-	case d >= 0:
-		gap := uint32(d)
-		// The numbers now entering the window were not applied. Those
-		// that left it (n - seqWindow, on the same bit) NACKed for a
-		// resend and not applied stay owed while they are late numbers
-		// of the new next (seq+1); the bit forgets the number a window
-		// older still.
-		for n, i := s.next, uint32(0); i <= min(gap, seqWindow); n, i = n+1, i+1 {
-			old := n - seqWindow
-			owed := int32(old-s.first) >= 0 && int32(n-seq) > 1-seqWindow &&
-				marked(&s.nacked, n) && !marked(&s.applied, n)
-			mark(&s.late, n, owed)
-			mark(&s.applied, n, false)
-			mark(&s.pending, n, false)
-			mark(&s.nacked, n, false)
+		if evicted {
+			e.c.SourcesEvicted++
 		}
-		s.next = seq + 1
-		for i := uint32(0); i < min(gap, maxMissingNACKs); i++ {
-			n := seq - gap + i
-			e.nack(src, n, true, dta.ReasonMissing)
-			s.nackFor(n, e.now)
-			e.c.Missing++
-		}
+	}
+	e.seqs.Touch(s, e.now)
+	e.owesAck(s)
+	w0 := s.Withheld()
+	v, _ := s.Admit(seq)
+	switch v {
+	case exactly.Take:
+		e.nackMissing(s, w0)
 		return s
-	case d > -seqWindow:
-		switch {
-		case marked(&s.applied, seq):
-			e.c.Duplicates++
-			if !marked(&s.pending, seq) {
-				e.ackResend(s, seq) // applied before: its sender may wait
-			}
-		case int32(seq-s.first) < 0:
-			// Before the first number this engine saw from src: a copy
-			// (a resend or a probe) of a report that a translator before
-			// this one, on this address, may have applied. Applied again
-			// it could count twice: unconfirmed.
-			e.nack(src, seq, true, dta.ReasonUnconfirmed)
-			e.c.Unconfirmed++
-		default:
-			return s
+	case exactly.Beyond:
+		// It would move a number whose NACK is withheld out of the
+		// window: its sender may resend it once that is settled.
+		e.nackMissing(s, w0)
+		e.nack(src, seq, true, dta.ReasonBusy)
+		e.c.NACKs++
+		e.c.BeyondWithheld++
+	case exactly.Duplicate:
+		e.c.Duplicates++
+		if !s.Pending(seq) {
+			e.ackResend(s, seq) // applied before: its sender may wait
 		}
-		e.countRefused(r)
-		return nil
+	case exactly.BeforeFirst:
+		// A copy (a resend or a probe) of a report that a translator
+		// before this one, on this address, may have applied. Applied
+		// again it could count twice: unconfirmed.
+		e.nack(src, seq, true, dta.ReasonUnconfirmed)
+		e.c.Unconfirmed++
+	case exactly.Stale:
+		// Older than the window and not owed: a copy from the network,
+		// a replay or a forgery, whose fate is forgotten.
+		e.nack(src, seq, true, dta.ReasonUnconfirmed)
+		e.c.Stale++
 	}
-	// Older than the window: the resend of a report NACKed that left the
-	// window since is taken; any other number's fate is forgotten, so it
-	// is refused (a copy from the network, a replay or a forgery).
-	if s.takeLate(seq) {
-		return s
-	}
-	e.nack(src, seq, true, dta.ReasonUnconfirmed)
-	e.c.Stale++
 	e.countRefused(r)
 	return nil
 }
 
+// nackMissing NACKs, as missing, the numbers s skipped whose NACK waits,
+// as far as s's budget pays (exactly.State.NextMissing), and counts those
+// of its newest gap left waiting; w0 is how many waited before the report.
+// The rest hold its cumulative ack back, so that its sender never takes
+// silence for an acknowledgement, until reports it sends pay for them.
+func (e *Engine) nackMissing(s *exactly.State, w0 uint32) {
+	w1 := s.Withheld()
+	for n, ok := s.NextMissing(e.now); ok; n, ok = s.NextMissing(e.now) {
+		e.nack(s.Source(), n, true, dta.ReasonMissing)
+		e.c.Missing++
+	}
+	if w1 > w0 {
+		// The older ones are NACKed first: the newest gap's left are
+		// the last min(w2, w1-w0).
+		e.c.MissingWithheld += uint64(min(s.Withheld(), w1-w0))
+	}
+}
+
 // countRefused counts r, a report admit refused, with the reports.
 func (e *Engine) countRefused(r *dta.Report) {
-	if op := r.Header.Opcode; op.IsValid() {
-		e.c.Reports[op]++
+	if op := r.Header.Opcode; op.IsKnown() {
+		countOp(&e.c.Reports, &e.c.RegisteredReports, op)
 	} else {
 		e.c.Malformed++
 	}
@@ -417,88 +339,72 @@ func (e *Engine) countRefused(r *dta.Report) {
 // Every number up to it was applied, held, NACKed, or is a duplicate, so
 // the sender may reuse their resend slots: its window of unacknowledged
 // reports is its credit. The span says from which number on this engine
-// saw the source (docs/DTA-WIRE.md, "Exactly once").
+// saw the source (docs/DTA-WIRE.md, "Exactly once"). A source acknowledged
+// less than Config.AckPace ago stays due, for a later round (the next
+// batch or tick), unless the engine flushes; so does one whose ack is held
+// to its share of the credit.
 func (e *Engine) sendAcks() {
+	// What a sender sent and the engine has not read yet waits in its
+	// socket, up to a credit's worth (exactly.Credit): with n sources
+	// reporting, the ack of one that keeps sending names at most the
+	// number a credit's nth before one past its newest, so that the
+	// socket holds about one credit however many send, not n. Acking
+	// less than it could is safe: the sender keeps its copies longer.
+	share := uint32(exactly.Credit)
+	if e.active > 1 {
+		share /= uint32(e.active)
+	}
+	kept := e.ackDue[:0]
 	for _, src := range e.ackDue {
-		s := e.seqs[src]
-		if s == nil || !s.ackDue {
+		s := e.seqs.Get(src)
+		if s == nil || !s.AckDue {
 			continue
 		}
-		s.ackDue = false
-		to := s.firstPending()
-		if to == s.first {
-			continue // nothing this engine saw is settled yet
+		if !e.ackAll && s.AckedAt != 0 && e.now-s.AckedAt < int64(e.cfg.AckPace) {
+			kept = append(kept, src)
+			continue
 		}
-		s.ackFrom = to
-		e.toReporter(src, dta.Ack{Seq: to - 1, Wide: true, Span: uint16(min(to-s.first, 0xffff))})
-		e.c.Acks++
+		limit := s.Next() + 1
+		if share < exactly.Credit && !e.ackAll && s.Recent(e.now, ackIdle) {
+			limit = s.Next() + share - exactly.Credit
+		}
+		seq, span, ok, capped := s.AckBelow(limit)
+		if capped {
+			kept = append(kept, src) // again once it sends more, or stops
+		} else {
+			s.AckDue = false
+		}
+		if ok {
+			s.AckedAt = e.now
+			e.toReporter(src, dta.Ack{Seq: seq, Wide: true, Span: span})
+			e.c.Acks++
+		}
 	}
-	clear(e.ackDue)
-	e.ackDue = e.ackDue[:0]
+	clear(e.ackDue[len(kept):])
+	e.ackDue = kept
+	e.ackAll = false
 }
+
+// ackIdle is how long a source sends nothing before its ack is no longer
+// held to its share of the credit: none of its reports wait unread.
+const ackIdle = 2 * time.Millisecond
 
 // ackKeepalive is how often a source with reports not yet acknowledged
 // gets its cumulative ack again, moved or not: its sender, waiting for
 // credit, learns that the translator is there (reporter's ackStall).
 const ackKeepalive = 50 * time.Millisecond
 
-// owedFor is how long after its last NACK for a resend a source gets
-// keepalive acks while a resend is owed: longer than a sender holds a
-// copy (a second) and resends it.
-const owedFor = 2 * time.Second
-
-// keepAlive owes an ack to every source with numbers not yet acknowledged.
+// keepAlive owes an ack to every source with numbers not yet
+// acknowledged, or (for a while: its sender may have given up) a resend
+// owed: a sender takes silence for a translator that died.
 func (e *Engine) keepAlive() {
-	for src, s := range e.seqs {
-		// Also while a resend is owed (for a while: its sender may have
-		// given up): a sender takes silence for a translator that died.
-		owed := e.now-s.nackAt < int64(owedFor) && s.owes()
-		if (s.ackFrom != s.next || owed) && !s.ackDue {
-			s.ackDue = true
-			e.ackDue = append(e.ackDue, src)
+	e.active = 0
+	for s := range e.seqs.All() {
+		if s.Unacked(e.now) {
+			e.owesAck(s)
+		}
+		if s.Recent(e.now, ackKeepalive) {
+			e.active++
 		}
 	}
-}
-
-// setApplied records that the wide report numbered seq was taken (or,
-// taken false, that it was not after all). The newest late number's mark
-// is still in the window's bitmaps (takeLate): a resend of it not taken
-// stays owed when the number a window after it comes.
-func (s *seqState) setApplied(seq uint32, taken bool) {
-	if d := int32(seq - s.next); d < 0 && d >= -seqWindow {
-		mark(&s.applied, seq, taken)
-	}
-}
-
-// newSource starts tracking src. When maxSources are tracked it forgets the
-// source used least recently if that one has been silent for sourceIdle
-// (counted in SourcesEvicted), and otherwise returns nil: a flood of new
-// sessions cannot push out a source that is reporting.
-func (e *Engine) newSource(src source) *seqState {
-	if e.seqs == nil {
-		e.seqs = make(map[source]*seqState)
-	}
-	if len(e.seqs) >= maxSources {
-		if e.now < e.evictAt {
-			return nil // no source can have been silent long enough yet
-		}
-		var s0 *seqState
-		for _, s := range e.seqs {
-			if s0 == nil || s.lastUse < s0.lastUse {
-				s0 = s
-			}
-		}
-		if e.now-s0.lastAt < int64(sourceIdle) {
-			// Every other source reported after s0: none is idle
-			// before s0 would be, so a flood of new sessions does not
-			// cost a scan of the table each.
-			e.evictAt = s0.lastAt + int64(sourceIdle)
-			return nil
-		}
-		delete(e.seqs, s0.src)
-		e.c.SourcesEvicted++
-	}
-	s := &seqState{src: src, lastAt: e.now}
-	e.seqs[src] = s
-	return s
 }

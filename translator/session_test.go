@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
+	"github.com/dtakit/dtakit/internal/exactly"
 	"github.com/dtakit/dtakit/keyincr"
 )
 
@@ -91,7 +92,7 @@ func TestStaleCopyRefused(t *testing.T) {
 // with its session.
 func TestSessionsKeptApart(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
-	h := newHarness(t, Config{}, ft)
+	h := newHarness(t, Config{AckPace: -1}, ft) // an ack after every report
 	h.connect()
 	const victim, forger = 0x1111, 0x2222
 	for seq := uint32(0); seq < 10; seq++ {
@@ -135,7 +136,7 @@ func TestSourcesBounded(t *testing.T) {
 	ft := newFakeTarget(t, kiInst(t))
 	h := newHarness(t, Config{}, ft)
 	h.connect()
-	for i := range uint64(maxSources) {
+	for i := range uint64(exactly.MaxSources) {
 		h.sessionKI(testReporter, 1000+i, 0)
 	}
 	h.acksSent()
@@ -143,19 +144,19 @@ func TestSourcesBounded(t *testing.T) {
 	if acks := h.acksSent(); !slices.Contains(acks, dta.Ack{Seq: 0, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: 1}) {
 		t.Fatalf("acks %+v to a new session with no room, want a busy NACK", acks)
 	}
-	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 0 || len(h.e.seqs) != maxSources {
-		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, len(h.e.seqs))
+	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 0 || h.e.seqs.Len() != exactly.MaxSources {
+		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, h.e.seqs.Len())
 	}
 	// All but the first go on reporting; the first falls silent.
-	h.now = h.now.Add(sourceIdle)
-	for i := uint64(1); i < maxSources; i++ {
+	h.now += int64(exactly.SourceIdle)
+	for i := uint64(1); i < exactly.MaxSources; i++ {
 		h.sessionKI(testReporter, 1000+i, 1)
 	}
 	h.sessionKI(testReporter, 1, 0)
-	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 1 || len(h.e.seqs) != maxSources {
-		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, len(h.e.seqs))
+	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 1 || h.e.seqs.Len() != exactly.MaxSources {
+		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, h.e.seqs.Len())
 	}
-	if h.e.seqs[source{testReporter, 1000}] != nil || h.e.seqs[source{testReporter, 1}] == nil {
+	if h.e.seqs.Get(source{Addr: testReporter, Session: 1000}) != nil || h.e.seqs.Get(source{Addr: testReporter, Session: 1}) == nil {
 		t.Fatal("the silent source was kept or the new one not tracked")
 	}
 	h.acksSent()
@@ -315,5 +316,103 @@ func TestLateResendAtEdgeNACKedAgain(t *testing.T) {
 	h.advance(20*time.Millisecond, 5*time.Millisecond)
 	if v, c := key7(t, ft), h.e.Counters(); v != want+2 || c.Stale != 1 {
 		t.Errorf("key 7 counts %d after a second copy, want %d; Stale %d, want 1", v, want+2, c.Stale)
+	}
+}
+
+// TestAcksPaced: a source acknowledged less than AckPace ago gets its next
+// cumulative ack once the pace has passed (on a tick), naming the newest
+// number then; Flush sends a due ack at once.
+func TestAcksPaced(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{AckPace: time.Millisecond}, ft)
+	h.connect()
+	cumulative := func() (top []uint32) {
+		t.Helper()
+		for _, a := range h.acksSent() {
+			if a.NACK || a.Resend {
+				t.Fatalf("ack %+v, want only cumulative acks", a)
+			}
+			top = append(top, a.Seq)
+		}
+		return top
+	}
+	const sess = 0x77
+	h.sessionKI(testReporter, sess, 0)
+	if got := cumulative(); !slices.Equal(got, []uint32{0}) {
+		t.Fatalf("the first report drew acks %v, want [0]", got)
+	}
+	for seq := uint32(1); seq < 5; seq++ {
+		h.sessionKI(testReporter, sess, seq)
+	}
+	if got := cumulative(); len(got) != 0 {
+		t.Fatalf("reports within the pace drew acks %v, want none yet", got)
+	}
+	h.advance(time.Millisecond, 250*time.Microsecond)
+	if got := cumulative(); !slices.Equal(got, []uint32{4}) {
+		t.Fatalf("after the pace, acks %v, want [4]", got)
+	}
+	h.sessionKI(testReporter, sess, 5)
+	if got := cumulative(); len(got) != 0 {
+		t.Fatalf("a report within the pace drew acks %v, want none yet", got)
+	}
+	h.e.Flush()
+	h.pump()
+	if got := cumulative(); !slices.Equal(got, []uint32{5}) {
+		t.Fatalf("after Flush, acks %v, want [5]", got)
+	}
+	if c := h.e.Counters(); c.Acks != 3 {
+		t.Errorf("Acks %d, want 3", c.Acks)
+	}
+}
+
+// TestAckHeldToShare: with two sources reporting, the ack of one that
+// keeps sending names at most the number a credit's half before one past
+// its newest (exactly.Credit), so that it keeps at most half a credit
+// unread; a source that stops for ackIdle gets the whole ack; every report
+// is applied once.
+func TestAckHeldToShare(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	h := newHarness(t, Config{AckPace: -1}, ft)
+	h.connect()
+	a, b := testReporter, netip.MustParseAddrPort("127.0.0.10:41000")
+	const sess = 0x77
+	top := func() (n uint32, any bool) {
+		t.Helper()
+		for _, x := range h.acksSent() {
+			if x.NACK || x.Resend {
+				t.Fatalf("ack %+v, want only cumulative acks", x)
+			}
+			n, any = x.Seq, true
+		}
+		return n, any
+	}
+	h.sessionKI(a, sess, 0)
+	h.sessionKI(b, sess, 0)
+	if n, ok := top(); !ok || n != 0 {
+		t.Fatalf("first reports acknowledged to %d (%v), want 0", n, ok)
+	}
+	h.advance(time.Millisecond, time.Millisecond) // the keepalive counts two sources
+	h.acksSent()
+	for seq := uint32(1); seq <= 100; seq++ {
+		h.sessionKI(a, sess, seq)
+	}
+	if n, _ := top(); n != 0 {
+		t.Fatalf("100 more reports acknowledged to %d, want 0: held to half a credit", n)
+	}
+	for seq := uint32(101); seq < 2000; seq++ {
+		h.sessionKI(a, sess, seq)
+	}
+	if n, want := uint32(0), uint32(2000+exactly.Credit/2-exactly.Credit-1); true {
+		n, _ = top()
+		if n != want {
+			t.Fatalf("reports to 1999 acknowledged to %d, want %d", n, want)
+		}
+	}
+	h.advance(2*ackIdle, time.Millisecond)
+	if n, _ := top(); n != 1999 {
+		t.Fatalf("after the source stopped, acknowledged to %d, want 1999", n)
+	}
+	if v := key7(t, ft); v != 2001 {
+		t.Errorf("key 7 counts %d, want 2001: each report once", v)
 	}
 }

@@ -35,14 +35,15 @@ func TestShardOrder(t *testing.T) {
 	t.Run("wide", func(t *testing.T) { shardOrder(t, true) })
 }
 
+// The workload of shardOrder: reporters send keys reports each of the
+// four primitives, Append entries over lists lists.
+const ordReporters, ordLists, ordKeys = 6, 4, 300
+
 func shardOrder(t *testing.T, wide bool) {
 	kwl := keywrite.Layout{Slots: 1 << 14, DataSize: 8}
 	kil := keyincr.Layout{Slots: 1 << 12}
 	pcc, _ := postcard.NewCodec(postcard.Layout{Chunks: 1 << 12, Copies: 2})
-	const reporters, lists, keys = 6, 4, 300
-	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: lists, Entries: 4096, EntrySize: 8, Batch: 4, Markers: true})
-	kw, ki, pc, ar := c.KW, c.KI, c.PC, c.AR
-	ctx := context.Background()
+	c := startCollector(t, kwl, kil, pcc, appendlist.Layout{Lists: ordLists, Entries: 4096, EntrySize: 8, Batch: 4, Markers: true})
 
 	ackPort := uint16(0)
 	if wide {
@@ -60,17 +61,36 @@ func shardOrder(t *testing.T, wide bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	if err := tr.Start(sctx); err != nil {
 		t.Fatal(err)
 	}
 
 	refKI, _ := keyincr.NewStore(kil, nil)
+	total, reps := sendOrdered(t, tr, wide, ackPort, refKI)
+	for _, rep := range reps {
+		defer rep.Close()
+	}
+	settleOrdered(t, c, tr, total)
+	checkOrderedKeys(t, c.KW)
+	if !bytes.Equal(c.KI.Region(), refKI.Region()) {
+		t.Error("key-increment region differs from the reference store")
+	}
+	checkOrderedPaths(t, c.PC, pcc)
+	checkOrderedLists(t, c.AR)
+}
+
+// sendOrdered runs ordReporters reporters at once, each sending its
+// reports in order, adds their Key-Increments to refKI, and returns the
+// number of reports sent and the reporters, for the caller to close once
+// it checked the translator.
+func sendOrdered(t *testing.T, tr *Translator, wide bool, ackPort uint16, refKI *keyincr.Store) (uint64, []*reporter.Reporter) {
 	var refMu sync.Mutex
 	var wg sync.WaitGroup
-	var sent [reporters]uint64
-	for r := range uint32(reporters) {
+	var sent [ordReporters]uint64
+	var reps []*reporter.Reporter
+	for r := range uint32(ordReporters) {
 		cfg := reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget}
 		if wide {
 			// Confirmed, one address per reporter: each listens for its
@@ -82,18 +102,18 @@ func shardOrder(t *testing.T, wide bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rep.Close()
+		reps = append(reps, rep)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := range uint32(keys) {
+			for k := range uint32(ordKeys) {
 				key := r<<16 | k
 				// Three versions of each key, in order: the last must stay.
 				for v := uint32(1); v <= 3; v++ { // not 0: an all-zero value is refused
 					_ = rep.KeyWrite(key, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, key), v), 2)
 				}
 				_ = rep.KeyIncrement(k%64, uint64(r+1), 2)
-				_ = rep.Append(k%lists, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, r+1), k), false)
+				_ = rep.Append(k%ordLists, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, r+1), k), false)
 				// A flow's two postcards back to back: its chunk is complete
 				// before another flow can evict it, whatever the cache.
 				flow := r<<16 | k
@@ -117,6 +137,13 @@ func shardOrder(t *testing.T, wide bool) {
 	for _, n := range sent {
 		total += n
 	}
+	return total, reps
+}
+
+// settleOrdered waits for the translator to have read total reports,
+// closes it, and checks that both shards worked and nothing was lost or
+// misread.
+func settleOrdered(t *testing.T, c *testCollector, tr *Translator, total uint64) {
 	deadline := time.Now().Add(10 * time.Second)
 	for reportsOf(tr.Counters()) < total && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -145,10 +172,14 @@ func shardOrder(t *testing.T, wide bool) {
 	if tc.Duplicates != 0 || tc.Missing != 0 || tc.NACKs != 0 {
 		t.Errorf("%d duplicates, %d missing, %d NACKs: numbers misread across shards", tc.Duplicates, tc.Missing, tc.NACKs)
 	}
+}
 
+// checkOrderedKeys checks that every Key-Write key found holds its last
+// version.
+func checkOrderedKeys(t *testing.T, kw *keywrite.Store) {
 	found := 0
-	for r := range uint32(reporters) {
-		for k := range uint32(keys) {
+	for r := range uint32(ordReporters) {
+		for k := range uint32(ordKeys) {
 			key := r<<16 | k
 			res, err := kw.Query(key, 2, keywrite.Plurality)
 			if err != nil {
@@ -163,13 +194,14 @@ func shardOrder(t *testing.T, wide bool) {
 			}
 		}
 	}
-	if found < reporters*keys*9/10 {
-		t.Errorf("%d of %d keys found", found, reporters*keys)
+	if found < ordReporters*ordKeys*9/10 {
+		t.Errorf("%d of %d keys found", found, ordReporters*ordKeys)
 	}
-	if !bytes.Equal(ki.Region(), refKI.Region()) {
-		t.Error("key-increment region differs from the reference store")
-	}
-	values := make([]uint32, keys+1)
+}
+
+// checkOrderedPaths checks every flow's path found.
+func checkOrderedPaths(t *testing.T, pc *postcard.Store, pcc *postcard.Codec) {
+	values := make([]uint32, ordKeys+1)
 	for i := range values {
 		values[i] = uint32(i) + 1 // 0 is the blank
 	}
@@ -178,8 +210,8 @@ func shardOrder(t *testing.T, wide bool) {
 		t.Fatal(err)
 	}
 	paths := 0
-	for r := range uint32(reporters) {
-		for k := range uint32(keys) {
+	for r := range uint32(ordReporters) {
+		for k := range uint32(ordKeys) {
 			p, o := pc.Query(tab, r<<16|k)
 			if o != postcard.Found {
 				continue // evicted half-full by a colliding flow, or overwritten
@@ -190,24 +222,29 @@ func shardOrder(t *testing.T, wide bool) {
 			}
 		}
 	}
-	if paths < reporters*keys*8/10 {
-		t.Errorf("%d of %d flows' paths found", paths, reporters*keys)
+	if paths < ordReporters*ordKeys*8/10 {
+		t.Errorf("%d of %d flows' paths found", paths, ordReporters*ordKeys)
 	}
+}
+
+// checkOrderedLists checks that every Append entry was written once, in
+// its reporter's order within its list.
+func checkOrderedLists(t *testing.T, ar *appendlist.Store) {
 	seen := map[[2]uint32]bool{}
-	for l := range uint32(lists) {
+	for l := range uint32(ordLists) {
 		rd, _ := ar.Reader(l)
 		buf := make([]byte, 8*4096)
 		m, err := rd.Read(buf)
 		if err != nil {
 			t.Fatalf("list %d: %v", l, err)
 		}
-		var last [reporters]int64
+		var last [ordReporters]int64
 		for i := range last {
 			last[i] = -1
 		}
 		for i := range m {
 			r, k := binary.BigEndian.Uint32(buf[8*i:])-1, binary.BigEndian.Uint32(buf[8*i+4:])
-			if r >= reporters || k >= keys || k%lists != l || seen[[2]uint32{r, k}] {
+			if r >= ordReporters || k >= ordKeys || k%ordLists != l || seen[[2]uint32{r, k}] {
 				t.Fatalf("list %d entry %d: reporter %d key %d: foreign or doubled", l, i, r, k)
 			}
 			seen[[2]uint32{r, k}] = true
@@ -217,15 +254,15 @@ func shardOrder(t *testing.T, wide bool) {
 			last[r] = int64(k)
 		}
 	}
-	if len(seen) != reporters*keys {
-		for r := range uint32(reporters) {
-			for k := range uint32(keys) {
+	if len(seen) != ordReporters*ordKeys {
+		for r := range uint32(ordReporters) {
+			for k := range uint32(ordKeys) {
 				if !seen[[2]uint32{r, k}] {
-					t.Logf("missing: reporter %d entry %d (list %d)", r, k, k%lists)
+					t.Logf("missing: reporter %d entry %d (list %d)", r, k, k%ordLists)
 				}
 			}
 		}
-		t.Errorf("%d Append entries read, %d sent", len(seen), reporters*keys)
+		t.Errorf("%d Append entries read, %d sent", len(seen), ordReporters*ordKeys)
 	}
 }
 
@@ -366,4 +403,55 @@ func startTwoShards(t *testing.T, batch int, cfg Config) (*testCollector, *Trans
 		t.Fatal(err)
 	}
 	return c, tr
+}
+
+// TestSettlementByMessage: two engines, no Translator. The home engine
+// admits a wide report of its source, another translates it; when the
+// other's collector acknowledges the operation, the settlement is a value
+// the other hands out (TakeSettled), and the home's cumulative ack passes
+// the report only once it takes it (Settle). No engine touches the other.
+func TestSettlementByMessage(t *testing.T) {
+	ft := newFakeTarget(t, kiInst(t))
+	owner := newHarness(t, Config{}, ft)
+	owner.connect()
+	home, err := NewEngine(Config{Local: netip.MustParseAddrPort("127.0.0.1:4792"), Collectors: []netip.AddrPort{ft.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := owner.now
+	r := kiReport(7, 1, 1)
+	r.Header.Sequenced, r.Header.Wide, r.Header.Seq, r.Header.Session = true, true, 5, 0x5e55
+	tk, ok := home.Admit(&r, testReporter, 3, now)
+	if !ok {
+		t.Fatal("admit refused")
+	}
+	home.HandedOver(tk, owner.e.TranslateFor(&r, testReporter, tk, now))
+	homeAcks := func() (out []dta.Ack) {
+		_, acks := home.Output()
+		for _, d := range acks {
+			if a, err := dta.ParseAck(d.Buf); err == nil {
+				out = append(out, a)
+			}
+		}
+		home.ResetOutput()
+		return out
+	}
+	if acks := homeAcks(); len(acks) != 0 {
+		t.Fatalf("home acks %+v before the owner's write was acknowledged", acks)
+	}
+	owner.pump() // the owner writes, its collector acknowledges
+	st := owner.e.TakeSettled(nil)
+	if len(st) != 1 || st[0].Home() != 3 {
+		t.Fatalf("settlements %+v, want one for engine 3", st)
+	}
+	if again := owner.e.TakeSettled(nil); len(again) != 0 {
+		t.Fatalf("settlements taken twice: %+v", again)
+	}
+	if c := owner.e.Counters(); c.Acks != 0 || c.ResendAcks != 0 {
+		t.Fatalf("the owner acknowledged the home's source itself: %+v", c)
+	}
+	home.Settle(st)
+	if acks := homeAcks(); len(acks) != 1 || acks[0].NACK || acks[0].Seq != 5 || acks[0].Session != 0x5e55 {
+		t.Fatalf("home acks %+v after the settlement, want a cumulative ack of 5", acks)
+	}
 }

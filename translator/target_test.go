@@ -217,15 +217,17 @@ func (ft *fakeTarget) receiveCM(p *rocev2.Packet) {
 	}
 }
 
-func (ft *fakeTarget) receiveData(q *fakeQP, p *rocev2.Packet) {
-	in := ft.insts[q.inst]
+// outOfOrder answers p when it is not the packet q expects, as an RC
+// responder does (a NAK once per gap, a duplicate re-acknowledged), and
+// reports whether it was.
+func (ft *fakeTarget) outOfOrder(q *fakeQP, p *rocev2.Packet) bool {
 	switch d := p.BTH.PSN.Diff(q.expected); {
 	case d > 0:
 		if !q.nakSent {
 			q.nakSent = true
 			ft.ack(q, q.expected, rocev2.SyndromeNAKPSNSequenceError)
 		}
-		return
+		return true
 	case d < 0:
 		ft.dups++
 		if p.BTH.Opcode == rocev2.RCFetchAdd {
@@ -234,11 +236,19 @@ func (ft *fakeTarget) receiveData(q *fakeQP, p *rocev2.Packet) {
 				AETH:         rocev2.AETH{Syndrome: rocev2.SyndromeACK},
 				AtomicAckETH: rocev2.AtomicAckETH{OrigRemoteData: q.atomics[p.BTH.PSN]},
 			})
-			return
+			return true
 		}
 		if !ft.noAck {
 			ft.ack(q, q.expected.Add(rocev2.PSNMask), rocev2.SyndromeACK)
 		}
+		return true
+	}
+	return false
+}
+
+func (ft *fakeTarget) receiveData(q *fakeQP, p *rocev2.Packet) {
+	in := ft.insts[q.inst]
+	if ft.outOfOrder(q, p) {
 		return
 	}
 	if ft.nakAccess {
@@ -329,7 +339,7 @@ type harness struct {
 	t     testing.TB
 	e     *Engine
 	fts   []*fakeTarget
-	now   time.Time
+	now   int64      // Unix nanoseconds
 	nacks []Datagram // NACKs the engine sent, copied
 	toT   func([]Datagram) []Datagram
 	toE   func([][]byte) [][]byte
@@ -351,7 +361,7 @@ func newHarness(t testing.TB, cfg Config, fts ...*fakeTarget) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, e: e, fts: fts, now: time.Unix(1_000_000, 0)}
+	return &harness{t: t, e: e, fts: fts, now: time.Unix(1_000_000, 0).UnixNano()}
 }
 
 func (h *harness) target(a netip.AddrPort) *fakeTarget {
@@ -405,8 +415,8 @@ func (h *harness) pump() {
 
 // advance moves time on by d in steps of step, ticking and pumping.
 func (h *harness) advance(d, step time.Duration) {
-	for end := h.now.Add(d); h.now.Before(end); {
-		h.now = h.now.Add(step)
+	for end := h.now + int64(d); h.now < end; {
+		h.now += int64(step)
 		h.e.Tick(h.now)
 		h.pump()
 	}

@@ -12,7 +12,7 @@ import (
 // included; Translated counts the reports turned into operations.
 func TestTranslatedCountsReports(t *testing.T) {
 	e, _ := memSetup(t, kwInst(t), Config{RingSize: 2})
-	now := time.Now()
+	now := time.Now().UnixNano()
 	report := func(seq uint8, n uint8) []byte {
 		b, err := dta.AppendPayload(nil, &dta.Report{Header: dta.Header{Opcode: dta.OpKeyWrite, Sequenced: true, Seq: uint32(seq)},
 			KeyWrite: dta.KeyWrite{Redundancy: n, Key: 1, Data: binary.BigEndian.AppendUint32(nil, 1)}})

@@ -1,9 +1,11 @@
 package translator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
@@ -28,6 +30,7 @@ const (
 
 // verbsQP is one RC connection to a collector instance, run by the NIC.
 type verbsQP struct {
+	inst   *instance
 	id     *verbs.CMID
 	pd     *verbs.PD
 	cq     *verbs.CQ
@@ -71,8 +74,8 @@ func (q *verbsQP) popSettled() (t token, applied, ok bool) {
 	return q.fin.pop(), applied, true
 }
 
-// settleVerbs reaps q's completions and settles the reports they finish.
-func (e *Engine) settleVerbs(q *verbsQP) {
+// tick reaps q's completions and settles the reports they finish.
+func (q *verbsQP) tick(e *Engine) {
 	q.reap()
 	for t, applied, ok := q.popSettled(); ok; t, applied, ok = q.popSettled() {
 		e.done(t, !applied)
@@ -99,8 +102,14 @@ func (q *verbsQP) reap() {
 	}
 }
 
-// room reports whether n more work requests fit.
-func (q *verbsQP) room(n int) bool {
+// ready: the instance's advertisement configured it (a QP in error is
+// ready but has no room).
+func (q *verbsQP) ready() bool { return q.inst.err == nil }
+
+func (q *verbsQP) room(_ *Engine, n int) bool { return q.flushRoom(n) }
+
+// flushRoom reports whether n more work requests fit.
+func (q *verbsQP) flushRoom(n int) bool {
 	if q.posted-q.done+uint64(n) > verbsDepth {
 		q.reap()
 	}
@@ -108,6 +117,9 @@ func (q *verbsQP) room(n int) bool {
 }
 
 func (q *verbsQP) idle() bool {
+	if q.err != nil {
+		return true
+	}
 	q.reap()
 	return q.posted == q.done
 }
@@ -128,7 +140,21 @@ func (q *verbsQP) post(wr *verbs.SendWR) error {
 // stageSlot returns the staging bytes of the next work request.
 func (q *verbsQP) stageSlot() int { return int(q.posted%verbsDepth) * q.slot }
 
-func (q *verbsQP) write(va uint64, rkey uint32, data []byte, imm bool, immData uint32) error {
+func (*verbsQP) shareTail(bool) {}
+
+func (q *verbsQP) write(e *Engine, va uint64, rkey uint32, data []byte, imm bool, immData uint32) {
+	if err := q.postWrite(va, rkey, data, imm, immData); err != nil {
+		e.c.VerbsErrors++
+	}
+}
+
+func (q *verbsQP) fetchAdd(e *Engine, va uint64, rkey uint32, add uint64) {
+	if err := q.postFetchAdd(va, rkey, add); err != nil {
+		e.c.VerbsErrors++
+	}
+}
+
+func (q *verbsQP) postWrite(va uint64, rkey uint32, data []byte, imm bool, immData uint32) error {
 	if len(data) > q.slot {
 		return fmt.Errorf("translator: write of %d bytes, staging slots hold %d", len(data), q.slot)
 	}
@@ -141,7 +167,7 @@ func (q *verbsQP) write(va uint64, rkey uint32, data []byte, imm bool, immData u
 	return q.post(&wr)
 }
 
-func (q *verbsQP) fetchAdd(va uint64, rkey uint32, add uint64) error {
+func (q *verbsQP) postFetchAdd(va uint64, rkey uint32, add uint64) error {
 	wr := verbs.SendWR{Opcode: verbs.OpFetchAdd, Local: verbs.SGE{MR: q.stage, Offset: q.stageSlot(), Length: 8},
 		RemoteAddr: va, RKey: rkey, CompareAdd: add}
 	return q.post(&wr)
@@ -153,19 +179,10 @@ func (q *verbsQP) close() error {
 	return errors.Join(errs...)
 }
 
-// maxWrite is the longest RDMA WRITE in's primitive makes: a Key-Write slot,
-// a postcard chunk, an append batch; 8 bytes for atomic results.
-func (in *instance) maxWrite() int {
-	switch in.prim {
-	case dta.OpKeyWrite:
-		return in.kw.SlotSize()
-	case dta.OpPostcard:
-		return in.pc.Layout().ChunkSize()
-	case dta.OpAppend:
-		return in.al.Batch * in.al.SlotSize()
-	}
-	return 8
-}
+// maxWrite is the longest RDMA WRITE in's primitive makes (a Key-Write
+// payload, a postcard chunk, an append batch), and at least the 8 bytes of
+// an atomic's result.
+func (in *instance) maxWrite() int { return max(in.tr.MaxWrite(), 8) }
 
 // verbsBackend connects the engine's collectors through the RDMA CM.
 type verbsBackend struct {
@@ -290,7 +307,8 @@ func (q *verbsQP) stageFor(in *instance) error {
 // collector c.
 func (e *Engine) attachVerbs(c int, port uint16, ad dta.Advertisement, q *verbsQP) error {
 	col := e.collectors[c]
-	in := &instance{col: col, port: port, rq: q}
+	in := &instance{col: col, port: port, conn: q}
+	q.inst = in
 	col.instances = append(col.instances, in)
 	if err := in.configure(ad, e.cfg); err != nil {
 		in.err = fmt.Errorf("%w: %v, CM port %d: %w", ErrAdvertisement, col.addr.Addr(), port, err)
@@ -304,31 +322,23 @@ func (e *Engine) attachVerbs(c int, port uint16, ad dta.Advertisement, q *verbsQ
 	return nil
 }
 
-// verbsIdle reports whether every verbs QP completed what was posted; a QP
-// in error counts as idle (what it had is lost).
-func (e *Engine) verbsIdle() bool {
-	for _, col := range e.collectors {
-		for _, in := range col.instances {
-			if in.rq != nil && in.rq.err == nil && !in.rq.idle() {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func (v *verbsBackend) close(e *Engine) error {
+// close settles and frees the QPs the NIC runs, and the event channel.
+func (v *verbsBackend) close(t *Translator) error {
+	sh := t.shards[0]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.e
 	var errs []error
 	for _, col := range e.collectors {
 		for _, in := range col.instances {
-			if in.rq != nil {
+			if q, ok := in.conn.(*verbsQP); ok {
 				// What completed is applied; what did not, after Close's
 				// wait, is unconfirmed.
-				e.settleVerbs(in.rq)
-				in.rq.fail(ErrClosed, in.rq.done)
-				e.settleVerbs(in.rq)
-				errs = append(errs, in.rq.close())
-				in.rq = nil
+				q.tick(e)
+				q.fail(ErrClosed, q.done)
+				q.tick(e)
+				errs = append(errs, q.close())
+				in.conn = nil
 				in.err = ErrClosed
 			}
 		}
@@ -336,4 +346,41 @@ func (v *verbsBackend) close(e *Engine) error {
 	// The disconnections' events are not waited for: the IDs are gone.
 	errs = append(errs, v.ec.Close())
 	return errors.Join(errs...)
+}
+
+// discoverAll connects every collector's instances of e through the RDMA
+// CM, one collector after the other, and returns their errors joined. mu
+// guards e; it is not held while the CM waits.
+func (v *verbsBackend) discoverAll(ctx context.Context, e *Engine, mu *sync.Mutex) error {
+	var errs []error
+	for c := range e.collectors {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("translator: connecting: %w", err)
+		}
+		err := v.discover(e, c, func(port uint16, ad dta.Advertisement, q *verbsQP) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return e.attachVerbs(c, port, ad, q)
+		})
+		mu.Lock()
+		col := e.collectors[c]
+		col.done, col.err = true, err
+		for _, in := range col.instances {
+			if in.err != nil {
+				err = errors.Join(err, in.err)
+			}
+		}
+		mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// start connects every collector's instances through the RDMA CM, one
+// collector after the other, and returns their errors joined.
+func (v *verbsBackend) start(ctx context.Context, t *Translator) error {
+	sh := t.shards[0] // Verbs runs one shard
+	return v.discoverAll(ctx, sh.e, &sh.mu)
 }

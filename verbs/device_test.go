@@ -311,42 +311,80 @@ func TestDeviceCM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lid, err := sec.CreateID()
+	lid := cmListen(t, sec, srvAddr)
+	cid := cmResolve(t, cec, cliAddr, netip.AddrPortFrom(srvAddr, lid.LocalAddr().Port()))
+	cli := cmSide(t, cid)
+	if err := cid.Connect(ConnParam{PrivateData: []byte("req"), ResponderResources: 4, InitiatorDepth: 4, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	sid, srv := cmAccept(t, sec, cec, lid, cliAddr)
+
+	exercise(t, cli, srv)
+
+	if err := cid.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	// The passive side sees the DREQ and answers it with its own
+	// rdma_disconnect (the DREP); then the active side is disconnected too.
+	if _, err := sec.Expect(CMDisconnected, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := sid.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cec.Expect(CMDisconnected, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cmClose(t, []*qpSide{cli, srv}, []*CMID{cid, sid, lid}, []*EventChannel{cec, sec})
+}
+
+// cmListen makes a listening CM ID on addr, any port.
+func cmListen(t *testing.T, ec *EventChannel, addr netip.Addr) *CMID {
+	t.Helper()
+	lid, err := ec.CreateID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lid.BindAddr(netip.AddrPortFrom(srvAddr, 0)); err != nil {
+	if err := lid.BindAddr(netip.AddrPortFrom(addr, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := lid.Listen(4); err != nil {
 		t.Fatal(err)
 	}
-	port := lid.LocalAddr().Port()
-	if port == 0 {
+	if lid.LocalAddr().Port() == 0 {
 		t.Fatalf("listener bound to %v", lid.LocalAddr())
 	}
+	return lid
+}
 
-	cid, err := cec.CreateID()
+// cmResolve makes a CM ID from local to the listener at to, its address and
+// route resolved.
+func cmResolve(t *testing.T, ec *EventChannel, local netip.Addr, to netip.AddrPort) *CMID {
+	t.Helper()
+	cid, err := ec.CreateID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cid.ResolveAddr(cliAddr, netip.AddrPortFrom(srvAddr, port), 2*time.Second); err != nil {
+	if err := cid.ResolveAddr(local, to, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cec.Expect(CMAddrResolved, 5*time.Second); err != nil {
+	if _, err := ec.Expect(CMAddrResolved, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := cid.ResolveRoute(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cec.Expect(CMRouteResolved, 5*time.Second); err != nil {
+	if _, err := ec.Expect(CMRouteResolved, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	cli := cmSide(t, cid)
-	if err := cid.Connect(ConnParam{PrivateData: []byte("req"), ResponderResources: 4, InitiatorDepth: 4, RetryCount: 7, RNRRetryCount: 7}); err != nil {
-		t.Fatal(err)
-	}
+	return cid
+}
 
+// cmAccept takes the connect request on the listener lid, accepts it, and
+// waits until both sides are established; it returns the server's ID and
+// side.
+func cmAccept(t *testing.T, sec, cec *EventChannel, lid *CMID, cliAddr netip.Addr) (*CMID, *qpSide) {
+	t.Helper()
 	ev, err := sec.Expect(CMConnectRequest, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -377,27 +415,17 @@ func TestDeviceCM(t *testing.T) {
 	if got := sid.PeerAddr().Addr(); cliAddr.IsValid() && got != cliAddr {
 		t.Errorf("server sees the peer at %v, want %v", got, cliAddr)
 	}
+	return sid, srv
+}
 
-	exercise(t, cli, srv)
-
-	if err := cid.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	// The passive side sees the DREQ and answers it with its own
-	// rdma_disconnect (the DREP); then the active side is disconnected too.
-	if _, err := sec.Expect(CMDisconnected, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := sid.Disconnect(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cec.Expect(CMDisconnected, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []*qpSide{cli, srv} {
+// cmClose releases the sides, closes each ID twice (the second close does
+// nothing) and the channels.
+func cmClose(t *testing.T, sides []*qpSide, ids []*CMID, chans []*EventChannel) {
+	t.Helper()
+	for _, s := range sides {
 		s.mr.Close()
 	}
-	for _, id := range []*CMID{cid, sid, lid} {
+	for _, id := range ids {
 		if err := id.Close(); err != nil {
 			t.Errorf("close ID: %v", err)
 		}
@@ -405,11 +433,11 @@ func TestDeviceCM(t *testing.T) {
 			t.Errorf("second close of an ID: %v", err)
 		}
 	}
-	for _, s := range []*qpSide{cli, srv} {
+	for _, s := range sides {
 		s.cq.Close()
 		s.pd.Close()
 	}
-	for _, ec := range []*EventChannel{cec, sec} {
+	for _, ec := range chans {
 		if err := ec.Close(); err != nil {
 			t.Errorf("close channel: %v", err)
 		}

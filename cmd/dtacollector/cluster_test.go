@@ -21,7 +21,7 @@ import (
 	"github.com/dtakit/dtakit/collector/cluster"
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/reporter"
@@ -123,48 +123,106 @@ func kiCount(k uint32) uint64 { return uint64(k%10 + 1) }
 // reads (TestClusterDuckDB's queries).
 func TestCluster(t *testing.T) {
 	bin := build(t)
-	cmPort := 43000 + os.Getpid()%1000
-	var procs []*daemonProc
-	var roces []netip.AddrPort
-	exportDirs := make([]string, 3)
+	cr := &clusterRun{cmPort: 43000 + os.Getpid()%1000, choice: dta.DefaultCollectorChoice(3)}
 	for i := range 3 {
-		ip := fmt.Sprintf("127.0.0.%d", 11+i)
-		roce := netip.MustParseAddrPort(fmt.Sprintf("%s:%d", ip, 4791))
-		web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
-		exportDirs[i] = t.TempDir()
-		cfg := fmt.Sprintf(`{"name": "c%d", "addr": %q, "http": %q, "cm_port": %d,
-			"export": {"dir": %q, "row_group_rows": 500},
-			"instances": [
-				{"primitive": "keywrite", "slots": %d, "data_size": 8},
-				{"primitive": "keyincrement", "slots": %d, "keys_from": 0}]}`,
-			i, roce, web, cmPort, exportDirs[i], kwSlots, kiSlots)
-		procs = append(procs, startDaemon(t, bin, cfg, roce, web))
-		roces = append(roces, roce)
+		cr.start(t, bin, i)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	cr.send(t, ctx)
+
+	cl, err := cluster.New(ctx, cluster.Config{Collectors: []string{cr.procs[0].base, cr.procs[1].base, cr.procs[2].base}, RoCEv2: cr.roces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwRes, err := cl.KeyWrite(ctx, cr.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kiRes, err := cl.KeyIncrement(ctx, cr.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr.checkAnswers(t, kwRes, kiRes)
+	cr.checkNoForeignKeys(t)
+	// A misordered client is refused, not silently wrong.
+	if _, err := cluster.New(ctx, cluster.Config{Collectors: []string{cr.procs[1].base, cr.procs[0].base, cr.procs[2].base}, RoCEv2: cr.roces}); err == nil || !strings.Contains(err.Error(), "out of order") {
+		t.Fatalf("a client with collectors out of order: %v", err)
+	}
+
+	files := cr.export(t)
+	t.Run("DuckDB", func(t *testing.T) { checkDuckDB(t, files, cr.keys, kwRes, kiRes) })
+
+	// The epoch moved on: Key-Increment counts start again from zero, and
+	// the next export is epoch 2.
+	var after struct{ Results []daemon.KeyResult }
+	postJSON(t, cr.procs[0].base+"/v1/instances/1/keyincrement", `{"keys": [17]}`, &after)
+	if len(after.Results) != 1 || after.Results[0].Count != 0 {
+		t.Fatalf("after the export the live counters hold %+v", after)
+	}
+	var res daemon.ExportResult
+	if postJSON(t, cr.procs[0].base+"/v1/export", `{"keys": [17, 18]}`, &res); res.Epoch != 2 || res.Files[1].Rows != 2 || res.Files[0].Keys != "given" {
+		t.Fatalf("second export: %+v", res)
+	}
+	for _, p := range cr.procs {
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+		if err := p.Cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs())
+		}
+	}
+}
+
+// clusterRun is TestCluster's three collectors, the keys sent and a model
+// store per collector, fed the reports the choice sends there.
+type clusterRun struct {
+	cmPort     int
+	procs      []*daemonProc
+	roces      []netip.AddrPort
+	exportDirs [3]string
+	choice     dta.CollectorChoice
+	keys       []uint32
+	kwModel    [3]*keywrite.Store
+	kiModel    [3]*keyincr.Store
+}
+
+// start starts collector i on 127.0.0.(11+i).
+func (cr *clusterRun) start(t *testing.T, bin string, i int) {
+	ip := fmt.Sprintf("127.0.0.%d", 11+i)
+	roce := netip.MustParseAddrPort(fmt.Sprintf("%s:%d", ip, 4791))
+	web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+	cr.exportDirs[i] = t.TempDir()
+	cfg := fmt.Sprintf(`{"name": "c%d", "addr": %q, "http": %q, "cm_port": %d,
+			"export": {"dir": %q, "row_group_rows": 500},
+			"instances": [
+				{"primitive": "keywrite", "slots": %d, "data_size": 8},
+				{"primitive": "keyincrement", "slots": %d, "keys_from": 0}]}`,
+		i, roce, web, cr.cmPort, cr.exportDirs[i], kwSlots, kiSlots)
+	cr.procs = append(cr.procs, startDaemon(t, bin, cfg, roce, web))
+	cr.roces = append(cr.roces, roce)
+}
+
+// send sends a Key-Write and a Key-Increment report for each of
+// clusterKeys keys through a translator, feeding the models as it goes,
+// and checks the choice spread them.
+func (cr *clusterRun) send(t *testing.T, ctx context.Context) {
 	// A ring that holds the whole burst: backpressure is not this test's subject.
-	tr, rep := startTranslator(t, ctx, translator.Config{Collectors: roces, CMPort: uint16(cmPort), RingSize: 8192})
-	// A model store per collector, fed the reports the choice sends there.
-	choice := dta.DefaultCollectorChoice(3)
-	var kwModel [3]*keywrite.Store
-	var kiModel [3]*keyincr.Store
+	tr, rep := startTranslator(t, ctx, translator.Config{Collectors: cr.roces, CMPort: uint16(cr.cmPort), RingSize: 8192})
 	kwl := keywrite.Layout{Slots: kwSlots, DataSize: 8}
 	kil := keyincr.Layout{Slots: kiSlots}
 	for i := range 3 {
-		kwModel[i], _ = keywrite.NewStore(kwl, nil)
-		kiModel[i], _ = keyincr.NewStore(kil, nil)
+		cr.kwModel[i], _ = keywrite.NewStore(kwl, nil)
+		cr.kiModel[i], _ = keyincr.NewStore(kil, nil)
 	}
-	keys := make([]uint32, clusterKeys)
+	cr.keys = make([]uint32, clusterKeys)
 	perCollector := [3]int{}
-	for i := range keys {
+	for i := range cr.keys {
 		k := uint32(i)*2654435761 + 17
-		keys[i] = k
-		c := choice.Collector(k)
+		cr.keys[i] = k
+		c := cr.choice.Collector(k)
 		perCollector[c]++
-		kwModel[c].Put(k, kwValue(k), 2)
-		kiModel[c].Add(k, kiCount(k), 2)
+		cr.kwModel[c].Put(k, kwValue(k), 2)
+		cr.kiModel[c].Add(k, kiCount(k), 2)
 		if err := rep.KeyWrite(k, kwValue(k), 2); err != nil {
 			t.Fatal(err)
 		}
@@ -184,23 +242,15 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("collector %d got %d of %d keys: the choice does not spread", i, n, clusterKeys)
 		}
 	}
+}
 
-	cl, err := cluster.New(ctx, cluster.Config{Collectors: []string{procs[0].base, procs[1].base, procs[2].base}, RoCEv2: roces})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kwRes, err := cl.KeyWrite(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kiRes, err := cl.KeyIncrement(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkAnswers: the cluster answers every key as the model store of its
+// collector does.
+func (cr *clusterRun) checkAnswers(t *testing.T, kwRes []daemon.KeyResult, kiRes []daemon.KeyResult) {
 	found := 0
-	for i, k := range keys {
-		c := choice.Collector(k)
-		q, _ := kwModel[c].Query(k, 2, keywrite.Plurality)
+	for i, k := range cr.keys {
+		c := cr.choice.Collector(k)
+		q, _ := cr.kwModel[c].Query(k, 2, keywrite.Plurality)
 		want := ""
 		if q.Status == keywrite.Found {
 			want = hex.EncodeToString(q.Data)
@@ -210,7 +260,7 @@ func TestCluster(t *testing.T) {
 		if r := kwRes[i]; r.Key != k || r.Status != status || r.Data != want {
 			t.Fatalf("key %#x (collector %d): cluster answered %+v, model %v %s", k, c, r, q.Status, want)
 		}
-		est, _ := kiModel[c].Query(k, 2)
+		est, _ := cr.kiModel[c].Query(k, 2)
 		if r := kiRes[i]; r.Key != k || r.Count != est || est < kiCount(k) {
 			t.Fatalf("key %#x (collector %d): cluster counted %d, model %d, sent %d", k, c, r.Count, est, kiCount(k))
 		}
@@ -218,12 +268,15 @@ func TestCluster(t *testing.T) {
 	if found < clusterKeys*9/10 {
 		t.Fatalf("only %d of %d keys found", found, clusterKeys)
 	}
-	// No collector holds another's keys: asked directly, the others answer
-	// empty for every key.
-	for ci, p := range procs {
+}
+
+// checkNoForeignKeys: no collector holds another's keys: asked directly,
+// the others answer empty for every key.
+func (cr *clusterRun) checkNoForeignKeys(t *testing.T) {
+	for ci, p := range cr.procs {
 		var others []uint32
-		for _, k := range keys {
-			if choice.Collector(k) != ci {
+		for _, k := range cr.keys {
+			if cr.choice.Collector(k) != ci {
 				others = append(others, k)
 			}
 		}
@@ -236,14 +289,13 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	}
-	// A misordered client is refused, not silently wrong.
-	if _, err := cluster.New(ctx, cluster.Config{Collectors: []string{procs[1].base, procs[0].base, procs[2].base}, RoCEv2: roces}); err == nil || !strings.Contains(err.Error(), "out of order") {
-		t.Fatalf("a client with collectors out of order: %v", err)
-	}
+}
 
-	// Each collector exports its epoch.
+// export has each collector export its epoch and returns the files, by
+// collector and primitive.
+func (cr *clusterRun) export(t *testing.T) [3]map[string]string {
 	var files [3]map[string]string // primitive -> path
-	for i, p := range procs {
+	for i, p := range cr.procs {
 		var res daemon.ExportResult
 		if code := postJSON(t, p.base+"/v1/export", "", &res); code != http.StatusOK || res.Epoch != 1 || len(res.Files) != 2 {
 			t.Fatalf("export of collector %d: %d %+v\n%s", i, code, res, p.Logs())
@@ -263,30 +315,12 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("export status: %+v", st)
 		}
 		// The epoch's directory is complete; nothing is left half-written.
-		ents, _ := os.ReadDir(exportDirs[i])
+		ents, _ := os.ReadDir(cr.exportDirs[i])
 		if len(ents) != 1 || ents[0].Name() != "epoch-000001" {
 			t.Fatalf("export dir holds %v", ents)
 		}
 	}
-	t.Run("DuckDB", func(t *testing.T) { checkDuckDB(t, files, keys, kwRes, kiRes) })
-
-	// The epoch moved on: Key-Increment counts start again from zero, and
-	// the next export is epoch 2.
-	var after struct{ Results []daemon.KeyResult }
-	postJSON(t, procs[0].base+"/v1/instances/1/keyincrement", `{"keys": [17]}`, &after)
-	if len(after.Results) != 1 || after.Results[0].Count != 0 {
-		t.Fatalf("after the export the live counters hold %+v", after)
-	}
-	var res daemon.ExportResult
-	if postJSON(t, procs[0].base+"/v1/export", `{"keys": [17, 18]}`, &res); res.Epoch != 2 || res.Files[1].Rows != 2 || res.Files[0].Keys != "given" {
-		t.Fatalf("second export: %+v", res)
-	}
-	for _, p := range procs {
-		p.Cmd.Process.Signal(syscall.SIGTERM)
-		if err := p.Cmd.Wait(); err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs())
-		}
-	}
+	return files
 }
 
 // duckDB runs SQL statements in DuckDB (npm's @duckdb/node-api, which .ci/run

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/collector/cluster"
+	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dart"
 	"github.com/dtakit/dtakit/translator"
 )
@@ -22,31 +23,12 @@ func TestDirect(t *testing.T) {
 	bin := build(t)
 	cmPort := 44000 + os.Getpid()%1000
 	const (
-		keys  = 2000
-		n     = 3
-		times = 4 // DART-mode reports per key: its copies fill at random
+		keys  = directKeys
+		n     = directCopies
+		times = directTimes
 	)
-	start := func(first int) ([]*daemonProc, []netip.AddrPort, *cluster.Client) {
-		var procs []*daemonProc
-		var roces []netip.AddrPort
-		var urls []string
-		for i := range 2 {
-			roce := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.%d:4791", first+i))
-			web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
-			cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d,
-				"instances": [{"primitive": "keywrite", "slots": %d, "data_size": 8, "redundancy": %d}]}`,
-				roce, web, cmPort, 1<<16, n)
-			p := startDaemon(t, bin, cfg, roce, web)
-			procs, roces, urls = append(procs, p), append(roces, roce), append(urls, p.base)
-		}
-		cl, err := cluster.New(context.Background(), cluster.Config{Collectors: urls, RoCEv2: roces})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return procs, roces, cl
-	}
-	_, viaTranslator, clT := start(21)
-	_, direct, clD := start(23)
+	viaTranslator, clT := startDirectPair(t, bin, cmPort, 21)
+	direct, clD := startDirectPair(t, bin, cmPort, 23)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -80,19 +62,7 @@ func TestDirect(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range times {
-			for {
-				err := d.KeyWrite(k, kwValue(k), n)
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, translator.ErrBusy) {
-					t.Fatal(err)
-				}
-				// The ring is full: the collectors' ACKs free it.
-				busy++
-				d.Flush()
-				time.Sleep(100 * time.Microsecond)
-			}
+			busy += dartKeyWrite(t, d, k)
 		}
 	}
 	closeReporter(t, rep)
@@ -102,7 +72,72 @@ func TestDirect(t *testing.T) {
 	if err := d.Close(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ct, cd := tr.Counters(), d.Counters()
+	checkDirectCounters(t, tr.Counters(), d.Counters(), busy)
+
+	// Unreported keys too: both deployments answer empty.
+	all := append(ks, 5, 6, 7)
+	resT, err := clT.KeyWrite(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resD, err := clD.KeyWrite(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareDeployments(t, all, resT, resD)
+}
+
+// TestDirect's keys, copies per key and DART-mode reports per key (its
+// copies fill at random).
+const (
+	directKeys   = 2000
+	directCopies = 3
+	directTimes  = 4
+)
+
+// startDirectPair starts two collectors on 127.0.0.first and the next
+// address and returns their RoCEv2 addresses and a cluster client of both.
+func startDirectPair(t *testing.T, bin string, cmPort, first int) ([]netip.AddrPort, *cluster.Client) {
+	var roces []netip.AddrPort
+	var urls []string
+	for i := range 2 {
+		roce := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.%d:4791", first+i))
+		web := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+		cfg := fmt.Sprintf(`{"addr": %q, "http": %q, "cm_port": %d,
+				"instances": [{"primitive": "keywrite", "slots": %d, "data_size": 8, "redundancy": %d}]}`,
+			roce, web, cmPort, 1<<16, directCopies)
+		p := startDaemon(t, bin, cfg, roce, web)
+		roces, urls = append(roces, roce), append(urls, p.base)
+	}
+	cl, err := cluster.New(context.Background(), cluster.Config{Collectors: urls, RoCEv2: roces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return roces, cl
+}
+
+// dartKeyWrite writes one DART-mode report of k, waiting while the ring is
+// full, and returns how many times it waited.
+func dartKeyWrite(t *testing.T, d *dart.Reporter, k uint32) (busy int) {
+	for {
+		err := d.KeyWrite(k, kwValue(k), directCopies)
+		if err == nil {
+			return busy
+		}
+		if !errors.Is(err, translator.ErrBusy) {
+			t.Fatal(err)
+		}
+		// The ring is full: the collectors' ACKs free it.
+		busy++
+		d.Flush()
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// checkDirectCounters checks the translator's and the DART reporter's
+// counters.
+func checkDirectCounters(t *testing.T, ct, cd translator.Counters, busy int) {
+	const keys, n, times = directKeys, directCopies, directTimes
 	if ct.Dropped != 0 {
 		t.Errorf("translator: %d reports dropped, want 0", ct.Dropped)
 	}
@@ -124,21 +159,15 @@ func TestDirect(t *testing.T) {
 		t.Fatalf("translator %+v\ndirect %+v", ct, cd)
 	}
 	t.Logf("direct: %d writes, %d busy waits, %d retransmits, %d timeouts", cd.Writes, busy, cd.Retransmits, cd.Timeouts)
+}
 
-	// Unreported keys too: both deployments answer empty.
-	all := append(ks, 5, 6, 7)
-	resT, err := clT.KeyWrite(ctx, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resD, err := clD.KeyWrite(ctx, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Votes differ: a DART key holds only the copies its reports drew. The
-	// answers differ only where later keys overwrote copies: the slots are
-	// the same in both deployments and a translated report writes every
-	// copy, so such a key shows fewer than n votes via the translator.
+// compareDeployments: votes differ (a DART key holds only the copies its
+// reports drew), and the answers differ only where later keys overwrote
+// copies: the slots are the same in both deployments and a translated
+// report writes every copy, so such a key shows fewer than n votes via the
+// translator.
+func compareDeployments(t *testing.T, all []uint32, resT, resD []daemon.KeyResult) {
+	const keys, n = directKeys, directCopies
 	found, differ := 0, 0
 	for i := range all {
 		a, b := resT[i], resD[i]

@@ -32,8 +32,9 @@ import (
 
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/collector/daemon"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
+	"github.com/dtakit/dtakit/internal/app/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 )
 
@@ -50,6 +51,7 @@ func run() int {
 	translators := fs.String("translators", "", "addresses or prefixes translators connect from, comma-separated (overrides the file's; default loopback)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for requests under way")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	profile := cpuprofile.Flag(fs)
 	var web httpguard.Config
 	webFlags := web.Flags(fs)
 	if code, ok := cli.Parse(fs, os.Args[1:]); !ok {
@@ -60,6 +62,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "dtacollector:", err)
 		return 2
 	}
+	stopProfile, err := profile()
+	if err != nil {
+		log.Error("profile", "err", err)
+		return 1
+	}
+	defer stopProfile(func(err error) { log.Error("profile", "err", err) })
 	if *config == "" {
 		fmt.Fprintln(os.Stderr, "dtacollector: -config is required")
 		return 2

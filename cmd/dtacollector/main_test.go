@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/translator"
@@ -59,6 +59,24 @@ func TestDaemon(t *testing.T) {
 	d := startDaemon(t, bin, cfg, netip.MustParseAddrPort(roce), web)
 	base := d.base
 
+	feedDaemon(t, roce, cmPort)
+	checkDaemonQueries(t, base)
+	checkDaemonMetrics(t, base)
+
+	if err := d.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, d.Logs())
+	}
+	if !strings.Contains(d.Logs(), `"msg":"stopped"`) {
+		t.Errorf("no clean-stop log line:\n%s", d.Logs())
+	}
+}
+
+// feedDaemon writes Key-Write, Key-Increment, Postcarding and Append
+// reports into the collector at roce through a translator.
+func feedDaemon(t *testing.T, roce string, cmPort int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tr, rep := startTranslator(t, ctx, translator.Config{Collectors: []netip.AddrPort{netip.MustParseAddrPort(roce)}, CMPort: uint16(cmPort)})
@@ -77,7 +95,10 @@ func TestDaemon(t *testing.T) {
 	if err := tr.Close(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
 
+// checkDaemonQueries queries what feedDaemon wrote over HTTP.
+func checkDaemonQueries(t *testing.T, base string) {
 	var kw struct {
 		Status, Data string
 	}
@@ -130,8 +151,11 @@ func TestDaemon(t *testing.T) {
 	if code := getJSON(t, base+"/v1/instances/0/keywrite?key=oops", &e); code != http.StatusBadRequest {
 		t.Errorf("a bad key: %d %+v", code, e)
 	}
+}
 
-	resp, err = http.Get(base + "/metrics")
+// checkDaemonMetrics: /metrics counts the WRITE packets applied.
+func checkDaemonMetrics(t *testing.T, base string) {
+	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +170,6 @@ func TestDaemon(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("metrics lack dtakit_collector_write_packets_total >= 200:\n%s", metrics)
-	}
-
-	if err := d.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, d.Logs())
-	}
-	if !strings.Contains(d.Logs(), `"msg":"stopped"`) {
-		t.Errorf("no clean-stop log line:\n%s", d.Logs())
 	}
 }
 

@@ -29,8 +29,8 @@ import (
 
 	"github.com/dtakit/dtakit/intbridge"
 	"github.com/dtakit/dtakit/intbridge/daemon"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/daemonlog"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }

@@ -20,7 +20,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/dtakit/dtakit/inband"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 )
 
 const intPort = 5000
@@ -94,6 +94,67 @@ func put(t *testing.T, url, token, body string) int {
 // gives the exact events and histogram counts; the collector holds the
 // flow's path, its report count and the events; SIGTERM exits 0.
 func TestDaemons(t *testing.T) {
+	r := startTrio(t)
+	conn, err := net.Dial("udp", r.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	flow := inband.FiveTuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 5555, DstPort: 80, Proto: 6}
+	key := inband.FlowKey(flow)
+	const before, after = 20, 10
+	for p := range before + after {
+		path := []uint32{1, 2, 3}
+		if p >= before {
+			path = []uint32{1, 4, 3}
+		}
+		// Switch 2's queue: 10, then 250 from the fifth packet on.
+		q := uint32(10)
+		if p >= 4 {
+			q = 250
+		}
+		if _, err := conn.Write(traceReport(t, uint32(p), flow, path, []uint32{50, 500, 50}, []uint32{1, q, 1})); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // loopback UDP without pacing may drop
+	}
+	var flowRow struct {
+		Key     string
+		Packets uint64
+		Path    []uint32
+	}
+	proctest.WaitFor(t, "every report analysed", 10*time.Second, func() bool {
+		return proctest.GetJSON(fmt.Sprintf("%s/v1/flows/%#x", r.base, key), &flowRow) == nil && flowRow.Packets == before+after
+	}, r.d)
+	if fmt.Sprint(flowRow.Path) != "[1 4 3]" {
+		t.Errorf("flow: %+v", flowRow)
+	}
+
+	want := checkEvents(t, r.base)
+	checkSwitches(t, r.base)
+	checkRulesAtRuntime(t, r.base)
+	r.checkCollector(t, key, before+after, len(want))
+
+	r.d.Cmd.Process.Signal(syscall.SIGTERM)
+	if err := r.d.Cmd.Wait(); err != nil {
+		t.Fatalf("dtaint after SIGTERM: %v\n%s", err, r.d.Logs())
+	}
+	if !strings.Contains(r.d.Logs(), "stopped") {
+		t.Errorf("logs:\n%s", r.d.Logs())
+	}
+}
+
+// trio is TestDaemons' three processes: dtaint, dtatranslator and
+// dtacollector, with dtaint's report address and HTTP bases.
+type trio struct {
+	d, tr, col  *proctest.Proc
+	listen      string // dtaint's Telemetry Report address
+	base, cbase string // dtaint's and the collector's HTTP
+}
+
+// startTrio starts the collector, the translator (waiting until it is
+// connected) and dtaint.
+func startTrio(t *testing.T) trio {
 	ibin := proctest.Build(t, ".", "dtaint")
 	tbin := proctest.Build(t, "../dtatranslator", "dtatranslator")
 	cbin := proctest.Build(t, "../dtacollector", "dtacollector")
@@ -134,42 +195,12 @@ func TestDaemons(t *testing.T) {
 	d := proctest.Start(t, ibin, "-config", icfg, "-listen", listen, "-translator", report, "-http", ihttp, "-int-port", fmt.Sprint(intPort))
 	base := "http://" + ihttp
 	proctest.WaitFor(t, "dtaint up", 10*time.Second, func() bool { return proctest.GetJSON(base+"/healthz", nil) == nil }, d)
+	return trio{d: d, tr: tr, col: col, listen: listen, base: base, cbase: "http://" + chttp}
+}
 
-	conn, err := net.Dial("udp", listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	flow := inband.FiveTuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 5555, DstPort: 80, Proto: 6}
-	key := inband.FlowKey(flow)
-	const before, after = 20, 10
-	for p := range before + after {
-		path := []uint32{1, 2, 3}
-		if p >= before {
-			path = []uint32{1, 4, 3}
-		}
-		// Switch 2's queue: 10, then 250 from the fifth packet on.
-		q := uint32(10)
-		if p >= 4 {
-			q = 250
-		}
-		if _, err := conn.Write(traceReport(t, uint32(p), flow, path, []uint32{50, 500, 50}, []uint32{1, q, 1})); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Millisecond) // loopback UDP without pacing may drop
-	}
-	var flowRow struct {
-		Key     string
-		Packets uint64
-		Path    []uint32
-	}
-	proctest.WaitFor(t, "every report analysed", 10*time.Second, func() bool {
-		return proctest.GetJSON(fmt.Sprintf("%s/v1/flows/%#x", base, key), &flowRow) == nil && flowRow.Packets == before+after
-	}, d)
-	if fmt.Sprint(flowRow.Path) != "[1 4 3]" {
-		t.Errorf("flow: %+v", flowRow)
-	}
-
+// checkEvents checks dtaint's events and returns them as TestDaemons
+// expects them.
+func checkEvents(t *testing.T, base string) []string {
 	type event struct {
 		Metric, Kind     string
 		Switch           *uint32
@@ -215,7 +246,11 @@ func TestDaemons(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || ev.Last != uint64(len(want)) {
 		t.Fatalf("events (last %d):\n%s\nwant\n%s", ev.Last, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	return want
+}
 
+// checkSwitches checks the per-switch histograms and /metrics.
+func checkSwitches(t *testing.T, base string) {
 	var sw struct {
 		Switches []struct {
 			Switch         uint32
@@ -245,8 +280,10 @@ func TestDaemons(t *testing.T) {
 			t.Errorf("/metrics lacks %q", m)
 		}
 	}
+}
 
-	// Rules change at runtime, with the token only.
+// checkRulesAtRuntime: rules change at runtime, with the token only.
+func checkRulesAtRuntime(t *testing.T, base string) {
 	if code := put(t, base+"/v1/rules", "", `{"rules": {"queue-occupancy": {"level": 300}}}`); code != http.StatusUnauthorized {
 		t.Errorf("a rule change without the token: %d", code)
 	}
@@ -261,33 +298,27 @@ func TestDaemons(t *testing.T) {
 	if r := rules.Rules["queue-occupancy"]; r.Threshold != 5 || r.Level != 300 || rules.Period != "1s" {
 		t.Errorf("rules after the change: %+v", rules)
 	}
+}
 
-	// The DTA side: the path (Key-Write), the report count (Key-Increment)
-	// and the events (Append list 2) are in the collector's memory.
-	cbase := "http://" + chttp
+// checkCollector: the DTA side: the path (Key-Write), the report count
+// (Key-Increment, at least reports) and the events (Append list 2, events
+// of them) are in the collector's memory.
+func (r trio) checkCollector(t *testing.T, key uint32, reports uint64, events int) {
 	var kw struct{ Status, Data string }
 	wantPath := hex.EncodeToString(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 1), 4), 3)) + strings.Repeat("00", 8)
 	proctest.WaitFor(t, "the path in the collector", 10*time.Second, func() bool {
-		return proctest.GetJSON(fmt.Sprintf("%s/v1/instances/0/keywrite?key=%d", cbase, key), &kw) == nil && kw.Data == wantPath
-	}, d, tr, col)
+		return proctest.GetJSON(fmt.Sprintf("%s/v1/instances/0/keywrite?key=%d", r.cbase, key), &kw) == nil && kw.Data == wantPath
+	}, r.d, r.tr, r.col)
 	var ki struct{ Count uint64 }
 	var al struct{ Entries []string }
 	proctest.WaitFor(t, "the report count and the events in the collector", 10*time.Second, func() bool {
-		return proctest.GetJSON(fmt.Sprintf("%s/v1/instances/1/keyincrement?key=%d", cbase, key), &ki) == nil && ki.Count >= before+after &&
-			proctest.GetJSON(cbase+"/v1/instances/2/append?list=2", &al) == nil && len(al.Entries) >= len(want)
-	}, d, tr, col)
-	if len(al.Entries) != len(want) {
-		t.Errorf("%d events in Append list 2, want %d", len(al.Entries), len(want))
+		return proctest.GetJSON(fmt.Sprintf("%s/v1/instances/1/keyincrement?key=%d", r.cbase, key), &ki) == nil && ki.Count >= reports &&
+			proctest.GetJSON(r.cbase+"/v1/instances/2/append?list=2", &al) == nil && len(al.Entries) >= events
+	}, r.d, r.tr, r.col)
+	if len(al.Entries) != events {
+		t.Errorf("%d events in Append list 2, want %d", len(al.Entries), events)
 	} else if e, _ := hex.DecodeString(al.Entries[8]); len(e) != 12 || e[0] != 4<<4|3 || binary.BigEndian.Uint32(e[4:]) != 2 || binary.BigEndian.Uint32(e[8:]) != 250 {
 		t.Errorf("the rise event's entry %x", e)
-	}
-
-	d.Cmd.Process.Signal(syscall.SIGTERM)
-	if err := d.Cmd.Wait(); err != nil {
-		t.Fatalf("dtaint after SIGTERM: %v\n%s", err, d.Logs())
-	}
-	if !strings.Contains(d.Logs(), "stopped") {
-		t.Errorf("logs:\n%s", d.Logs())
 	}
 }
 
@@ -347,8 +378,11 @@ func TestReplay(t *testing.T) {
 		}
 	}
 	key := inband.FlowKey(flow)
+	// The flow appears with the first packet: the check waits for the
+	// end of the replay (logged), then reads the flow.
 	proctest.WaitFor(t, "the capture replayed", 10*time.Second, func() bool {
-		return proctest.GetJSON(fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row) == nil
+		return strings.Contains(d.Logs(), `"msg":"replayed"`) &&
+			proctest.GetJSON(fmt.Sprintf("http://%s/v1/flows/%d", web, key), &row) == nil
 	}, d)
 	// Latencies 100..1000 at the source: the most recent 1000, the
 	// average (weight 1/8, each step truncated) 508.

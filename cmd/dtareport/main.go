@@ -1,5 +1,5 @@
 // Command dtareport sends DTA reports to a translator at a chosen rate: a
-// synthetic stream (package internal/stream: report i is a function of the
+// synthetic stream (package internal/app/stream: report i is a function of the
 // flags and i alone) or the reports of a pcap file, replayed. As package
 // reporter's zero Config does, it numbers reports with wide sequence
 // numbers, takes the translator's acks and NACKs, slows down and resends,
@@ -10,6 +10,15 @@
 //	dtareport -translator 127.0.0.1:40040 -count 1000000 -rate 200000
 //	dtareport -mix keywrite,append -keys 4096 -count 100000
 //	dtareport -pcap reports.pcap -count 0        # the file's valid reports once
+//	dtareport -split -count 1000000              # a reporter per primitive, from 127.0.0.1, .2, .3, .4
+//
+// -split runs one reporter per place of -mix, each from its own address
+// (acks come to the ack port of each), as the quickstart does. One reporter
+// already sends its batch grouped by primitive (runs of equal datagrams,
+// one message each for the kernel); -split adds a credit window and a
+// sending goroutine per primitive, so more reports are in flight at once,
+// and the translator sees several sources. Each key's, list's and flow's
+// reports still come from one reporter, in order.
 //
 // At the end it prints one JSON object on standard output: the reports
 // sent, the time taken, the delivery and the reporter's counters. With
@@ -38,6 +47,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,8 +55,10 @@ import (
 
 	"github.com/dtakit/dtakit/dta"
 	"github.com/dtakit/dtakit/intbridge"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
+	"github.com/dtakit/dtakit/internal/app/stream"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/reporter"
 )
 
@@ -62,6 +74,95 @@ type Result struct {
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parseFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	stopProfile, err := o.profile()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	defer stopProfile(func(err error) { fmt.Fprintln(stderr, "dtareport:", err) })
+	if o.split {
+		return o.sendSplit(stdout, stderr)
+	}
+	next, err := o.source()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	rep, losses, err := o.newReporter()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	var stop atomic.Bool
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; stop.Store(true) }()
+
+	start := time.Now()
+	sent, err := send(rep, next, &stop, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+		rep.Close()
+		return 1
+	}
+	if err := rep.Close(); err != nil {
+		fmt.Fprintln(stderr, "dtareport:", err)
+	}
+	if losses != nil {
+		if err := losses.close(); err != nil {
+			return exit(stderr, err)
+		}
+	}
+	el := time.Since(start)
+	res := Result{Reports: sent, Delivery: o.rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
+	return finish(res, o.rcfg, stdout, stderr)
+}
+
+// finish prints res and returns the exit status.
+func finish(res Result, rcfg reporter.Config, stdout, stderr io.Writer) int {
+	b, _ := json.Marshal(res)
+	fmt.Fprintln(stdout, string(b))
+	if msg := notConfirmed(res, rcfg.Translator, rcfg.AckPort); msg != "" {
+		fmt.Fprintln(stderr, "dtareport:", msg)
+		return 3
+	}
+	return 0
+}
+
+// options are the flags, checked; rcfg is the reporter's Config they make.
+type options struct {
+	rcfg      reporter.Config
+	count     int
+	synthetic stream.Synthetic
+	mix       string
+	pcapFile  string
+	pcapPort  uint16
+	lossFile  string
+	split     bool                                            // -split
+	profile   func() (stop func(fail func(error)), err error) // -cpuprofile
+}
+
+// usageError is a bad flag: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usage(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// exit prints err and returns its exit status: 2 for a bad flag or
+// reporter configuration, 1 for anything else.
+func exit(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "dtareport:", err)
+	if errors.As(err, new(usageError)) || errors.Is(err, reporter.ErrConfig) {
+		return 2
+	}
+	return 1
+}
+
+// parseFlags parses and checks the flags; on a failure it has said why and
+// returns the exit status.
+func parseFlags(args []string, stderr io.Writer) (*options, int, bool) {
 	fs := flag.NewFlagSet("dtareport", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cli.Usage(fs, synopsis, exitStatus)
@@ -83,121 +184,153 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pcapFile := fs.String("pcap", "", "replay the reports of this pcap file instead")
 	pcapPort := fs.Uint("pcap-port", uint(dta.ReportPort), "UDP destination port of the reports in the pcap")
 	lossFile := fs.String("losses", "", "write each report lost or unconfirmed to this file as a JSON line")
+	split := fs.Bool("split", false, "one reporter per place in -mix, each from its own address (-local's, then the next ones): a credit window and a sending goroutine per primitive")
+	profile := cpuprofile.Flag(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
-		return code
-	}
-	bad := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "dtareport: "+format+"\n", a...)
-		return 2
+		return nil, code, false
 	}
 	if *nacks {
 		fmt.Fprintln(stderr, "dtareport: -nacks is deprecated and does nothing: acks and NACKs are taken unless -fire-and-forget")
 		if *fireAndForget {
-			return bad("-nacks and -fire-and-forget: choose one")
+			return nil, exit(stderr, usage("-nacks and -fire-and-forget: choose one")), false
 		}
 	}
-	translator, err := netip.ParseAddrPort(*to)
+	o := &options{count: *count, mix: *mix, pcapFile: *pcapFile, lossFile: *lossFile, split: *split, profile: profile,
+		synthetic: stream.Synthetic{Synthetic: primitive.Synthetic{Seed: *seed, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}}}
+	if err := o.check(*to, *local, *rate, *ackPort, *redundancy, *pcapPort); err != nil {
+		return nil, exit(stderr, err), false
+	}
+	if *fireAndForget {
+		o.rcfg.Delivery = reporter.FireAndForget
+	}
+	return o, 0, true
+}
+
+// check checks the flags that need no file and fills in the reporter's
+// addresses, rate and ack port.
+func (o *options) check(to, local string, rate float64, ackPort, redundancy, pcapPort uint) error {
+	translator, err := netip.ParseAddrPort(to)
 	if err != nil {
-		return bad("-translator: %v", err)
+		return usage("-translator: %v", err)
 	}
 	var from netip.AddrPort
-	if *local != "" {
-		if from, err = netip.ParseAddrPort(*local); err != nil {
-			return bad("-local: %v", err)
+	if local != "" {
+		if from, err = netip.ParseAddrPort(local); err != nil {
+			return usage("-local: %v", err)
 		}
 	}
-	if *count < 0 || (*count == 0 && *pcapFile == "") {
-		return bad("-count %d: want at least 1", *count)
+	if o.count < 0 || (o.count == 0 && o.pcapFile == "") {
+		return usage("-count %d: want at least 1", o.count)
 	}
-	if *rate < 0 || *ackPort == 0 || *ackPort > 65535 || *redundancy > 255 || *pcapPort > 65535 {
-		return bad("-rate, -ack-port, -redundancy or -pcap-port out of range")
+	if rate < 0 || ackPort == 0 || ackPort > 65535 || redundancy > 255 || pcapPort > 65535 {
+		return usage("-rate, -ack-port, -redundancy or -pcap-port out of range")
 	}
-	var next func(r *dta.Report) bool // fills the next report; false at the end
-	if *pcapFile != "" {
-		reports, err := readPcap(*pcapFile, uint16(*pcapPort))
-		if err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
-			return 1
-		}
-		if len(reports) == 0 {
-			return bad("-pcap %s: no report to UDP port %d", *pcapFile, *pcapPort)
-		}
-		n := *count
-		if n == 0 {
-			n = len(reports)
-		}
-		i := 0
-		next = func(r *dta.Report) bool {
-			if i == n {
-				return false
-			}
-			*r = reports[i%len(reports)]
-			i++
-			return true
-		}
-	} else {
-		m, err := stream.ParseMix(*mix)
-		if err != nil {
-			return bad("-mix: %v", err)
-		}
-		s := stream.Synthetic{Seed: *seed, Mix: m, Keys: *keys, Redundancy: int(*redundancy), Hops: *hops, Lists: *lists, EntrySize: *entry, Universe: *universe}
-		if err := s.Validate(); err != nil {
-			return bad("%v", err)
-		}
-		buf := make([]byte, *entry)
-		i := 0
-		next = func(r *dta.Report) bool {
-			if i == *count {
-				return false
-			}
-			s.Report(i, r, buf)
-			i++
-			return true
-		}
+	o.pcapPort = uint16(pcapPort)
+	o.rcfg = reporter.Config{Translator: translator, Local: from, Rate: rate, AckPort: uint16(ackPort)}
+	return nil
+}
+
+// source returns the function that fills the next report and returns
+// false at the end: the pcap's reports or the synthetic stream.
+func (o *options) source() (func(r *dta.Report) bool, error) {
+	if o.pcapFile != "" {
+		return o.pcapSource()
 	}
-	if *lossFile != "" && *fireAndForget {
-		return bad("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
+	s, err := o.stream()
+	if err != nil {
+		return nil, err
 	}
-	var losses *lossLog
-	if *lossFile != "" {
-		if losses, err = newLossLog(*lossFile); err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
-			return 1
+	buf := make([]byte, s.EntrySize)
+	i := 0
+	return func(r *dta.Report) bool {
+		if i == o.count {
+			return false
 		}
+		s.Report(i, r, buf)
+		i++
+		return true
+	}, nil
+}
+
+// stream returns the synthetic stream the flags describe.
+func (o *options) stream() (*stream.Synthetic, error) {
+	m, err := stream.ParseMix(o.mix)
+	if err != nil {
+		return nil, usage("-mix: %v", err)
 	}
-	rcfg := reporter.Config{Translator: translator, Local: from, Rate: *rate, AckPort: uint16(*ackPort)}
-	if *fireAndForget {
-		rcfg.Delivery = reporter.FireAndForget
+	s := o.synthetic
+	s.Mix = m
+	if err := s.Validate(); err != nil {
+		return nil, usage("%v", err)
+	}
+	return &s, nil
+}
+
+// pcapSource returns the reports of the pcap file in turn, -count of them
+// (0: each once).
+func (o *options) pcapSource() (func(r *dta.Report) bool, error) {
+	reports, err := readPcap(o.pcapFile, o.pcapPort)
+	if err != nil {
+		return nil, err
+	}
+	if len(reports) == 0 {
+		return nil, usage("-pcap %s: no report to UDP port %d", o.pcapFile, o.pcapPort)
+	}
+	n := o.count
+	if n == 0 {
+		n = len(reports)
+	}
+	i := 0
+	return func(r *dta.Report) bool {
+		if i == n {
+			return false
+		}
+		*r = reports[i%len(reports)]
+		i++
+		return true
+	}, nil
+}
+
+// newReporter opens the loss log (-losses) and the reporter.
+func (o *options) newReporter() (*reporter.Reporter, *lossLog, error) {
+	losses, err := o.openLosses()
+	if err != nil {
+		return nil, nil, err
 	}
 	if losses != nil {
-		rcfg.OnLoss = losses.add
+		o.rcfg.OnLoss = losses.add
 	}
-	rep, err := reporter.New(rcfg)
+	rep, err := reporter.New(o.rcfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "dtareport:", err)
-		if errors.Is(err, reporter.ErrConfig) {
-			return 2
-		}
-		return 1
+		return nil, nil, err
 	}
-	var stop atomic.Bool
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; stop.Store(true) }()
+	return rep, losses, nil
+}
 
-	start := time.Now()
+// openLosses opens the loss log (-losses), nil without it.
+func (o *options) openLosses() (*lossLog, error) {
+	if o.lossFile == "" {
+		return nil, nil
+	}
+	if o.rcfg.Delivery == reporter.FireAndForget {
+		return nil, usage("-losses with -fire-and-forget: no report is confirmed, so none is known lost")
+	}
+	return newLossLog(o.lossFile)
+}
+
+// send sends the reports next gives until it gives none or stop is set,
+// and returns how many it sent. A datagram the socket refuses (nothing
+// listening yet) is counted in Errors and the stream goes on; the first
+// such error is shown. Any other error ends it.
+func send(rep *reporter.Reporter, next func(*dta.Report) bool, stop *atomic.Bool, stderr io.Writer) (int, error) {
 	sent := 0
 	var r dta.Report
 	var sendErr error
 	for !stop.Load() && next(&r) {
-		// A datagram the socket refuses (nothing listening yet) is counted
-		// in Errors and the stream goes on; the first such error is shown.
 		if err := rep.Send(&r); err != nil {
 			var netErr *net.OpError
 			if !errors.As(err, &netErr) {
-				fmt.Fprintln(stderr, "dtareport:", err)
-				rep.Close()
-				return 1
+				return sent, err
 			}
 			if sendErr == nil {
 				sendErr = err
@@ -206,8 +339,96 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		sent++
 	}
-	if err := rep.Close(); err != nil {
-		fmt.Fprintln(stderr, "dtareport:", err)
+	return sent, nil
+}
+
+// sendSplit sends -count reports of the stream with one reporter per
+// place of its Mix, reporter j from the j-th address from -local's (each
+// needs its own, for the acks on the ack port; 127.0.0.1 without -local)
+// sending reports j, j+m, j+2m, ... (m places): each sends reports of one
+// primitive, which are of one size. -rate is shared among them; a loss is
+// logged under its index in the stream.
+func (o *options) sendSplit(stdout, stderr io.Writer) int {
+	if o.pcapFile != "" {
+		return exit(stderr, usage("-split takes a synthetic stream, not -pcap"))
+	}
+	s, err := o.stream()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	losses, err := o.openLosses()
+	if err != nil {
+		return exit(stderr, err)
+	}
+	rcfg, from, count := o.rcfg, o.rcfg.Local, o.count
+	if !from.IsValid() {
+		from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
+	}
+	m := len(s.Mix)
+	rcfg.Rate /= float64(m)
+	reps := make([]*reporter.Reporter, m)
+	addr := from.Addr()
+	for j := range reps {
+		c := rcfg
+		c.Local = netip.AddrPortFrom(addr, from.Port())
+		addr = addr.Next()
+		if losses != nil {
+			c.OnLoss = func(seq uint32, b []byte, reason dta.Reason) { losses.add(seq*uint32(m)+uint32(j), b, reason) }
+		}
+		var err error
+		if reps[j], err = reporter.New(c); err != nil {
+			fmt.Fprintf(stderr, "dtareport: -split: reporter %d of %d from %v: %v\n", j+1, m, c.Local, err)
+			for _, r := range reps[:j] {
+				r.Close()
+			}
+			if errors.Is(err, reporter.ErrConfig) {
+				return 2
+			}
+			return 1
+		}
+	}
+	var stop atomic.Bool
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; stop.Store(true) }()
+	start := time.Now()
+	var wg sync.WaitGroup
+	sent := make([]int, m)
+	failed := make([]error, m)
+	for j, rep := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r dta.Report
+			buf := make([]byte, s.EntrySize)
+			for i := j; i < count && !stop.Load(); i += m {
+				s.Report(i, &r, buf)
+				// A datagram the socket refuses is counted in Errors, as
+				// without -split; anything else ends this reporter.
+				if err := rep.Send(&r); err != nil {
+					var netErr *net.OpError
+					if !errors.As(err, &netErr) {
+						failed[j] = err
+						return
+					}
+				}
+				sent[j]++
+			}
+		}()
+	}
+	wg.Wait()
+	res := Result{Delivery: rcfg.Delivery.String()}
+	code := 0
+	for j, rep := range reps {
+		if err := rep.Close(); err != nil {
+			fmt.Fprintln(stderr, "dtareport:", err)
+		}
+		if failed[j] != nil {
+			fmt.Fprintln(stderr, "dtareport:", failed[j])
+			code = 1
+		}
+		res.Reports += sent[j]
+		addCounters(&res.Counters, rep.Counters())
 	}
 	if losses != nil {
 		if err := losses.close(); err != nil {
@@ -216,14 +437,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	el := time.Since(start)
-	res := Result{Reports: sent, Delivery: rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
-	b, _ := json.Marshal(res)
-	fmt.Fprintln(stdout, string(b))
-	if msg := notConfirmed(res, translator, rcfg.AckPort); msg != "" {
-		fmt.Fprintln(stderr, "dtareport:", msg)
-		return 3
+	res.Seconds, res.Rate = el.Seconds(), float64(res.Reports)/el.Seconds()
+	if fc := finish(res, rcfg, stdout, stderr); code == 0 {
+		code = fc
 	}
-	return 0
+	return code
+}
+
+// addCounters adds o's counts to c's (every field of reporter.Counters is
+// a uint64 count).
+func addCounters(c *reporter.Counters, o reporter.Counters) {
+	cv, ov := reflect.ValueOf(c).Elem(), reflect.ValueOf(o)
+	for i := range cv.NumField() {
+		cv.Field(i).SetUint(cv.Field(i).Uint() + ov.Field(i).Uint())
+	}
 }
 
 // notConfirmed says why some reports of res were not confirmed applied,

@@ -21,9 +21,10 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
-	"github.com/dtakit/dtakit/internal/stream"
+	"github.com/dtakit/dtakit/internal/app/stream"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/internal/udpio"
+	"github.com/dtakit/dtakit/reporter"
 )
 
 // sink stands in for the translator: it keeps every datagram, and with
@@ -33,6 +34,7 @@ type sink struct {
 	uc     *net.UDPConn
 	mu     sync.Mutex
 	got    [][]byte
+	from   []netip.Addr // the source of each of got
 	nackTo uint16
 	done   chan struct{}
 }
@@ -57,6 +59,7 @@ func newSink(t *testing.T, nackTo uint16) *sink {
 			for _, m := range ms {
 				b := append([]byte(nil), m.Buf...)
 				s.got = append(s.got, b)
+				s.from = append(s.from, m.Addr.Addr())
 				if h, err := dta.ParseHeader(b); err == nil && h.Wide && s.nackTo != 0 {
 					acks = append(acks, udpio.Datagram{Buf: dta.Ack{Seq: h.Seq, NACK: true, Wide: true, Reason: dta.ReasonBusy, Session: h.Session}.AppendTo(nil),
 						Addr: netip.AddrPortFrom(m.Addr.Addr(), s.nackTo)})
@@ -165,8 +168,10 @@ func TestSynthetic(t *testing.T) {
 func TestRate(t *testing.T) {
 	s := newSink(t, 0)
 	res, code, logs := dtareport(t, "-translator", s.addr(), "-count", "2000", "-rate", "10000", "-fire-and-forget")
-	if code != 3 || res.Seconds < float64(2000-64)/10000 || res.Counters.Waits == 0 {
-		t.Fatalf("exit %d, %+v: want exit 3 (fire and forget), at least %.3f s, some waits\n%s", code, res, float64(2000-64)/10000, logs)
+	// The first batch goes at once (the pace's burst), the rest at the rate.
+	least := float64(2000-reporter.DefaultBatch) / 10000
+	if code != 3 || res.Seconds < least || res.Counters.Waits == 0 {
+		t.Fatalf("exit %d, %+v: want exit 3 (fire and forget), at least %.3f s, some waits\n%s", code, res, least, logs)
 	}
 }
 
@@ -253,6 +258,7 @@ func TestBadFlags(t *testing.T) {
 		{"-hops", "0"},
 		{"-rate", "-1"},
 		{"-local", "0.0.0.0:0"}, // acks cannot come to it
+		{"-split", "-local", "0.0.0.0:0"},
 		{"-fire-and-forget", "-losses", "/tmp/x.jsonl"},
 		{"-nacks", "-fire-and-forget"},
 	} {
@@ -401,4 +407,51 @@ func TestDaemonsSmallRing(t *testing.T) {
 		t.Logf("dtareport exited %d, naming %d lost and %d unconfirmed, each accounted for in memory:\n%s", code, c.Lost, c.Unconfirmed, logs)
 	}
 	t.Logf("%d reports, %d NACKs, %d resent: every key right", keys*per, c.NACKs, c.Resent)
+}
+
+// TestSplit: with -split each place of the mix has its own reporter and
+// source address (-local's, then the next), and the reports are the
+// stream's, each once; the counters are the reporters' summed.
+func TestSplit(t *testing.T) {
+	s := newSink(t, 0)
+	const n = 4000
+	base := fmt.Sprintf("127.%d.%d.1", 100+os.Getpid()%100, os.Getpid()/100%250)
+	res, code, logs := dtareport(t, "-translator", s.addr(), "-local", base+":0", "-split", "-mix", "keywrite,append,keyincrement",
+		"-count", strconv.Itoa(n), "-rate", "200000", "-keys", "1000", "-fire-and-forget")
+	if code != 3 || res.Reports != n || res.Counters.Datagrams != n || res.Counters.Unconfirmed != n {
+		t.Fatalf("exit %d, %+v: want exit 3, %d reports sent, all unconfirmed (fire and forget)\n%s", code, res, n, logs)
+	}
+	got := s.wait(t, n)
+	if len(got) != n {
+		t.Fatalf("the sink got %d of %d reports", len(got), n)
+	}
+	st := stream.Default
+	st.Keys = 1000
+	st.Mix = []dta.Opcode{dta.OpKeyWrite, dta.OpAppend, dta.OpKeyIncrement}
+	want := map[string]int{} // each report of the stream, by its bytes and the place of the mix that sends it
+	buf := make([]byte, st.EntrySize)
+	var r dta.Report
+	for i := range n {
+		st.Report(i, &r, buf)
+		b, err := dta.AppendPayload(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("%x@%d", b, i%3)]++
+	}
+	a0 := netip.MustParseAddr(base)
+	places := map[netip.Addr]int{a0: 0, a0.Next(): 1, a0.Next().Next(): 2}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range got {
+		j, ok := places[s.from[i]]
+		if !ok {
+			t.Fatalf("report %d from %v, want one of %v", i, s.from[i], places)
+		}
+		k := fmt.Sprintf("%x@%d", b, j)
+		if want[k] == 0 {
+			t.Fatalf("report %d (%x) from %v: not the stream's, or not its place's", i, b, s.from[i])
+		}
+		want[k]--
+	}
 }

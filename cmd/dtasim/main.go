@@ -1,5 +1,5 @@
 // Command dtasim reproduces the DTA and DART papers' figures from dtakit's
-// own code (package internal/sim): reports written through the primitives'
+// own code (package internal/app/sim): reports written through the primitives'
 // real operations into their real stores, measured with 95 % confidence
 // intervals beside the analysis. For each figure it writes NAME.csv,
 // NAME.svg and NAME.png (7 × 4.5 in; the PNG at 300 dpi, 2100 px wide)
@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/sim"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/sim"
 )
 
 func main() { os.Exit(run()) }

@@ -22,13 +22,16 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/dta/tofino"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/internal/units"
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/primitive"
+
+	// The primitives dtasize sizes register themselves.
+	_ "github.com/dtakit/dtakit/appendlist"
+	_ "github.com/dtakit/dtakit/keyincr"
+	_ "github.com/dtakit/dtakit/keywrite"
+	_ "github.com/dtakit/dtakit/postcard"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -101,7 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "dtasize:", msg)
 		}
 		return 2
-	case err != nil && isSizing(err):
+	case errors.Is(err, primitive.ErrSizing):
 		fmt.Fprintln(stderr, "dtasize:", err)
 		return 1
 	case err != nil:
@@ -120,12 +123,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func isSizing(err error) bool {
-	return errors.Is(err, keywrite.ErrSizing) || errors.Is(err, keyincr.ErrSizing) ||
-		errors.Is(err, postcard.ErrSizing) || errors.Is(err, appendlist.ErrSizing)
-}
-
 func size(prim string, args []string, stderr io.Writer) (Answer, error) {
+	k, _ := primitive.ByName(prim)
+	sizer, ok := k.(primitive.Sizer)
+	declare := workloads[prim]
+	if !ok || declare == nil {
+		usage(stderr)
+		return Answer{}, fmt.Errorf("%w: unknown primitive %q", errUsage, prim)
+	}
 	fs := flag.NewFlagSet("dtasize "+prim, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cli.Usage(fs, "dtasize "+prim+" [flags]", exitStatus)
@@ -144,92 +149,79 @@ func size(prim string, args []string, stderr io.Writer) (Answer, error) {
 		}
 		return nil
 	}
-	switch prim {
-	case "keywrite":
+	var w primitive.Workload
+	check := declare(fs, &w)
+	if err := fs.Parse(args); err != nil {
+		return Answer{}, usageErr(err)
+	}
+	if err := check(need); err != nil {
+		return Answer{}, err
+	}
+	w.Success = *success
+	sz, err := sizer.Size(w)
+	if err != nil {
+		return Answer{}, err
+	}
+	return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
+		Geometry: sz.Geometry, Why: sz.Why}, nil
+}
+
+// workloads are the flags of each primitive's workload: a declare adds
+// them to fs, filling w when parsed, and returns the check that, after
+// parsing, says with need which are missing and finishes w.
+var workloads = map[string]func(fs *flag.FlagSet, w *primitive.Workload) (check func(need func(names ...string) error) error){
+	"keywrite": func(fs *flag.FlagSet, w *primitive.Workload) func(func(...string) error) error {
 		var keys, value uint64
 		fs.Var(countFlag{&keys}, "keys", "distinct keys per epoch (the oldest is queried after keys-1 others)")
 		fs.Var(bytesFlag{&value}, "value", "data bytes per key, a multiple of 4")
 		ref := fs.Bool("reference", false, "copies hashed as spec section 4 writes it (tofino.Reference)")
-		if err := fs.Parse(args); err != nil {
-			return Answer{}, usageErr(err)
+		return func(need func(...string) error) error {
+			w.Keys, w.DataSize = max(keys, 1)-1, int(value)
+			if *ref {
+				w.Hasher = tofino.Reference
+			}
+			return need("keys", "value")
 		}
-		if err := need("keys", "value"); err != nil {
-			return Answer{}, err
-		}
-		w := keywrite.Workload{Keys: max(keys, 1) - 1, DataSize: int(value), Success: *success}
-		if *ref {
-			w.Hasher = tofino.Reference
-		}
-		sz, err := keywrite.Size(w)
-		if err != nil {
-			return Answer{}, err
-		}
-		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
-			Geometry: map[string]any{"slots": sz.Slots, "slot_size": sz.SlotSize, "data_size": value}, Why: sz.Why}, nil
-	case "keyincrement":
+	},
+	"keyincrement": func(fs *flag.FlagSet, w *primitive.Workload) func(func(...string) error) error {
 		var reports, errAbs uint64
-		eps := fs.Float64("epsilon", 0, "allowed overestimate as a fraction of the epoch's total")
+		fs.Float64Var(&w.Epsilon, "epsilon", 0, "allowed overestimate as a fraction of the epoch's total")
 		fs.Var(countFlag{&reports}, "reports", "total count per epoch (with -error)")
 		fs.Var(countFlag{&errAbs}, "error", "allowed overestimate in counts (with -reports)")
-		if err := fs.Parse(args); err != nil {
-			return Answer{}, usageErr(err)
-		}
-		if *eps == 0 {
+		return func(need func(...string) error) error {
+			if w.Epsilon != 0 {
+				return need()
+			}
 			if err := need("reports", "error"); err != nil {
-				return Answer{}, fmt.Errorf("%w (or -epsilon)", err)
+				return fmt.Errorf("%w (or -epsilon)", err)
 			}
 			if reports == 0 {
-				return Answer{}, fmt.Errorf("%s: -reports must be positive", prim)
+				return fmt.Errorf("keyincrement: -reports must be positive")
 			}
-			*eps = float64(errAbs) / float64(reports)
-		} else if err := need(); err != nil {
-			return Answer{}, err
+			w.Epsilon = float64(errAbs) / float64(reports)
+			return nil
 		}
-		sz, err := keyincr.Size(keyincr.Workload{Epsilon: *eps, Success: *success})
-		if err != nil {
-			return Answer{}, err
-		}
-		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
-			Geometry: map[string]any{"slots": sz.Slots, "epsilon": *eps}, Why: sz.Why}, nil
-	case "postcard":
+	},
+	"postcard": func(fs *flag.FlagSet, w *primitive.Workload) func(func(...string) error) error {
 		var flows uint64
 		fs.Var(countFlag{&flows}, "flows", "distinct flows per epoch")
-		hops := fs.Int("hops", 5, "the longest path")
-		values := fs.Int("values", 0, "distinct hop values (switch IDs)")
-		if err := fs.Parse(args); err != nil {
-			return Answer{}, usageErr(err)
+		fs.IntVar(&w.Hops, "hops", 5, "the longest path")
+		fs.IntVar(&w.Values, "values", 0, "distinct hop values (switch IDs)")
+		return func(need func(...string) error) error {
+			w.Keys = max(flows, 1) - 1
+			return need("flows", "values")
 		}
-		if err := need("flows", "values"); err != nil {
-			return Answer{}, err
-		}
-		sz, err := postcard.Size(postcard.Workload{Flows: max(flows, 1) - 1, Hops: *hops, Values: *values, Success: *success})
-		if err != nil {
-			return Answer{}, err
-		}
-		l := sz.Layout
-		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), N: sz.N, Success: sz.Success,
-			Geometry: map[string]any{"chunks": l.Chunks, "chunk_size": l.ChunkSize(), "hops": l.Hops, "slot_bits": l.SlotBits, "copies": l.Copies}, Why: sz.Why}, nil
-	case "append":
+	},
+	"append": func(fs *flag.FlagSet, w *primitive.Workload) func(func(...string) error) error {
 		var rate, entry uint64
 		fs.Var(countFlag{&rate}, "rate", "entries per second per list")
-		lag := fs.Duration("lag", 0, "the longest a reader leaves its list unread")
-		lists := fs.Int("lists", 1, "lists")
+		fs.DurationVar(&w.Lag, "lag", 0, "the longest a reader leaves its list unread")
+		fs.IntVar(&w.Lists, "lists", 1, "lists")
 		fs.Var(bytesFlag{&entry}, "entry", "bytes per entry, a multiple of 4")
-		batch := fs.Int("batch", 1, "entries the translator writes at once")
-		if err := fs.Parse(args); err != nil {
-			return Answer{}, usageErr(err)
+		fs.IntVar(&w.Batch, "batch", 1, "entries the translator writes at once")
+		return func(need func(...string) error) error {
+			w.Rate, w.DataSize = float64(rate), int(entry)
+			return need("rate", "lag", "entry")
 		}
-		if err := need("rate", "lag", "entry"); err != nil {
-			return Answer{}, err
-		}
-		sz, err := appendlist.Size(appendlist.Workload{Rate: float64(rate), Lag: *lag, Lists: *lists, EntrySize: int(entry), Batch: *batch, Success: *success})
-		if err != nil {
-			return Answer{}, err
-		}
-		l := sz.Layout
-		return Answer{Primitive: prim, Bytes: sz.Bytes, Memory: units.Bytes(sz.Bytes), Success: sz.Success,
-			Geometry: map[string]any{"lists": l.Lists, "entries": l.Entries, "entry_size": l.EntrySize, "batch": l.Batch, "markers": l.Markers, "expected_loss": sz.Loss, "lag": lag.String()}, Why: sz.Why}, nil
-	}
-	usage(stderr)
-	return Answer{}, fmt.Errorf("%w: unknown primitive %q", errUsage, prim)
+	},
 }

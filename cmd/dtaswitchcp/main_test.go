@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/p4"
 	"github.com/dtakit/dtakit/rocev2"

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
+	"github.com/dtakit/dtakit/reporter"
 )
 
 // TestReporterAllowlist runs dtatranslator taking reports from 127.0.0.1
@@ -129,5 +130,47 @@ func TestHTTPGuard(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("GET %s with token %q: %d, want %d", c.path, c.token, resp.StatusCode, c.want)
 		}
+	}
+}
+
+// TestAckPort runs dtatranslator with -ack-port: a confirmed reporter
+// taking acks on that port has all its reports acknowledged. Fails on the
+// code before the flag, whose acks went to 40044 only (every report
+// unconfirmed).
+func TestAckPort(t *testing.T) {
+	tbin := proctest.Build(t, ".", "dtatranslator")
+	cbin := proctest.Build(t, "../dtacollector", "dtacollector")
+	cmPort := 47000 + os.Getpid()%1000
+	roce := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))
+	report := netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp")))
+	ackPort := uint16(proctest.FreePort(t, "udp"))
+	thttp := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "tcp"))
+	ccfg := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(ccfg, []byte(fmt.Sprintf(`{"addr": %q, "cm_port": %d, "instances": [
+		{"primitive": "keywrite", "slots": 1024, "data_size": 4}]}`, roce, cmPort)), 0o600)
+	col := proctest.Start(t, cbin, "-config", ccfg)
+	tr := proctest.Start(t, tbin, "-collectors", roce, "-cm-port", fmt.Sprint(cmPort), "-report", report.String(),
+		"-ack-port", fmt.Sprint(ackPort), "-http", thttp)
+	var st Status
+	proctest.WaitFor(t, "translator connected", 20*time.Second, func() bool {
+		return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil && len(st.Instances) == 1 && st.Instances[0].Ready
+	}, tr, col)
+
+	rep, err := reporter.New(reporter.Config{Translator: report, AckPort: ackPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for k := uint32(1); k <= n; k++ {
+		if err := rep.KeyWrite(k, []byte("ABCD"), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Counters(); c.Acks == 0 || c.Lost+c.Unconfirmed != 0 {
+		t.Errorf("reporter on ack port %d: %d acks, %d lost, %d unconfirmed of %d; want acks and none lost or unconfirmed",
+			ackPort, c.Acks, c.Lost, c.Unconfirmed, n)
 	}
 }

@@ -9,10 +9,13 @@
 // The configuration file (every field optional; flags override it):
 //
 //	{"report": "127.0.0.1:40040", "reporters": ["127.0.0.0/8"], "local": "127.0.0.1:0",
-//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050,
-//	 "ring_size": 1024, "rate_limit": 0, "shards": 1, "append_linger": "2ms",
+//	 "collectors": ["127.0.0.11:4791"], "cm_port": 40050, "ack_port": 40044,
+//	 "ring_size": 16384, "rate_limit": 0, "shards": 2, "append_linger": "2ms",
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
+//
+// "shards" defaults to one per core (GOMAXPROCS): reports from several
+// reporters are translated side by side.
 //
 // Reports are taken from loopback unless -reporters (or "reporters") names
 // the reporters' addresses or prefixes. The HTTP address, like the
@@ -34,10 +37,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -46,12 +51,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/cli"
-	"github.com/dtakit/dtakit/internal/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/internal/app/cpuprofile"
+	"github.com/dtakit/dtakit/internal/app/daemonlog"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/internal/promname"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/translator"
 )
 
@@ -65,9 +72,12 @@ type Config struct {
 	Local      string   `json:"local"`
 	Collectors []string `json:"collectors"`
 	CMPort     uint16   `json:"cm_port"`
-	RingSize   int      `json:"ring_size"`
-	RateLimit  float64  `json:"rate_limit"`
-	Shards     int      `json:"shards"`
+	// AckPort is the port acks and NACKs are sent to, at each report's
+	// source address (default 40044): a reporter's -ack-port.
+	AckPort   uint16  `json:"ack_port"`
+	RingSize  int     `json:"ring_size"`
+	RateLimit float64 `json:"rate_limit"`
+	Shards    int     `json:"shards"`
 	// AppendLinger is the longest a partial Append batch waits, and
 	// PostcardLinger the longest a postcard flow waits for its other hops,
 	// before being written, as Go durations ("2ms").
@@ -90,14 +100,17 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
 	cli.Usage(fs, synopsis, exitStatus)
 	config := fs.String("config", "", "JSON configuration file")
-	report := fs.String("report", "", "address reports arrive on (default 127.0.0.1:40040)")
-	reporters := fs.String("reporters", "", "addresses or prefixes reports are taken from, comma-separated (default loopback)")
-	local := fs.String("local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
-	collectors := fs.String("collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
-	cmPort := fs.Uint("cm-port", 0, "CM port of the collectors' first instance (default 40050)")
-	httpAddr := fs.String("http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
+	var o overrides
+	fs.StringVar(&o.report, "report", "", "address reports arrive on (default 127.0.0.1:40040)")
+	fs.StringVar(&o.reporters, "reporters", "", "addresses or prefixes reports are taken from, comma-separated (default loopback)")
+	fs.StringVar(&o.local, "local", "", "RoCEv2 source address (default 127.0.0.1, any port)")
+	fs.StringVar(&o.collectors, "collectors", "", "collectors' RoCEv2 addresses, comma-separated, in the choice table's order")
+	fs.UintVar(&o.cmPort, "cm-port", 0, "CM port of the collectors' first instance (default 40050)")
+	fs.UintVar(&o.ackPort, "ack-port", 0, "port acks and NACKs are sent to at each report's source address (default 40044)")
+	fs.StringVar(&o.http, "http", "", "HTTP address for /metrics, /v1/translator and /healthz (none by default)")
 	drain := fs.Duration("drain", 5*time.Second, "how long shutdown waits for acknowledgements")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	profile := cpuprofile.Flag(fs)
 	var web httpguard.Config
 	webFlags := web.Flags(fs)
 	if code, ok := cli.Parse(fs, args); !ok {
@@ -108,6 +121,12 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "dtatranslator:", err)
 		return 2
 	}
+	stopProfile, err := profile()
+	if err != nil {
+		log.Error("profile", "err", err)
+		return 1
+	}
+	defer stopProfile(func(err error) { log.Error("profile", "err", err) })
 	var cfg Config
 	if *config != "" {
 		b, err := os.ReadFile(*config)
@@ -119,27 +138,9 @@ func run(args []string) int {
 			return 2
 		}
 	}
-	if *report != "" {
-		cfg.Report = *report
-	}
-	if *local != "" {
-		cfg.Local = *local
-	}
-	if *reporters != "" {
-		cfg.Reporters = strings.Split(*reporters, ",")
-	}
-	if *collectors != "" {
-		cfg.Collectors = strings.Split(*collectors, ",")
-	}
-	if *cmPort != 0 {
-		if *cmPort > 65535 {
-			log.Error("configuration", "err", fmt.Sprintf("-cm-port %d out of range", *cmPort))
-			return 2
-		}
-		cfg.CMPort = uint16(*cmPort)
-	}
-	if *httpAddr != "" {
-		cfg.HTTP = *httpAddr
+	if err := o.apply(&cfg); err != nil {
+		log.Error("configuration", "err", err.Error())
+		return 2
 	}
 	web = cfg.Config
 	webFlags()
@@ -159,22 +160,10 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var srv *httpguard.Server
-	if cfg.HTTP != "" {
-		srv, err = httpguard.Listen(cfg.HTTP, cfg.Config, handler(t))
-		if err != nil {
-			log.Error("http", "err", err)
-			t.Close(0)
-			if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
-				return 2
-			}
-			return 1
-		}
-		if srv.Unguarded() {
-			log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", srv.Addr().String())
-		}
-		go srv.Serve()
-		log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
+	srv, code := serveHTTP(cfg, t, log)
+	if code != 0 {
+		t.Close(0)
+		return code
 	}
 	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors)
 	// Start returns once every collector answered or failed; the
@@ -189,7 +178,7 @@ func run(args []string) int {
 	}()
 	<-ctx.Done()
 	log.Info("shutting down", "drain", drain.String())
-	code := 0
+	code = 0
 	if err := t.Close(*drain); err != nil {
 		log.Error("shutdown", "err", err)
 		code = 4
@@ -202,6 +191,66 @@ func run(args []string) int {
 		srv.Shutdown(sctx)
 	}
 	return code
+}
+
+// overrides are the flags that override the configuration file's fields.
+type overrides struct {
+	report, reporters, local, collectors, http string
+	cmPort, ackPort                            uint
+}
+
+// apply overrides cfg's fields with the flags given.
+func (o overrides) apply(cfg *Config) error {
+	if o.report != "" {
+		cfg.Report = o.report
+	}
+	if o.local != "" {
+		cfg.Local = o.local
+	}
+	if o.reporters != "" {
+		cfg.Reporters = strings.Split(o.reporters, ",")
+	}
+	if o.collectors != "" {
+		cfg.Collectors = strings.Split(o.collectors, ",")
+	}
+	if o.cmPort != 0 {
+		if o.cmPort > 65535 {
+			return fmt.Errorf("-cm-port %d out of range", o.cmPort)
+		}
+		cfg.CMPort = uint16(o.cmPort)
+	}
+	if o.ackPort != 0 {
+		if o.ackPort > 65535 {
+			return fmt.Errorf("-ack-port %d out of range", o.ackPort)
+		}
+		cfg.AckPort = uint16(o.ackPort)
+	}
+	if o.http != "" {
+		cfg.HTTP = o.http
+	}
+	return nil
+}
+
+// serveHTTP serves t's HTTP endpoints when cfg names an address. On a
+// failure it has logged it and returns the exit status.
+func serveHTTP(cfg Config, t *translator.Translator, log *slog.Logger) (*httpguard.Server, int) {
+	if cfg.HTTP == "" {
+		return nil, 0
+	}
+	srv, err := httpguard.Listen(cfg.HTTP, cfg.Config, handler(t))
+	if err != nil {
+		log.Error("http", "err", err)
+		if errors.Is(err, httpguard.ErrExposed) || errors.Is(err, httpguard.ErrConfig) {
+			return nil, 2
+		}
+		return nil, 1
+	}
+	if srv.Unguarded() {
+		log.Warn("http beyond loopback without a bearer token or TLS (http_insecure)", "http", srv.Addr().String())
+	}
+	go srv.Serve()
+	log.Info("http", "addr", srv.Addr().String(), "tls", srv.TLS(), "token", cfg.TokenFile != "")
+	return srv, 0
 }
 
 // translator checks cfg and turns it into the translator's.
@@ -234,7 +283,12 @@ func (cfg Config) translator() (translator.Config, error) {
 	if cfg.RingSize < 0 || cfg.RateLimit < 0 || cfg.Shards < 0 {
 		return tc, fmt.Errorf("ring_size %d, rate_limit %g and shards %d must not be negative", cfg.RingSize, cfg.RateLimit, cfg.Shards)
 	}
-	tc.CMPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	tc.CMPort, tc.AckPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.AckPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
+	if tc.Shards == 0 {
+		// One per core: reports from several sources are translated side
+		// by side (a source's reports go to one shard).
+		tc.Shards = runtime.GOMAXPROCS(0)
+	}
 	for _, d := range []struct {
 		name, v string
 		to      *time.Duration
@@ -303,6 +357,15 @@ func handler(t *translator.Translator) http.Handler {
 // dtakit_translator_reports_total, labelled by primitive.
 type metrics struct{ t *translator.Translator }
 
+// byPrimitive returns c's report datagrams and reports translated of the
+// primitive op.
+func byPrimitive(c *translator.Counters, op dta.Opcode) (reports, translated uint64) {
+	if op.IsValid() {
+		return c.Reports[op], c.Translated[op]
+	}
+	return c.RegisteredReports[op], c.RegisteredTranslated[op]
+}
+
 func (m metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
 
 func (m metrics) Collect(ch chan<- prometheus.Metric) {
@@ -310,9 +373,10 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	promname.Counters(ch, "dtakit_translator", "translator counter", c)
 	desc := prometheus.NewDesc("dtakit_translator_report_datagrams_total", "report datagrams decoded, by primitive; each resend and duplicate counts again", []string{"primitive"}, nil)
 	translated := prometheus.NewDesc("dtakit_translator_reports_total", "reports translated, by primitive: each once, however many datagrams it took", []string{"primitive"}, nil)
-	for op := dta.OpKeyWrite; op <= dta.OpPostcard; op++ {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(c.Reports[op]), op.String())
-		ch <- prometheus.MustNewConstMetric(translated, prometheus.CounterValue, float64(c.Translated[op]), op.String())
+	for _, k := range primitive.Kinds() {
+		reports, done := byPrimitive(&c, k.Opcode())
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(reports), k.Name())
+		ch <- prometheus.MustNewConstMetric(translated, prometheus.CounterValue, float64(done), k.Name())
 	}
 	var ready float64
 	for _, in := range m.t.Instances() {

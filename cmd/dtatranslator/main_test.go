@@ -20,7 +20,7 @@ import (
 
 	"github.com/dtakit/dtakit/collector/daemon"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/proctest"
+	"github.com/dtakit/dtakit/internal/test/proctest"
 	"github.com/dtakit/dtakit/reporter"
 )
 
@@ -74,14 +74,39 @@ func TestDaemons(t *testing.T) {
 	}
 	proctest.WaitFor(t, "translator connected to the collector started after it", 20*time.Second, ready, tr, col)
 
+	const keys = daemonsKeys
+	sendDaemonsReports(t, report)
+	proctest.WaitFor(t, "reports translated", 10*time.Second, func() bool {
+		return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil && st.Counters.Reports[dta.OpKeyWrite]+st.Counters.Reports[dta.OpKeyIncrement] == 2*keys
+	}, tr)
+	checkTranslatorMetrics(t, thttp)
+
+	tr.Cmd.Process.Signal(syscall.SIGTERM)
+	if err := tr.Cmd.Wait(); err != nil {
+		t.Fatalf("translator exit after SIGTERM: %v\n%s", err, tr.Logs())
+	}
+	if !strings.Contains(tr.Logs(), `"msg":"stopped"`) {
+		t.Fatalf("no shutdown log:\n%s", tr.Logs())
+	}
+
+	checkDaemonsAnswers(t, chttp)
+}
+
+// TestDaemons' keys and each one's Key-Write value.
+const daemonsKeys = 3000
+
+func daemonsValue(k uint32) []byte { return binary.BigEndian.AppendUint32(nil, k*7+1) }
+
+// sendDaemonsReports sends a Key-Write and a Key-Increment report of each
+// key from a reporter to report.
+func sendDaemonsReports(t *testing.T, report string) {
 	rep, err := reporter.New(reporter.Config{Translator: netip.MustParseAddrPort(report), Delivery: reporter.FireAndForget})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const keys = 3000
-	val := func(k uint32) []byte { return binary.BigEndian.AppendUint32(nil, k*7+1) }
+	const keys = daemonsKeys
 	for k := uint32(1); k <= keys; k++ {
-		if err := rep.KeyWrite(k, val(k), 2); err != nil {
+		if err := rep.KeyWrite(k, daemonsValue(k), 2); err != nil {
 			t.Fatal(err)
 		}
 		if err := rep.KeyIncrement(k, uint64(k%5+1), 2); err != nil {
@@ -92,9 +117,10 @@ func TestDaemons(t *testing.T) {
 		}
 	}
 	rep.Close()
-	proctest.WaitFor(t, "reports translated", 10*time.Second, func() bool {
-		return proctest.GetJSON("http://"+thttp+"/v1/translator", &st) == nil && st.Counters.Reports[dta.OpKeyWrite]+st.Counters.Reports[dta.OpKeyIncrement] == 2*keys
-	}, tr)
+}
+
+// checkTranslatorMetrics checks the translator's /metrics at thttp.
+func checkTranslatorMetrics(t *testing.T, thttp string) {
 	resp, err := http.Get("http://" + thttp + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -106,15 +132,12 @@ func TestDaemons(t *testing.T) {
 			t.Fatalf("/metrics lacks %q:\n%s", m, metrics)
 		}
 	}
+}
 
-	tr.Cmd.Process.Signal(syscall.SIGTERM)
-	if err := tr.Cmd.Wait(); err != nil {
-		t.Fatalf("translator exit after SIGTERM: %v\n%s", err, tr.Logs())
-	}
-	if !strings.Contains(tr.Logs(), `"msg":"stopped"`) {
-		t.Fatalf("no shutdown log:\n%s", tr.Logs())
-	}
-
+// checkDaemonsAnswers: the collector's HTTP API at chttp answers every
+// key as sent.
+func checkDaemonsAnswers(t *testing.T, chttp string) {
+	const keys = daemonsKeys
 	body := `{"keys": [`
 	for k := 1; k <= keys; k++ {
 		if k > 1 {
@@ -139,7 +162,7 @@ func TestDaemons(t *testing.T) {
 	for i, r := range kw.Results {
 		k := uint32(i + 1)
 		if r.Status == "found" {
-			if r.Data != hex.EncodeToString(val(k)) {
+			if r.Data != hex.EncodeToString(daemonsValue(k)) {
 				t.Fatalf("key %d: %+v", k, r)
 			}
 			found++

@@ -34,7 +34,7 @@ func TestAnswerShapes(t *testing.T) {
 		cancel()
 		d.Run(ctx, time.Second)
 	}()
-	kw, ki, pc, al := d.insts[0].kw, d.insts[1].ki, d.insts[2].pc, d.insts[3].al
+	kw, ki, pc, al := typed(d)
 	if err := kw.Put(7, []byte{1, 2, 3, 4}, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,22 @@ func TestLoadConfigPosition(t *testing.T) {
 		_, err := LoadConfig(path)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), path+c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, path+c.want)
+		}
+	}
+}
+
+// TestShards: "shards" is taken (default one per core) and checked.
+func TestShards(t *testing.T) {
+	base := Config{Instances: []Instance{{Primitive: "keywrite", Slots: 1024, DataSize: 4, Redundancy: 2}}}
+	c := base
+	if err := c.withDefaults(); err != nil || c.Shards != runtime.GOMAXPROCS(0) {
+		t.Errorf("no shards: %d, %v; want GOMAXPROCS %d", c.Shards, err, runtime.GOMAXPROCS(0))
+	}
+	for _, n := range []int{-1, 257} {
+		c := base
+		c.Shards = n
+		if err := c.withDefaults(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "shards") {
+			t.Errorf("shards %d: %v, want ErrConfig naming shards", n, err)
 		}
 	}
 }

@@ -17,6 +17,8 @@
 //	POST /v1/instances/{i}/postcard {"keys":[..]}
 //	GET  /v1/instances/{i}/append?list=L[&max=M]    the next entries of a list, consumed
 //	GET  /v1/instances/{i}/append?list=L&peek=true  the same entries, left for the next read
+//	GET  /v1/instances/{i}/{name}?key=K[&n=N]       any other registered primitive's query
+//	POST /v1/instances/{i}/{name} {"keys":[..]}
 //	POST /v1/export   [{"keys":[..]}]               end the epoch and export it now (ExportConfig)
 //	GET  /v1/export                                 the export under way and the last one
 //	GET  /metrics                                   Prometheus counters
@@ -57,19 +59,19 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/primitive"
 )
 
 // DefaultMaxBatchKeys is Config.MaxBatchKeys' default.
@@ -107,7 +109,12 @@ type Config struct {
 	// (dtakit_collector_refused_peer_total). Absent means loopback only.
 	Translators []string `json:"translators"`
 	// ReplyPort: see collector.Config.ReplyPort.
-	ReplyPort uint16     `json:"reply_port"`
+	ReplyPort uint16 `json:"reply_port"`
+	// Shards is the number of sockets the software target serves on,
+	// each with its own goroutine (collector.Config.Shards; default one
+	// per core, GOMAXPROCS): a sharded translator's connections are
+	// served side by side.
+	Shards    int        `json:"shards"`
 	Instances []Instance `json:"instances"`
 	// Export, when set, writes each epoch as Parquet files (ExportConfig).
 	Export *ExportConfig `json:"export"`
@@ -115,9 +122,12 @@ type Config struct {
 
 // Instance is one primitive instance, in CM port order.
 type Instance struct {
-	// Primitive is "keywrite", "keyincrement", "postcard" or "append"
-	// (case does not matter). The old spellings key-write, key-increment,
-	// postcarding, keyincr and appendlist are accepted with a warning.
+	// Primitive is "keywrite", "keyincrement", "postcard", "append" or
+	// the name of another registered primitive that parses its
+	// configuration (primitive.Configurer), which decodes the fields
+	// below it uses (case does not matter). The old spellings key-write,
+	// key-increment, postcarding, keyincr and appendlist are accepted with
+	// a warning.
 	Primitive string `json:"primitive"`
 	// Key-Write and Key-Increment: slots (a power of two) and the
 	// redundancy queries assume; Key-Write: data bytes per entry.
@@ -173,6 +183,12 @@ func (c *Config) withDefaults() error {
 	if c.Backend == "" {
 		c.Backend = "software"
 	}
+	if c.Shards == 0 {
+		c.Shards = runtime.GOMAXPROCS(0)
+	}
+	if c.Shards < 0 || c.Shards > 256 {
+		return fmt.Errorf("%w: shards %d: want 1..256", ErrConfig, c.Shards)
+	}
 	if c.Backend != "software" && c.Backend != "verbs" {
 		return fmt.Errorf("%w: backend %q: want software or verbs", ErrConfig, c.Backend)
 	}
@@ -185,19 +201,43 @@ func (c *Config) withDefaults() error {
 	if c.Name == "" {
 		c.Name = c.Addr
 	}
+	return c.checkKeysFrom()
+}
+
+// checkKeysFrom checks that each keys_from is on an instance of a
+// primitive whose store cannot list its keys (primitive.KeyBorrower) and
+// names an instance of one whose store lists them (primitive.KeyLister).
+func (c *Config) checkKeysFrom() error {
+	is := func(name string, role func(primitive.Kind) bool) bool {
+		k, ok := primitive.ByName(strings.ToLower(name))
+		return ok && role(k)
+	}
 	for i, in := range c.Instances {
 		if in.KeysFrom == nil {
 			continue
 		}
-		p := strings.ToLower(in.Primitive)
-		if p != "keyincrement" && p != "postcard" {
-			return fmt.Errorf("%w: instance %d (%s): keys_from is for keyincrement and postcard instances", ErrConfig, i, in.Primitive)
+		if !is(in.Primitive, isKeyBorrower) {
+			return fmt.Errorf("%w: instance %d (%s): keys_from is for %s instances", ErrConfig, i, in.Primitive, kindNames(isKeyBorrower, " and "))
 		}
-		if k := *in.KeysFrom; k < 0 || k >= len(c.Instances) || strings.ToLower(c.Instances[k].Primitive) != "keywrite" {
-			return fmt.Errorf("%w: instance %d: keys_from %d names no keywrite instance", ErrConfig, i, k)
+		if k := *in.KeysFrom; k < 0 || k >= len(c.Instances) || !is(c.Instances[k].Primitive, isKeyLister) {
+			return fmt.Errorf("%w: instance %d: keys_from %d names no %s instance", ErrConfig, i, k, kindNames(isKeyLister, " or "))
 		}
 	}
 	return nil
+}
+
+func isKeyBorrower(k primitive.Kind) bool { _, ok := k.(primitive.KeyBorrower); return ok }
+func isKeyLister(k primitive.Kind) bool   { _, ok := k.(primitive.KeyLister); return ok }
+
+// kindNames joins the names of the registered primitives that have role.
+func kindNames(role func(primitive.Kind) bool, sep string) string {
+	var ns []string
+	for _, k := range primitive.Kinds() {
+		if role(k) {
+			ns = append(ns, k.Name())
+		}
+	}
+	return strings.Join(ns, sep)
 }
 
 // instance is a configured instance with its store.
@@ -205,11 +245,10 @@ type instance struct {
 	Instance
 	index int
 	info  collector.Instance
-	kw    *keywrite.Store
-	ki    *keyincr.Store
-	pc    *postcard.Store
-	table *postcard.Table
-	al    *appendlist.Store
+	store primitive.Store
+	// list is an Append instance's store, read a list at a time (GET
+	// .../append, the export), and lists its readers.
+	list  *appendlist.Store
 	lists map[uint32]*listReader
 }
 
@@ -222,43 +261,53 @@ type listReader struct {
 // it.
 func (in *instance) kind() string { return strings.ToLower(in.Primitive) }
 
-// build adds in to c; errors name the instance.
-func (in *instance) build(c *collector.Collector) (err error) {
+// build adds in to c, its layout parsed by its primitive from its
+// configuration; errors name the instance.
+func (in *instance) build(c *collector.Collector) error {
 	wrap := func(err error) error {
-		if err == nil {
-			return nil
-		}
 		return fmt.Errorf("%w: instance %d: %w", ErrConfig, in.index, err)
 	}
 	if in.Redundancy == 0 {
 		in.Redundancy = 2
 	}
-	switch strings.ToLower(in.Primitive) {
-	case "keywrite":
-		l := keywrite.Layout{Slots: in.Slots, DataSize: in.DataSize}
-		in.kw, err = c.AddKeyWrite(l)
-		return wrap(err)
-	case "keyincrement":
-		l := keyincr.Layout{Slots: in.Slots}
-		in.ki, err = c.AddKeyIncrement(l)
-		return wrap(err)
-	case "postcard":
-		l := postcard.Layout{Hops: in.Hops, Chunks: in.Chunks, Copies: in.Copies}
-		if err := l.Validate(); err != nil {
-			return wrap(err)
-		}
-		if len(in.Values) == 0 {
-			return wrap(errors.New("a postcard instance needs the values its paths hold"))
-		}
-		if in.table, err = postcard.NewTable(l, in.Values); err != nil {
-			return wrap(err)
-		}
-		in.pc, err = c.AddPostcard(l, in.Values...)
-		return wrap(err)
-	case "append":
-		in.al, err = c.AddAppend(appendlist.Layout{Lists: in.Lists, Entries: in.Entries, EntrySize: in.EntrySize, Batch: in.Batch, Markers: in.Markers})
-		in.lists = map[uint32]*listReader{}
+	k, _ := primitive.ByName(in.kind())
+	cf, ok := k.(primitive.Configurer)
+	if !ok {
+		return wrap(fmt.Errorf("unknown primitive %q: want %s", in.Primitive, strings.Join(configurable(), ", ")))
+	}
+	raw, err := json.Marshal(in.Instance)
+	if err != nil {
 		return wrap(err)
 	}
-	return wrap(fmt.Errorf("unknown primitive %q: want keywrite, keyincrement, postcard or append", in.Primitive))
+	l, err := cf.ParseConfig(raw)
+	if err != nil {
+		return wrap(err)
+	}
+	if in.info, err = c.Add(l); err != nil {
+		return wrap(err)
+	}
+	in.store = in.info.Store
+	if in.list, ok = appendlist.StoreOf(in.store); ok {
+		in.lists = map[uint32]*listReader{}
+		return nil
+	}
+	// A store may make what its queries need at the first one (Postcarding
+	// its Table of the advertised values): make it now, before the HTTP
+	// server's handlers query it concurrently.
+	_, _ = in.store.Query(primitive.Query{Keys: []uint32{}})
+	return nil
+}
+
+// configurable returns the names of the primitives a configuration can
+// name.
+func configurable() []string {
+	var ns []string
+	for _, n := range primitive.Names() {
+		if k, _ := primitive.ByName(n); k != nil {
+			if _, ok := k.(primitive.Configurer); ok {
+				ns = append(ns, n)
+			}
+		}
+	}
+	return ns
 }

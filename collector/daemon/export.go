@@ -15,9 +15,7 @@ import (
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/export"
 	"github.com/dtakit/dtakit/internal/hugemem"
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/primitive"
 )
 
 // ExportConfig turns on epoch export (package export): every Interval, and
@@ -55,9 +53,6 @@ type ExportFile struct {
 	// out of the lists, so GETs do not see them).
 	Memory string `json:"memory"`
 }
-
-// afterExport is ExportFile.Memory by primitive.
-var afterExport = map[string]string{"keywrite": "kept", "postcard": "kept", "keyincrement": "zeroed", "append": "drained"}
 
 // ExportResult describes a finished epoch export.
 type ExportResult struct {
@@ -212,22 +207,16 @@ func (d *Daemon) export(epoch uint64, start time.Time, keys []uint32) (*ExportRe
 	// Snapshot every keyed instance back to back, so one moment ends the
 	// epoch for all of them; the files are written from the snapshots
 	// while the translator writes the next epoch.
-	kw := map[int]*keywrite.Store{}
-	ki := map[int]*keyincr.Store{}
-	pc := map[int]*postcard.Store{}
+	snaps := map[int]primitive.Store{}
 	for _, in := range d.insts {
-		var err error
-		switch {
-		case in.kw != nil:
-			err = d.snapKeyWrite(in, kw)
-		case in.ki != nil:
-			err = d.snapKeyIncrement(in, ki)
-		case in.pc != nil:
-			err = d.snapPostcard(in, pc)
+		if in.list != nil {
+			continue // drained through its readers instead
 		}
+		s, err := d.snapshot(in)
 		if err != nil {
 			return nil, fmt.Errorf("dtacollector: export: snapshot of instance %d: %w", in.index, err)
 		}
+		snaps[in.index] = s
 	}
 	end := time.Now()
 	res := &ExportResult{Epoch: epoch, Start: start, End: end, Dir: filepath.Join(e.cfg.Dir, fmt.Sprintf("epoch-%06d", epoch))}
@@ -236,79 +225,8 @@ func (d *Daemon) export(epoch uint64, start time.Time, keys []uint32) (*ExportRe
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("dtacollector: export: %w", err)
 	}
-	opts := export.Options{Delta: e.cfg.Delta, RowGroupRows: e.cfg.RowGroupRows}
 	for _, in := range d.insts {
-		e.progress.instance.Store(int64(in.index))
-		e.progress.done.Store(0)
-		e.progress.total.Store(0)
-		opts.Progress = func(p export.Progress) {
-			e.progress.done.Store(p.Done)
-			e.progress.total.Store(p.Total)
-			e.progress.rows.Store(p.Rows)
-		}
-		f := ExportFile{Instance: in.index, Primitive: in.kind(), Memory: afterExport[in.kind()]}
-		src := func(n int) export.Keys {
-			if keys != nil {
-				f.Keys = "given"
-				return export.KeyList(keys)
-			}
-			if in.KeysFrom != nil {
-				if s := kw[*in.KeysFrom]; s != nil {
-					f.Keys = fmt.Sprintf("instance %d", *in.KeysFrom)
-					return export.ScanKeys(s, d.insts[*in.KeysFrom].Redundancy)
-				}
-			}
-			return nil
-		}
-		name := fmt.Sprintf("instance-%d-%s.parquet", in.index, f.Primitive)
-		m := export.Meta{Epoch: epoch, Collector: d.name, Instance: in.index, Start: start, End: end}
-		write := func(fn func(*os.File) (export.Stats, error)) error {
-			path := filepath.Join(tmp, name)
-			out, err := os.Create(path)
-			if err != nil {
-				return err
-			}
-			st, err := fn(out)
-			if err == nil {
-				err = out.Sync()
-			}
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			fi, _ := os.Stat(path)
-			f.Path, f.Rows, f.Lost, f.Bytes = filepath.Join(res.Dir, name), st.Rows, st.Lost, fi.Size()
-			return nil
-		}
-		var err error
-		switch {
-		case in.kw != nil:
-			var ks export.Keys
-			if keys != nil {
-				ks = src(in.Redundancy)
-			} else {
-				f.Keys = "scanned"
-			}
-			err = write(func(o *os.File) (export.Stats, error) {
-				return export.KeyWrite(o, kw[in.index], in.Redundancy, ks, m, opts)
-			})
-		case in.ki != nil, in.pc != nil:
-			ks := src(in.Redundancy)
-			if ks == nil {
-				f.Skipped = "no keys: give them in the request or name a keywrite instance in keys_from"
-				break
-			}
-			err = write(func(o *os.File) (export.Stats, error) {
-				if in.ki != nil {
-					return export.KeyIncrement(o, ki[in.index], in.Redundancy, ks, m, opts)
-				}
-				return export.Postcard(o, pc[in.index], in.table, ks, m, opts)
-			})
-		case in.al != nil:
-			err = write(func(o *os.File) (export.Stats, error) { return d.exportAppend(in, o, m, opts) })
-		}
+		f, err := d.exportInstance(in, epochFiles{tmp: tmp, dir: res.Dir, meta: export.Meta{Epoch: epoch, Collector: d.name, Instance: in.index, Start: start, End: end}, keys: keys, snaps: snaps})
 		if err != nil {
 			os.RemoveAll(tmp)
 			return nil, fmt.Errorf("dtacollector: export: instance %d: %w", in.index, err)
@@ -322,43 +240,87 @@ func (d *Daemon) export(epoch uint64, start time.Time, keys []uint32) (*ExportRe
 	return res, nil
 }
 
-func (d *Daemon) snapKeyWrite(in *instance, out map[int]*keywrite.Store) error {
-	mem, err := d.exp.snapshot(in.index, in.kw.Layout().RegionSize())
-	if err != nil {
-		return err
-	}
-	s, err := keywrite.NewStore(in.kw.Layout(), mem)
-	if err == nil {
-		err = in.kw.Snapshot(s)
-	}
-	out[in.index] = s
-	return err
+// epochFiles is what every instance's file of an epoch shares.
+type epochFiles struct {
+	tmp, dir string // the epoch's directory while written, and after
+	meta     export.Meta
+	keys     []uint32                // given, or nil
+	snaps    map[int]primitive.Store // the keyed instances' snapshots
 }
 
-func (d *Daemon) snapKeyIncrement(in *instance, out map[int]*keyincr.Store) error {
-	mem, err := d.exp.snapshot(in.index, in.ki.Layout().RegionSize())
+// exportInstance writes instance in's file of the epoch.
+func (d *Daemon) exportInstance(in *instance, ef epochFiles) (ExportFile, error) {
+	e := d.exp
+	e.progress.instance.Store(int64(in.index))
+	e.progress.done.Store(0)
+	e.progress.total.Store(0)
+	opts := export.Options{Delta: e.cfg.Delta, RowGroupRows: e.cfg.RowGroupRows, Progress: func(p export.Progress) {
+		e.progress.done.Store(p.Done)
+		e.progress.total.Store(p.Total)
+		e.progress.rows.Store(p.Rows)
+	}}
+	f := ExportFile{Instance: in.index, Primitive: in.kind(), Memory: primitive.Kept}
+	if k, ok := in.store.Layout().Kind().(primitive.Exported); ok {
+		f.Memory = k.AfterExport()
+	}
+	var ks export.Keys // nil: the store lists its keys
+	switch {
+	case in.list != nil:
+	case ef.keys != nil:
+		f.Keys, ks = "given", export.KeyList(ef.keys)
+	case in.KeysFrom != nil:
+		f.Keys, ks = fmt.Sprintf("instance %d", *in.KeysFrom), export.StoreKeys(ef.snaps[*in.KeysFrom], d.insts[*in.KeysFrom].Redundancy)
+	case !listsKeys(ef.snaps[in.index], in.Redundancy):
+		f.Skipped = "no keys: give them in the request or name a keywrite instance in keys_from"
+		return f, nil
+	default:
+		f.Keys = "scanned"
+	}
+	name := fmt.Sprintf("instance-%d-%s.parquet", in.index, f.Primitive)
+	path := filepath.Join(ef.tmp, name)
+	out, err := os.Create(path)
 	if err != nil {
-		return err
+		return f, err
 	}
-	s, err := keyincr.NewStore(in.ki.Layout(), mem)
+	var st export.Stats
+	if in.list != nil {
+		st, err = d.exportAppend(in, out, ef.meta, opts)
+	} else {
+		st, err = export.Store(out, ef.snaps[in.index], in.Redundancy, ks, ef.meta, opts)
+	}
 	if err == nil {
-		err = in.ki.Snapshot(s)
+		err = out.Sync()
 	}
-	out[in.index] = s
-	return err
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return f, err
+	}
+	fi, _ := os.Stat(path)
+	f.Path, f.Rows, f.Lost, f.Bytes = filepath.Join(ef.dir, name), st.Rows, st.Lost, fi.Size()
+	return f, nil
 }
 
-func (d *Daemon) snapPostcard(in *instance, out map[int]*postcard.Store) error {
-	mem, err := d.exp.snapshot(in.index, uint64(len(in.pc.Region())))
+// listsKeys reports whether a store lists its keys itself (Rows with no
+// keys passes rows, or none, rather than refusing with ErrUnsupported, as
+// a count-min sketch or postcard chunks, which hold no keys, do).
+func listsKeys(s primitive.Store, n int) bool {
+	err := s.Rows(primitive.Query{N: n}, func([]any) error { return errProbe })
+	return !errors.Is(err, primitive.ErrUnsupported)
+}
+
+var errProbe = errors.New("probe")
+
+// snapshot ends the epoch of an instance's region in its snapshot memory
+// (primitive.Store.Snapshot: Key-Increment's counters move there and
+// start again from zero) and returns the snapshot's Store.
+func (d *Daemon) snapshot(in *instance) (primitive.Store, error) {
+	mem, err := d.exp.snapshot(in.index, in.store.Layout().RegionSize())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s, err := postcard.NewStore(in.pc.Layout(), mem)
-	if err == nil {
-		err = in.pc.Snapshot(s)
-	}
-	out[in.index] = s
-	return err
+	return in.store.Snapshot(mem)
 }
 
 // exportAppend drains every list through the readers the HTTP API uses, so

@@ -27,7 +27,7 @@ func TestExportSaysMemory(t *testing.T) {
 		cancel()
 		d.Run(ctx, time.Second)
 	}()
-	kw, ki := d.insts[0].kw, d.insts[1].ki
+	kw, ki, _, _ := typed(d)
 	if err := kw.Put(7, []byte{1, 2, 3, 4}, 2); err != nil {
 		t.Fatal(err)
 	}

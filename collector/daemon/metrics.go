@@ -43,6 +43,6 @@ func (d *Daemon) Collect(ch chan<- prometheus.Metric) {
 	}
 	desc := prometheus.NewDesc("dtakit_collector_region_bytes", "size of an instance's region", []string{"instance", "primitive"}, nil)
 	for _, in := range d.insts {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(in.info.Length), strconv.Itoa(in.index), in.info.Primitive.String())
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(in.info.Length), strconv.Itoa(in.index), in.kind())
 	}
 }

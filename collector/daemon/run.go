@@ -23,8 +23,7 @@ import (
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/netguard"
-	"github.com/dtakit/dtakit/keywrite"
-	"github.com/dtakit/dtakit/postcard"
+	"github.com/dtakit/dtakit/primitive"
 )
 
 // Daemon is a running collector with its HTTP server.
@@ -57,7 +56,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort, Translators: peers}
+	ccfg := collector.Config{Addr: netip.MustParseAddrPort(cfg.Addr), CMPort: cfg.CMPort, RegionDir: cfg.RegionDir, ReplyPort: cfg.ReplyPort, Translators: peers, Shards: cfg.Shards}
 	if cfg.Backend == "verbs" {
 		ccfg.Backend = collector.BackendVerbs
 	}
@@ -78,7 +77,6 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 			c.Close()
 			return nil, err
 		}
-		in.info = c.Instances()[i]
 		d.insts = append(d.insts, in)
 	}
 	if err := c.Start(); err != nil {
@@ -120,7 +118,7 @@ func (d *Daemon) Run(ctx context.Context, drain time.Duration) error {
 		errc <- nil
 	}()
 	for _, in := range d.insts {
-		d.log.Info("instance", "index", in.index, "primitive", in.info.Primitive.String(), "cm_port", in.info.CMPort,
+		d.log.Info("instance", "index", in.index, "primitive", in.kind(), "cm_port", in.info.CMPort,
 			"bytes", in.info.Length, "restored", in.info.Restored)
 	}
 	if d.http.Unguarded() {
@@ -223,7 +221,7 @@ func (d *Daemon) instances(w http.ResponseWriter, _ *http.Request) {
 	}
 	var o []out
 	for _, in := range d.insts {
-		o = append(o, out{in.index, in.info.Primitive.String(), in.kind(), in.info.CMPort, in.info.Length, in.info.Restored})
+		o = append(o, out{in.index, in.kind(), in.kind(), in.info.CMPort, in.info.Length, in.info.Restored})
 	}
 	reply(w, o, nil)
 }
@@ -277,18 +275,17 @@ func tooManyKeys(n, limit int) error {
 }
 
 // instanceFor finds instance {i} serving prim.
-func (d *Daemon) instanceFor(r *http.Request) (*instance, string, error) {
+func (d *Daemon) instanceFor(r *http.Request) (*instance, error) {
 	i, err := strconv.Atoi(r.PathValue("i"))
 	if err != nil || i < 0 || i >= len(d.insts) {
-		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("no instance %q", r.PathValue("i"))}
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no instance %q", r.PathValue("i"))}
 	}
 	in := d.insts[i]
 	prim, _ := primitiveName(r.PathValue("prim")) // old spellings are aliases
-	served := map[string]bool{"keywrite": in.kw != nil, "keyincrement": in.ki != nil, "postcard": in.pc != nil, "append": in.al != nil}
-	if !served[prim] {
-		return nil, "", &httpError{http.StatusNotFound, fmt.Sprintf("instance %d is not a %s instance", i, prim)}
+	if prim != in.kind() {
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("instance %d is not a %s instance", i, prim)}
 	}
-	return in, prim, nil
+	return in, nil
 }
 
 func uintParam(r *http.Request, name string, def uint64, max uint64) (uint64, error) {
@@ -309,7 +306,9 @@ func uintParam(r *http.Request, name string, def uint64, max uint64) (uint64, er
 // KeyResult is one key's answer, in the same shape for every primitive:
 // the key, its status, and the primitive's own fields, present whether or
 // not the key was found (Key-Write: data, "" unless found, and votes;
-// Key-Increment: count; Postcarding: path, [] unless found).
+// Key-Increment: count; Postcarding: path, [] unless found). The
+// primitive's Store writes it (primitive.Store.Query); a client decodes it
+// into a KeyResult.
 type KeyResult struct {
 	Key uint32 `json:"key"`
 	// Status is StatusFound, StatusNotFound or StatusConflict.
@@ -318,7 +317,6 @@ type KeyResult struct {
 	Votes  uint8    `json:"votes,omitempty"` // Key-Write: copies that hold it (each tied value's, for a conflict)
 	Count  uint64   `json:"count,omitempty"` // Key-Increment: the count-min estimate
 	Path   []uint32 `json:"path,omitempty"`  // Postcarding: the hops' values
-	prim   string   // the primitive that answered; MarshalJSON writes its fields
 }
 
 // The statuses of a KeyResult, the same for every primitive.
@@ -334,77 +332,23 @@ const (
 	StatusConflict = "conflict"
 )
 
-// MarshalJSON writes the key, the status and the answering primitive's
-// fields, each present even when zero.
-func (r KeyResult) MarshalJSON() ([]byte, error) {
-	type plain KeyResult
-	switch r.prim {
-	case "keywrite":
-		return json.Marshal(struct {
-			Key    uint32 `json:"key"`
-			Status string `json:"status"`
-			Data   string `json:"data"`
-			Votes  uint8  `json:"votes"`
-		}{r.Key, r.Status, r.Data, r.Votes})
-	case "keyincrement":
-		return json.Marshal(struct {
-			Key    uint32 `json:"key"`
-			Status string `json:"status"`
-			Count  uint64 `json:"count"`
-		}{r.Key, r.Status, r.Count})
-	case "postcard":
-		path := r.Path
-		if path == nil {
-			path = []uint32{}
-		}
-		return json.Marshal(struct {
-			Key    uint32   `json:"key"`
-			Status string   `json:"status"`
-			Path   []uint32 `json:"path"`
-		}{r.Key, r.Status, path})
+// answer queries the instance's store for keys with redundancy n: one
+// answer per key, up to the first key that fails.
+func (in *instance) answer(keys []uint32, n int) ([]any, error) {
+	res, err := in.store.Query(primitive.Query{Keys: keys, N: n})
+	if err != nil {
+		err = badRequest("%v", err)
 	}
-	return json.Marshal(plain(r))
-}
-
-func (in *instance) one(prim string, key uint32, n int) (KeyResult, error) {
-	r := KeyResult{Key: key, Status: StatusNotFound, prim: prim}
-	switch prim {
-	case "keywrite":
-		res, err := in.kw.Query(key, n, keywrite.Plurality)
-		if err != nil {
-			return r, badRequest("%v", err)
-		}
-		r.Status, r.Votes = res.Status.Verdict(), res.Votes
-		if res.Status == keywrite.Found {
-			r.Data = hex.EncodeToString(res.Data)
-		}
-	case "keyincrement":
-		v, err := in.ki.Query(key, n)
-		if err != nil {
-			return r, badRequest("%v", err)
-		}
-		if r.Count = v; v > 0 {
-			r.Status = StatusFound
-		}
-	case "postcard":
-		p, o := in.pc.Query(in.table, key)
-		switch o {
-		case postcard.Found:
-			r.Status, r.Path = StatusFound, p.Values()
-		case postcard.Conflict:
-			r.Status = StatusConflict
-		}
-	}
-	return r, nil
+	return res, err
 }
 
 func (d *Daemon) query(w http.ResponseWriter, r *http.Request) {
-	in, prim, err := d.instanceFor(r)
+	in, err := d.instanceFor(r)
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
-	if prim == "append" {
+	if in.list != nil {
 		v, err := d.readList(in, r)
 		reply(w, v, err)
 		return
@@ -419,13 +363,23 @@ func (d *Daemon) query(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	res, err := in.one(prim, uint32(key), int(n))
-	reply(w, res, err)
+	res, err := in.answer([]uint32{uint32(key)}, int(n))
+	if err == nil && len(res) != 1 {
+		err = fmt.Errorf("dtacollector: %s store: %d answers to one key", in.kind(), len(res))
+	}
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	reply(w, res[0], nil)
 }
 
+// batchKeys is the keys a batch query asks the store for at once.
+const batchKeys = 256
+
 func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
-	in, prim, err := d.instanceFor(r)
-	if err != nil || prim == "append" {
+	in, err := d.instanceFor(r)
+	if err != nil || in.list != nil {
 		if err == nil {
 			err = &httpError{http.StatusMethodNotAllowed, "append lists are read with GET"}
 		}
@@ -458,9 +412,9 @@ func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
 	}
 	// The first answer decides the status (a bad n fails every key the
 	// same way); the rest stream as they are computed.
-	var first KeyResult
+	var res []any
 	if len(body.Keys) > 0 {
-		if first, err = in.one(prim, body.Keys[0], body.N); err != nil {
+		if res, err = in.answer(body.Keys[:1], body.N); err != nil {
 			reply(w, nil, err)
 			return
 		}
@@ -469,15 +423,20 @@ func (d *Daemon) batch(w http.ResponseWriter, r *http.Request) {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	enc := json.NewEncoder(bw)
 	bw.WriteString(`{"results":[`)
-	for i, k := range body.Keys {
-		res := first
-		if i > 0 {
-			if res, err = in.one(prim, k, body.N); err != nil {
-				break
-			}
-			bw.WriteByte(',')
+	sep := ""
+	emit := func(as []any) {
+		for _, a := range as {
+			bw.WriteString(sep)
+			enc.Encode(a)
+			sep = ","
 		}
-		enc.Encode(res)
+	}
+	emit(res)
+	for i := 1; err == nil && i < len(body.Keys); {
+		next := min(i+batchKeys, len(body.Keys))
+		res, err = in.answer(body.Keys[i:next], body.N)
+		emit(res)
+		i = next
 	}
 	bw.WriteByte(']')
 	if err != nil {
@@ -573,7 +532,7 @@ func (d *Daemon) readList(in *instance, r *http.Request) (any, error) {
 func (d *Daemon) listReader(in *instance, list uint32) (*listReader, error) {
 	lr := in.lists[list]
 	if lr == nil {
-		rd, err := in.al.Reader(list)
+		rd, err := in.list.Reader(list)
 		if err != nil {
 			return nil, err
 		}

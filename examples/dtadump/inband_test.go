@@ -113,14 +113,37 @@ func TestInbandVersions(t *testing.T) {
 	*reportPort, *intAfterL4 = 32766, true
 	registerInband()
 	defer func() { *intAfterL4 = false }()
-	ser := func(ls ...gopacket.SerializableLayer) []byte {
-		buf := gopacket.NewSerializeBuffer()
-		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, ls...); err != nil {
-			t.Fatal(err)
-		}
-		b := append([]byte(nil), buf.Bytes()...)
-		return append(b, make([]byte, (4-len(b)%4)%4)...)
+	ls := dumpLines(t, versionsCapture(t))
+	if len(ls) != 2 {
+		t.Fatalf("%d lines", len(ls))
 	}
+	a, b := ls[0].TelemetryReport, ls[1].TelemetryReport
+	if a.Version != 1 || a.Format != "1.0" || a.NodeID != 23 || a.IngressTimestamp != 5 || len(a.Reports) != 1 || !a.Reports[0].D || a.Reports[0].DropReason != 9 ||
+		!a.Reports[0].Inner.INT.Legacy || len(a.Reports[0].Inner.INT.Hops) != 2 || a.Reports[0].Inner.INT.Hops[0].NodeID != 22 {
+		t.Fatalf("1.0: %+v", a)
+	}
+	if b.Version != 0 || b.Format != "0.5" || b.NodeID != 31 || b.Reports[0].Metadata.QueueOccupancy != 400 {
+		t.Fatalf("0.5: %+v", b)
+	}
+	checkScapyDump(t)
+}
+
+// serPadded serializes ls with their lengths fixed, zero-padded to whole
+// words.
+func serPadded(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
+	t.Helper()
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	b := append([]byte(nil), buf.Bytes()...)
+	return append(b, make([]byte, (4-len(b)%4)%4)...)
+}
+
+// versionsCapture returns a capture of a Telemetry Report 1.0 whose inner
+// packet carries INT 1.0 over TCP, and a 0.5 report.
+func versionsCapture(t *testing.T) *bytes.Buffer {
+	t.Helper()
 	// INT 1.0 over TCP, two hops (node IDs 21, 22, 22 nearest the sink).
 	in1 := &inband.INT{Legacy: true, Type: inband.TypeMD, Version: 1, HopML: 1, RemainingHopCount: 6, Instructions: 0x8000}
 	for _, n := range []uint32{22, 21} {
@@ -129,7 +152,7 @@ func TestInbandVersions(t *testing.T) {
 	ip := &layers.IPv4{Version: 4, TTL: 62, Protocol: layers.IPProtocolTCP, SrcIP: []byte{10, 0, 0, 1}, DstIP: []byte{10, 0, 0, 2}}
 	tcp := &layers.TCP{SrcPort: 1, DstPort: 2, DataOffset: 5}
 	tcp.SetNetworkLayerForChecksum(ip)
-	v1 := inband.Report{Format: inband.FormatV1, NodeID: 23, IngressTimestamp: 5, Individuals: []inband.Individual{{NProto: inband.NProtoIPv4, RepMdBits: 0x02, Dropped: true, Inner: ser(ip, tcp, in1)}}}
+	v1 := inband.Report{Format: inband.FormatV1, NodeID: 23, IngressTimestamp: 5, Individuals: []inband.Individual{{NProto: inband.NProtoIPv4, RepMdBits: 0x02, Dropped: true, Inner: serPadded(t, ip, tcp, in1)}}}
 	v1.SetLocalMetadata(&inband.Metadata{Present: 1, DropQueueID: 2, DropReason: 9})
 	v05 := inband.Report{Format: inband.FormatV05, Sequence: 3, Individuals: []inband.Individual{{NProto: inband.NProtoLocal, Inner: make([]byte, 14)}}}
 	v05.SetLocalMetadata(&inband.Metadata{NodeID: 31, QueueID: 1, QueueOccupancy: 400})
@@ -142,61 +165,59 @@ func TestInbandVersions(t *testing.T) {
 	w := pcapgo.NewWriter(&capture)
 	w.WriteFileHeader(65536, layers.LinkTypeEthernet)
 	for _, r := range []*inband.Report{&v1, &v05} {
-		frame := ser(eth, oip, u, r)
+		frame := serPadded(t, eth, oip, u, r)
 		w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(0, 0), CaptureLength: len(frame), Length: len(frame)}, frame)
 	}
-	type line struct {
-		TelemetryReport struct {
-			Version          uint8
-			Format           string
-			NodeID           uint32 `json:"node_id"`
-			IngressTimestamp uint32 `json:"ingress_timestamp"`
-			Reports          []struct {
-				D          bool
-				DropReason uint8 `json:"drop_reason"`
-				Metadata   struct {
-					QueueOccupancy uint32 `json:"queue_occupancy"`
-				}
-				Inner struct {
-					INT struct {
-						Legacy bool
-						Hops   []struct {
-							NodeID uint32 `json:"node_id"`
-						}
-					} `json:"int"`
-				}
-			}
-		} `json:"telemetry_report"`
-		Error string
-	}
-	decode := func(capture io.Reader) []line {
-		var out bytes.Buffer
-		if err := dump(capture, &out); err != nil {
-			t.Fatal(err)
-		}
-		var ls []line
-		for _, b := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
-			var l line
-			if err := json.Unmarshal(b, &l); err != nil || l.Error != "" {
-				t.Fatalf("%v: %s", err, b)
-			}
-			ls = append(ls, l)
-		}
-		return ls
-	}
-	ls := decode(&capture)
-	if len(ls) != 2 {
-		t.Fatalf("%d lines", len(ls))
-	}
-	a, b := ls[0].TelemetryReport, ls[1].TelemetryReport
-	if a.Version != 1 || a.Format != "1.0" || a.NodeID != 23 || a.IngressTimestamp != 5 || len(a.Reports) != 1 || !a.Reports[0].D || a.Reports[0].DropReason != 9 ||
-		!a.Reports[0].Inner.INT.Legacy || len(a.Reports[0].Inner.INT.Hops) != 2 || a.Reports[0].Inner.INT.Hops[0].NodeID != 22 {
-		t.Fatalf("1.0: %+v", a)
-	}
-	if b.Version != 0 || b.Format != "0.5" || b.NodeID != 31 || b.Reports[0].Metadata.QueueOccupancy != 400 {
-		t.Fatalf("0.5: %+v", b)
-	}
+	return &capture
+}
 
+// versionLine is the part of a dumped report line TestInbandVersions reads.
+type versionLine struct {
+	TelemetryReport struct {
+		Version          uint8
+		Format           string
+		NodeID           uint32 `json:"node_id"`
+		IngressTimestamp uint32 `json:"ingress_timestamp"`
+		Reports          []struct {
+			D          bool
+			DropReason uint8 `json:"drop_reason"`
+			Metadata   struct {
+				QueueOccupancy uint32 `json:"queue_occupancy"`
+			}
+			Inner struct {
+				INT struct {
+					Legacy bool
+					Hops   []struct {
+						NodeID uint32 `json:"node_id"`
+					}
+				} `json:"int"`
+			}
+		}
+	} `json:"telemetry_report"`
+	Error string
+}
+
+// dumpLines dumps capture and returns its lines, none an error.
+func dumpLines(t *testing.T, capture io.Reader) []versionLine {
+	t.Helper()
+	var out bytes.Buffer
+	if err := dump(capture, &out); err != nil {
+		t.Fatal(err)
+	}
+	var ls []versionLine
+	for _, b := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+		var l versionLine
+		if err := json.Unmarshal(b, &l); err != nil || l.Error != "" {
+			t.Fatalf("%v: %s", err, b)
+		}
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// checkScapyDump dumps the reports of every version scapy builds from the
+// specifications, where scapy is installed.
+func checkScapyDump(t *testing.T) {
 	py := ""
 	for _, p := range []string{"python3", "/usr/bin/python3"} {
 		if exec.Command(p, "-c", "import scapy.all").Run() == nil {
@@ -219,7 +240,7 @@ func TestInbandVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ls = decode(f)
+	ls := dumpLines(t, f)
 	// mkreports.py: 0.5 from switch 301 with hops 13, 12, 11; 1.0 from
 	// 401 with 22, 21; 2.0 from 501 with 34, 33, 32, 31 (top of stack first).
 	want := []struct {

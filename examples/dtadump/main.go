@@ -33,7 +33,8 @@ import (
 	"time"
 
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
+	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
 	"github.com/gopacket/gopacket"
@@ -249,21 +250,13 @@ func reportFields(l gopacket.Layer) object {
 		o = append(o, field{"session", fmt.Sprintf("%016x", h.Session)})
 	}
 	o = append(o, field{"reserved", h.Reserved})
-	switch h.Opcode {
-	case dta.OpKeyWrite:
-		k := r.KeyWrite
-		o = append(o, field{"redundancy", k.Redundancy}, field{"key", k.Key}, field{"data", hex.EncodeToString(k.Data)})
-	case dta.OpAppend:
-		a := r.Append
-		o = append(o, field{"list", a.ListID}, field{"data", hex.EncodeToString(a.Data)})
-	case dta.OpKeyIncrement:
-		k := r.KeyIncrement
-		o = append(o, field{"redundancy", k.Redundancy}, field{"key", k.Key}, field{"counter", k.Counter})
-	case dta.OpPostcard:
-		p := r.Postcard
-		o = append(o, field{"key", p.Key}, field{"hop", p.Hop}, field{"value", p.Value})
-		if p.HasPathLength {
-			o = append(o, field{"path_length", p.PathLength})
+	// The primitive names its fields; a registered one that does not
+	// shows its body as it came.
+	if k, ok := primitive.Lookup(h.Opcode); ok {
+		if d, ok := k.(primitive.Describer); ok {
+			d.Describe(r, func(name string, v any) { o = append(o, field{name, v}) })
+		} else {
+			o = append(o, field{"body", hex.EncodeToString(r.Body)})
 		}
 	}
 	return o

@@ -34,7 +34,7 @@ import (
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/inband"
 	"github.com/dtakit/dtakit/intbridge"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -187,9 +187,44 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 		return fmt.Errorf("starting the collector and translator: %w", err)
 	}
 	defer p.close()
-	b, err := intbridge.New(intbridge.Config{INTPort: intPort, PathHops: pathHops, PathRedundancy: redundancy, CountRedundancy: redundancy})
+	a, err := newAnalysis(intPort)
 	if err != nil {
 		return err
+	}
+	st, err := a.replay(f, reportPort, p)
+	if err != nil {
+		return err
+	}
+	bc, tc := a.b.Counters(), p.tr.Counters()
+	fmt.Fprintf(out, "replayed %s: %d packets, %d Telemetry Reports, %d skipped\n", pcap, st.Packets, st.Reports, st.Skipped)
+	fmt.Fprintf(out, "bridge: %d reports (%d malformed, %d without a flow, %d bad stacks) -> %d Key-Writes, %d Key-Increments, %d Appends, %d Postcards\n",
+		bc.Individuals, bc.Malformed, bc.NoFlow, bc.BadStack, bc.KeyWrites, bc.Increments, bc.Appends, bc.Postcards)
+	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NACKs+tc.Rejected)
+	if err := a.printFlows(out, p); err != nil {
+		return err
+	}
+	if err := printLists(out, p); err != nil {
+		return err
+	}
+	a.printEvents(out)
+	a.printHistograms(out)
+	return nil
+}
+
+// analysis is the bridge and the analytics over a replayed capture.
+type analysis struct {
+	b          *intbridge.Bridge
+	det        *intbridge.Detector
+	agg        *intbridge.Aggregator
+	flows      map[uint32]inband.FiveTuple
+	postcarded map[uint32]bool
+	events     []intbridge.Event
+}
+
+func newAnalysis(intPort uint16) (*analysis, error) {
+	b, err := intbridge.New(intbridge.Config{INTPort: intPort, PathHops: pathHops, PathRedundancy: redundancy, CountRedundancy: redundancy})
+	if err != nil {
+		return nil, err
 	}
 	cfg := intbridge.DetectorConfig{}
 	cfg.Rules[intbridge.MetricHopLatency] = intbridge.Rule{Threshold: 1000}
@@ -198,25 +233,20 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 	cfg.Rules[intbridge.MetricQueueCongestion] = intbridge.Rule{NoChange: true, Level: 5000}
 	cfg.Rules[intbridge.MetricLinkUtilization] = intbridge.Rule{Threshold: 100}
 	cfg.Rules[intbridge.MetricDrops] = intbridge.Rule{} // every drop
-	det, err := intbridge.NewDetector(cfg)
+	det, agg, err := intbridge.NewAnalytics(cfg, intbridge.AggregatorConfig{LatencyBins: intbridge.Bins{250, 500, 1000, 2000, 4000, 8000}, QueueBins: intbridge.Bins{16, 32, 64, 1024}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	agg, err := intbridge.NewAggregator(intbridge.AggregatorConfig{LatencyBins: intbridge.Bins{250, 500, 1000, 2000, 4000, 8000}, QueueBins: intbridge.Bins{16, 32, 64, 1024}})
-	if err != nil {
-		return err
-	}
-	flows := map[uint32]inband.FiveTuple{}
-	postcarded := map[uint32]bool{}
-	var events []intbridge.Event
+	return &analysis{b: b, det: det, agg: agg, flows: map[uint32]inband.FiveTuple{}, postcarded: map[uint32]bool{}}, nil
+}
+
+// replay bridges the capture's Telemetry Reports to the pipeline's
+// translator and runs the analytics on them, then waits for the
+// translator's writes.
+func (a *analysis) replay(f io.Reader, reportPort uint16, p *pipeline) (intbridge.ReplayStats, error) {
 	var sendErr error
-	analyse := func(r *intbridge.Record) {
-		flows[r.Flow] = r.Tuple
-		agg.Add(r)
-		events = det.Observe(r, events)
-	}
 	st, err := intbridge.Replay(f, reportPort, func(payload []byte, ts time.Time) error {
-		reps, err := b.Handle(payload)
+		reps, err := a.b.Handle(payload)
 		if err != nil {
 			return nil // counted by the bridge as Malformed
 		}
@@ -225,43 +255,43 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 				sendErr = err
 			}
 		}
-		recs := b.Records(ts)
+		recs := a.b.Records(ts)
 		for i := range recs {
-			if recs[i].PerHop {
-				postcarded[recs[i].Flow] = true
+			r := &recs[i]
+			if r.PerHop {
+				a.postcarded[r.Flow] = true
 			}
-			analyse(&recs[i])
+			a.flows[r.Flow] = r.Tuple
+			a.agg.Add(r)
+			a.events = a.det.Observe(r, a.events)
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return st, err
 	}
 	if sendErr != nil {
-		return fmt.Errorf("sending DTA reports: %w", sendErr)
+		return st, fmt.Errorf("sending DTA reports: %w", sendErr)
 	}
-	if err := p.drain(); err != nil {
-		return err
-	}
-	bc, tc := b.Counters(), p.tr.Counters()
-	fmt.Fprintf(out, "replayed %s: %d packets, %d Telemetry Reports, %d skipped\n", pcap, st.Packets, st.Reports, st.Skipped)
-	fmt.Fprintf(out, "bridge: %d reports (%d malformed, %d without a flow, %d bad stacks) -> %d Key-Writes, %d Key-Increments, %d Appends, %d Postcards\n",
-		bc.Individuals, bc.Malformed, bc.NoFlow, bc.BadStack, bc.KeyWrites, bc.Increments, bc.Appends, bc.Postcards)
-	fmt.Fprintf(out, "translator: %d RDMA writes, %d fetch-and-adds, %d reports dropped\n", tc.Writes, tc.FetchAdds, tc.Dropped+tc.NACKs+tc.Rejected)
+	return st, p.drain()
+}
 
+// printFlows prints each flow's path (its Key-Write, or its postcards) and
+// report count as the collector's memory holds them.
+func (a *analysis) printFlows(out io.Writer, p *pipeline) error {
 	fmt.Fprintln(out, "\nflows: path (Key-Write), reports (Key-Increment)")
-	keys := make([]uint32, 0, len(flows))
-	for k := range flows {
+	keys := make([]uint32, 0, len(a.flows))
+	for k := range a.flows {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b uint32) int { return flows[a].Src.Compare(flows[b].Src) })
+	slices.SortFunc(keys, func(x, y uint32) int { return a.flows[x].Src.Compare(a.flows[y].Src) })
 	// Postcards decode against the node IDs they may hold.
-	table, err := postcard.NewTable(p.pc.Layout(), agg.SwitchIDs())
+	table, err := postcard.NewTable(p.pc.Layout(), a.agg.SwitchIDs())
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
-		t := flows[k]
+		t := a.flows[k]
 		path := "?"
 		if res, err := p.kw.Query(k, redundancy, keywrite.Plurality); err == nil && res.Status == keywrite.Found {
 			var ids []string
@@ -271,7 +301,7 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 				}
 			}
 			path = strings.Join(ids, " ")
-		} else if pp, o := p.pc.Query(table, k); postcarded[k] && o == postcard.Found {
+		} else if pp, o := p.pc.Query(table, k); a.postcarded[k] && o == postcard.Found {
 			var ids []string
 			for _, id := range pp.Hops[:pp.Len] {
 				ids = append(ids, fmt.Sprint(id))
@@ -281,7 +311,11 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 		count, _ := p.ki.Query(k, redundancy)
 		fmt.Fprintf(out, "flow %#08x %v:%d > %v:%d proto %d path %s reports %d\n", k, t.Src, t.SrcPort, t.Dst, t.DstPort, t.Proto, path, count)
 	}
+	return nil
+}
 
+// printLists prints the drop and congestion Append lists.
+func printLists(out io.Writer, p *pipeline) error {
 	fmt.Fprintln(out, "\ndrops and congestion (Append lists 0 and 1)")
 	for list, name := range []string{"drop", "congestion"} {
 		rd, err := p.al.Reader(uint32(list))
@@ -302,9 +336,13 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 			}
 		}
 	}
+	return nil
+}
 
+// printEvents prints the event counts and the events worth reading.
+func (a *analysis) printEvents(out io.Writer) {
 	fmt.Fprintln(out, "\nevents (INTCollector's rules: metric, kind, count)")
-	dc := det.Counters()
+	dc := a.det.Counters()
 	for m := intbridge.MetricPath; int(m) < intbridge.NumMetrics; m++ {
 		for k := intbridge.NewFlow; k <= intbridge.Periodic; k++ {
 			if n := dc.Events[m][k]; n > 0 {
@@ -312,19 +350,21 @@ func collect(pcap string, intPort, reportPort uint16, out io.Writer) error {
 			}
 		}
 	}
-	for _, e := range events {
+	for _, e := range a.events {
 		if e.Metric == intbridge.MetricPath && e.Kind == intbridge.Change || e.Kind == intbridge.Change && e.Old != 0 || e.Kind == intbridge.Rise || e.Kind == intbridge.Fall {
 			fmt.Fprintf(out, "event %s\n", e.String())
 		}
 	}
+}
 
+// printHistograms prints each switch's histograms.
+func (a *analysis) printHistograms(out io.Writer) {
 	fmt.Fprintln(out, "\nper-switch hop latency and queue occupancy histograms (packets per bin, the bin's upper bound in brackets)")
-	for _, id := range agg.SwitchIDs() {
-		s := agg.Switch(id)
+	for _, id := range a.agg.SwitchIDs() {
+		s := a.agg.Switch(id)
 		fmt.Fprintf(out, "switch %d packets %d latency (%s) %s queue (%s) %s\n", id, s.Packets,
 			intbridge.MetricHopLatency.Unit(), bins(&s.Latency), intbridge.MetricQueueOccupancy.Unit(), bins(&s.Queue))
 	}
-	return nil
 }
 
 // bins prints a histogram as count[bound] pairs and the count above.

@@ -41,7 +41,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 )
 
 func main() {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -15,43 +13,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
 	"github.com/dtakit/dtakit/dta"
-	"github.com/dtakit/dtakit/internal/stream"
-	"github.com/dtakit/dtakit/keyincr"
-	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
 	"github.com/dtakit/dtakit/reporter"
+	"github.com/dtakit/dtakit/rocev2/target"
 	"github.com/dtakit/dtakit/translator"
 )
 
-// The geometry the demo does not take from flags.
-const (
-	redundancy = 2    // N of Key-Write, Key-Increment and Postcarding
-	kwData     = 4    // Key-Write data bytes
-	hops       = 5    // postcard path length
-	universe   = 4096 // postcard values are 1..universe (switch IDs, say)
-	lists      = 8    // Append lists
-	apBatch    = 16   // Append batch B
-	// sigmas is the tolerance: a success rate passes when it is at least
-	// expected - sigmas·σ, σ the standard deviation of the success fraction
-	// of independent queries, sqrt(Σ p_i(1-p_i))/n. Four σ of a binomial
-	// is missed by chance about 3 times in 100000; the queries are not quite
-	// independent (two keys that collide fail together), which widens the
-	// real spread a little: over 200 seeds at the default loads, the
-	// z-score of the measured rate had a standard deviation of 1.02 for
-	// Key-Write and 1.11 for exact Key-Increment counts, so 4 binomial σ
-	// is at least 3.6 real ones.
-	sigmas = 4
-	// fallbackRate paces each stream where the reporters cannot take NACKs
-	// (one loopback address): nothing else would slow them down.
-	fallbackRate = 100000
-	// delta is the failure probability the count-min error bound is stated
-	// for: a Key-Increment estimate may exceed the truth by more than
-	// ε·(stream total) with probability at most delta, ε = keyincr.Epsilon.
-	delta = 0.01
-)
+// loopback is where the whole demo runs.
+var loopback = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 
 // config is what run does; main fills it from flags.
 type config struct {
@@ -86,184 +57,121 @@ type stats struct {
 	elapsed  time.Duration // from the first report sent to the last acknowledgement
 }
 
-// instances are the collector's four primitive instances.
-type instances struct {
-	kw    *keywrite.Store
-	ki    *keyincr.Store
-	pc    *postcard.Store
-	table *postcard.Table
-	ap    *appendlist.Store
-}
-
-// plan is what the streams send, derived from the config: the reports of
-// each primitive and the keys they use.
-type plan struct {
-	cfg                   config
-	n                     [5]int // reports per primitive, by dta.Opcode
-	dropped               [5]int // reports cfg.drop kept from the sockets
-	kwKeys, kiKeys, flows []uint32
-	kwSlots, kiSlots      uint64
-	chunks                uint32
-	entries               int // Append entries per list
-	kiTruth               []uint64
-	kwLayout              keywrite.Layout
-	kiLayout              keyincr.Layout
-	pcLayout              postcard.Layout
-	apLayout              appendlist.Layout
-}
-
-func newPlan(cfg config) (*plan, error) {
-	if cfg.Keys < 4 || cfg.Slots < 4 || bits.OnesCount(uint(cfg.Slots)) != 1 || cfg.Reports < 1 || cfg.Rate < 0 {
-		return nil, fmt.Errorf("quickstart: -keys and -slots must be at least 4, -slots a power of two, -reports positive, -rate not negative")
-	}
-	p := &plan{cfg: cfg, kwSlots: uint64(cfg.Slots), kiSlots: uint64(cfg.Slots / 4), chunks: uint32(cfg.Slots / 4)}
-	if cfg.Bench {
-		p.n[dta.OpKeyWrite] = cfg.Reports / 2
-		p.n[dta.OpAppend] = cfg.Reports - cfg.Reports/2
-	} else {
-		q := cfg.Reports / 4
-		p.n[dta.OpKeyWrite], p.n[dta.OpKeyIncrement] = q, q
-		p.n[dta.OpPostcard] = q / hops * hops // whole flows only
-		p.n[dta.OpAppend] = cfg.Reports - 3*q
-	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
-	p.kwKeys = distinctKeys(rng, cfg.Keys)
-	p.kiKeys = distinctKeys(rng, cfg.Keys/4)
-	p.flows = distinctKeys(rng, cfg.Keys/4)
-	p.kiTruth = make([]uint64, len(p.kiKeys))
-	perList := (p.n[dta.OpAppend] + lists - 1) / lists
-	p.entries = 1 << bits.Len(uint(perList+apBatch)) // room for every entry: nothing is lapped
-	var err error
-	p.kwLayout = keywrite.Layout{Slots: p.kwSlots, DataSize: kwData}
-	if err = p.kwLayout.Validate(); err != nil {
-		return nil, err
-	}
-	p.kiLayout = keyincr.Layout{Slots: p.kiSlots}
-	if err = p.kiLayout.Validate(); err != nil {
-		return nil, err
-	}
-	p.pcLayout = postcard.Layout{Hops: hops, Chunks: p.chunks, Copies: redundancy}
-	if err := p.pcLayout.Validate(); err != nil {
-		return nil, err
-	}
-	p.apLayout = appendlist.Layout{Lists: lists, Entries: p.entries, EntrySize: 4, Batch: apBatch, Markers: true}
-	if err := p.apLayout.Validate(); err != nil {
-		return nil, fmt.Errorf("quickstart: too many Append reports for one region: %w", err)
-	}
-	return p, nil
-}
-
-func distinctKeys(rng *rand.Rand, n int) []uint32 {
-	seen := make(map[uint32]bool, n)
-	keys := make([]uint32, 0, n)
-	for len(keys) < n {
-		k := rng.Uint32()
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-// The streams. Report i of each primitive is a function of i alone, so the
-// queries can recompute what was sent last under every key.
-//
-// Key-Write: key i mod K, round i/K; the data changes every round, so a
-// query that returns an older round's data counts as a failure. The data is
-// stream.Value(seed, key index, round).
-//
-// Key-Increment: key i mod K/4, adding 1..8.
-func (p *plan) kiAdd(i int) uint64 { return 1 + uint64(stream.Value(p.cfg.Seed^1, i, 0)%8) }
-
-// Postcarding: report i is hop i mod 5 + 1 of flow write w = i/5, flow w mod
-// F, round w/F; each flow's five postcards are sent back to back, so the
-// translator's cache completes the flow and writes it.
-func (p *plan) pcValue(flow, round, hop int) uint32 {
-	return 1 + stream.Value(p.cfg.Seed^2, flow*hops+hop, round)%universe
-}
-
-// Append: report i appends be32(i/8 + 1) to list i mod 8.
-
-// send sends op's stream. The reporter paces it and slows it down when the
-// translator NACKs (package reporter's flow control): the demo has no flow
-// control of its own.
-func (p *plan) send(ctx context.Context, op dta.Opcode, rep *reporter.Reporter) error {
-	n := p.n[op]
-	var buf [4]byte
-	for i := range n {
-		var err error
-		switch {
-		case p.cfg.drop != nil && p.cfg.drop(op, i):
-			p.dropped[op]++
-			if op == dta.OpKeyIncrement {
-				p.kiTruth[i%len(p.kiKeys)] += p.kiAdd(i)
-			}
-		case op == dta.OpKeyWrite:
-			K := len(p.kwKeys)
-			binary.BigEndian.PutUint32(buf[:], stream.Value(p.cfg.Seed, i%K, i/K))
-			err = rep.KeyWrite(p.kwKeys[i%K], buf[:], redundancy)
-		case op == dta.OpKeyIncrement:
-			k, add := i%len(p.kiKeys), p.kiAdd(i)
-			p.kiTruth[k] += add
-			err = rep.KeyIncrement(p.kiKeys[k], add, redundancy)
-		case op == dta.OpPostcard:
-			w, hop := i/hops, i%hops
-			f, round := w%len(p.flows), w/len(p.flows)
-			err = rep.Postcard(p.flows[f], postcard.Hop(hop+1), hops, postcard.Value(p.pcValue(f, round, hop)))
-		case op == dta.OpAppend:
-			binary.BigEndian.PutUint32(buf[:], uint32(i/lists+1))
-			err = rep.Append(uint32(i%lists), buf[:], false)
-		}
-		if err != nil {
-			return err
-		}
-		if (i+1)%reporter.DefaultBatch == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-	}
-	return rep.Flush()
-}
-
-func (p *plan) streams() int {
-	s := 0
-	for _, n := range p.n {
-		if n > 0 {
-			s++
-		}
-	}
-	return s
-}
-
-func (p *plan) total() int { return p.n[1] + p.n[2] + p.n[3] + p.n[4] }
-
-func decoded(tc translator.Counters) uint64 {
-	return tc.Reports[1] + tc.Reports[2] + tc.Reports[3] + tc.Reports[4]
-}
-
 // run is the whole demo: it returns nil when every check passed.
 func run(ctx context.Context, cfg config, w io.Writer) error {
 	p, err := newPlan(cfg)
 	if err != nil {
 		return err
 	}
-	lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	// One shard per core on both sides: the translator's shards each
-	// connect from their own port, and the target reads each connection on
-	// its own socket.
-	shards := runtime.GOMAXPROCS(0)
-	c, err := collector.New(collector.Config{Addr: netip.AddrPortFrom(lo, 0), Shards: shards})
+	// 1. The pipeline: a collector holding one instance of each primitive,
+	// a translator connected to it, a reporter per primitive.
+	pl, err := startPipeline(ctx, p, w)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	var in instances
+	defer pl.close()
+
+	// 2. The send phase: every stream sent, every report acknowledged.
+	start := time.Now()
+	prog := &progress{w: w, quiet: cfg.Quiet, terminal: cfg.Terminal, total: p.total(), start: start}
+	if err := pl.send(ctx, p, prog); err != nil {
+		return err
+	}
+	if err := pl.awaitTranslator(ctx, prog); err != nil {
+		return err
+	}
+	repc, closeErr, err := pl.finish()
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	tc := pl.tr.Counters()
+	cc := pl.c.Counters() // also orders this goroutine after the target's writes
+	reports, datagrams := sentByAll(repc[:])
+	prog.show(reports, datagrams, decoded(tc), true)
+
+	// 3. The queries: what the collector's memory answers, against what
+	// was sent and what the analysis predicts.
+	if cfg.beforeQuery != nil {
+		cfg.beforeQuery(&pl.in)
+	}
+	rows, received := p.query(&pl.in, tc, cc, repc)
+	fmt.Fprintln(w)
+	printTable(w, rows)
+	failures := queryFailures(rows)
+	printCounters(w, cfg, tc, cc, repc)
+	printDatagrams(w, tc, received)
+	if cfg.stats != nil {
+		*cfg.stats = stats{received, elapsed}
+	}
+	fmt.Fprintf(w, "send phase: %d reports received and acknowledged in %.2f s: %.0f reports/s\n",
+		received, elapsed.Seconds(), float64(received)/elapsed.Seconds())
+
+	// 4. The accounting: nothing out of bounds, every report taken once.
+	failures = append(failures, p.accounting(w, tc, cc, repc, closeErr)...)
+	if len(failures) > 0 {
+		return fmt.Errorf("quickstart: FAILED:\n  %s", strings.Join(failures, "\n  "))
+	}
+	fmt.Fprintln(w, "all checks passed")
+	return nil
+}
+
+// pipeline is the demo's collector, translator and reporters.
+type pipeline struct {
+	c        *collector.Collector
+	in       instances
+	tr       *translator.Translator
+	trClosed bool
+	reps     [5]*reporter.Reporter // by opcode; nil for a primitive the plan does not send
+	cancel   context.CancelFunc    // stops the collector serving
+}
+
+// startPipeline starts the collector, the translator and the reporters, and
+// says what it started.
+func startPipeline(ctx context.Context, p *plan, w io.Writer) (*pipeline, error) {
+	pl := &pipeline{}
+	if err := pl.startCollector(ctx, p); err != nil {
+		pl.close()
+		return nil, err
+	}
+	if err := pl.newTranslator(); err != nil {
+		pl.close()
+		return nil, err
+	}
+	var nacks string
+	var err error
+	if pl.reps, nacks, err = newReporters(p, pl.tr.ReportAddr()); err != nil {
+		pl.close()
+		return nil, err
+	}
+	if err := pl.connect(ctx); err != nil {
+		pl.close()
+		return nil, err
+	}
+	fmt.Fprintf(w, "collector at %v: Key-Write %d slots, ", pl.c.Addr(), p.kwSlots)
+	if !p.cfg.Bench {
+		fmt.Fprintf(w, "Key-Increment %d counters, Postcarding %d chunks, ", p.kiSlots, p.chunks)
+	}
+	fmt.Fprintf(w, "Append %d lists of %d entries; translator at %v; %d reporters, NACKs %s\n",
+		lists, p.entries, pl.tr.ReportAddr(), p.streams(), nacks)
+	return pl, nil
+}
+
+// startCollector starts a collector on loopback holding the plan's
+// instances (Key-Write and Append only in a -bench run). One shard per
+// core on both sides: the translator's shards each connect from their own
+// port, and the target reads each connection on its own socket.
+func (pl *pipeline) startCollector(ctx context.Context, p *plan) error {
+	c, err := collector.New(collector.Config{Addr: netip.AddrPortFrom(loopback, 0), Shards: runtime.GOMAXPROCS(0)})
+	if err != nil {
+		return err
+	}
+	pl.c = c
+	in := &pl.in
 	if in.kw, err = c.AddKeyWrite(p.kwLayout); err != nil {
 		return err
 	}
-	if !cfg.Bench {
+	if !p.cfg.Bench {
 		if in.ki, err = c.AddKeyIncrement(p.kiLayout); err != nil {
 			return err
 		}
@@ -285,13 +193,17 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	pl.cancel = cancel
 	go c.Serve(sctx)
+	return nil
+}
 
+// newTranslator makes a translator on loopback for the collector.
+func (pl *pipeline) newTranslator() error {
 	tr, err := translator.New(translator.Config{
-		ReportAddr: netip.AddrPortFrom(lo, 0),
-		Collectors: []netip.AddrPort{c.Addr()},
-		Shards:     shards,
+		ReportAddr: netip.AddrPortFrom(loopback, 0),
+		Collectors: []netip.AddrPort{pl.c.Addr()},
+		Shards:     runtime.GOMAXPROCS(0),
 		// A deep ring: the translator refuses a report (a NACK, which
 		// slows its reporter down) only when the target falls far behind.
 		RingSize: 1 << 14,
@@ -303,50 +215,26 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	trClosed := false
-	defer func() {
-		if !trClosed {
-			tr.Close(0)
-		}
-	}()
-	reps, nacks, err := newReporters(p, tr.ReportAddr())
-	if err != nil {
-		return err
-	}
-	defer func() {
-		for _, r := range reps {
-			if r != nil {
-				r.Close()
-			}
-		}
-	}()
+	pl.tr = tr
+	return nil
+}
+
+// connect connects the translator to the collector (the RDMA CM).
+func (pl *pipeline) connect(ctx context.Context) error {
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	err = tr.Start(cctx)
-	ccancel()
-	if err != nil {
+	defer ccancel()
+	if err := pl.tr.Start(cctx); err != nil {
 		return fmt.Errorf("quickstart: connecting the translator: %w", err)
 	}
-	fmt.Fprintf(w, "collector at %v: Key-Write %d slots, ", c.Addr(), p.kwSlots)
-	if !cfg.Bench {
-		fmt.Fprintf(w, "Key-Increment %d counters, Postcarding %d chunks, ", p.kiSlots, p.chunks)
-	}
-	fmt.Fprintf(w, "Append %d lists of %d entries; translator at %v; %d reporters, NACKs %s\n",
-		lists, p.entries, tr.ReportAddr(), p.streams(), nacks)
+	return nil
+}
 
-	// Send phase.
-	sentSoFar := func() (reports, datagrams uint64) {
-		for _, r := range reps {
-			if r != nil {
-				rep, dg := sentBy(r.Counters())
-				reports, datagrams = reports+rep, datagrams+dg
-			}
-		}
-		return reports, datagrams
-	}
-	start := time.Now()
-	errs := make(chan error, len(reps))
+// send sends every stream, each from its own goroutine, showing the
+// progress until all are sent.
+func (pl *pipeline) send(ctx context.Context, p *plan, prog *progress) error {
+	errs := make(chan error, len(pl.reps))
 	var senders sync.WaitGroup
-	for op, r := range reps {
+	for op, r := range pl.reps {
 		if r == nil {
 			continue
 		}
@@ -360,34 +248,48 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	}
 	sendersDone := make(chan struct{})
 	go func() { senders.Wait(); close(sendersDone) }()
-	prog := progress{w: w, quiet: cfg.Quiet, terminal: cfg.Terminal, total: p.total(), start: start}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-sending:
 	for {
 		select {
 		case <-sendersDone:
-			break sending
+			select {
+			case err := <-errs:
+				return err
+			default:
+				return nil
+			}
 		case <-tick.C:
-			reports, datagrams := sentSoFar()
-			prog.show(reports, datagrams, decoded(tr.Counters()), false)
+			reports, datagrams := pl.sentSoFar()
+			prog.show(reports, datagrams, decoded(pl.tr.Counters()), false)
 		}
 	}
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
+}
 
-	// Wait until the translator decoded every datagram the reporters sent
-	// (resends included) and every NACK it sent was received, or nothing
-	// has moved for a second. Closing the reporters then answers the last
-	// NACKs and probes for lost last reports.
+// sentSoFar returns the reports the reporters sent and the datagrams they
+// took.
+func (pl *pipeline) sentSoFar() (reports, datagrams uint64) {
+	var c []reporter.Counters
+	for _, r := range pl.reps {
+		if r != nil {
+			c = append(c, r.Counters())
+		}
+	}
+	return sentByAll(c)
+}
+
+// awaitTranslator waits until the translator decoded every datagram the
+// reporters sent (resends included) and every NACK it sent was received,
+// or nothing has moved for a second. Closing the reporters then answers
+// the last NACKs and probes for lost last reports.
+func (pl *pipeline) awaitTranslator(ctx context.Context, prog *progress) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	last, lastMove := uint64(0), time.Now()
 	for {
-		tc := tr.Counters()
+		tc := pl.tr.Counters()
 		var reports, sent, nackd uint64
-		for _, r := range reps {
+		for _, r := range pl.reps {
 			if r != nil {
 				rc := r.Counters()
 				rep, dg := sentBy(rc)
@@ -397,12 +299,12 @@ sending:
 		}
 		got := decoded(tc)
 		if got == sent && tc.NACKs+tc.Missing == nackd {
-			break
+			return nil
 		}
 		if got != last {
 			last, lastMove = got, time.Now()
 		} else if time.Since(lastMove) > time.Second {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -413,37 +315,48 @@ sending:
 			time.Sleep(time.Millisecond)
 		}
 	}
-	var repc [5]reporter.Counters
-	for op, r := range reps {
+}
+
+// finish closes the reporters, returning their final counters, then the
+// translator, whose Close flushes the postcard cache and the partial
+// Append batches and waits until every RDMA operation is acknowledged; it
+// returns the translator's Close error apart, as a failed check.
+func (pl *pipeline) finish() (repc [5]reporter.Counters, closeErr, err error) {
+	for op, r := range pl.reps {
 		if r != nil {
 			if err := r.Close(); err != nil {
-				return err
+				return repc, nil, err
 			}
 			repc[op] = r.Counters()
-			reps[op] = nil
+			pl.reps[op] = nil
 		}
 	}
-	// Close flushes the postcard cache and the partial Append batches and
-	// waits until every RDMA operation is acknowledged.
-	closeErr := tr.Close(10 * time.Second)
-	trClosed = true
-	elapsed := time.Since(start)
-	tc := tr.Counters()
-	cc := c.Counters() // also orders this goroutine after the target's writes
-	var reportsAll, sentAll uint64
-	for _, rc := range repc {
-		rep, dg := sentBy(rc)
-		reportsAll, sentAll = reportsAll+rep, sentAll+dg
-	}
-	prog.show(reportsAll, sentAll, decoded(tc), true)
+	closeErr = pl.tr.Close(10 * time.Second)
+	pl.trClosed = true
+	return repc, closeErr, nil
+}
 
-	if cfg.beforeQuery != nil {
-		cfg.beforeQuery(&in)
+// close closes what is still open.
+func (pl *pipeline) close() {
+	for _, r := range pl.reps {
+		if r != nil {
+			r.Close()
+		}
 	}
-	rows, received := p.query(&in, tc, cc, repc)
+	if pl.tr != nil && !pl.trClosed {
+		pl.tr.Close(0)
+	}
+	if pl.cancel != nil {
+		pl.cancel()
+	}
+	if pl.c != nil {
+		pl.c.Close()
+	}
+}
+
+// queryFailures returns a line for each query below its pass mark.
+func queryFailures(rows []row) []string {
 	var failures []string
-	fmt.Fprintln(w)
-	printTable(w, rows)
 	for _, r := range rows {
 		for _, ck := range r.checks {
 			if !ck.ok() {
@@ -452,6 +365,12 @@ sending:
 			}
 		}
 	}
+	return failures
+}
+
+// printCounters prints what the translator and the target did (every
+// counter with -v).
+func printCounters(w io.Writer, cfg config, tc translator.Counters, cc target.Counters, repc [5]reporter.Counters) {
 	if cfg.verbose {
 		fmt.Fprintf(w, "%+v\n%+v\n", tc, cc)
 		for op, rc := range repc {
@@ -464,12 +383,26 @@ sending:
 		tc.Writes, tc.FetchAdds, tc.Packets, tc.Retransmits, tc.NACKs)
 	fmt.Fprintf(w, "target: %d WRITE packets and %d atomics applied, %d duplicates, %d remote access NAKs, %d invalid request NAKs, %d bad ICRCs\n",
 		cc.WritePackets, cc.Atomics, cc.Duplicates, cc.NAKAccess, cc.NAKInvalid, cc.BadICRC)
-	if cfg.stats != nil {
-		*cfg.stats = stats{received, elapsed}
-	}
-	rate := float64(received) / elapsed.Seconds()
-	fmt.Fprintf(w, "send phase: %d reports received and acknowledged in %.2f s: %.0f reports/s\n", received, elapsed.Seconds(), rate)
+}
 
+// printDatagrams prints the datagrams per report on the translator's
+// sockets.
+func printDatagrams(w io.Writer, tc translator.Counters, received uint64) {
+	if received == 0 {
+		return
+	}
+	per := func(v uint64) float64 { return float64(v) / float64(received) }
+	fmt.Fprintf(w, "datagrams per report: translator's report sockets %.3f in, %.3f out; its RoCEv2 sockets %.3f out, %.3f in; %.3f in all\n",
+		per(tc.ReportDatagramsIn), per(tc.ReportDatagramsOut), per(tc.RDMADatagramsOut), per(tc.RDMADatagramsIn),
+		per(tc.ReportDatagramsIn+tc.ReportDatagramsOut+tc.RDMADatagramsOut+tc.RDMADatagramsIn))
+}
+
+// accounting returns a line for each count that betrays a fault: a
+// translator that did not close cleanly, anything out of bounds, a report
+// taken twice or not at all, a WRITE or atomic sent and not applied. It
+// prints the reports no acknowledgement confirmed.
+func (p *plan) accounting(w io.Writer, tc translator.Counters, cc target.Counters, repc [5]reporter.Counters, closeErr error) []string {
+	var failures []string
 	if closeErr != nil {
 		failures = append(failures, fmt.Sprintf("translator: %v", closeErr))
 	}
@@ -507,11 +440,7 @@ sending:
 		failures = append(failures, fmt.Sprintf("the target applied %d WRITE packets and %d atomics, the translator sent %d and %d",
 			cc.WritePackets, cc.Atomics, tc.Writes, tc.FetchAdds))
 	}
-	if len(failures) > 0 {
-		return fmt.Errorf("quickstart: FAILED:\n  %s", strings.Join(failures, "\n  "))
-	}
-	fmt.Fprintln(w, "all checks passed")
-	return nil
+	return failures
 }
 
 // newReporters opens one reporter per primitive the plan sends, indexed by
@@ -585,6 +514,15 @@ type progress struct {
 	total    int
 	start    time.Time
 	lastLine time.Time
+}
+
+// sentByAll is sentBy summed over reporters.
+func sentByAll(cs []reporter.Counters) (reports, datagrams uint64) {
+	for _, c := range cs {
+		r, d := sentBy(c)
+		reports, datagrams = reports+r, datagrams+d
+	}
+	return reports, datagrams
 }
 
 // sentBy returns the reports a reporter sent and the datagrams they took:

@@ -39,7 +39,7 @@ import (
 
 	"github.com/dtakit/dtakit/appendlist"
 	"github.com/dtakit/dtakit/collector"
-	"github.com/dtakit/dtakit/internal/cli"
+	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/keyincr"
 	"github.com/dtakit/dtakit/keywrite"
 	"github.com/dtakit/dtakit/postcard"
@@ -67,45 +67,113 @@ func main() {
 	}
 }
 
+// instances are the collector's four primitive instances.
+type instances struct {
+	kw  *keywrite.Store
+	ki  *keyincr.Store
+	pc  *postcard.Store
+	pcl postcard.Layout
+	al  *appendlist.Store
+}
+
+// answers counts what the queries found.
+type answers struct {
+	kwFound, kiExact, pcFound, alRead int
+}
+
 func run(addr netip.Addr, n int, nic bool) error {
-	// The translator speaks RoCEv2 from addr: the collector takes it from
-	// there (its default is loopback).
-	ccfg := collector.Config{Addr: netip.AddrPortFrom(addr, 0), Translators: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())}}
-	if nic {
-		ccfg.Backend = collector.BackendVerbs
-	}
-	c, err := collector.New(ccfg)
+	c, in, err := startCollector(addr, nic)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	kwl := keywrite.Layout{Slots: 1 << 16, DataSize: 4}
-	kil := keyincr.Layout{Slots: 1 << 14}
-	pcl := postcard.Layout{Hops: 5, Chunks: 1 << 14}
-	kw, err := c.AddKeyWrite(kwl)
-	if err != nil {
-		return err
-	}
-	ki, err := c.AddKeyIncrement(kil)
-	if err != nil {
-		return err
-	}
-	pc, err := c.AddPostcard(pcl)
-	if err != nil {
-		return err
-	}
-	al, err := c.AddAppend(appendlist.Layout{Lists: 1, Entries: 1 << 16, EntrySize: 4, Batch: 16, Markers: true})
-	if err != nil {
-		return err
-	}
-	if err := c.Start(); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Serve(ctx)
 
-	target := c.Addr() // the software target's port, as bound
+	tr, err := startTranslator(ctx, addr, c.Addr(), nic)
+	if err != nil {
+		return err
+	}
+	if err := send(tr.ReportAddr(), n); err != nil {
+		return err
+	}
+	time.Sleep(100 * time.Millisecond) // the last reports reach the translator
+	closeErr := tr.Close(5 * time.Second)
+	tc := tr.Counters()
+
+	a, err := query(in, n)
+	if err != nil {
+		return err
+	}
+	how := "sent as RoCEv2 by the software translator"
+	if nic {
+		how = "posted to the NIC"
+	}
+	fmt.Printf("translator: %d reports, %d RDMA WRITEs and %d FETCH_ADDs %s, %d dropped, %d verbs errors\n",
+		tc.Reports[1]+tc.Reports[2]+tc.Reports[3]+tc.Reports[4], tc.Writes, tc.FetchAdds, how, tc.Dropped, tc.VerbsErrors)
+	if nic {
+		fmt.Printf("collector: %+v\n", c.VerbsCounters())
+	} else {
+		fmt.Printf("collector: %+v\n", c.Counters())
+	}
+	fmt.Printf("Key-Write: %d of %d keys found\nKey-Increment: %d of %d counts exact\nPostcarding: %d of %d paths\nAppend: %d of %d entries read\n",
+		a.kwFound, n, a.kiExact, n, a.pcFound, n, a.alRead, n)
+	if closeErr != nil {
+		return closeErr
+	}
+	if a.kwFound < n*95/100 || a.kiExact < n*95/100 || a.pcFound < n*95/100 || a.alRead != n {
+		return errors.New("fewer answers than the load should give")
+	}
+	return nil
+}
+
+// startCollector starts a collector on addr holding one instance of each
+// primitive, its regions registered with the NIC when nic is set. The
+// translator speaks RoCEv2 from addr: the collector takes it from there
+// (its default is loopback).
+func startCollector(addr netip.Addr, nic bool) (*collector.Collector, instances, error) {
+	ccfg := collector.Config{Addr: netip.AddrPortFrom(addr, 0), Translators: []netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())}}
+	if nic {
+		ccfg.Backend = collector.BackendVerbs
+	}
+	in := instances{pcl: postcard.Layout{Hops: 5, Chunks: 1 << 14}}
+	c, err := collector.New(ccfg)
+	if err != nil {
+		return nil, in, err
+	}
+	if err := in.add(c); err != nil {
+		c.Close()
+		return nil, in, err
+	}
+	if err := c.Start(); err != nil {
+		c.Close()
+		return nil, in, err
+	}
+	return c, in, nil
+}
+
+// add adds the four instances to c.
+func (in *instances) add(c *collector.Collector) error {
+	var err error
+	if in.kw, err = c.AddKeyWrite(keywrite.Layout{Slots: 1 << 16, DataSize: 4}); err != nil {
+		return err
+	}
+	if in.ki, err = c.AddKeyIncrement(keyincr.Layout{Slots: 1 << 14}); err != nil {
+		return err
+	}
+	if in.pc, err = c.AddPostcard(in.pcl); err != nil {
+		return err
+	}
+	in.al, err = c.AddAppend(appendlist.Layout{Lists: 1, Entries: 1 << 16, EntrySize: 4, Batch: 16, Markers: true})
+	return err
+}
+
+// startTranslator starts a translator on addr, posting through the NIC
+// when nic is set, and connects it to the collector: the software target
+// at served, or the NIC's RoCEv2 port on addr.
+func startTranslator(ctx context.Context, addr netip.Addr, served netip.AddrPort, nic bool) (*translator.Translator, error) {
+	target := served
 	if nic {
 		target = netip.AddrPortFrom(addr, 4791)
 	}
@@ -113,13 +181,19 @@ func run(addr netip.Addr, n int, nic bool) error {
 		Local: netip.AddrPortFrom(addr, 0), Collectors: []netip.AddrPort{target}, Verbs: nic,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := tr.Start(ctx); err != nil {
 		tr.Close(time.Second)
-		return err
+		return nil, err
 	}
-	rep, err := reporter.New(reporter.Config{Translator: tr.ReportAddr(), Delivery: reporter.FireAndForget})
+	return tr, nil
+}
+
+// send sends n reports of each primitive to the translator, unsequenced,
+// paced to stay below a full queue.
+func send(to netip.AddrPort, n int) error {
+	rep, err := reporter.New(reporter.Config{Translator: to, Delivery: reporter.FireAndForget})
 	if err != nil {
 		return err
 	}
@@ -150,20 +224,18 @@ func run(addr netip.Addr, n int, nic bool) error {
 		err = rep.Flush()
 	}
 	rep.Close()
-	if err != nil {
-		return err
-	}
-	time.Sleep(100 * time.Millisecond) // the last reports reach the translator
-	closeErr := tr.Close(5 * time.Second)
-	tc := tr.Counters()
+	return err
+}
 
-	var kwFound, kiExact, pcFound, alRead int
+// query queries what send sent.
+func query(in instances, n int) (answers, error) {
+	var a answers
 	for k := 1; k <= n; k++ {
-		if r, err := kw.Query(uint32(k), 2, keywrite.Plurality); err == nil && r.Status == keywrite.Found && binary.BigEndian.Uint32(r.Data) == uint32(k)*3 {
-			kwFound++
+		if r, err := in.kw.Query(uint32(k), 2, keywrite.Plurality); err == nil && r.Status == keywrite.Found && binary.BigEndian.Uint32(r.Data) == uint32(k)*3 {
+			a.kwFound++
 		}
-		if v, err := ki.Query(uint32(k), 2); err == nil && v == 1 {
-			kiExact++
+		if v, err := in.ki.Query(uint32(k), 2); err == nil && v == 1 {
+			a.kiExact++
 		}
 	}
 	var values []uint32
@@ -172,45 +244,26 @@ func run(addr netip.Addr, n int, nic bool) error {
 			values = append(values, uint32(f*10+h))
 		}
 	}
-	tab, err := postcard.NewTable(pcl, values)
+	tab, err := postcard.NewTable(in.pcl, values)
 	if err != nil {
-		return err
+		return a, err
 	}
 	for f := 1; f <= n; f++ {
-		if p, o := pc.Query(tab, uint32(f)); o == postcard.Found && p.Len == 5 && p.Hops[4] == uint32(f*10+5) {
-			pcFound++
+		if p, o := in.pc.Query(tab, uint32(f)); o == postcard.Found && p.Len == 5 && p.Hops[4] == uint32(f*10+5) {
+			a.pcFound++
 		}
 	}
-	rd, err := al.Reader(0)
+	rd, err := in.al.Reader(0)
 	if err != nil {
-		return err
+		return a, err
 	}
 	buf := make([]byte, 4*n)
-	for alRead < n {
-		k, err := rd.Read(buf[4*alRead:])
+	for a.alRead < n {
+		k, err := rd.Read(buf[4*a.alRead:])
 		if err != nil || k == 0 {
 			break
 		}
-		alRead += k
+		a.alRead += k
 	}
-	how := "sent as RoCEv2 by the software translator"
-	if nic {
-		how = "posted to the NIC"
-	}
-	fmt.Printf("translator: %d reports, %d RDMA WRITEs and %d FETCH_ADDs %s, %d dropped, %d verbs errors\n",
-		tc.Reports[1]+tc.Reports[2]+tc.Reports[3]+tc.Reports[4], tc.Writes, tc.FetchAdds, how, tc.Dropped, tc.VerbsErrors)
-	if nic {
-		fmt.Printf("collector: %+v\n", c.VerbsCounters())
-	} else {
-		fmt.Printf("collector: %+v\n", c.Counters())
-	}
-	fmt.Printf("Key-Write: %d of %d keys found\nKey-Increment: %d of %d counts exact\nPostcarding: %d of %d paths\nAppend: %d of %d entries read\n",
-		kwFound, n, kiExact, n, pcFound, n, alRead, n)
-	if closeErr != nil {
-		return closeErr
-	}
-	if kwFound < n*95/100 || kiExact < n*95/100 || pcFound < n*95/100 || alRead != n {
-		return errors.New("fewer answers than the load should give")
-	}
-	return nil
+	return a, nil
 }

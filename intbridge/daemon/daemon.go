@@ -295,6 +295,27 @@ func (d *Daemon) setup() error {
 	if cfg.Events < 1 || cfg.Events > 1<<20 {
 		return fmt.Errorf("%w: events %d (1..2^20)", ErrConfig, cfg.Events)
 	}
+	if err := d.analytics(); err != nil {
+		return err
+	}
+	d.bcfg = intbridge.Config{INTPort: cfg.INTPort, INTDSCP: cfg.INTDSCP, INTDSCPMask: cfg.INTDSCPMask, INTAfterL4: cfg.INTAfterL4,
+		PathHops: cfg.PathHops, PostcardHops: cfg.PostcardHops, InitialTTL: cfg.InitialTTL,
+		DropList: cfg.DropList, CongestionList: cfg.CongestionList, SinkNode: cfg.SinkNode}
+	if cfg.EventList != 0 && (cfg.EventList == cfg.DropList || cfg.EventList == cfg.CongestionList || cfg.EventList == 1 && cfg.DropList == 0 && cfg.CongestionList == 0) {
+		return fmt.Errorf("%w: event list %d is the drop or the congestion list", ErrConfig, cfg.EventList)
+	}
+	if err := d.inputs(); err != nil {
+		return err
+	}
+	if err := d.influxDB(); err != nil {
+		return err
+	}
+	return d.outputs()
+}
+
+// analytics makes the Detector and the Aggregator from the configuration.
+func (d *Daemon) analytics() error {
+	cfg := &d.cfg
 	dcfg := intbridge.DetectorConfig{MaxFlows: cfg.MaxFlows, MaxKeys: cfg.MaxKeys}
 	for name, r := range cfg.Rules {
 		m, err := intbridge.ParseMetric(name)
@@ -317,20 +338,14 @@ func (d *Daemon) setup() error {
 		}
 	}
 	d.period = dcfg.Period
-	if d.det, err = intbridge.NewDetector(dcfg); err != nil {
-		return err
-	}
-	if d.agg, err = intbridge.NewAggregator(acfg); err != nil {
-		return err
-	}
-	d.bcfg = intbridge.Config{INTPort: cfg.INTPort, INTDSCP: cfg.INTDSCP, INTDSCPMask: cfg.INTDSCPMask, INTAfterL4: cfg.INTAfterL4,
-		PathHops: cfg.PathHops, PostcardHops: cfg.PostcardHops, InitialTTL: cfg.InitialTTL,
-		DropList: cfg.DropList, CongestionList: cfg.CongestionList, SinkNode: cfg.SinkNode}
-	if cfg.EventList != 0 && (cfg.EventList == cfg.DropList || cfg.EventList == cfg.CongestionList || cfg.EventList == 1 && cfg.DropList == 0 && cfg.CongestionList == 0) {
-		return fmt.Errorf("%w: event list %d is the drop or the congestion list", ErrConfig, cfg.EventList)
-	}
-	for i := range cfg.Inputs {
-		in := &cfg.Inputs[i]
+	d.det, d.agg, err = intbridge.NewAnalytics(dcfg, acfg)
+	return err
+}
+
+// inputs binds the inputs' sockets, each with its decoder.
+func (d *Daemon) inputs() error {
+	for i := range d.cfg.Inputs {
+		in := &d.cfg.Inputs[i]
 		if in.Kind == "" {
 			in.Kind = "telemetry-report"
 		}
@@ -351,21 +366,35 @@ func (d *Daemon) setup() error {
 		}
 		d.conns, d.decs, d.kinds = append(d.conns, conn), append(d.decs, dec), append(d.kinds, in.Kind)
 	}
-	if ic := cfg.InfluxDB; ic.URL != "" {
-		d.influx = &intbridge.InfluxDB{URL: ic.URL, Org: ic.Org, Bucket: ic.Bucket, Token: ic.Token, Database: ic.Database,
-			Client: &http.Client{Timeout: 10 * time.Second}}
-		d.every = time.Second
-		if ic.Interval != "" {
-			if d.every, err = time.ParseDuration(ic.Interval); err != nil || d.every <= 0 {
-				return fmt.Errorf("%w: influxdb interval %q", ErrConfig, ic.Interval)
-			}
-		}
-		if ic.Bucket == "" && ic.Database == "" {
-			return fmt.Errorf("%w: influxdb needs a bucket (2.x) or a database (1.x)", ErrConfig)
+	return nil
+}
+
+// influxDB makes the InfluxDB writer, if configured.
+func (d *Daemon) influxDB() error {
+	ic := d.cfg.InfluxDB
+	if ic.URL == "" {
+		return nil
+	}
+	d.influx = &intbridge.InfluxDB{URL: ic.URL, Org: ic.Org, Bucket: ic.Bucket, Token: ic.Token, Database: ic.Database,
+		Client: &http.Client{Timeout: 10 * time.Second}}
+	d.every = time.Second
+	if ic.Interval != "" {
+		var err error
+		if d.every, err = time.ParseDuration(ic.Interval); err != nil || d.every <= 0 {
+			return fmt.Errorf("%w: influxdb interval %q", ErrConfig, ic.Interval)
 		}
 	}
-	if cfg.Translator != "none" {
-		ap, err := netip.ParseAddrPort(cfg.Translator)
+	if ic.Bucket == "" && ic.Database == "" {
+		return fmt.Errorf("%w: influxdb needs a bucket (2.x) or a database (1.x)", ErrConfig)
+	}
+	return nil
+}
+
+// outputs makes the translator's reporter and binds the HTTP API.
+func (d *Daemon) outputs() error {
+	var err error
+	if d.cfg.Translator != "none" {
+		ap, err := netip.ParseAddrPort(d.cfg.Translator)
 		if err != nil {
 			return fmt.Errorf("%w: translator: %w", ErrConfig, err)
 		}
@@ -373,8 +402,8 @@ func (d *Daemon) setup() error {
 			return err
 		}
 	}
-	if cfg.HTTP != "none" {
-		if d.http, err = net.Listen("tcp", cfg.HTTP); err != nil {
+	if d.cfg.HTTP != "none" {
+		if d.http, err = net.Listen("tcp", d.cfg.HTTP); err != nil {
 			return fmt.Errorf("intbridge/daemon: http: %w", err)
 		}
 	}

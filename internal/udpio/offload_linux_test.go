@@ -190,3 +190,30 @@ func TestGROPartialReads(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadRefused: a kernel that refuses a run longer than 64
+// segments (before 6.10) gets runs of 64; one that refuses segmentation
+// (EIO, EINVAL, EOPNOTSUPP, ENOPROTOOPT on a GSO message) gets none; an
+// error about a message that was no run, or another error, is the
+// write's.
+func TestOffloadRefused(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		errno          unix.Errno
+		longest, first int
+		retry, gso     bool
+		maxSegs        int
+	}{
+		{"old kernel", unix.EINVAL, 100, 100, true, true, oldGSOSegments},
+		{"no segmentation", unix.EIO, 10, 10, true, false, maxGSOSegments},
+		{"no segmentation EINVAL", unix.EINVAL, 10, 10, true, false, maxGSOSegments},
+		{"not supported", unix.EOPNOTSUPP, 64, 2, true, false, maxGSOSegments},
+		{"first no run", unix.EIO, 10, 1, false, true, maxGSOSegments},
+		{"refused", unix.ECONNREFUSED, 10, 10, false, true, maxGSOSegments},
+	} {
+		s := sysConn{gso: true, maxSegs: maxGSOSegments}
+		if got := s.offloadRefused(c.errno, c.longest, c.first); got != c.retry || s.gso != c.gso || s.maxSegs != c.maxSegs {
+			t.Errorf("%s: retry %v, gso %v, runs of %d; want %v, %v, %d", c.name, got, s.gso, s.maxSegs, c.retry, c.gso, c.maxSegs)
+		}
+	}
+}

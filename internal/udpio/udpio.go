@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 )
 
 // Datagram is one UDP datagram: what a batch reads or writes, and the one
@@ -44,6 +45,23 @@ type Conn struct {
 	uc  *net.UDPConn
 	max int
 	sys sysConn
+	// Datagrams moved, read by Stats while the socket runs.
+	read, written atomic.Uint64
+}
+
+// Stats counts what a Conn moved since New: datagrams each way and the
+// system calls that moved them (recvmmsg and sendmmsg on Linux; a GSO run
+// or a GRO read is many datagrams in one message, a batch many messages in
+// one call).
+type Stats struct {
+	Read, Written         uint64 // datagrams
+	ReadCalls, WriteCalls uint64 // system calls, those that found nothing to read included
+}
+
+// Stats returns c's counts; it is safe to call while c is used.
+func (c *Conn) Stats() Stats {
+	rc, wc := c.sys.calls()
+	return Stats{Read: c.read.Load(), Written: c.written.Load(), ReadCalls: rc, WriteCalls: wc}
 }
 
 // New wraps uc for batches of at most maxBatch datagrams. The Conn uses uc's
@@ -84,7 +102,11 @@ func (c *Conn) ReadBatch(ms []Datagram) (int, error) {
 	for i := range ms {
 		ms[i].Buf = ms[i].Buf[:cap(ms[i].Buf)]
 	}
-	return c.sys.readBatch(c.uc, ms)
+	n, err := c.sys.readBatch(c.uc, ms)
+	if n > 0 {
+		c.read.Add(uint64(n))
+	}
+	return n, err
 }
 
 // WriteBatch sends ms in order and returns how many were sent; an error
@@ -99,8 +121,10 @@ func (c *Conn) WriteBatch(ms []Datagram) (int, error) {
 		n, err := c.sys.writeBatch(c.uc, chunk)
 		sent += n
 		if err != nil {
+			c.written.Add(uint64(sent))
 			return sent, err
 		}
 	}
+	c.written.Add(uint64(sent))
 	return sent, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -73,6 +74,7 @@ type direction struct {
 	n     int
 	errno syscall.Errno
 	fn    func(fd uintptr) bool
+	calls atomic.Uint64 // system calls made, for Stats
 }
 
 func (d *direction) init(max int, call uintptr) {
@@ -82,6 +84,7 @@ func (d *direction) init(max int, call uintptr) {
 	d.ctrl = make([]byte, max*cmsgSpace)
 	d.ends = make([]int, max)
 	d.fn = func(fd uintptr) bool {
+		d.calls.Add(1)
 		r, _, e := unix.Syscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EAGAIN {
 			return false // wait for the poller
@@ -90,6 +93,8 @@ func (d *direction) init(max int, call uintptr) {
 		return true
 	}
 }
+
+func (s *sysConn) calls() (read, write uint64) { return s.rd.calls.Load(), s.wr.calls.Load() }
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	raw, err := uc.SyscallConn()
@@ -250,33 +255,48 @@ func (s *sysConn) loopback(dst netip.AddrPort) bool {
 }
 
 func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
+	if i, err := s.checkDestinations(ms); err != nil {
+		return i, err
+	}
 	d := &s.wr
-	if !s.connected {
-		for i := range ms {
-			if !ms[i].Addr.IsValid() || (s.is4 && !ms[i].Addr.Addr().Unmap().Is4()) {
-				return i, fmt.Errorf("udpio: sendmmsg: %w: message %d has destination %v, which this socket cannot reach", ErrBatch, i, ms[i].Addr)
-			}
+	longest := s.prepareWrite(ms)
+	if err := s.raw.Write(d.fn); err != nil {
+		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
+	}
+	if d.errno != 0 {
+		if s.offloadRefused(d.errno, longest, d.ends[0]) {
+			return s.writeBatch(uc, ms)
+		}
+		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
+	}
+	if d.n == 0 {
+		return 0, nil
+	}
+	return d.ends[d.n-1], nil
+}
+
+// checkDestinations returns the index of the first datagram an unconnected
+// socket cannot send, with the error saying why.
+func (s *sysConn) checkDestinations(ms []Datagram) (int, error) {
+	if s.connected {
+		return 0, nil
+	}
+	for i := range ms {
+		if !ms[i].Addr.IsValid() || (s.is4 && !ms[i].Addr.Addr().Unmap().Is4()) {
+			return i, fmt.Errorf("udpio: sendmmsg: %w: message %d has destination %v, which this socket cannot reach", ErrBatch, i, ms[i].Addr)
 		}
 	}
-	// One header per run of datagrams that GSO can send as one.
-	nh, longest := 0, 0
+	return 0, nil
+}
+
+// prepareWrite fills the write headers for ms, one per run of datagrams
+// that GSO can send as one, sets s.wr.n to their number and returns the
+// longest run.
+func (s *sysConn) prepareWrite(ms []Datagram) (longest int) {
+	d := &s.wr
+	nh := 0
 	for i := 0; i < len(ms); nh++ {
-		size := len(ms[i].Buf)
-		j := i + 1
-		if s.gso && size > 0 && (!s.loopbackGSOOnly || s.loopback(ms[i].Addr)) {
-			total := size
-			for j < len(ms) && j-i < s.maxSegs && (s.connected || ms[j].Addr == ms[i].Addr) {
-				l := len(ms[j].Buf)
-				if l == 0 || l > size || total+l > maxGSOBytes {
-					break
-				}
-				total += l
-				j++
-				if l < size {
-					break // only the last segment may be shorter
-				}
-			}
-		}
+		j := s.runEnd(ms, i)
 		h := &d.hdrs[nh]
 		*h = mmsghdr{}
 		for k := i; k < j; k++ {
@@ -299,7 +319,7 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 			ch := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
 			ch.Level, ch.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
 			ch.SetLen(unix.CmsgLen(2))
-			binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(size))
+			binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(len(ms[i].Buf)))
 			h.hdr.Control = &c[0]
 			h.hdr.SetControllen(unix.CmsgSpace(2))
 		}
@@ -308,26 +328,49 @@ func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 		i = j
 	}
 	d.n = nh
-	if err := s.raw.Write(d.fn); err != nil {
-		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: err}
+	return longest
+}
+
+// runEnd returns the index after the run of datagrams from ms[i] that one
+// GSO message sends: the same destination, the same size (the last may be
+// shorter), at most maxSegs of them and maxGSOBytes in all; i+1 without
+// offload.
+func (s *sysConn) runEnd(ms []Datagram, i int) int {
+	size := len(ms[i].Buf)
+	j := i + 1
+	if !s.gso || size == 0 || (s.loopbackGSOOnly && !s.loopback(ms[i].Addr)) {
+		return j
 	}
-	if d.errno != 0 {
-		if d.errno == unix.EINVAL && longest > oldGSOSegments {
-			s.maxSegs = oldGSOSegments // a kernel before 6.10
-			return s.writeBatch(uc, ms)
+	total := size
+	for j < len(ms) && j-i < s.maxSegs && (s.connected || ms[j].Addr == ms[i].Addr) {
+		l := len(ms[j].Buf)
+		if l == 0 || l > size || total+l > maxGSOBytes {
+			break
 		}
-		if s.gso && d.ends[0] > 1 && (d.errno == unix.EIO || d.errno == unix.EINVAL || d.errno == unix.EOPNOTSUPP || d.errno == unix.ENOPROTOOPT) {
-			// The kernel or the route's device cannot segment: send one
-			// datagram per header from now on.
-			s.gso = false
-			return s.writeBatch(uc, ms)
+		total += l
+		j++
+		if l < size {
+			break // only the last segment may be shorter
 		}
-		return 0, &net.OpError{Op: "sendmmsg", Net: "udp", Source: uc.LocalAddr(), Err: d.errno}
 	}
-	if d.n == 0 {
-		return 0, nil
+	return j
+}
+
+// offloadRefused reports whether errno, from a write whose longest run was
+// longest and whose first (the message the error is about) first, says the
+// kernel cannot take the runs, after making the next write take what it
+// can: runs of at most oldGSOSegments (a kernel before 6.10), or no
+// offload at all (the kernel or the route's device cannot segment).
+func (s *sysConn) offloadRefused(errno syscall.Errno, longest, first int) bool {
+	if errno == unix.EINVAL && longest > oldGSOSegments {
+		s.maxSegs = oldGSOSegments
+		return true
 	}
-	return d.ends[d.n-1], nil
+	if s.gso && first > 1 && (errno == unix.EIO || errno == unix.EINVAL || errno == unix.EOPNOTSUPP || errno == unix.ENOPROTOOPT) {
+		s.gso = false
+		return true
+	}
+	return false
 }
 
 // addrFromRaw reads a sockaddr_in or sockaddr_in6 the kernel filled in.

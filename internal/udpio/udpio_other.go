@@ -2,14 +2,20 @@
 
 package udpio
 
-import "net"
+import (
+	"net"
+	"sync/atomic"
+)
 
 // sysConn moves one datagram per system call where recvmmsg and sendmmsg
 // are not wired up.
 type sysConn struct {
-	connected       bool
-	loopbackGSOOnly bool // no GSO here: nothing to limit
+	connected        bool
+	loopbackGSOOnly  bool // no GSO here: nothing to limit
+	rdCalls, wrCalls atomic.Uint64
 }
+
+func (s *sysConn) calls() (read, write uint64) { return s.rdCalls.Load(), s.wrCalls.Load() }
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	s.connected = uc.RemoteAddr() != nil
@@ -17,6 +23,7 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 }
 
 func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
+	s.rdCalls.Add(1)
 	n, addr, err := uc.ReadFromUDPAddrPort(ms[0].Buf)
 	if err != nil {
 		return 0, err
@@ -28,6 +35,7 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 func (s *sysConn) writeBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 	for i := range ms {
 		var err error
+		s.wrCalls.Add(1)
 		if s.connected {
 			_, err = uc.Write(ms[i].Buf)
 		} else {

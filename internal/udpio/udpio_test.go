@@ -301,3 +301,30 @@ func TestReadMarksTruncated(t *testing.T) {
 		t.Fatalf("got %+v, %+v (buffers elided): want the first truncated to 100 bytes, the second whole", ms[0].Truncated, ms[1].Truncated)
 	}
 }
+
+// TestStats: a Conn counts the datagrams it moved each way and the system
+// calls that moved them (at least one per batch written, none more than
+// the datagrams where the batch is one call).
+func TestStats(t *testing.T) {
+	rx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 64)
+	tx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 16)
+	if s := tx.Stats(); s != (Stats{}) {
+		t.Fatalf("a new Conn's stats %+v, want zero", s)
+	}
+	dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+	ms := make([]Datagram, 40) // three batches of at most 16
+	for i := range ms {
+		ms[i] = Datagram{Buf: []byte{byte(i), 1, 2}, Addr: dst}
+	}
+	if n, err := tx.WriteBatch(ms); n != 40 || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	readAll(t, rx, 40, 16)
+	ts, rs := tx.Stats(), rx.Stats()
+	if ts.Written != 40 || ts.Read != 0 || rs.Read != 40 || rs.Written != 0 {
+		t.Errorf("sender %+v, receiver %+v: want 40 datagrams written and 40 read", ts, rs)
+	}
+	if ts.WriteCalls < 3 || ts.WriteCalls > 40 || rs.ReadCalls < 1 || rs.ReadCalls > 40+1 || ts.ReadCalls != 0 {
+		t.Errorf("sender %+v, receiver %+v: system calls out of range", ts, rs)
+	}
+}

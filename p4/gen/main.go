@@ -5,7 +5,7 @@ import (
 	"log"
 	"os"
 
-	"github.com/dtakit/dtakit/internal/p4gen"
+	"github.com/dtakit/dtakit/p4/internal/p4gen"
 )
 
 func main() {

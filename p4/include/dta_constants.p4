@@ -451,6 +451,9 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #define DTA_AP_LIST_BITS 10 // log2 lists L
 #define DTA_AP_ENTRIES 4096 // entries E per list
 #define DTA_QP_BITS 8 // log2 per-QP register entries
+#define DTA_STALL_BITS 12 // log2 DTA_STALL_PACKETS
+#define DTA_STALL_PACKETS 4096 // reports with no ACK before a QP probes (section 8.7)
+#define DTA_PROBE_BEHIND 4194304 // PSNs a probe is behind the QP's next (section 8.7)
 
 // Hashes (sections 4, 7, 8.2, 8.5): CRCPolynomial(coeff, reversed, msb,
 // extended, init, xor) for Hash<bit<32>>(HashAlgorithm_t.CUSTOM, ...).

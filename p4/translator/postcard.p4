@@ -77,7 +77,7 @@ struct ig_meta_t {
     bit<8> crc8; bit<8> crc8_ev; bit<8> bit_; bit<8> need; bit<8> have;
     bit<32> idx; bit<32> old_key;
 }
-struct eg_meta_t { bit<32> psn; bit<32> chunk_hash; bit<32> icrc; bit<32> offset; bit<32> key; }
+struct eg_meta_t { bit<32> psn; bit<32> chunk_hash; bit<32> icrc; bit<32> offset; bit<32> key; bit<24> ack_psn; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
                 out ingress_intrinsic_metadata_t ig_md) {
@@ -394,7 +394,8 @@ parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
         pkt.extract(h.udp);
         transition select(h.bridge.kind) { KIND_ACK: bth; default: accept; }
     }
-    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); transition accept; }
+    // The ACK's PSN in metadata, as translator.p4's.
+    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); m.ack_psn = h.bth.psn; transition accept; }
 }
 
 control Egress(inout headers_t h, inout eg_meta_t m,
@@ -418,6 +419,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     // ICRC over the variable bytes: BTH bytes 8..11 to the end of the chunk.
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_chunk;
 
+    // Next PSN of each QP: its low 24 bits, as translator.p4's.
     Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -425,13 +427,34 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             if (v == 0x00FFFFFF) { v = 0; } else { v = v + 1; } // 24-bit wrap
         }
     };
-    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
-        void apply(inout bit<32> v) { v = (bit<32>)h.bth.psn; }
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) read_psn = {
+        void apply(inout bit<32> v, out bit<32> old) { old = v - DTA_PROBE_BEHIND; }
     };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
+    };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn + 1; }
+    };
+    // A lost sequence error NAK (section 8.7), as translator.p4: reports of
+    // each QP since its last ACK or NAK, saturating at DTA_STALL_PACKETS.
+    Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
+        void apply(inout bit<16> v, out bit<16> old) {
+            old = v;
+            if (v < DTA_STALL_PACKETS) { v = v + 1; }
+        }
+    };
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) ack_seen = {
+        void apply(inout bit<16> v, out bit<16> old) { old = v; v = 0; }
+    };
+    Counter<bit<32>, qp_t>(1 << DTA_QP_BITS, CounterType_t.PACKETS) probes;
 
     bit<8> rid = eg_md.egress_rid[7:0];
     bit<8> copy = rid & (DTA_PC_EVICTED - 1);
     bit<8> qpi = 0;
+    bit<16> since = 0; // since_ack before this packet
+    bit<1> probe = 0;
     bit<32> mask = 0;
     bit<32> icrc_const = 0;
 
@@ -480,11 +503,15 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.bth.setValid();
         h.bth.opcode = ROCE_RC_WRITE_ONLY;
         h.bth.se = 0; h.bth.migreq = 0; h.bth.pad = 0; h.bth.tver = 0;
-        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0; h.bth.resv7 = 0;
+        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0;
         h.reth.setValid(); h.reth.length = DTA_PC_CHUNK_BYTES;
         h.chunk.setValid(); h.chunk.pad0 = 0; h.chunk.pad1 = 0; h.chunk.pad2 = 0;
         h.icrc.setValid();
     }
+    // AckReq and Resv7 share a PHV container with the PSN: all three are
+    // written in one action, not in frame(), so the chunk need not wait for
+    // the PSN, nor the ICRC for a second write of the container.
+    action bth_psn(bit<1> ack_req) { h.bth.psn = m.psn[23:0]; h.bth.ack_req = ack_req; h.bth.resv7 = 0; }
     action mask_chunk() { m.offset = m.chunk_hash & mask; }
     action add_va() { h.reth.va_lo = h.reth.va_lo + m.offset; }
     action code1() { h.chunk.s0 = h.chunk.s0 ^ hop1.get({m.key[7:0], m.key[15:8], m.key[23:16], m.key[31:24]}); }
@@ -506,18 +533,41 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.icrc.b2 = m.icrc[23:16]; h.icrc.b3 = m.icrc[31:24];
     }
 
-    // Both uses of the PSN register in one table, so they share its stage.
-    action take_psn() { m.psn = next_psn.execute(qpi); }
-    action resync() { resync_psn.execute(qpi); }
-    table psn_op {
-        key = { h.bridge.kind: exact; h.aeth.syndrome: ternary; }
-        actions = { take_psn; resync; NoAction; }
+    action count() { since = count_report.execute(qpi); }
+    action acked() { since = ack_seen.execute(qpi); }
+    table since_op {
+        key = { h.bridge.kind: exact; }
+        actions = { count; acked; NoAction; }
         default_action = NoAction;
         const entries = {
-            (KIND_CHUNK, _): take_psn();
-            (KIND_ACK, ROCE_SYNDROME_NAK_PSN): resync();
+            KIND_CHUNK: count();
+            KIND_ACK: acked();
         }
-        size = 4;
+        size = 2;
+    }
+
+    // Every use of the PSN register in one table, so they share its stage;
+    // probes as translator.p4's.
+    action take_psn() { m.psn = next_psn.execute(qpi); }
+    action probe_psn() { m.psn = read_psn.execute(qpi); probe = 1; probes.count(qpi); }
+    action resync() { resync_psn.execute(qpi); }
+    action resync_ack_psn() { resync_ack.execute(qpi); }
+    table psn_op {
+        key = {
+            h.bridge.kind: exact;
+            since[DTA_STALL_BITS:DTA_STALL_BITS]: exact @name("stalled");
+            h.aeth.syndrome: ternary;
+        }
+        actions = { take_psn; probe_psn; resync; resync_ack_psn; NoAction; }
+        default_action = NoAction;
+        const entries = {
+            (KIND_CHUNK, 0, _): take_psn();
+            (KIND_CHUNK, 1, _): probe_psn();
+            (KIND_ACK, 0, ROCE_SYNDROME_NAK_PSN): resync();
+            (KIND_ACK, 1, ROCE_SYNDROME_NAK_PSN): resync();
+            (KIND_ACK, 1, 0x00 &&& 0xE0): resync_ack_psn();
+        }
+        size = 8;
     }
 
     apply {
@@ -527,17 +577,10 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             if ((rid & DTA_PC_EVICTED) != 0) { evicted(); }
             else if (h.bridge.fresh == 1) { own_single(); }
             else { own(); }
-        }
-        psn_op.apply();
-        if (h.bridge.kind == KIND_ACK) {
-            eg_dprsr_md.drop_ctl = 1;
-        } else if (h.bridge.kind == KIND_CHUNK) {
+            // The chunk and its address first: nothing they need comes from
+            // the PSN tables, so they do not wait for them.
             frame();
             qp.apply();
-            bit<32> p = m.psn;
-            h.bth.psn = p[23:0];
-            // AckReq on every 64th packet, so the collector's ACKs stay few.
-            if (p[5:0] == 0) { h.bth.ack_req = 1; } else { h.bth.ack_req = 0; }
             if (copy == 0) {
                 m.chunk_hash[31:5] = chunk0.get({m.key[7:0], m.key[15:8], m.key[23:16], m.key[31:24], copy});
             } else if (copy == 1) {
@@ -550,6 +593,15 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             code1(); code2(); code3(); code4(); code5();
             mask_chunk();
             add_va();
+        }
+        since_op.apply();
+        psn_op.apply();
+        if (h.bridge.kind == KIND_ACK) {
+            eg_dprsr_md.drop_ctl = 1;
+        } else if (h.bridge.kind == KIND_CHUNK) {
+            // AckReq on every probe and every 64th WRITE, so the collector's
+            // ACKs stay few.
+            if (probe == 1 || m.psn[5:0] == 0) { bth_psn(1); } else { bth_psn(0); }
             icrc_hash();
             icrc_fold();
             icrc_bytes();

@@ -9,7 +9,10 @@
  * in a ring) or FETCH_ADD (Key-Increment), PSN from
  * a per-QP register, slot address from copy n's own CRC (dta/tofino PerCopy),
  * ICRC = per-QP constant XOR a CRC over the variable bytes (rocev2.ICRCBase).
- * A NAK (PSN sequence error) from a collector resynchronises the QP's PSN.
+ * A NAK (PSN sequence error) from a collector resynchronises the QP's PSN;
+ * a QP that has sent DTA_STALL_PACKETS reports with no ACK back (its NAK was
+ * lost) sends probes the collector answers with an ACK, which resynchronises
+ * it (section 8.7).
  * Reports the switch cannot take (no instance, rate limit) are NACKed to
  * sequenced reporters and dropped otherwise.
  */
@@ -69,7 +72,7 @@ struct headers_t {
     kw_payload_h kw_payload; ap_payload_h ap_payload; icrc_h icrc;
 }
 struct ig_meta_t { bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase; }
-struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
+struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; bit<24> ack_psn; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
                 out ingress_intrinsic_metadata_t ig_md) {
@@ -346,7 +349,9 @@ parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
     state kw { pkt.extract(h.kw); transition accept; }
     state ki { pkt.extract(h.ki); transition accept; }
     state ap { pkt.extract(h.ap); transition accept; }
-    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); transition accept; }
+    // The ACK's PSN in metadata: the PSN tables read it there, not in h.bth,
+    // which the writes' actions fill, so those need not wait for them.
+    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); m.ack_psn = h.bth.psn; transition accept; }
 }
 
 control Egress(inout headers_t h, inout eg_meta_t m,
@@ -366,7 +371,11 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_atomic;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_append;
 
-    // Next PSN of each QP (24 bits in a 32-bit register).
+    bit<16> since = 0;   // since_ack before this packet
+    bit<1> probe = 0;
+
+    // Next PSN of each QP: its low 24 bits (an ACK of PSN 2^24 - 1 leaves
+    // 2^24 after resync_ack; the 32-bit count stays right modulo 2^24).
     Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -374,9 +383,29 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             if (v == 0x00FFFFFF) { v = 0; } else { v = v + 1; } // 24-bit wrap
         }
     };
-    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
-        void apply(inout bit<32> v) { v = (bit<32>)h.bth.psn; }
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) read_psn = {
+        void apply(inout bit<32> v, out bit<32> old) { old = v - DTA_PROBE_BEHIND; }
     };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
+    };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn + 1; }
+    };
+    // A lost sequence error NAK (section 8.7): reports of each QP since its
+    // last ACK, NAK or atomic ACK, saturating at DTA_STALL_PACKETS. A QP
+    // that reached it is stalled: its reports go as probes until an ACK.
+    Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
+        void apply(inout bit<16> v, out bit<16> old) {
+            old = v;
+            if (v < DTA_STALL_PACKETS) { v = v + 1; }
+        }
+    };
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) ack_seen = {
+        void apply(inout bit<16> v, out bit<16> old) { old = v; v = 0; }
+    };
+    Counter<bit<32>, qp_t>(1 << DTA_QP_BITS, CounterType_t.PACKETS) probes;
 
     bit<8> copy = eg_md.egress_rid[7:0];
     bit<32> report_key = 0;
@@ -408,7 +437,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.udp.dst_port = ROCE_UDP_PORT; h.udp.checksum = 0;
         h.bth.setValid();
         h.bth.se = 0; h.bth.migreq = 0; h.bth.pad = 0; h.bth.tver = 0;
-        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0; h.bth.resv7 = 0;
+        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0;
         h.icrc.setValid();
         h.dta.setInvalid(); h.seq.setInvalid();
     }
@@ -440,7 +469,6 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
         h.udp.length = 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
         h.bth.opcode = ROCE_RC_FETCH_ADD;
-        h.bth.ack_req = 1; // every FETCH_ADD asks for its ACK (section 8.6)
         h.atomic.setValid(); h.atomic.add = h.ki.counter; h.atomic.compare = 0;
         report_key = h.ki.key;
         h.ki.setInvalid();
@@ -462,40 +490,76 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.icrc.b0 = m.icrc[7:0]; h.icrc.b1 = m.icrc[15:8];
         h.icrc.b2 = m.icrc[23:16]; h.icrc.b3 = m.icrc[31:24];
     }
+    // AckReq, Resv7 and the PSN share a PHV container: Resv7 is written
+    // with the PSN, not in common(), so that the packet's actions need not
+    // wait for the PSN.
+    action bth_psn() { h.bth.psn = m.psn[23:0]; h.bth.resv7 = 0; }
     action add_va_write() { h.reth.va_lo = h.reth.va_lo + m.offset; }
     action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
 
-    // Both uses of the PSN register in one table, so they share its stage.
-    action take_psn() { m.psn = next_psn.execute(h.bridge.qp); }
-    action resync() { resync_psn.execute(h.bridge.qp); }
-    table psn_op {
-        key = { h.bridge.kind: exact; h.aeth.syndrome: ternary; }
-        actions = { take_psn; resync; NoAction; }
+    action count() { since = count_report.execute(h.bridge.qp); }
+    action acked() { since = ack_seen.execute(h.bridge.qp); }
+    table since_op {
+        key = { h.bridge.kind: exact; }
+        actions = { count; acked; NoAction; }
         default_action = NoAction;
         const entries = {
-            (KIND_KW, _): take_psn();
-            (KIND_KI, _): take_psn();
-            (KIND_AP, _): take_psn();
-            (KIND_ACK, ROCE_SYNDROME_NAK_PSN): resync();
+            KIND_KW: count();
+            KIND_KI: count();
+            KIND_AP: count();
+            KIND_ACK: acked();
         }
-        size = 8;
+        size = 4;
+    }
+
+    // Every use of the PSN register in one table, so they share its stage.
+    // A stalled QP's report is a probe: it does not take a PSN but carries
+    // the QP's next minus DTA_PROBE_BEHIND, a duplicate for the responder,
+    // which does not execute it and answers with an ACK of its expected PSN
+    // - 1. A NAK sets the PSN to the NAK's; an ACK does only while stalled.
+    action take_psn() { m.psn = next_psn.execute(h.bridge.qp); }
+    action probe_psn() { m.psn = read_psn.execute(h.bridge.qp); probe = 1; probes.count(h.bridge.qp); }
+    action resync() { resync_psn.execute(h.bridge.qp); }
+    action resync_ack_psn() { resync_ack.execute(h.bridge.qp); }
+    table psn_op {
+        key = {
+            h.bridge.kind: exact;
+            since[DTA_STALL_BITS:DTA_STALL_BITS]: exact @name("stalled");
+            h.aeth.syndrome: ternary;
+        }
+        actions = { take_psn; probe_psn; resync; resync_ack_psn; NoAction; }
+        default_action = NoAction;
+        const entries = {
+            (KIND_KW, 0, _): take_psn();
+            (KIND_KI, 0, _): take_psn();
+            (KIND_AP, 0, _): take_psn();
+            (KIND_KW, 1, _): probe_psn();
+            (KIND_KI, 1, _): probe_psn();
+            (KIND_AP, 1, _): probe_psn();
+            (KIND_ACK, 0, ROCE_SYNDROME_NAK_PSN): resync();
+            (KIND_ACK, 1, ROCE_SYNDROME_NAK_PSN): resync();
+            (KIND_ACK, 1, 0x00 &&& 0xE0): resync_ack_psn();
+        }
+        size = 16;
     }
 
     apply {
-        if (h.bridge.kind != KIND_NONE) { psn_op.apply(); }
+        // The packet's headers first: nothing they need comes from the PSN
+        // tables, so the slot address and payload do not wait for them.
+        if (h.bridge.kind == KIND_KW) { write(); }
+        else if (h.bridge.kind == KIND_KI) { fetch_add(); }
+        else if (h.bridge.kind == KIND_AP) { append_write(); }
+        if (h.bridge.kind != KIND_NONE) { since_op.apply(); psn_op.apply(); }
         if (h.bridge.kind == KIND_ACK) {
             eg_dprsr_md.drop_ctl = 1;
         } else if (h.bridge.kind != KIND_NONE) {
-            if (h.bridge.kind == KIND_KW) { write(); }
-            else if (h.bridge.kind == KIND_KI) { fetch_add(); }
-            else { append_write(); }
             qp.apply();
             bit<32> p = m.psn;
-            h.bth.psn = p[23:0];
-            if (h.bridge.kind != KIND_KI) {
-                // AckReq on every 64th packet, so the collector's ACKs stay few.
-                if (p[5:0] == 0) { h.bth.ack_req = 1; } else { h.bth.ack_req = 0; }
-            }
+            bth_psn();
+            // AckReq on every FETCH_ADD (section 8.6), every probe, and every
+            // 64th WRITE, so the collector's ACKs stay few.
+            if (probe == 1 || h.bridge.kind == KIND_KI || p[5:0] == 0) { h.bth.ack_req = 1; }
+            else { h.bth.ack_req = 0; }
             if (h.bridge.kind != KIND_AP) {
                 if (copy == 0) {
                     m.slot_hash = slot0.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});

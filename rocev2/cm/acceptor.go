@@ -11,7 +11,8 @@ import (
 // closes the connection, resent until the DREP. Like Dialer it deals in
 // MADs and events; the caller decides whom to accept, keeps its tables of
 // connections and answers every DREQ with a DREP (Dialer.Handle shows the
-// shape). An Acceptor is not safe for concurrent use.
+// shape), and appends each MAD to the caller's buffer as Dialer does. An
+// Acceptor is not safe for concurrent use.
 type Acceptor struct {
 	cfg     AcceptConfig
 	rep     ConnectReply
@@ -20,6 +21,7 @@ type Acceptor struct {
 	state   acceptState
 	tries   int   // REPs or DREQs sent
 	due     int64 // when the REP or DREQ goes again
+	dreq    DisconnectRequest
 }
 
 type acceptState uint8
@@ -40,28 +42,28 @@ type AcceptConfig struct {
 
 // Accept answers req, whose MAD header is h, with rep (its RemoteCommID
 // set to the REQ's comm ID) at time now (Unix nanoseconds), and returns the
-// Acceptor and the REP to send.
-func Accept(h MADHeader, req *ConnectRequest, rep ConnectReply, cfg AcceptConfig, now int64) (*Acceptor, []byte, error) {
+// Acceptor and b with the REP to send appended.
+func Accept(b []byte, h MADHeader, req *ConnectRequest, rep ConnectReply, cfg AcceptConfig, now int64) (*Acceptor, []byte, error) {
 	if cfg.Tries < 1 || cfg.Timeout <= 0 {
-		return nil, nil, fmt.Errorf("cm.Accept: %w: %d tries, timeout %v", ErrDial, cfg.Tries, cfg.Timeout)
+		return nil, b, fmt.Errorf("cm.Accept: %w: %d tries, timeout %v", ErrDial, cfg.Tries, cfg.Timeout)
 	}
 	rep.RemoteCommID = req.LocalCommID
 	a := &Acceptor{cfg: cfg, rep: rep, tid: h.TransactionID, peerQPN: req.LocalQPN}
-	mad, err := a.REP()
+	out, err := a.REP(b)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cm.Accept: %w", err)
+		return nil, b, fmt.Errorf("cm.Accept: %w", err)
 	}
 	a.sent(now)
-	return a, mad, nil
+	return a, out, nil
 }
 
 // LocalCommID and RemoteCommID are the REP's: ours, and the REQ's.
 func (a *Acceptor) LocalCommID() uint32  { return a.rep.LocalCommID }
 func (a *Acceptor) RemoteCommID() uint32 { return a.rep.RemoteCommID }
 
-// REP returns the REP again, for a repeated REQ (the first was lost or is
-// slow); it does not count as a try.
-func (a *Acceptor) REP() ([]byte, error) { return AppendMAD(nil, Header(a.tid, AttrREP), &a.rep) }
+// REP appends the REP to b again, for a repeated REQ (the first was lost
+// or is slow); it does not count as a try.
+func (a *Acceptor) REP(b []byte) ([]byte, error) { return AppendMAD(b, Header(a.tid, AttrREP), &a.rep) }
 
 // Up records that the connection is established: the RTU came, or a first
 // packet on the queue pair. The REP is not sent again.
@@ -74,30 +76,30 @@ func (a *Acceptor) Up() {
 // Close starts closing the connection: the next Tick sends the DREQ.
 func (a *Acceptor) Close() { a.state, a.tries, a.due = closing, 0, 0 }
 
-// Tick sends the REP or the DREQ that is due, or gives up (GaveUp) after
-// Tries of them.
-func (a *Acceptor) Tick(now int64) (Event, []byte) {
+// Tick appends the REP or the DREQ that is due to b, or gives up (GaveUp)
+// after Tries of them.
+func (a *Acceptor) Tick(b []byte, now int64) (Event, []byte) {
 	if (a.state != waitRTU && a.state != closing) || now < a.due {
-		return None, nil
+		return None, b
 	}
 	if a.tries >= a.cfg.Tries {
 		a.state = down
-		return GaveUp, nil
+		return GaveUp, b
 	}
-	var mad []byte
+	var out []byte
 	var err error
 	if a.state == waitRTU {
-		mad, err = a.REP()
+		out, err = a.REP(b)
 	} else {
 		// Each DREQ a transaction of its own.
-		mad, err = AppendMAD(nil, Header(uint64(a.rep.LocalCommID)<<32|uint64(a.tries), AttrDREQ),
-			&DisconnectRequest{LocalCommID: a.rep.LocalCommID, RemoteCommID: a.rep.RemoteCommID, RemoteQPN: a.peerQPN})
+		a.dreq = DisconnectRequest{LocalCommID: a.rep.LocalCommID, RemoteCommID: a.rep.RemoteCommID, RemoteQPN: a.peerQPN}
+		out, err = AppendMAD(b, Header(uint64(a.rep.LocalCommID)<<32|uint64(a.tries), AttrDREQ), &a.dreq)
 	}
 	if err != nil {
-		return None, nil // the REP was encoded once already; a DREQ always encodes
+		return None, b // the REP was encoded once already; a DREQ always encodes
 	}
 	a.sent(now)
-	return None, mad
+	return None, out
 }
 
 func (a *Acceptor) sent(now int64) {

@@ -12,7 +12,12 @@
 // Each side's exchange for one connection is a small state machine that
 // deals in MADs and events: [Dialer] for the active side (a translator),
 // [Acceptor] for the passive side (a target). Neither touches a socket or
-// knows what the queue pair carries.
+// knows what the queue pair carries. They follow package rc's conventions
+// for socket-free cores: time as Unix nanoseconds (now int64); what to send
+// appended to the caller's buffer b and the extended buffer returned beside
+// an Event (b itself when there is nothing to send), as rc.Responder does;
+// a MAD, which the caller carries in a [Packet]. With room in b for a MAD
+// they do not allocate.
 //
 // Byte offsets in comments count from the end of the 24-byte MAD header; bit
 // positions from the most significant bit.

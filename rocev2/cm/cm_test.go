@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -298,6 +299,40 @@ func TestGopacketMADLayer(t *testing.T) {
 	}
 	if l.Header.AttrID != AttrREQ || l.Header.TransactionID != 0xDEADBEEF00000001 || !reflect.DeepEqual(l.Message, req) {
 		t.Errorf("MAD layer %+v", l)
+	}
+}
+
+// TestSerializeMADLayer: gopacket.SerializeLayers builds the frame
+// connectFrame builds with Frame.AppendTo, the MAD layer as its payload; a
+// layer without a message is an error.
+func TestSerializeMADLayer(t *testing.T) {
+	req := sampleREQ(t)
+	want := connectFrame(t, req)
+	p := Packet(nil, 7)
+	eth := &layers.Ethernet{SrcMAC: make(net.HardwareAddr, 6), DstMAC: make(net.HardwareAddr, 6), EthernetType: layers.EthernetTypeIPv4}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Flags: layers.IPv4DontFragment, Protocol: layers.IPProtocolUDP,
+		SrcIP: net.IP{10, 0, 0, 1}, DstIP: net.IP{10, 0, 0, 2}}
+	udp := &layers.UDP{SrcPort: 0xC000, DstPort: rocev2.UDPPort}
+	bth := &rocev2.BTHLayer{BTH: p.BTH}
+	if err := udp.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
+	if err := bth.SetLayersForICRC(ip, udp); err != nil {
+		t.Fatal(err)
+	}
+	mad := &MADLayer{Header: Header(0xDEADBEEF00000001, 0), Message: req}
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, eth, ip, udp, bth, &rocev2.DETHLayer{DETH: p.DETH}, mad); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.Bytes()
+	copy(got[40:42], want[40:42]) // the UDP checksum gopacket computed, masked by the ICRC
+	if !bytes.Equal(got, want) {
+		t.Errorf("SerializeLayers\n got %x\nwant %x", got, want)
+	}
+	if err := (&MADLayer{}).SerializeTo(gopacket.NewSerializeBuffer(), opts); !errors.Is(err, ErrAttribute) {
+		t.Errorf("no message: %v", err)
 	}
 }
 

@@ -14,7 +14,11 @@ import (
 // peer's DREQ with a DREP, and makes the DREQ that closes the connection.
 // It deals in MADs (AppendMAD's bytes) and knows nothing of sockets or of
 // what the queue pair carries: the caller sends each MAD on QP 1 (Packet)
-// and acts on each Event. A Dialer is not safe for concurrent use.
+// and acts on each Event. As rc's cores do, every method that answers
+// appends the MAD to send to the caller's buffer b and returns the extended
+// buffer (b itself when there is nothing to send); none allocates when b
+// has room for a MAD (MADLen bytes). Times are Unix nanoseconds. A Dialer
+// is not safe for concurrent use.
 type Dialer struct {
 	cfg          DialConfig
 	state        dialState
@@ -22,9 +26,14 @@ type Dialer struct {
 	remoteQPN    uint32
 	startPSN     rocev2.PSN
 	reason       uint16
-	req, rtu     []byte // MADs kept for resends
+	rtuTID       uint64 // the REP's transaction ID, which the RTU and its resends carry
 	tries        int
 	at           int64 // when the last REQ was sent
+	// The messages the Dialer sends, encoded from here each time, so that
+	// an answer appended to the caller's buffer allocates nothing.
+	rtu  ReadyToUse
+	drep DisconnectReply
+	dreq DisconnectRequest
 }
 
 type dialState uint8
@@ -74,16 +83,32 @@ const (
 )
 
 // Dial starts the exchange at time now (Unix nanoseconds) and returns the
-// Dialer and the REQ to send.
-func Dial(cfg DialConfig, now int64) (*Dialer, []byte, error) {
+// Dialer and b with the REQ to send appended.
+func Dial(b []byte, cfg DialConfig, now int64) (*Dialer, []byte, error) {
 	if cfg.Tries < 1 || cfg.Timeout <= 0 {
-		return nil, nil, fmt.Errorf("cm.Dial: %w: %d tries, timeout %v", ErrDial, cfg.Tries, cfg.Timeout)
+		return nil, b, fmt.Errorf("cm.Dial: %w: %d tries, timeout %v", ErrDial, cfg.Tries, cfg.Timeout)
 	}
-	req, err := AppendMAD(nil, Header(cfg.TID, AttrREQ), &cfg.Request)
+	d := &Dialer{cfg: cfg, tries: 1, at: now}
+	out, err := d.appendREQ(b)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cm.Dial: %w", err)
+		return nil, b, fmt.Errorf("cm.Dial: %w", err)
 	}
-	return &Dialer{cfg: cfg, req: req, tries: 1, at: now}, req, nil
+	return d, out, nil
+}
+
+// appendREQ appends the REQ to b.
+func (d *Dialer) appendREQ(b []byte) ([]byte, error) {
+	return AppendMAD(b, Header(d.cfg.TID, AttrREQ), &d.cfg.Request)
+}
+
+// appendRTU appends the RTU answering the REP to b.
+func (d *Dialer) appendRTU(b []byte) []byte {
+	d.rtu = ReadyToUse{LocalCommID: d.LocalCommID(), RemoteCommID: d.remoteCommID}
+	out, err := AppendMAD(b, Header(d.rtuTID, AttrRTU), &d.rtu)
+	if err != nil {
+		return b // a ReadyToUse always encodes
+	}
+	return out
 }
 
 // LocalCommID returns the connection's comm ID, the REQ's.
@@ -100,79 +125,79 @@ func (d *Dialer) Connected() bool        { return d.state == connected }
 func (d *Dialer) waiting(now int64) bool { return now-d.at < int64(d.cfg.Timeout) }
 
 // Handle takes a CM message the peer sent on this connection (h its
-// header) and returns what it means and the MAD to send in answer, if any.
-func (d *Dialer) Handle(h MADHeader, m Message) (Event, []byte) {
+// header) and returns what it means and b with the MAD to send in answer,
+// if any, appended.
+func (d *Dialer) Handle(b []byte, h MADHeader, m Message) (Event, []byte) {
 	switch m := m.(type) {
 	case *ConnectReply:
 		switch {
 		case m.RemoteCommID != d.LocalCommID():
-			return Foreign, nil
+			return Foreign, b
 		case d.state == dialing:
 			d.remoteCommID, d.remoteQPN = m.LocalCommID, m.LocalQPN
 			d.startPSN = rocev2.PSN(m.StartingPSN & rocev2.PSNMask)
-			rtu, err := AppendMAD(nil, Header(h.TransactionID, AttrRTU),
-				&ReadyToUse{LocalCommID: d.LocalCommID(), RemoteCommID: d.remoteCommID})
-			if err != nil {
-				return Foreign, nil // a ReadyToUse always encodes
-			}
-			d.rtu, d.state = rtu, connected
-			return Established, rtu
+			d.rtuTID, d.state = h.TransactionID, connected
+			return Established, d.appendRTU(b)
 		case d.state == connected && m.LocalCommID == d.remoteCommID:
-			return None, d.rtu // our RTU was lost
+			return None, d.appendRTU(b) // our RTU was lost
 		}
 	case *Reject:
 		if m.RemoteCommID == d.LocalCommID() && d.state == dialing {
 			d.reason, d.state = m.Reason, closed
-			return Rejected, nil
+			return Rejected, b
 		}
 	case *DisconnectRequest:
 		if m.RemoteCommID == d.LocalCommID() {
-			drep, err := AppendMAD(nil, Header(h.TransactionID, AttrDREP),
-				&DisconnectReply{LocalCommID: d.LocalCommID(), RemoteCommID: d.remoteCommID})
+			d.drep = DisconnectReply{LocalCommID: d.LocalCommID(), RemoteCommID: d.remoteCommID}
+			out, err := AppendMAD(b, Header(h.TransactionID, AttrDREP), &d.drep)
 			if err != nil {
-				return Foreign, nil // a DisconnectReply always encodes
+				return Foreign, b // a DisconnectReply always encodes
 			}
 			if d.state == closed {
-				return None, drep
+				return None, out
 			}
 			d.state = closed
-			return Closed, drep
+			return Closed, out
 		}
 	case *DisconnectReply:
 		if m.RemoteCommID == d.LocalCommID() {
-			return None, nil // the connection was forgotten with the DREQ
+			return None, b // the connection was forgotten with the DREQ
 		}
 	}
-	return Foreign, nil
+	return Foreign, b
 }
 
-// Tick resends the REQ once Timeout passed without an answer, or gives up
-// after Tries of them.
-func (d *Dialer) Tick(now int64) (Event, []byte) {
+// Tick resends the REQ once Timeout passed without an answer, appending it
+// to b, or gives up after Tries of them.
+func (d *Dialer) Tick(b []byte, now int64) (Event, []byte) {
 	if d.state != dialing || d.waiting(now) {
-		return None, nil
+		return None, b
 	}
 	if d.tries >= d.cfg.Tries {
 		d.state = closed
-		return GaveUp, nil
+		return GaveUp, b
 	}
 	d.tries++
 	d.at = now
-	return None, d.req
+	out, err := d.appendREQ(b)
+	if err != nil {
+		return None, b // the REQ was encoded once already
+	}
+	return None, out
 }
 
-// Disconnect ends the connection and returns the DREQ to send, with
-// transaction ID tid (nil if it was never established).
-func (d *Dialer) Disconnect(tid uint64) []byte {
+// Disconnect ends the connection and returns b with the DREQ to send, with
+// transaction ID tid, appended (b itself if it was never established).
+func (d *Dialer) Disconnect(b []byte, tid uint64) []byte {
 	if d.state != connected {
 		d.state = closed
-		return nil
+		return b
 	}
 	d.state = closed
-	dreq, err := AppendMAD(nil, Header(tid, AttrDREQ), &DisconnectRequest{
-		LocalCommID: d.LocalCommID(), RemoteCommID: d.remoteCommID, RemoteQPN: d.remoteQPN})
+	d.dreq = DisconnectRequest{LocalCommID: d.LocalCommID(), RemoteCommID: d.remoteCommID, RemoteQPN: d.remoteQPN}
+	out, err := AppendMAD(b, Header(tid, AttrDREQ), &d.dreq)
 	if err != nil {
-		return nil // a DisconnectRequest always encodes
+		return b // a DisconnectRequest always encodes
 	}
-	return dreq
+	return out
 }

@@ -11,7 +11,7 @@ import (
 
 func testDial(t testing.TB) (*Dialer, []byte) {
 	t.Helper()
-	d, req, err := Dial(DialConfig{Request: ConnectRequest{LocalCommID: 0x1111, LocalQPN: 0x22, StartingPSN: 5},
+	d, req, err := Dial(nil, DialConfig{Request: ConnectRequest{LocalCommID: 0x1111, LocalQPN: 0x22, StartingPSN: 5},
 		TID: 0xAB, Timeout: 10 * time.Millisecond, Tries: 3}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestDialEstablish(t *testing.T) {
 		t.Fatalf("REQ %+v %+v", h, r)
 	}
 	rep := &ConnectReply{LocalCommID: 0x3333, RemoteCommID: 0x1111, LocalQPN: 0x44, StartingPSN: 0x123456}
-	ev, rtu := d.Handle(Header(0xAB, AttrREP), rep)
+	ev, rtu := d.Handle(nil, Header(0xAB, AttrREP), rep)
 	if ev != Established || d.RemoteQPN() != 0x44 || d.RemoteCommID() != 0x3333 || d.StartPSN() != 0x123456 || !d.Connected() {
 		t.Fatalf("REP: %v, remote QP %#x comm %#x PSN %#x", ev, d.RemoteQPN(), d.RemoteCommID(), d.StartPSN())
 	}
@@ -48,25 +48,25 @@ func TestDialEstablish(t *testing.T) {
 	}
 	// A repeated REP (the RTU was lost) gets the same RTU; one from
 	// another connection is foreign.
-	if ev, again := d.Handle(Header(0xAB, AttrREP), rep); ev != None || !bytes.Equal(again, rtu) {
+	if ev, again := d.Handle(nil, Header(0xAB, AttrREP), rep); ev != None || !bytes.Equal(again, rtu) {
 		t.Errorf("repeated REP: %v, RTU equal %v", ev, bytes.Equal(again, rtu))
 	}
 	other := *rep
 	other.LocalCommID = 0x9999
-	if ev, b := d.Handle(Header(0xAB, AttrREP), &other); ev != Foreign || b != nil {
+	if ev, b := d.Handle(nil, Header(0xAB, AttrREP), &other); ev != Foreign || b != nil {
 		t.Errorf("REP of another peer connection: %v", ev)
 	}
-	if ev, _ := d.Handle(Header(0xAB, AttrREJ), &Reject{RemoteCommID: 0x1111}); ev != Foreign {
+	if ev, _ := d.Handle(nil, Header(0xAB, AttrREJ), &Reject{RemoteCommID: 0x1111}); ev != Foreign {
 		t.Errorf("REJ after the REP: %v, want Foreign", ev)
 	}
-	if ev, _ := d.Tick(int64(time.Hour)); ev != None {
+	if ev, _ := d.Tick(nil, int64(time.Hour)); ev != None {
 		t.Errorf("Tick once connected: %v", ev)
 	}
-	dreq := d.Disconnect(0xCD)
+	dreq := d.Disconnect(nil, 0xCD)
 	if h, m := decodeAs[*DisconnectRequest](t, dreq, AttrDREQ); h.TransactionID != 0xCD || m.RemoteCommID != 0x3333 || m.RemoteQPN != 0x44 {
 		t.Errorf("DREQ %+v %+v", h, m)
 	}
-	if d.Connected() || d.Disconnect(0xCE) != nil {
+	if d.Connected() || d.Disconnect(nil, 0xCE) != nil {
 		t.Error("connected after Disconnect, or a second DREQ")
 	}
 }
@@ -74,48 +74,48 @@ func TestDialEstablish(t *testing.T) {
 func TestDialResendsAndGivesUp(t *testing.T) {
 	d, req := testDial(t)
 	ms := int64(time.Millisecond)
-	if ev, b := d.Tick(9 * ms); ev != None || b != nil {
+	if ev, b := d.Tick(nil, 9*ms); ev != None || b != nil {
 		t.Fatalf("before the timeout: %v, %d bytes", ev, len(b))
 	}
 	for i, at := range []int64{10, 20} {
-		if ev, b := d.Tick(at * ms); ev != None || !bytes.Equal(b, req) {
+		if ev, b := d.Tick(nil, at*ms); ev != None || !bytes.Equal(b, req) {
 			t.Fatalf("resend %d: %v, same REQ %v", i+1, ev, bytes.Equal(b, req))
 		}
 	}
-	if ev, b := d.Tick(30 * ms); ev != GaveUp || b != nil {
+	if ev, b := d.Tick(nil, 30*ms); ev != GaveUp || b != nil {
 		t.Fatalf("after 3 REQs: %v", ev)
 	}
-	if ev, _ := d.Handle(Header(0xAB, AttrREP), &ConnectReply{RemoteCommID: 0x1111}); ev != Foreign {
+	if ev, _ := d.Handle(nil, Header(0xAB, AttrREP), &ConnectReply{RemoteCommID: 0x1111}); ev != Foreign {
 		t.Errorf("REP after giving up: %v", ev)
 	}
 }
 
 func TestDialRejectedAndClosed(t *testing.T) {
 	d, _ := testDial(t)
-	if ev, _ := d.Handle(Header(0xAB, AttrREJ), &Reject{RemoteCommID: 0x2222, Reason: RejectInvalidServiceID}); ev != Foreign {
+	if ev, _ := d.Handle(nil, Header(0xAB, AttrREJ), &Reject{RemoteCommID: 0x2222, Reason: RejectInvalidServiceID}); ev != Foreign {
 		t.Errorf("REJ of another connection: %v", ev)
 	}
-	if ev, _ := d.Handle(Header(0xAB, AttrREJ), &Reject{RemoteCommID: 0x1111, Reason: RejectInvalidServiceID}); ev != Rejected || d.Reason() != RejectInvalidServiceID {
+	if ev, _ := d.Handle(nil, Header(0xAB, AttrREJ), &Reject{RemoteCommID: 0x1111, Reason: RejectInvalidServiceID}); ev != Rejected || d.Reason() != RejectInvalidServiceID {
 		t.Errorf("REJ: %v, reason %d", ev, d.Reason())
 	}
 
 	d, _ = testDial(t)
-	d.Handle(Header(0xAB, AttrREP), &ConnectReply{LocalCommID: 0x3333, RemoteCommID: 0x1111, LocalQPN: 0x44})
-	ev, drep := d.Handle(Header(0x77, AttrDREQ), &DisconnectRequest{LocalCommID: 0x3333, RemoteCommID: 0x1111})
+	d.Handle(nil, Header(0xAB, AttrREP), &ConnectReply{LocalCommID: 0x3333, RemoteCommID: 0x1111, LocalQPN: 0x44})
+	ev, drep := d.Handle(nil, Header(0x77, AttrDREQ), &DisconnectRequest{LocalCommID: 0x3333, RemoteCommID: 0x1111})
 	if ev != Closed || d.Connected() {
 		t.Fatalf("DREQ: %v", ev)
 	}
 	if h, m := decodeAs[*DisconnectReply](t, drep, AttrDREP); h.TransactionID != 0x77 || m.LocalCommID != 0x1111 || m.RemoteCommID != 0x3333 {
 		t.Errorf("DREP %+v %+v", h, m)
 	}
-	if ev, again := d.Handle(Header(0x77, AttrDREQ), &DisconnectRequest{RemoteCommID: 0x1111}); ev != None || again == nil {
+	if ev, again := d.Handle(nil, Header(0x77, AttrDREQ), &DisconnectRequest{RemoteCommID: 0x1111}); ev != None || again == nil {
 		t.Errorf("repeated DREQ: %v, want a DREP again", ev)
 	}
 }
 
 func TestDialRefusesBadConfig(t *testing.T) {
 	for _, c := range []DialConfig{{Tries: 0, Timeout: time.Second}, {Tries: 1}} {
-		if _, _, err := Dial(c, 0); !errors.Is(err, ErrDial) {
+		if _, _, err := Dial(nil, c, 0); !errors.Is(err, ErrDial) {
 			t.Errorf("%+v: %v, want ErrDial", c, err)
 		}
 	}
@@ -141,13 +141,13 @@ func FuzzDialer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, mad []byte, tick uint8) {
 		d, _ := testDial(t)
-		d.Tick(int64(tick) * int64(time.Millisecond))
+		d.Tick(nil, int64(tick)*int64(time.Millisecond))
 		h, m, err := DecodeMAD(mad)
 		if err != nil {
 			return
 		}
 		for range 2 {
-			ev, answer := d.Handle(h, m)
+			ev, answer := d.Handle(nil, h, m)
 			if ev > Foreign {
 				t.Fatalf("event %d", ev)
 			}

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/gopacket/gopacket"
@@ -38,4 +39,22 @@ func decodeMADLayer(data []byte, pb gopacket.PacketBuilder) error {
 	}
 	pb.AddLayer(&MADLayer{BaseLayer: layers.BaseLayer{Contents: data}, Header: h, Message: m})
 	return nil
+}
+
+// errNoMessage: a MAD layer to serialize holds no message.
+var errNoMessage = fmt.Errorf("serialize mad: %w: no message", ErrAttribute)
+
+// SerializeTo prepends the 256-byte MAD to b, as [AppendMAD] encodes it
+// (the header's AttrID is the message's), for the payload of a UD SEND Only
+// to QP 1 built with gopacket.SerializeLayers.
+func (l *MADLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
+	if l.Message == nil {
+		return errNoMessage
+	}
+	w, err := b.PrependBytes(MADLen)
+	if err != nil {
+		return err
+	}
+	_, err = AppendMAD(w[:0], l.Header, l.Message)
+	return err
 }

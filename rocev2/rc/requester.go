@@ -1,17 +1,34 @@
-// Package rc is the requester side of a RoCEv2 reliable connection (RC):
-// what sends RDMA WRITEs and FETCH_ADDs on one connected queue pair and
-// makes sure they arrive. A Requester numbers the packets (PSNs), keeps
-// each until the responder acknowledges it, asks for acknowledgement at
-// the end of every batch, and goes back N on a sequence error NAK or a
-// timeout (an RFC 6298 timer with Karn's rule). It knows nothing of what
-// the packets carry or of the connection manager that opened the queue
-// pair: the translator builds DTA's writes with it, one Requester per
-// collector instance, and the responder it talks to is a NIC or
-// rocev2/target.
+// Package rc is a RoCEv2 reliable connection (RC), both ways, as state
+// machines with no sockets.
 //
-// Time is given as Unix nanoseconds (now), so that a caller driving many
-// requesters reads the clock once. A Requester is not safe for concurrent
-// use.
+// A Requester sends RDMA WRITEs, SENDs and FETCH_ADDs on one connected
+// queue pair and makes sure they arrive: it numbers the packets (PSNs),
+// keeps each until the responder acknowledges it, asks for
+// acknowledgement at the end of every batch, and goes back N on a
+// sequence error NAK or a timeout (an RFC 6298 timer with Karn's rule).
+// The translator builds DTA's writes with it, one Requester per collector
+// instance, and rocev2/target its own SENDs.
+//
+// A Responder is the other side: it checks each request's PSN, answers
+// duplicates and sequence errors, and acknowledges; the caller executes
+// the requests (rocev2/target into registered memory, the translator its
+// collector's advertisement).
+//
+// Neither knows what the packets carry or the connection manager that
+// opened the queue pair (package cm). The conventions every socket-free
+// core of rocev2 follows (rc's, cm's Dialer and Acceptor, the target's
+// queue pairs):
+//   - Time is given as Unix nanoseconds (now int64), so that a caller
+//     driving many of them reads the clock once; a core that keeps no
+//     timer takes none.
+//   - Datagrams to send are written into the caller's buffer: appended to
+//     a b []byte the call takes, and returned as the extended buffer and
+//     as one slice of it per datagram, in the order to send them. The
+//     Requester, which must keep each packet until it is acknowledged,
+//     writes into its ring instead and returns slices of it. An Event or
+//     a Verdict says what else the caller must do.
+//
+// None is safe for concurrent use.
 package rc
 
 import (
@@ -24,8 +41,8 @@ import (
 	"github.com/dtakit/dtakit/rocev2"
 )
 
-// ErrConfig is wrapped by the errors of New.
-var ErrConfig = errors.New("rc: invalid requester configuration")
+// ErrConfig is wrapped by the errors of New and NewResponder.
+var ErrConfig = errors.New("rc: invalid configuration")
 
 // Config sets up a Requester on a connected queue pair.
 type Config struct {

@@ -3,7 +3,6 @@ package target
 import (
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/dtakit/dtakit/internal/netguard"
 	"github.com/dtakit/dtakit/rocev2"
@@ -83,7 +82,7 @@ const (
 
 // handleCM handles a datagram to QP 1; t.mu is held, and each QP's lock is
 // taken to change it.
-func (t *Target) handleCM(now time.Time, p *rocev2.Packet, src netip.AddrPort, out *Output) {
+func (t *Target) handleCM(now int64, p *rocev2.Packet, src netip.AddrPort, out *Output) {
 	if p.BTH.Opcode != rocev2.UDSendOnly || p.DETH.QKey != cm.QKey {
 		t.c.Malformed++
 		return
@@ -158,7 +157,7 @@ func (t *Target) connection(local, remote uint32, src netip.AddrPort) *QP {
 	return qp
 }
 
-func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src netip.AddrPort, out *Output) {
+func (t *Target) onREQ(now int64, h cm.MADHeader, m *cm.ConnectRequest, src netip.AddrPort, out *Output) {
 	reject := func(reason uint16) {
 		t.c.Rejects++
 		t.sendMAD(cm.Header(h.TransactionID, cm.AttrREJ),
@@ -175,7 +174,8 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 	key := reqKey{commID: m.LocalCommID, from: src}
 	if qp := t.byReq[key]; qp != nil {
 		// A repeated REQ: our REP was lost or is slow. Same REP again.
-		if rep, err := qp.acc.REP(); err == nil {
+		var buf [cm.MADLen]byte
+		if rep, err := qp.acc.REP(buf[:0]); err == nil {
 			t.sendRawMAD(rep, src, out)
 		}
 		return
@@ -231,14 +231,15 @@ func (t *Target) onREQ(now time.Time, h cm.MADHeader, m *cm.ConnectRequest, src 
 		}
 	}
 	qp.req = key
-	acc, rep, err := cm.Accept(h, m, cm.ConnectReply{
+	var buf [cm.MADLen]byte
+	acc, rep, err := cm.Accept(buf[:0], h, m, cm.ConnectReply{
 		LocalCommID:        qp.localCommID,
 		LocalQPN:           qp.qpn,
-		StartingPSN:        uint32(qp.epsn),
-		ResponderResources: m.InitiatorDepth, // any depth: see atomicResources
+		StartingPSN:        uint32(qp.resp.Expected()),
+		ResponderResources: m.InitiatorDepth, // any depth: see rc.AtomicResources
 		RNRRetryCount:      7,
 		LocalCAGUID:        t.guid(),
-	}, cm.AcceptConfig{Timeout: RetryInterval, Tries: MaxTries}, now.UnixNano())
+	}, cm.AcceptConfig{Timeout: RetryInterval, Tries: MaxTries}, now)
 	if err != nil {
 		t.destroy(qp) // a REP of the target's own making always encodes
 		return

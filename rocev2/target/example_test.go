@@ -27,7 +27,7 @@ func Example() {
 	frame, _ := w.AppendDatagram(nil, peer, tgAddr)
 
 	var out target.Output
-	tg.Process(time.Now(), []target.Datagram{{Buf: frame, Addr: peer}}, &out)
+	tg.Process(time.Now().UnixNano(), []target.Datagram{{Buf: frame, Addr: peer}}, &out)
 	fmt.Printf("memory: %q\n", mem[8:12])
 	for _, d := range out.Datagrams() {
 		var ack rocev2.Packet

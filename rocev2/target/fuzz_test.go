@@ -62,7 +62,7 @@ func FuzzProcess(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p := newPeer(t, 256)
 		p.psn = 100
-		p.qp.epsn = 100
+		setExpected(p.qp, 100)
 		_ = p.t.Listen(40050, ListenConfig{Greeting: []byte("hi")})
 		_ = p.qp.PostRecv(make([]byte, 300))
 		gw, ga, gd := newGuarded(256), newGuarded(256), newGuarded(256)
@@ -99,8 +99,8 @@ func FuzzProcess(f *testing.F) {
 			frames = append(frames, Datagram{Buf: b, Addr: p.addr})
 		}
 		var out Output
-		p.t.Process(t0, frames, &out)
-		p.t.Tick(t0.Add(time.Second), &out)
+		p.t.Process(t0.UnixNano(), frames, &out)
+		p.t.Tick(t0.Add(time.Second).UnixNano(), &out)
 		for _, d := range out.Datagrams() {
 			var pkt rocev2.Packet
 			if err := pkt.DecodeDatagram(d.Buf, targetAddr, d.Addr); err != nil {

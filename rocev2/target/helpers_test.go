@@ -7,6 +7,7 @@ import (
 
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
+	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 var (
@@ -76,6 +77,15 @@ func newPeer(tb testing.TB, mtu int) *peer {
 	return p
 }
 
+// setExpected makes qp's Responder expect psn next, as a fresh one.
+func setExpected(qp *QP, psn rocev2.PSN) {
+	r, err := rc.NewResponder(rc.ResponderConfig{RemoteQPN: qp.remoteQPN, StartPSN: psn})
+	if err != nil {
+		panic(err)
+	}
+	qp.resp = r
+}
+
 // frame encodes pkt from the peer to the target, with its PSN and QP.
 func (p *peer) frame(pkt rocev2.Packet) []byte {
 	p.tb.Helper()
@@ -124,13 +134,13 @@ func (p *peer) sendAt(now time.Time, frames ...[]byte) []rocev2.Packet {
 		in[i] = Datagram{Buf: f, Addr: p.addr}
 	}
 	p.out.Reset()
-	p.t.Process(now, in, &p.out)
+	p.t.Process(now.UnixNano(), in, &p.out)
 	return p.decodeOut()
 }
 
 func (p *peer) tick(now time.Time) []rocev2.Packet {
 	p.out.Reset()
-	p.t.Tick(now, &p.out)
+	p.t.Tick(now.UnixNano(), &p.out)
 	return p.decodeOut()
 }
 

@@ -65,13 +65,35 @@ func (o *Output) add(p *rocev2.Packet, src, dst netip.AddrPort) {
 	o.commit(dst)
 }
 
+// emit1 appends the datagram b, made by a QP's Responder or Requester, to
+// dst.
+func (o *Output) emit1(b []byte, dst netip.AddrPort) {
+	o.buf = append(o.buf, b...)
+	o.commit(dst)
+}
+
+// commitAll ends the datagrams dgs, the last ones appended to o.buf (by a
+// QP's Responder), to dst.
+func (o *Output) commitAll(dgs [][]byte, dst netip.AddrPort) {
+	end := len(o.buf)
+	for _, d := range dgs {
+		end -= len(d)
+	}
+	for _, d := range dgs {
+		end += len(d)
+		o.ends = append(o.ends, end)
+		o.addrs = append(o.addrs, dst)
+	}
+}
+
 // Process handles datagrams received at the target's address, in order,
 // and appends what the target sends in response to out: ACKs (one per
 // queue pair for the batch, covering every packet of it; see section 8.6),
 // NAKs, atomic ACKs, CM replies, and the SENDs that connections made ready.
 // Every RDMA WRITE and atomic is applied to its region before Process
-// returns. now drives the timers the responses start. It does not allocate
-// in the steady state of the data path (out reused).
+// returns. now, the time in Unix nanoseconds (rc's convention), drives the
+// timers the responses start. It does not allocate in the steady state of
+// the data path (out reused).
 //
 // Process may run on several goroutines at once (each with its own out):
 // packets of one queue pair are handled one at a time, in the order the
@@ -79,7 +101,7 @@ func (o *Output) add(p *rocev2.Packet, src, dst netip.AddrPort) {
 // Completion callbacks run inside Process with their queue pair locked:
 // they must not call the Target's or a QP's methods, and should return
 // quickly.
-func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
+func (t *Target) Process(now int64, in []Datagram, out *Output) {
 	if t.closed.Load() {
 		return
 	}
@@ -99,7 +121,7 @@ func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
 		if qp.state != qpDestroyed {
 			qp.flushAck(out)
 		}
-		qp.ackPending = false
+		qp.acking = false
 		qp.mu.Unlock()
 	}
 	clear(out.acking)
@@ -116,7 +138,7 @@ func (t *Target) Process(now time.Time, in []Datagram, out *Output) {
 // handle processes one datagram from src. A datagram that reaches a queue
 // pair is counted there, under its lock; w.c counts the others, so that a
 // batch of good packets writes nothing another core's batch writes.
-func (w *worker) handle(t *Target, now time.Time, b []byte, src netip.AddrPort, out *Output) {
+func (w *worker) handle(t *Target, now int64, b []byte, src netip.AddrPort, out *Output) {
 	p := &w.pkt
 	if err := p.Decode(b); err != nil {
 		w.refuse(b).Malformed++
@@ -182,10 +204,10 @@ func (w *worker) refuse(b []byte) *Counters {
 	return &w.c
 }
 
-// Tick runs the timers due at now and appends what they send to out: REPs
-// and DREQs resent (or their connections dropped after MaxTries), and the
-// target's own SENDs sent or resent. Serve calls it every 10 ms.
-func (t *Target) Tick(now time.Time, out *Output) {
+// Tick runs the timers due at now (Unix nanoseconds) and appends what they
+// send to out: REPs and DREQs resent (or their connections dropped after
+// MaxTries), and the target's own SENDs sent or resent. Serve calls it every 10 ms.
+func (t *Target) Tick(now int64, out *Output) {
 	t.mu.Lock()
 	defer t.unlock()
 	if t.closed.Load() {
@@ -199,19 +221,20 @@ func (t *Target) Tick(now time.Time, out *Output) {
 }
 
 // tick runs qp's timers; t.mu and qp.mu are held.
-func (t *Target) tick(now time.Time, qp *QP, out *Output) {
-	if qp.lastRx.IsZero() {
+func (t *Target) tick(now int64, qp *QP, out *Output) {
+	if qp.lastRx == 0 {
 		qp.lastRx = now // a QP made by NewQP: its clock starts now
 	}
 	switch qp.state {
 	case qpWaitRTU, qpClosing: // a REP or DREQ awaiting its answer
-		ev, mad := qp.acc.Tick(now.UnixNano())
+		var buf [cm.MADLen]byte
+		ev, mad := qp.acc.Tick(buf[:0], now)
 		if ev == cm.GaveUp {
 			t.c.CMTimeouts++
 			t.destroy(qp)
 			return
 		}
-		if mad != nil {
+		if len(mad) > 0 {
 			dst := qp.peer
 			if qp.state == qpWaitRTU {
 				dst = qp.req.from
@@ -219,10 +242,8 @@ func (t *Target) tick(now time.Time, qp *QP, out *Output) {
 			t.sendRawMAD(mad, dst, out)
 		}
 	case qpReady:
-		if len(qp.sends) > 0 {
-			qp.transmit(now, out)
-		}
-		if t.idleTimeout > 0 && now.Sub(qp.lastRx) > t.idleTimeout {
+		qp.transmit(now, out)
+		if t.idleTimeout > 0 && now-qp.lastRx > int64(t.idleTimeout) {
 			// A DREQ, so that a peer still alive reconnects; the QP
 			// goes when the DREP comes or the DREQ times out.
 			t.c.Reaped++
@@ -236,7 +257,7 @@ func (t *Target) tick(now time.Time, qp *QP, out *Output) {
 	case qpError:
 		// Its peer saw the fatal NAK or stopped answering: it will
 		// reconnect, if it lives. The QP only holds a place.
-		if now.Sub(qp.lastRx) > ErrorLinger {
+		if now-qp.lastRx > int64(ErrorLinger) {
 			t.c.Reaped++
 			t.destroy(qp)
 		}
@@ -250,18 +271,18 @@ const ErrorLinger = time.Second
 // evictIdle makes room for a new connection when the target is full: it
 // destroys the QP that has been silent longest, if silent for at least
 // ErrorLinger, and reports whether it did. t.mu is held.
-func (t *Target) evictIdle(now time.Time) bool {
+func (t *Target) evictIdle(now int64) bool {
 	var oldest *QP
-	var last time.Time
+	var last int64
 	for _, qp := range t.qps {
 		qp.mu.Lock()
 		busy, rx := qp.state == qpWaitRTU || qp.state == qpClosing, qp.lastRx
 		qp.mu.Unlock()
-		if !busy && (oldest == nil || rx.Before(last)) {
+		if !busy && (oldest == nil || rx < last) {
 			oldest, last = qp, rx
 		}
 	}
-	if oldest == nil || now.Sub(last) < ErrorLinger {
+	if oldest == nil || now-last < int64(ErrorLinger) {
 		return false
 	}
 	t.c.Reaped++
@@ -281,7 +302,7 @@ func (t *Target) evictHalfOpen(src netip.AddrPort) bool {
 	type holder struct {
 		n        int
 		oldest   *QP
-		oldestRx time.Time
+		oldestRx int64
 	}
 	by := map[netip.Addr]*holder{}
 	for _, qp := range t.qps {
@@ -298,13 +319,13 @@ func (t *Target) evictHalfOpen(src netip.AddrPort) bool {
 			by[a] = h
 		}
 		h.n++
-		if h.oldest == nil || rx.Before(h.oldestRx) {
+		if h.oldest == nil || rx < h.oldestRx {
 			h.oldest, h.oldestRx = qp, rx
 		}
 	}
 	var most *holder
 	for _, h := range by {
-		if most == nil || h.n > most.n || h.n == most.n && h.oldestRx.Before(most.oldestRx) {
+		if most == nil || h.n > most.n || h.n == most.n && h.oldestRx < most.oldestRx {
 			most = h
 		}
 	}

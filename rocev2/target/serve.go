@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/clock"
 	"github.com/dtakit/dtakit/internal/udpio"
 )
 
@@ -62,14 +63,19 @@ func (t *Target) Serve(ctx context.Context, uc *net.UDPConn) error {
 	err = conn.ReadLoop(udpio.Buffers(ServeBatch, maxDatagram), TickInterval, func(in []Datagram, now time.Time) bool {
 		out.Reset()
 		if len(in) > 0 {
-			t.Process(now, in, &out)
+			t.Process(clock.Of(now), in, &out)
 		}
 		if now.Sub(lastTick) >= TickInterval {
-			t.Tick(now, &out)
+			t.Tick(clock.Of(now), &out)
 			lastTick = now
 		}
 		// A datagram refused (an unreachable peer) is skipped.
-		if _, err := conn.WriteAll(out.Datagrams()); errors.Is(err, net.ErrClosed) {
+		ds := out.Datagrams()
+		refused, err := conn.WriteAll(ds)
+		if len(ds) > refused {
+			t.sent.Add(uint64(len(ds) - refused))
+		}
+		if errors.Is(err, net.ErrClosed) {
 			sendErr = err
 			return false
 		}

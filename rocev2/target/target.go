@@ -11,6 +11,14 @@
 // (package rocev2, [rocev2.DatagramICRC]), so the target must know its own
 // specific address.
 //
+// Each queue pair is an [rc.Responder] for its peer's requests, an
+// [rc.Requester] for the target's own SENDs and, when the CM made it, a
+// [cm.Acceptor]: socket-free cores that follow package rc's conventions
+// (time as Unix nanoseconds, datagrams written into the caller's buffer, the
+// Output's, and returned as slices of it). The target
+// executes the requests and holds the sockets; [Target.Process] and
+// [Target.Tick] take a time.Time and convert it once.
+//
 // No frame, however hostile, makes the target write outside a registered
 // region: every RDMA operation is checked against the region its rkey names,
 // with overflow-safe arithmetic, before a byte moves. Bad input is answered
@@ -70,20 +78,17 @@ var DefaultAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), roc
 
 // Timing of the CM and of the target's own SENDs (the contract of issue 7).
 const (
-	// RetryInterval is the wait before the target resends a REP, a DREQ or
-	// an unacknowledged SEND.
+	// RetryInterval is the wait before the target resends a REP or a DREQ,
+	// and the floor of its SENDs' retransmission timeout (RFC 6298, the
+	// timeout before a round trip was measured).
 	RetryInterval = 100 * time.Millisecond
 	// MaxTries is the number of times such a message is sent before the
-	// target gives up on it.
+	// target gives up on it (for SENDs, on those unacknowledged).
 	MaxTries = 5
 	// MaxPendingSends bounds the SENDs a queue pair holds unacknowledged.
 	MaxPendingSends = 16
 	// MaxPostedRecvs bounds the receive buffers posted to a queue pair.
 	MaxPostedRecvs = 64
-	// atomicResources is the number of PSNs back a QP answers a duplicate
-	// atomic with its saved result (its responder resources): the results
-	// of the atomics among the last atomicResources PSNs, a power of two.
-	atomicResources = 1024
 )
 
 // Config configures a Target.
@@ -155,6 +160,7 @@ type Target struct {
 	closed atomic.Bool
 	qpTab  atomic.Pointer[map[uint32]*QP]
 	regTab atomic.Pointer[map[uint32]*Region]
+	sent   atomic.Uint64 // Counters.DatagramsSent
 
 	workers sync.Pool // *worker: a Process call's scratch
 }
@@ -314,6 +320,9 @@ func random32() uint32 {
 type Counters struct {
 	Frames uint64 // datagrams received
 	Bytes  uint64 // their bytes
+	// DatagramsSent counts the datagrams Serve sent: ACKs, NAKs, CM messages and
+	// the target's own SEND packets (what Process and Tick output).
+	DatagramsSent uint64
 
 	BadICRC   uint64 // dropped: ICRC mismatch
 	Malformed uint64 // dropped: not a packet this target decodes (truncated, reserved opcode, bad length) or a CM MAD it refuses
@@ -362,25 +371,55 @@ func (t *Target) Counters() Counters {
 	t.mu.Lock()
 	defer t.unlock()
 	c := t.c
+	c.DatagramsSent = t.sent.Load()
 	for _, qp := range t.qps {
 		qp.mu.Lock()
-		c.add(&qp.c)
+		c.add(qp.counters())
 		qp.mu.Unlock()
 	}
 	return c
 }
 
-// counterWords is the number of uint64 counters in Counters, which has no
-// field of another type (a test checks).
-const counterWords = unsafe.Sizeof(Counters{}) / 8
-
-// add adds o's counts to c's.
+// add adds o's counts to c's (TestCountersAdd checks that it adds every
+// field).
 func (c *Counters) add(o *Counters) {
-	a := (*[counterWords]uint64)(unsafe.Pointer(c))
-	b := (*[counterWords]uint64)(unsafe.Pointer(o))
-	for i := range a {
-		a[i] += b[i]
-	}
+	c.Frames += o.Frames
+	c.DatagramsSent += o.DatagramsSent
+	c.Bytes += o.Bytes
+	c.BadICRC += o.BadICRC
+	c.Malformed += o.Malformed
+	c.Unknown += o.Unknown
+	c.Foreign += o.Foreign
+	c.Flushed += o.Flushed
+	c.WritePackets += o.WritePackets
+	c.WriteBytes += o.WriteBytes
+	c.Sends += o.Sends
+	c.Atomics += o.Atomics
+	c.Completions += o.Completions
+	c.Duplicates += o.Duplicates
+	c.StaleAtomics += o.StaleAtomics
+	c.OutOfOrder += o.OutOfOrder
+	c.ACKs += o.ACKs
+	c.AtomicACKs += o.AtomicACKs
+	c.NAKSequence += o.NAKSequence
+	c.NAKInvalid += o.NAKInvalid
+	c.NAKAccess += o.NAKAccess
+	c.RNRNAKs += o.RNRNAKs
+	c.SendPackets += o.SendPackets
+	c.SendRetransmits += o.SendRetransmits
+	c.SendFailures += o.SendFailures
+	c.PeerNAKs += o.PeerNAKs
+	c.CMReceived += o.CMReceived
+	c.Connections += o.Connections
+	c.Rejects += o.Rejects
+	c.CMTimeouts += o.CMTimeouts
+	c.Disconnects += o.Disconnects
+	c.Replaced += o.Replaced
+	c.Reaped += o.Reaped
+	c.ForeignCM += o.ForeignCM
+	c.RefusedPeer += o.RefusedPeer
+	c.HalfOpen += o.HalfOpen
+	c.Truncated += o.Truncated
 }
 
 const pageSize = 4096

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/dtakit/dtakit/rocev2"
+	"github.com/dtakit/dtakit/rocev2/rc"
 )
 
 func unsafeBytes(w []uint64) []byte {
@@ -419,20 +420,20 @@ func TestStaleDuplicateAtomic(t *testing.T) {
 	r := register(t, p.t, g, RemoteWrite|RemoteAtomic)
 	old := p.atomic(rocev2.RCFetchAdd, r.VA(), r.RKey(), 1, 0)
 	p.send(old)
-	// atomicResources more atomics: the first one's saved result is
-	// overwritten (same PSN modulo atomicResources).
+	// rc.AtomicResources more atomics: the first one's saved result is
+	// overwritten (same PSN modulo rc.AtomicResources).
 	var frames [][]byte
-	for range atomicResources {
+	for range rc.AtomicResources {
 		frames = append(frames, p.atomic(rocev2.RCFetchAdd, r.VA(), r.RKey(), 1, 0))
 	}
-	if resp := p.send(frames...); len(resp) != atomicResources {
+	if resp := p.send(frames...); len(resp) != rc.AtomicResources {
 		t.Fatalf("%d responses", len(resp))
 	}
 	// The old one again: not re-executed, answered with a plain ACK of the
 	// last executed PSN.
 	wantAck(t, p.send(old), rocev2.SyndromeACK, p.psn-1)
-	if v := binary.NativeEndian.Uint64(g.mem); v != atomicResources+1 {
-		t.Errorf("counter %d, want %d", v, atomicResources+1)
+	if v := binary.NativeEndian.Uint64(g.mem); v != rc.AtomicResources+1 {
+		t.Errorf("counter %d, want %d", v, rc.AtomicResources+1)
 	}
 	if c := p.t.Counters(); c.StaleAtomics != 1 || c.Duplicates != 1 {
 		t.Errorf("counters %+v", c)
