@@ -315,11 +315,9 @@ func (pl *planner) connection(port, mgid uint16, conn *Connection) error {
 		Data: []Field{{"port", uint64(port)}, {"qp", uint64(conn.Index)}},
 	})
 	s.t.connection(pl, port, mgid, conn, &s)
-	pl.p.Registers = append(pl.p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)})
-	if cfg.Program != Tofino2Program { // translator_t2.p4 has no probe yet
-		// since_ack from 0: a QP connected again starts unstalled (section 8.7).
-		pl.p.Registers = append(pl.p.Registers, Register{"Egress.since_ack", uint32(conn.Index), 0})
-	}
+	// since_ack from 0: a QP connected again starts unstalled (section 8.7).
+	pl.p.Registers = append(pl.p.Registers, Register{"Egress.psn", uint32(conn.Index), uint64(conn.StartPSN)},
+		Register{"Egress.since_ack", uint32(conn.Index), 0})
 	if cfg.RatePPS != 0 {
 		pl.p.Meters = append(pl.p.Meters, Meter{"Ingress.rate", uint32(conn.Index), cfg.RatePPS, max(cfg.BurstPackets, 1)})
 	}

@@ -81,7 +81,8 @@ func (q *qpState) response(syndrome rocev2.Syndrome, bthPSN uint32) bool {
 }
 
 // p4NAKActions is the P4 of the per-QP state qpState models, each piece
-// required in both programs (whitespace aside).
+// required in every translator program (whitespace aside); p4NAKKinds
+// adds its entries per kind of report.
 var p4NAKActions = []string{
 	`Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;`,
 	`RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
@@ -118,19 +119,32 @@ var p4NAKActions = []string{
 	`probe = 1; probes.count(`,
 }
 
-// TestNAKStateMatchesP4 requires the P4 that qpState models in both
-// translators, the stall threshold and the probe's distance taken from the
+// p4NAKKinds is since_op's and psn_op's entries for reports of kinds.
+func p4NAKKinds(kinds []string) []string {
+	var s []string
+	for _, k := range kinds {
+		s = append(s, k+": count();", "("+k+", 0, _): take_psn();", "("+k+", 1, _): probe_psn();")
+	}
+	return append(s, "KIND_ACK: acked();")
+}
+
+// TestNAKStateMatchesP4 requires the P4 that qpState models in the three
+// translators, for each kind of report each sends, the stall threshold and the probe's distance taken from the
 // generated include (no literal), and the include's values p4gen's.
 func TestNAKStateMatchesP4(t *testing.T) {
 	space := strings.NewReplacer("\n", " ", "\t", " ")
 	norm := func(s string) string { return strings.Join(strings.Fields(space.Replace(s)), " ") }
-	for _, name := range []string{"translator/translator.p4", "translator/postcard.p4"} {
+	for name, kinds := range map[string][]string{
+		"translator/translator.p4":    {"KIND_KW", "KIND_KI", "KIND_AP"},
+		"translator/postcard.p4":      {"KIND_CHUNK"},
+		"translator/translator_t2.p4": {"KIND_KW", "KIND_KI", "KIND_AP", "KIND_CHUNK"},
+	} {
 		src, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		text := norm(string(src))
-		for _, want := range p4NAKActions {
+		for _, want := range append(p4NAKKinds(kinds), p4NAKActions...) {
 			if !strings.Contains(text, norm(want)) {
 				t.Errorf("%s lacks the per-QP P4 qpState models:\n%s", name, want)
 			}

@@ -7,7 +7,8 @@
  * with one parser, one instance table (keyed by CRC8 and opcode), one PSN
  * register per QP, one qp table and one RoCEv2 header build for every kind
  * of write. Each path does what its Tofino-1 program does (see there and
- * p4/README.md); what differs is named here:
+ * p4/README.md), the probe after a lost NAK (section 8.7) included; what
+ * differs is named here:
  * - Kinds: KIND_CHUNK is 5 (postcard.p4's 1 is Key-Write here).
  * - Drops (Ingress.dropped): 0 malformed, 1 no instance, 2 rate, 3 NACKed,
  *   4 from a port not in Ingress.report_ports, 5 postcard held in the cache.
@@ -97,7 +98,7 @@ struct ig_meta_t {
     bit<8> crc8_ev; bit<8> bit_; bit<8> need; bit<8> have; bit<32> idx; bit<32> old_key;
     bit<1> ap_zero; // an Append entry of all-zero data, found by the parser
 }
-struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; }
+struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; bit<24> ack_psn; }
 
 parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
                 out ingress_intrinsic_metadata_t ig_md) {
@@ -525,7 +526,9 @@ parser EgParser(packet_in pkt, out headers_t h, out eg_meta_t m,
     state kw { pkt.extract(h.kw); transition accept; }
     state ki { pkt.extract(h.ki); transition accept; }
     state ap { pkt.extract(h.ap); transition accept; }
-    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); transition accept; }
+    // The ACK's PSN in metadata, as translator.p4's: the PSN tables read it
+    // there, not in h.bth, which the writes' actions fill.
+    state bth { pkt.extract(h.bth); pkt.extract(h.aeth); m.ack_psn = h.bth.psn; transition accept; }
 }
 
 // Each chunk slot is XORed with a 32-bit hash output: one slot per 32-bit
@@ -561,7 +564,10 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_append;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_chunk;
 
-    // Next PSN of each QP (24 bits in a 32-bit register).
+    bit<16> since = 0;   // since_ack before this packet
+    bit<1> probe = 0;
+
+    // Next PSN of each QP: its low 24 bits, as translator.p4's.
     Register<bit<32>, qp_t>(1 << DTA_QP_BITS, 0) psn;
     RegisterAction<bit<32>, qp_t, bit<32>>(psn) next_psn = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -569,9 +575,30 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             if (v == 0x00FFFFFF) { v = 0; } else { v = v + 1; } // 24-bit wrap
         }
     };
-    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
-        void apply(inout bit<32> v) { v = (bit<32>)h.bth.psn; }
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) read_psn = {
+        void apply(inout bit<32> v, out bit<32> old) { old = v - DTA_PROBE_BEHIND; }
     };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_psn = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn; }
+    };
+    RegisterAction<bit<32>, qp_t, bit<32>>(psn) resync_ack = {
+        void apply(inout bit<32> v) { v = (bit<32>)m.ack_psn + 1; }
+    };
+    // A lost sequence error NAK (section 8.7), as translator.p4: reports of
+    // each QP since its last ACK, NAK or atomic ACK, saturating at
+    // DTA_STALL_PACKETS. A QP that reached it is stalled: its reports go as
+    // probes until an ACK.
+    Register<bit<16>, qp_t>(1 << DTA_QP_BITS, 0) since_ack;
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) count_report = {
+        void apply(inout bit<16> v, out bit<16> old) {
+            old = v;
+            if (v < DTA_STALL_PACKETS) { v = v + 1; }
+        }
+    };
+    RegisterAction<bit<16>, qp_t, bit<16>>(since_ack) ack_seen = {
+        void apply(inout bit<16> v, out bit<16> old) { old = v; v = 0; }
+    };
+    Counter<bit<32>, qp_t>(1 << DTA_QP_BITS, CounterType_t.PACKETS) probes;
 
     bit<8> rid = eg_md.egress_rid[7:0];
     bit<8> copy = rid & (DTA_PC_EVICTED - 1);
@@ -605,7 +632,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.udp.dst_port = ROCE_UDP_PORT; h.udp.checksum = 0;
         h.bth.setValid();
         h.bth.se = 0; h.bth.migreq = 0; h.bth.pad = 0; h.bth.tver = 0;
-        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0; h.bth.resv7 = 0;
+        h.bth.pkey = ROCE_PKEY; h.bth.resv8a = 0;
         h.icrc.setValid();
         h.dta.setInvalid(); h.seq.setInvalid();
     }
@@ -637,7 +664,6 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
         h.udp.length = 8 + ROCE_BTH_LEN + ROCE_ATOMICETH_LEN + ROCE_ICRC_LEN;
         h.bth.opcode = ROCE_RC_FETCH_ADD;
-        h.bth.ack_req = 1; // every FETCH_ADD asks for its ACK (section 8.6)
         h.atomic.setValid(); h.atomic.add = h.ki.counter; h.atomic.compare = 0;
         report_key = h.ki.key;
         h.ki.setInvalid();
@@ -693,24 +719,57 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.icrc.b0 = m.icrc[7:0]; h.icrc.b1 = m.icrc[15:8];
         h.icrc.b2 = m.icrc[23:16]; h.icrc.b3 = m.icrc[31:24];
     }
+    // AckReq, Resv7 and the PSN share a PHV container: Resv7 is written
+    // with the PSN, not in common(), so that the packet's actions need not
+    // wait for the PSN.
+    action bth_psn() { h.bth.psn = m.psn[23:0]; h.bth.resv7 = 0; }
     action add_va_write() { h.reth.va_lo = h.reth.va_lo + m.offset; }
     action add_va_atomic() { h.atomic.va_lo = h.atomic.va_lo + m.offset; }
 
-    // Both uses of the PSN register in one table, so they share its stage.
-    action take_psn() { m.psn = next_psn.execute(qpi); }
-    action resync() { resync_psn.execute(qpi); }
-    table psn_op {
-        key = { h.bridge.kind: exact; h.aeth.syndrome: ternary; }
-        actions = { take_psn; resync; NoAction; }
+    action count() { since = count_report.execute(qpi); }
+    action acked() { since = ack_seen.execute(qpi); }
+    table since_op {
+        key = { h.bridge.kind: exact; }
+        actions = { count; acked; NoAction; }
         default_action = NoAction;
         const entries = {
-            (KIND_KW, _): take_psn();
-            (KIND_KI, _): take_psn();
-            (KIND_AP, _): take_psn();
-            (KIND_CHUNK, _): take_psn();
-            (KIND_ACK, ROCE_SYNDROME_NAK_PSN): resync();
+            KIND_KW: count();
+            KIND_KI: count();
+            KIND_AP: count();
+            KIND_CHUNK: count();
+            KIND_ACK: acked();
         }
         size = 8;
+    }
+
+    // Every use of the PSN register in one table, so they share its stage;
+    // probes as translator.p4's.
+    action take_psn() { m.psn = next_psn.execute(qpi); }
+    action probe_psn() { m.psn = read_psn.execute(qpi); probe = 1; probes.count(qpi); }
+    action resync() { resync_psn.execute(qpi); }
+    action resync_ack_psn() { resync_ack.execute(qpi); }
+    table psn_op {
+        key = {
+            h.bridge.kind: exact;
+            since[DTA_STALL_BITS:DTA_STALL_BITS]: exact @name("stalled");
+            h.aeth.syndrome: ternary;
+        }
+        actions = { take_psn; probe_psn; resync; resync_ack_psn; NoAction; }
+        default_action = NoAction;
+        const entries = {
+            (KIND_KW, 0, _): take_psn();
+            (KIND_KI, 0, _): take_psn();
+            (KIND_AP, 0, _): take_psn();
+            (KIND_CHUNK, 0, _): take_psn();
+            (KIND_KW, 1, _): probe_psn();
+            (KIND_KI, 1, _): probe_psn();
+            (KIND_AP, 1, _): probe_psn();
+            (KIND_CHUNK, 1, _): probe_psn();
+            (KIND_ACK, 0, ROCE_SYNDROME_NAK_PSN): resync();
+            (KIND_ACK, 1, ROCE_SYNDROME_NAK_PSN): resync();
+            (KIND_ACK, 1, 0x00 &&& 0xE0): resync_ack_psn();
+        }
+        size = 16;
     }
 
     apply {
@@ -721,21 +780,23 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         } else if (h.bridge.kind != KIND_NONE) {
             bridged_qp();
         }
-        if (h.bridge.kind != KIND_NONE) { psn_op.apply(); }
+        // The packet's headers first, as translator.p4: nothing they need
+        // comes from the PSN tables.
+        if (h.bridge.kind == KIND_KW) { write(); }
+        else if (h.bridge.kind == KIND_KI) { fetch_add(); }
+        else if (h.bridge.kind == KIND_AP) { append_write(); }
+        else if (h.bridge.kind == KIND_CHUNK) { chunk_write(); }
+        if (h.bridge.kind != KIND_NONE) { since_op.apply(); psn_op.apply(); }
         if (h.bridge.kind == KIND_ACK) {
             eg_dprsr_md.drop_ctl = 1;
         } else if (h.bridge.kind != KIND_NONE) {
-            if (h.bridge.kind == KIND_KW) { write(); }
-            else if (h.bridge.kind == KIND_KI) { fetch_add(); }
-            else if (h.bridge.kind == KIND_AP) { append_write(); }
-            else { chunk_write(); }
             qp.apply();
             bit<32> p = m.psn;
-            h.bth.psn = p[23:0];
-            if (h.bridge.kind != KIND_KI) {
-                // AckReq on every 64th packet, so the collector's ACKs stay few.
-                if (p[5:0] == 0) { h.bth.ack_req = 1; } else { h.bth.ack_req = 0; }
-            }
+            bth_psn();
+            // AckReq on every FETCH_ADD (section 8.6), every probe, and every
+            // 64th WRITE, so the collector's ACKs stay few.
+            if (probe == 1 || h.bridge.kind == KIND_KI || p[5:0] == 0) { h.bth.ack_req = 1; }
+            else { h.bth.ack_req = 0; }
             if (h.bridge.kind != KIND_AP) {
                 if (copy == 0) {
                     m.slot_hash = slot0.get({report_key[7:0], report_key[15:8], report_key[23:16], report_key[31:24], copy});
