@@ -168,10 +168,6 @@ parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
     state aeth { pkt.extract(h.aeth); transition accept; }
 }
 
-// The Append entry is read by the entry registers' stateful ALUs: in a
-// mocha container (Tofino-2's, whole-container writes only) the back end
-// could not find it for their input crossbar (ixbar_realign.cpp:63).
-@pa_container_type("ingress", "h.ap.data", "normal")
 control Ingress(inout headers_t h, inout ig_meta_t m,
                 in ingress_intrinsic_metadata_t ig_md,
                 in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
