@@ -121,6 +121,10 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #ifndef DTA_AP_BATCH
 #define DTA_AP_BATCH 4 // Append batch B; -DDTA_AP_BATCH=B for another choice
 #endif
+#ifndef DTA_AP_ENTRY
+// the entry a held position's register takes
+#define DTA_AP_ENTRY h.ap.data
+#endif
 #if DTA_AP_BATCH == 1
 // the B-1 held entries, bridged to egress
 #define DTA_AP_HELD_FIELDS
@@ -150,7 +154,7 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -181,13 +185,13 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -234,25 +238,25 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_get3 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_get4 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_get5 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_get6 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -331,49 +335,49 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_get3 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_get4 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_get5 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_get6 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e7; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_put7 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_put7 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_get7 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e8; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_put8 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_put8 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_get8 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e9; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_put9 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_put9 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_get9 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e10; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_put10 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_put10 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_get10 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e11; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_put11 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_put11 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_get11 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e12; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_put12 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_put12 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_get12 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e13; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_put13 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_put13 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_get13 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e14; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_put14 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_put14 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_get14 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
