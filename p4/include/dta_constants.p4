@@ -137,6 +137,10 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #define DTA_AP_HOLD(lidx)
 // the batch's last entry reads the held ones
 #define DTA_AP_READ(lidx)
+// DTA_AP_REGISTERS with one stateful action per register, run for every entry
+#define DTA_AP_KEEP_REGISTERS
+// every entry: position m.pos's register takes it, each held one is read
+#define DTA_AP_KEEP(lidx)
 // egress: the held entries, then the report's own
 #define DTA_AP_FILL \
     h.ap_payload.e0 = h.ap.data;
@@ -162,6 +166,13 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // the batch's last entry reads the held ones
 #define DTA_AP_READ(lidx) \
     h.bridge_ap.e0 = ap_get0.execute(lidx);
+// DTA_AP_REGISTERS with one stateful action per register, run for every entry
+#define DTA_AP_KEEP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } };
+// every entry: position m.pos's register takes it, each held one is read
+#define DTA_AP_KEEP(lidx) \
+    h.bridge_ap.e0 = ap_keep0.execute(lidx);
 // egress: the held entries, then the report's own
 #define DTA_AP_FILL \
     h.ap_payload.e0 = h.bridge_ap.e0; \
@@ -203,6 +214,19 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
     h.bridge_ap.e0 = ap_get0.execute(lidx); \
     h.bridge_ap.e1 = ap_get1.execute(lidx); \
     h.bridge_ap.e2 = ap_get2.execute(lidx);
+// DTA_AP_REGISTERS with one stateful action per register, run for every entry
+#define DTA_AP_KEEP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = DTA_AP_ENTRY; } r = v; } };
+// every entry: position m.pos's register takes it, each held one is read
+#define DTA_AP_KEEP(lidx) \
+    h.bridge_ap.e0 = ap_keep0.execute(lidx); \
+    h.bridge_ap.e1 = ap_keep1.execute(lidx); \
+    h.bridge_ap.e2 = ap_keep2.execute(lidx);
 // egress: the held entries, then the report's own
 #define DTA_AP_FILL \
     h.ap_payload.e0 = h.bridge_ap.e0; \
@@ -276,6 +300,31 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
     h.bridge_ap.e4 = ap_get4.execute(lidx); \
     h.bridge_ap.e5 = ap_get5.execute(lidx); \
     h.bridge_ap.e6 = ap_get6.execute(lidx);
+// DTA_AP_REGISTERS with one stateful action per register, run for every entry
+#define DTA_AP_KEEP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_keep3 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 3) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_keep4 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 4) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_keep5 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 5) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_keep6 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 6) { v = DTA_AP_ENTRY; } r = v; } };
+// every entry: position m.pos's register takes it, each held one is read
+#define DTA_AP_KEEP(lidx) \
+    h.bridge_ap.e0 = ap_keep0.execute(lidx); \
+    h.bridge_ap.e1 = ap_keep1.execute(lidx); \
+    h.bridge_ap.e2 = ap_keep2.execute(lidx); \
+    h.bridge_ap.e3 = ap_keep3.execute(lidx); \
+    h.bridge_ap.e4 = ap_keep4.execute(lidx); \
+    h.bridge_ap.e5 = ap_keep5.execute(lidx); \
+    h.bridge_ap.e6 = ap_keep6.execute(lidx);
 // egress: the held entries, then the report's own
 #define DTA_AP_FILL \
     h.ap_payload.e0 = h.bridge_ap.e0; \
@@ -413,6 +462,55 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
     h.bridge_ap.e12 = ap_get12.execute(lidx); \
     h.bridge_ap.e13 = ap_get13.execute(lidx); \
     h.bridge_ap.e14 = ap_get14.execute(lidx);
+// DTA_AP_REGISTERS with one stateful action per register, run for every entry
+#define DTA_AP_KEEP_REGISTERS \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_keep3 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 3) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_keep4 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 4) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_keep5 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 5) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_keep6 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 6) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e7; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_keep7 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 7) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e8; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_keep8 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 8) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e9; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_keep9 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 9) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e10; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_keep10 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 10) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e11; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_keep11 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 11) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e12; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_keep12 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 12) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e13; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_keep13 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 13) { v = DTA_AP_ENTRY; } r = v; } }; \
+    Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e14; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_keep14 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 14) { v = DTA_AP_ENTRY; } r = v; } };
+// every entry: position m.pos's register takes it, each held one is read
+#define DTA_AP_KEEP(lidx) \
+    h.bridge_ap.e0 = ap_keep0.execute(lidx); \
+    h.bridge_ap.e1 = ap_keep1.execute(lidx); \
+    h.bridge_ap.e2 = ap_keep2.execute(lidx); \
+    h.bridge_ap.e3 = ap_keep3.execute(lidx); \
+    h.bridge_ap.e4 = ap_keep4.execute(lidx); \
+    h.bridge_ap.e5 = ap_keep5.execute(lidx); \
+    h.bridge_ap.e6 = ap_keep6.execute(lidx); \
+    h.bridge_ap.e7 = ap_keep7.execute(lidx); \
+    h.bridge_ap.e8 = ap_keep8.execute(lidx); \
+    h.bridge_ap.e9 = ap_keep9.execute(lidx); \
+    h.bridge_ap.e10 = ap_keep10.execute(lidx); \
+    h.bridge_ap.e11 = ap_keep11.execute(lidx); \
+    h.bridge_ap.e12 = ap_keep12.execute(lidx); \
+    h.bridge_ap.e13 = ap_keep13.execute(lidx); \
+    h.bridge_ap.e14 = ap_keep14.execute(lidx);
 // egress: the held entries, then the report's own
 #define DTA_AP_FILL \
     h.ap_payload.e0 = h.bridge_ap.e0; \

@@ -196,7 +196,10 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
             if (v == DTA_AP_BATCH - 1) { v = 0; } else { v = v + 1; }
         }
     };
-    DTA_AP_REGISTERS
+    // One stateful action per held entry's register, run for every entry
+    // (DTA_AP_KEEP): with a put and a get each (translator.p4's
+    // DTA_AP_HOLD, DTA_AP_READ) p4c-tofino2 failed (ixbar_realign.cpp:63).
+    DTA_AP_KEEP_REGISTERS
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_head;
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_head) ap_advance = {
         void apply(inout bit<32> v, out bit<32> old) {
@@ -466,17 +469,19 @@ control Ingress(inout headers_t h, inout ig_meta_t m,
                         bit<DTA_AP_LIST_BITS> lidx = h.ap.list[DTA_AP_LIST_BITS-1:0];
                         m.pos = ap_next.execute(lidx);
                         ap_list_base();
-                        if (m.pos != DTA_AP_BATCH - 1) {
-                            DTA_AP_HOLD(lidx)
-                        } else {
+                        // Position m.pos < B-1 holds its entry; the batch's
+                        // last entry bridges the held ones (a held report is
+                        // dropped, its bridge with it).
+                        h.bridge_ap.setValid();
+                        DTA_AP_KEEP(lidx)
+                        if (m.pos == DTA_AP_BATCH - 1) {
                             // The batch's last entry: write all B at the head.
-                            h.bridge_ap.setValid();
-                            DTA_AP_READ(lidx)
                             m.head = ap_advance.execute(lidx);
                             ap_head_offset();
                             ap_offset();
+                        } else {
+                            ig_dprsr_md.drop_ctl = 1; // held
                         }
-                        if (m.pos != DTA_AP_BATCH - 1) { ig_dprsr_md.drop_ctl = 1; } // held
                     }
                 }
             }

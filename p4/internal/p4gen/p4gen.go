@@ -152,7 +152,11 @@ func Hashes() []Hash {
 // that spell translator.p4's batch out entry by entry: P4 has no loops over
 // header fields or registers, so the B-1 held entries' registers, their
 // holding and reading, the batch's payload fields, the bridged entries and
-// the ICRC's field list are generated here.
+// the ICRC's field list are generated here. The held registers come in two
+// forms: a put and a get action each (DTA_AP_REGISTERS, DTA_AP_HOLD,
+// DTA_AP_READ; translator.p4), or one action each that puts at its
+// position and always reads (DTA_AP_KEEP_REGISTERS, DTA_AP_KEEP;
+// translator_t2.p4, whose back end failed on the first form).
 func appendBatches(b *bytes.Buffer, d func(string, uint64, string)) {
 	b.WriteString("#ifndef DTA_AP_BATCH\n")
 	d("DTA_AP_BATCH", AppendBatch, "Append batch B; -DDTA_AP_BATCH=B for another choice")
@@ -177,7 +181,7 @@ func appendBatches(b *bytes.Buffer, d func(string, uint64, string)) {
 			}
 			b.WriteString("\n")
 		}
-		var held, payload, regs, put, get, fill, icrc []string
+		var held, payload, regs, put, get, keepRegs, keep, fill, icrc []string
 		for e := range bt {
 			payload = append(payload, fmt.Sprintf("bit<%d> e%d;", AppendEntry*8, e))
 			icrc = append(icrc, fmt.Sprintf("h.ap_payload.e%d", e))
@@ -193,12 +197,18 @@ func appendBatches(b *bytes.Buffer, d func(string, uint64, string)) {
 				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_get%[2]d = { void apply(inout bit<%[1]d> v, out bit<%[1]d> r) { r = v; } };", AppendEntry*8, e))
 			put = append(put, fmt.Sprintf("if (m.pos == %d) { ap_put%d.execute(lidx); }", e, e))
 			get = append(get, fmt.Sprintf("h.bridge_ap.e%d = ap_get%d.execute(lidx);", e, e))
+			keepRegs = append(keepRegs,
+				fmt.Sprintf("Register<bit<%d>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e%d;", AppendEntry*8, e),
+				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_keep%[2]d = { void apply(inout bit<%[1]d> v, out bit<%[1]d> r) { if (m.pos == %[2]d) { v = DTA_AP_ENTRY; } r = v; } };", AppendEntry*8, e))
+			keep = append(keep, fmt.Sprintf("h.bridge_ap.e%d = ap_keep%d.execute(lidx);", e, e))
 		}
 		def("DTA_AP_HELD_FIELDS", "the B-1 held entries, bridged to egress", held, "")
 		def("DTA_AP_PAYLOAD_FIELDS", "the batch's B entries in list order", payload, "")
 		def("DTA_AP_REGISTERS", "per list, one register per held entry: position p's holds its entry", regs, "")
 		def("DTA_AP_HOLD(lidx)", "an entry at position m.pos < B-1 goes to its register", put, "")
 		def("DTA_AP_READ(lidx)", "the batch's last entry reads the held ones", get, "")
+		def("DTA_AP_KEEP_REGISTERS", "DTA_AP_REGISTERS with one stateful action per register, run for every entry", keepRegs, "")
+		def("DTA_AP_KEEP(lidx)", "every entry: position m.pos's register takes it, each held one is read", keep, "")
 		def("DTA_AP_FILL", "egress: the held entries, then the report's own", fill, "")
 		def("DTA_AP_ICRC_FIELDS", "the batch's entries in the ICRC's field list", icrc, ",")
 		choices = append(choices, fmt.Sprint(bt))
