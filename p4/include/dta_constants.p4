@@ -121,10 +121,6 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 #ifndef DTA_AP_BATCH
 #define DTA_AP_BATCH 4 // Append batch B; -DDTA_AP_BATCH=B for another choice
 #endif
-#ifndef DTA_AP_ENTRY
-// the entry a held position's register takes
-#define DTA_AP_ENTRY h.ap.data
-#endif
 #if DTA_AP_BATCH == 1
 // the B-1 held entries, bridged to egress
 #define DTA_AP_HELD_FIELDS
@@ -158,7 +154,7 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -169,7 +165,7 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // DTA_AP_REGISTERS with one stateful action per register, run for every entry
 #define DTA_AP_KEEP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = h.ap.data; } r = v; } };
 // every entry: position m.pos's register takes it, each held one is read
 #define DTA_AP_KEEP(lidx) \
     h.bridge_ap.e0 = ap_keep0.execute(lidx);
@@ -196,13 +192,13 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -217,11 +213,11 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // DTA_AP_REGISTERS with one stateful action per register, run for every entry
 #define DTA_AP_KEEP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = DTA_AP_ENTRY; } r = v; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = h.ap.data; } r = v; } };
 // every entry: position m.pos's register takes it, each held one is read
 #define DTA_AP_KEEP(lidx) \
     h.bridge_ap.e0 = ap_keep0.execute(lidx); \
@@ -262,25 +258,25 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_get3 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_get4 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_get5 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_get6 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -303,19 +299,19 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // DTA_AP_REGISTERS with one stateful action per register, run for every entry
 #define DTA_AP_KEEP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_keep3 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 3) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_keep3 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 3) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_keep4 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 4) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_keep4 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 4) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_keep5 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 5) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_keep5 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 5) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_keep6 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 6) { v = DTA_AP_ENTRY; } r = v; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_keep6 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 6) { v = h.ap.data; } r = v; } };
 // every entry: position m.pos's register takes it, each held one is read
 #define DTA_AP_KEEP(lidx) \
     h.bridge_ap.e0 = ap_keep0.execute(lidx); \
@@ -384,49 +380,49 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // per list, one register per held entry: position p's holds its entry
 #define DTA_AP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_put0 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_get0 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_put1 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_get1 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_put2 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_get2 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_put3 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_get3 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_put4 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_get4 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_put5 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_get5 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_put6 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_get6 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e7; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_put7 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_put7 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_get7 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e8; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_put8 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_put8 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_get8 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e9; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_put9 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_put9 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_get9 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e10; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_put10 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_put10 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_get10 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e11; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_put11 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_put11 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_get11 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e12; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_put12 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_put12 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_get12 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e13; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_put13 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_put13 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_get13 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e14; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_put14 = { void apply(inout bit<32> v) { v = DTA_AP_ENTRY; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_put14 = { void apply(inout bit<32> v) { v = h.ap.data; } }; \
     RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_get14 = { void apply(inout bit<32> v, out bit<32> r) { r = v; } };
 // an entry at position m.pos < B-1 goes to its register
 #define DTA_AP_HOLD(lidx) \
@@ -465,35 +461,35 @@ const bit<8> ROCE_SYNDROME_NAK_PSN = 0x60; // rocev2.SyndromeNAKPSNSequenceError
 // DTA_AP_REGISTERS with one stateful action per register, run for every entry
 #define DTA_AP_KEEP_REGISTERS \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e0; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e0) ap_keep0 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 0) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e1; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e1) ap_keep1 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 1) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e2; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e2) ap_keep2 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 2) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e3; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_keep3 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 3) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e3) ap_keep3 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 3) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e4; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_keep4 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 4) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e4) ap_keep4 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 4) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e5; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_keep5 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 5) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e5) ap_keep5 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 5) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e6; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_keep6 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 6) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e6) ap_keep6 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 6) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e7; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_keep7 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 7) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e7) ap_keep7 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 7) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e8; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_keep8 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 8) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e8) ap_keep8 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 8) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e9; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_keep9 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 9) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e9) ap_keep9 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 9) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e10; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_keep10 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 10) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e10) ap_keep10 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 10) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e11; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_keep11 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 11) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e11) ap_keep11 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 11) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e12; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_keep12 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 12) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e12) ap_keep12 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 12) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e13; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_keep13 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 13) { v = DTA_AP_ENTRY; } r = v; } }; \
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e13) ap_keep13 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 13) { v = h.ap.data; } r = v; } }; \
     Register<bit<32>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e14; \
-    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_keep14 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 14) { v = DTA_AP_ENTRY; } r = v; } };
+    RegisterAction<bit<32>, bit<DTA_AP_LIST_BITS>, bit<32>>(ap_e14) ap_keep14 = { void apply(inout bit<32> v, out bit<32> r) { if (m.pos == 14) { v = h.ap.data; } r = v; } };
 // every entry: position m.pos's register takes it, each held one is read
 #define DTA_AP_KEEP(lidx) \
     h.bridge_ap.e0 = ap_keep0.execute(lidx); \

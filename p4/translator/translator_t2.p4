@@ -23,10 +23,6 @@
 #error "translator_t2.p4 is the Tofino-2 (T2NA) build: p4c-barefoot --target tofino2 --arch t2na"
 #endif
 #include <t2na.p4>
-// The held Append entries' registers read a metadata copy of the entry,
-// made by the parser: reading h.ap.data they made p4c-tofino2 fail
-// (ixbar_realign.cpp:63, "cannot find allocation of ingress::h.ap.data").
-#define DTA_AP_ENTRY m.ap_entry
 #include "../include/dta_constants.p4"
 
 typedef bit<DTA_QP_BITS> qp_t;
@@ -101,7 +97,6 @@ struct ig_meta_t {
     bit<8> crc8; bit<8> n; bit<8> pos; bit<32> head; bit<32> lbase;
     bit<8> crc8_ev; bit<8> bit_; bit<8> need; bit<8> have; bit<32> idx; bit<32> old_key;
     bit<1> ap_zero; // an Append entry of all-zero data, found by the parser
-    bit<(DTA_AP_ENTRY_BYTES*8)> ap_entry; // the Append entry, copied by the parser
 }
 struct eg_meta_t { bit<32> psn; bit<32> slot_hash; bit<32> checksum; bit<32> icrc; bit<32> offset; bit<24> ack_psn; }
 
@@ -149,7 +144,6 @@ parser IgParser(packet_in pkt, out headers_t h, out ig_meta_t m,
     state ap {
         pkt.extract(h.ap);
         m.ap_zero = 0;
-        m.ap_entry = h.ap.data;
         transition select(h.ap.data) { 0: ap_zero; default: accept; }
     }
     state ap_zero { m.ap_zero = 1; transition accept; }

@@ -161,9 +161,6 @@ func appendBatches(b *bytes.Buffer, d func(string, uint64, string)) {
 	b.WriteString("#ifndef DTA_AP_BATCH\n")
 	d("DTA_AP_BATCH", AppendBatch, "Append batch B; -DDTA_AP_BATCH=B for another choice")
 	b.WriteString("#endif\n")
-	// A program may hand the held entries' registers a copy of the entry
-	// (translator_t2.p4 does: its back end cannot feed them h.ap.data).
-	b.WriteString("#ifndef DTA_AP_ENTRY\n// the entry a held position's register takes\n#define DTA_AP_ENTRY h.ap.data\n#endif\n")
 	var choices []string
 	for i, bt := range AppendBatchChoices {
 		if i == 0 {
@@ -193,13 +190,13 @@ func appendBatches(b *bytes.Buffer, d func(string, uint64, string)) {
 			fill = append(fill, fmt.Sprintf("h.ap_payload.e%d = h.bridge_ap.e%d;", e, e))
 			regs = append(regs,
 				fmt.Sprintf("Register<bit<%d>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e%d;", AppendEntry*8, e),
-				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_put%[2]d = { void apply(inout bit<%[1]d> v) { v = DTA_AP_ENTRY; } };", AppendEntry*8, e),
+				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_put%[2]d = { void apply(inout bit<%[1]d> v) { v = h.ap.data; } };", AppendEntry*8, e),
 				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_get%[2]d = { void apply(inout bit<%[1]d> v, out bit<%[1]d> r) { r = v; } };", AppendEntry*8, e))
 			put = append(put, fmt.Sprintf("if (m.pos == %d) { ap_put%d.execute(lidx); }", e, e))
 			get = append(get, fmt.Sprintf("h.bridge_ap.e%d = ap_get%d.execute(lidx);", e, e))
 			keepRegs = append(keepRegs,
 				fmt.Sprintf("Register<bit<%d>, bit<DTA_AP_LIST_BITS>>(1 << DTA_AP_LIST_BITS, 0) ap_e%d;", AppendEntry*8, e),
-				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_keep%[2]d = { void apply(inout bit<%[1]d> v, out bit<%[1]d> r) { if (m.pos == %[2]d) { v = DTA_AP_ENTRY; } r = v; } };", AppendEntry*8, e))
+				fmt.Sprintf("RegisterAction<bit<%[1]d>, bit<DTA_AP_LIST_BITS>, bit<%[1]d>>(ap_e%[2]d) ap_keep%[2]d = { void apply(inout bit<%[1]d> v, out bit<%[1]d> r) { if (m.pos == %[2]d) { v = h.ap.data; } r = v; } };", AppendEntry*8, e))
 			keep = append(keep, fmt.Sprintf("h.bridge_ap.e%d = ap_keep%d.execute(lidx);", e, e))
 		}
 		def("DTA_AP_HELD_FIELDS", "the B-1 held entries, bridged to egress", held, "")
