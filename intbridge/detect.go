@@ -216,7 +216,7 @@ type Detector struct {
 	frows []flowRow
 	keys  *table
 	krows []keyRow
-	hints []keyHints // by a hash of the switch
+	hints *[1 << hintBits]keyHints // by a hash of the switch
 	c     DetectorCounters
 	now   int64 // the record's time being observed, unix ns
 	// bounds are the rules' values for quiet, by metric.
@@ -235,7 +235,7 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
 	}
 	d := &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
-		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: make([]keyHints, 1<<hintBits)}
+		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: new([1 << hintBits]keyHints)}
 	for m := range d.bounds {
 		d.bounds[m] = cfg.Rules[m].bounds()
 	}
@@ -278,7 +278,81 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	case p >= 1 && p <= MaxHops && len(hops) == 1 && hops[0].Has&HasSwitch != 0:
 		events = d.postcard(r, &hops[0], p-1, now, events)
 	}
+	if h, m := d.quietKeys(hops, now); h < len(hops) {
+		events = d.hopKeys(r, hops, h, m, events)
+	}
+	for _, e := range events[before:] {
+		d.c.Events[e.Metric][e.Kind]++
+	}
+	return events
+}
+
+// quietKeys runs quiet, the check most hops' keys need, on the per-hop
+// metrics of hops in Observe's order (hop by hop; queue occupancy,
+// congestion, link utilisation, drops, buffer occupancy: keyHints.rows'
+// order), marking each quiet key's row seen (the keys' table is a clock
+// table). It returns the first hop and metric that is not quiet (a switch
+// not in its hint, a new key or value, a drop), from which hopKeys goes on,
+// or len(hops) when every one is. It makes no call: its state stays in
+// registers.
+func (d *Detector) quietKeys(hops []Hop, now int64) (int, int) {
+	krows := d.krows
+	ref := d.keys.ref[:len(krows)]
+	period := int64(d.cfg.Period)
+	bq, bc, bu, bb := d.bounds[MetricQueueOccupancy], d.bounds[MetricQueueCongestion], d.bounds[MetricLinkUtilization], d.bounds[MetricBufferOccupancy]
+	hints := d.hints
 	for h := range hops {
+		hp := &hops[h]
+		has, sw := hp.Has, hp.Switch
+		if has&HasSwitch == 0 {
+			continue
+		}
+		c := &hints[uint32(sw*0x9E3779B1)>>(32-hintBits)]
+		if c.sw != sw {
+			return h, 0
+		}
+		if has&HasQueue != 0 {
+			row := c.rows[0]
+			if !quiet(krows, row, keyOf(MetricQueueOccupancy, sw, uint32(hp.Queue)), hp.Occupancy, bq, now, period) {
+				return h, 0
+			}
+			ref[row] = true
+		}
+		if has&HasCongestion != 0 {
+			row := c.rows[1]
+			if !quiet(krows, row, keyOf(MetricQueueCongestion, sw, uint32(hp.Queue)), hp.Congestion, bc, now, period) {
+				return h, 1
+			}
+			ref[row] = true
+		}
+		if has&(HasTxUtil|HasPorts) == HasTxUtil|HasPorts {
+			row := c.rows[2]
+			if !quiet(krows, row, keyOf(MetricLinkUtilization, sw, hp.Egress), hp.TxUtil, bu, now, period) {
+				return h, 2
+			}
+			ref[row] = true
+		}
+		if has&HasDrops != 0 {
+			return h, 3
+		}
+		if has&HasBuffer != 0 {
+			row := c.rows[4]
+			if !quiet(krows, row, keyOf(MetricBufferOccupancy, sw, uint32(hp.Buffer)), hp.BufferOccupancy, bb, now, period) {
+				return h, 4
+			}
+			ref[row] = true
+		}
+	}
+	return len(hops), 0
+}
+
+// hopKeys runs the per-hop metrics' rules on hops from hop h's metric
+// from (an index of keyHints.rows) on, as quietKeys orders them: a
+// quiet key marked seen, any other to key.
+func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) []Event {
+	krows, ref := d.krows, d.keys.ref
+	now, period := d.now, int64(d.cfg.Period)
+	for ; h < len(hops); h, from = h+1, 0 {
 		hp := &hops[h]
 		if hp.Has&HasSwitch == 0 {
 			continue
@@ -287,44 +361,41 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 		if c.sw != hp.Switch {
 			*c = keyHints{sw: hp.Switch, rows: noHints}
 		}
-		if hp.Has&HasQueue != 0 {
+		if from <= 0 && hp.Has&HasQueue != 0 {
 			m, sub := MetricQueueOccupancy, uint32(hp.Queue)
-			if row := c.rows[0]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Occupancy, row) {
-				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			if row := c.rows[0]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Occupancy, d.bounds[m], now, period) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.Occupancy, r, &c.rows[0], events)
 			}
 		}
-		if hp.Has&HasCongestion != 0 {
+		if from <= 1 && hp.Has&HasCongestion != 0 {
 			m, sub := MetricQueueCongestion, uint32(hp.Queue)
-			if row := c.rows[1]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Congestion, row) {
-				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			if row := c.rows[1]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Congestion, d.bounds[m], now, period) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.Congestion, r, &c.rows[1], events)
 			}
 		}
-		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
+		if from <= 2 && hp.Has&(HasTxUtil|HasPorts) == HasTxUtil|HasPorts {
 			m, sub := MetricLinkUtilization, hp.Egress
-			if row := c.rows[2]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.TxUtil, row) {
-				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			if row := c.rows[2]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.TxUtil, d.bounds[m], now, period) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.TxUtil, r, &c.rows[2], events)
 			}
 		}
-		if hp.Has&HasDrops != 0 {
+		if from <= 3 && hp.Has&HasDrops != 0 {
 			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, &c.rows[3], events)
 		}
 		if hp.Has&HasBuffer != 0 {
 			m, sub := MetricBufferOccupancy, uint32(hp.Buffer)
-			if row := c.rows[4]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, row) {
-				d.keys.ref[row] = true
+			if row := c.rows[4]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, d.bounds[m], now, period) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.BufferOccupancy, r, &c.rows[4], events)
 			}
 		}
-	}
-	for _, e := range events[before:] {
-		d.c.Events[e.Metric][e.Kind]++
 	}
 	return events
 }
@@ -353,6 +424,9 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 	} else {
 		d.flows.touch(row)
 		f = &d.frows[row]
+		if d.quietFlow(f, hops, latency, hasLatency, now) {
+			return events
+		}
 	}
 	before := len(events)
 	periodic := !fresh && d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period)
@@ -406,6 +480,27 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 		}
 	}
 	return events
+}
+
+// quietFlow says whether a record of hops, with flow latency latency
+// (when hasLatency), leaves the flow in row f as it is and makes no event
+// (the check most records need): its path unchanged, every latency quiet
+// under its rule's bounds, and the flow not due for the periodic push. It
+// makes no call.
+func (d *Detector) quietFlow(f *flowRow, hops []Hop, latency uint32, hasLatency bool, now int64) bool {
+	if p := int64(d.cfg.Period); p > 0 && now-f.reported >= p || !f.path.same(hops) {
+		return false
+	}
+	hb := d.bounds[MetricHopLatency]
+	stored := f.hop[:len(hops)]
+	for h := range hops {
+		v := hops[h].Latency
+		if hops[h].Has&HasLatency != 0 && (diff(v, stored[h]) > hb.threshold || (v > hb.level) != (f.above&(2<<h) != 0)) {
+			return false
+		}
+	}
+	fb := d.bounds[MetricFlowLatency]
+	return !hasLatency || diff(latency, f.latency) <= fb.threshold && (latency > fb.level) == (f.above&1 != 0)
 }
 
 // postcard runs the hop latency rule on a flow's hop h, reported by the
@@ -483,17 +578,17 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
 }
 
-// quiet says whether metric m's key is in row hint and takes value v
-// without an event (the caller marks the row seen): the check most hops'
-// values need, kept apart from key's event making (which the rest go to,
-// and drops always: their value is a sum kept in the row), and small
-// enough to inline.
-func (d *Detector) quiet(m Metric, key uint64, v uint32, hint int32) bool {
-	if uint32(hint) >= uint32(len(d.krows)) {
+// quiet says whether the key in row hint of krows is key and takes value
+// v without an event under bounds b at now (period: the Detector's) (the
+// caller marks the row seen): the check most hops' values need, kept apart
+// from key's event making (which the rest go to, and drops always: their
+// value is a sum kept in the row), and small enough to inline.
+func quiet(krows []keyRow, hint int32, key uint64, v uint32, b quietBounds, now, period int64) bool {
+	if uint32(hint) >= uint32(len(krows)) {
 		return false
 	}
-	k, b := &d.krows[hint], &d.bounds[m]
-	return k.key == key && max(v, k.value)-min(v, k.value) <= b.threshold && (v > b.level) == k.above && !d.due(k.reported)
+	k := &krows[hint]
+	return k.key == key && max(v, k.value)-min(v, k.value) <= b.threshold && (v > b.level) == k.above && (period <= 0 || now-k.reported < period)
 }
 
 // quietBounds are a Rule's values as quiet reads them: a value within
@@ -513,12 +608,6 @@ func (r *Rule) bounds() quietBounds {
 		b.level = math.MaxUint32
 	}
 	return b
-}
-
-// due says whether a key last reported at reported is due for the
-// periodic push.
-func (d *Detector) due(reported int64) bool {
-	return d.cfg.Period > 0 && d.now-reported >= int64(d.cfg.Period)
 }
 
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
