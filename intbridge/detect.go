@@ -197,11 +197,36 @@ const hintBits = 10
 var noHints = [5]int32{-1, -1, -1, -1, -1}
 
 type keyRow struct {
-	key      uint64 // the row's key in d.keys (0: none), beside its values for quiet
+	key uint64 // the row's key in d.keys (0: none), beside its values for quiet
+	// lo to hi are the values quiet (none when lo > hi): within the
+	// rule's threshold of value and on the side of its level the key is
+	// (above); due is when the key falls due for the periodic push
+	// (reported + period; math.MaxInt64: never). setQuiet keeps them.
+	lo, hi   uint32
+	due      int64
 	value    uint32 // the value stored: last reported
 	sum      uint32 // drops: the sum of the drops reported
 	above    bool
 	reported int64
+}
+
+// setQuiet sets k's quiet values from its value, level state and time
+// reported, under bounds b (its metric's) and period.
+func (k *keyRow) setQuiet(b quietBounds, period int64) {
+	lo, hi := k.value-min(k.value, b.threshold), k.value+min(math.MaxUint32-k.value, b.threshold)
+	switch {
+	case !k.above:
+		hi = min(hi, b.level)
+	case b.level == math.MaxUint32:
+		lo, hi = 1, 0 // above a level no value is above
+	default:
+		lo = max(lo, b.level+1)
+	}
+	k.lo, k.hi = lo, hi
+	k.due = math.MaxInt64
+	if period > 0 && k.reported <= math.MaxInt64-period {
+		k.due = k.reported + period
+	}
 }
 
 // Detector turns a stream of telemetry records into the events worth
@@ -248,6 +273,11 @@ func (d *Detector) SetRule(m Metric, r Rule) error {
 		return fmt.Errorf("%w: unknown metric %d", ErrConfig, m)
 	}
 	d.cfg.Rules[m], d.bounds[m] = r, r.bounds()
+	for row := range d.keys.fresh {
+		if k := &d.krows[row]; Metric(k.key>>56) == m {
+			k.setQuiet(d.bounds[m], int64(d.cfg.Period))
+		}
+	}
 	return nil
 }
 
@@ -260,7 +290,13 @@ func (d *Detector) Rule(m Metric) Rule {
 }
 
 // SetPeriod replaces the period.
-func (d *Detector) SetPeriod(p time.Duration) { d.cfg.Period = max(p, 0) }
+func (d *Detector) SetPeriod(p time.Duration) {
+	d.cfg.Period = max(p, 0)
+	for row := range d.keys.fresh {
+		k := &d.krows[row]
+		k.setQuiet(d.bounds[k.key>>56], int64(d.cfg.Period))
+	}
+}
 
 // Counters returns the counters.
 func (d *Detector) Counters() DetectorCounters { return d.c }
@@ -298,8 +334,6 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 func (d *Detector) quietKeys(hops []Hop, now int64) (int, int) {
 	krows := d.krows
 	ref := d.keys.ref[:len(krows)]
-	period := int64(d.cfg.Period)
-	bq, bc, bu, bb := d.bounds[MetricQueueOccupancy], d.bounds[MetricQueueCongestion], d.bounds[MetricLinkUtilization], d.bounds[MetricBufferOccupancy]
 	hints := d.hints
 	for h := range hops {
 		hp := &hops[h]
@@ -313,21 +347,21 @@ func (d *Detector) quietKeys(hops []Hop, now int64) (int, int) {
 		}
 		if has&HasQueue != 0 {
 			row := c.rows[0]
-			if !quiet(krows, row, keyOf(MetricQueueOccupancy, sw, uint32(hp.Queue)), hp.Occupancy, bq, now, period) {
+			if !quiet(krows, row, keyOf(MetricQueueOccupancy, sw, uint32(hp.Queue)), hp.Occupancy, now) {
 				return h, 0
 			}
 			ref[row] = true
 		}
 		if has&HasCongestion != 0 {
 			row := c.rows[1]
-			if !quiet(krows, row, keyOf(MetricQueueCongestion, sw, uint32(hp.Queue)), hp.Congestion, bc, now, period) {
+			if !quiet(krows, row, keyOf(MetricQueueCongestion, sw, uint32(hp.Queue)), hp.Congestion, now) {
 				return h, 1
 			}
 			ref[row] = true
 		}
 		if has&(HasTxUtil|HasPorts) == HasTxUtil|HasPorts {
 			row := c.rows[2]
-			if !quiet(krows, row, keyOf(MetricLinkUtilization, sw, hp.Egress), hp.TxUtil, bu, now, period) {
+			if !quiet(krows, row, keyOf(MetricLinkUtilization, sw, hp.Egress), hp.TxUtil, now) {
 				return h, 2
 			}
 			ref[row] = true
@@ -337,7 +371,7 @@ func (d *Detector) quietKeys(hops []Hop, now int64) (int, int) {
 		}
 		if has&HasBuffer != 0 {
 			row := c.rows[4]
-			if !quiet(krows, row, keyOf(MetricBufferOccupancy, sw, uint32(hp.Buffer)), hp.BufferOccupancy, bb, now, period) {
+			if !quiet(krows, row, keyOf(MetricBufferOccupancy, sw, uint32(hp.Buffer)), hp.BufferOccupancy, now) {
 				return h, 4
 			}
 			ref[row] = true
@@ -350,8 +384,7 @@ func (d *Detector) quietKeys(hops []Hop, now int64) (int, int) {
 // from (an index of keyHints.rows) on, as quietKeys orders them: a
 // quiet key marked seen, any other to key.
 func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) []Event {
-	krows, ref := d.krows, d.keys.ref
-	now, period := d.now, int64(d.cfg.Period)
+	krows, ref, now := d.krows, d.keys.ref, d.now
 	for ; h < len(hops); h, from = h+1, 0 {
 		hp := &hops[h]
 		if hp.Has&HasSwitch == 0 {
@@ -363,7 +396,7 @@ func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) [
 		}
 		if from <= 0 && hp.Has&HasQueue != 0 {
 			m, sub := MetricQueueOccupancy, uint32(hp.Queue)
-			if row := c.rows[0]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Occupancy, d.bounds[m], now, period) {
+			if row := c.rows[0]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Occupancy, now) {
 				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.Occupancy, r, &c.rows[0], events)
@@ -371,7 +404,7 @@ func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) [
 		}
 		if from <= 1 && hp.Has&HasCongestion != 0 {
 			m, sub := MetricQueueCongestion, uint32(hp.Queue)
-			if row := c.rows[1]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Congestion, d.bounds[m], now, period) {
+			if row := c.rows[1]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Congestion, now) {
 				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.Congestion, r, &c.rows[1], events)
@@ -379,7 +412,7 @@ func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) [
 		}
 		if from <= 2 && hp.Has&(HasTxUtil|HasPorts) == HasTxUtil|HasPorts {
 			m, sub := MetricLinkUtilization, hp.Egress
-			if row := c.rows[2]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.TxUtil, d.bounds[m], now, period) {
+			if row := c.rows[2]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.TxUtil, now) {
 				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.TxUtil, r, &c.rows[2], events)
@@ -390,7 +423,7 @@ func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) [
 		}
 		if hp.Has&HasBuffer != 0 {
 			m, sub := MetricBufferOccupancy, uint32(hp.Buffer)
-			if row := c.rows[4]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, d.bounds[m], now, period) {
+			if row := c.rows[4]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, now) {
 				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.BufferOccupancy, r, &c.rows[4], events)
@@ -579,24 +612,26 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 }
 
 // quiet says whether the key in row hint of krows is key and takes value
-// v without an event under bounds b at now (period: the Detector's) (the
-// caller marks the row seen): the check most hops' values need, kept apart
-// from key's event making (which the rest go to, and drops always: their
-// value is a sum kept in the row), and small enough to inline.
-func quiet(krows []keyRow, hint int32, key uint64, v uint32, b quietBounds, now, period int64) bool {
+// v at now without an event (the caller marks the row seen): the value in
+// the row's quiet range (its rule's bounds, keyRow.setQuiet), and the key
+// not due. It is the check most hops' values need, kept apart from key's
+// event making (which the rest go to, and drops always: their value is a
+// sum kept in the row), and small enough to inline.
+func quiet(krows []keyRow, hint int32, key uint64, v uint32, now int64) bool {
 	if uint32(hint) >= uint32(len(krows)) {
 		return false
 	}
 	k := &krows[hint]
-	return k.key == key && max(v, k.value)-min(v, k.value) <= b.threshold && (v > b.level) == k.above && (period <= 0 || now-k.reported < period)
+	return k.key == key && v >= k.lo && v <= k.hi && now < k.due
 }
 
-// quietBounds are a Rule's values as quiet reads them: a value within
-// threshold of the one stored, and on the side of level the key was, makes
-// no event. No change events: threshold the largest value; no level: level
-// the largest value (no value is above it), so a key whose level state
-// was left above when the level was removed is not quiet, and goes to key,
-// which reads the Rule.
+// quietBounds are a Rule's values as the quiet checks read them
+// (keyRow.setQuiet, quietFlow): a value within threshold of the one
+// stored, and on the side of level the key was, makes no event. No change
+// events: threshold the largest value; no level: level the largest value
+// (no value is above it), so a key whose level state was left above when
+// the level was removed is not quiet, and goes to key, which reads the
+// Rule.
 type quietBounds struct{ threshold, level uint32 }
 
 func (r *Rule) bounds() quietBounds {
@@ -663,10 +698,13 @@ func (d *Detector) keyEvent(m Metric, sw, sub, v uint32, r *Record, row int32, e
 		k1 = Periodic
 		k.value = v
 	}
+	if k1 != 0 {
+		k.reported = now
+	}
+	k.setQuiet(d.bounds[m], int64(d.cfg.Period))
 	if k1 == 0 {
 		return events
 	}
-	k.reported = now
 	var port uint32
 	q := uint8(sub)
 	if m == MetricLinkUtilization {
