@@ -121,14 +121,15 @@ func timestamp(b []byte, at int, wide bool) (uint64, bool) {
 	return uint64(w), ok
 }
 
-// read fills h from hop metadata b, at least the layout's words.
+// read fills h from hop metadata b, at least the layout's words: a
+// field the hop filled with all ones (not available) is left out, zero,
+// as SetMetadata leaves it.
 func (r *hopReader) read(h *Hop, b []byte) {
 	o := &r.o
 	*h = Hop{}
 	var has HopFields // kept in a register, stored once
-	var ok bool
-	if h.Switch, ok = word(b, o.NodeID); ok {
-		has |= HasSwitch
+	if w, ok := word(b, o.NodeID); ok {
+		h.Switch, has = w, has|HasSwitch
 	}
 	if v, ok := double(b, o.L2Ports); ok {
 		h.Ingress, h.Egress, has = uint32(v>>32), uint32(v), has|HasPorts
@@ -145,16 +146,16 @@ func (r *hopReader) read(h *Hop, b []byte) {
 			h.Queue = uint8(w >> 16)
 		}
 	}
-	if h.Latency, ok = word(b, o.HopLatency); ok {
-		has |= HasLatency
+	if w, ok := word(b, o.HopLatency); ok {
+		h.Latency, has = w, has|HasLatency
 	}
-	if h.Timestamp, ok = timestamp(b, o.EgressTS, o.EgressTS64); ok {
-		has |= HasTimestamp
-	} else if h.Timestamp, ok = timestamp(b, o.IngressTS, o.IngressTS64); ok {
-		has |= HasTimestamp
+	if v, ok := timestamp(b, o.EgressTS, o.EgressTS64); ok {
+		h.Timestamp, has = v, has|HasTimestamp
+	} else if v, ok := timestamp(b, o.IngressTS, o.IngressTS64); ok {
+		h.Timestamp, has = v, has|HasTimestamp
 	}
-	if h.TxUtil, ok = word(b, o.TxUtil); ok {
-		has |= HasTxUtil
+	if w, ok := word(b, o.TxUtil); ok {
+		h.TxUtil, has = w, has|HasTxUtil
 	}
 	if w, ok := word(b, o.Buffer); ok {
 		h.Buffer, h.BufferOccupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasBuffer
