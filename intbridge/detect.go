@@ -618,10 +618,11 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 // event making (which the rest go to, and drops always: their value is a
 // sum kept in the row), and small enough to inline.
 func quiet(krows []keyRow, hint int32, key uint64, v uint32, now int64) bool {
-	if uint32(hint) >= uint32(len(krows)) {
+	i := int(hint)
+	if uint(i) >= uint(len(krows)) {
 		return false
 	}
-	k := &krows[hint]
+	k := &krows[i]
 	return k.key == key && v >= k.lo && v <= k.hi && now < k.due
 }
 
