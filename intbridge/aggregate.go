@@ -390,8 +390,12 @@ func (a *Aggregator) expire(now time.Time) int {
 	if a.cfg.Idle <= 0 {
 		return 0
 	}
+	// A row is idle when now.Sub(Last) >= Idle: when Last is not after
+	// now - Idle, one Add per record and a compare per row (Sub is an Add
+	// and a compare more).
+	cut := now.Add(-a.cfg.Idle)
 	n := 0
-	for row := a.flows.oldest(); row >= 0 && now.Sub(a.rows[row].Last) >= a.cfg.Idle; row = a.flows.oldest() {
+	for row := a.flows.oldest(); row >= 0 && !a.rows[row].Last.After(cut); row = a.flows.oldest() {
 		a.flows.remove(row)
 		a.c.FlowsAged++
 		n++
