@@ -436,12 +436,7 @@ func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) [
 // flow runs the flow-keyed rules: path, flow latency, hop latency.
 func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Event {
 	row := d.flows.find(uint64(r.Flow))
-	var latency uint32
-	hasLatency := false
-	for h := range hops {
-		latency += hops[h].Latency // 0 where absent
-		hasLatency = hasLatency || hops[h].Has&HasLatency != 0
-	}
+	latency, hasLatency := flowLatency(hops)
 	var f *flowRow
 	fresh := row < 0
 	if fresh {
@@ -513,6 +508,16 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 		}
 	}
 	return events
+}
+
+// flowLatency returns the sum of hops' latencies (0 where absent) and
+// whether any hop has one.
+func flowLatency(hops []Hop) (latency uint32, has bool) {
+	for h := range hops {
+		latency += hops[h].Latency
+		has = has || hops[h].Has&HasLatency != 0
+	}
+	return latency, has
 }
 
 // quietFlow says whether a record of hops, with flow latency latency
