@@ -117,6 +117,7 @@ func TestPipeline(t *testing.T) {
 // traces (node, ports, latency, queue, timestamp, utilisation, buffer) through
 // decode, bridge, Detector and Aggregator on one core; analytics alone
 // is the Detector and the Aggregator on the records.
+// The target (issue 29): whole at 3 M reports/s or more per core, 0 allocations.
 func BenchmarkPipeline(b *testing.B) {
 	pkts := make([][]byte, 4096)
 	for i := range pkts {
