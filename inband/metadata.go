@@ -166,6 +166,14 @@ func (m *Metadata) Has(b int) bool { return m.Present&(0x8000>>b) != 0 }
 // decodeMetadata fills m from b, laid out by bitmap under l. b must hold
 // at least l.words(bitmap)·4 bytes; the rest is domain-specific.
 func decodeMetadata(m *Metadata, l *layout, bitmap uint16, b []byte) {
+	if bitmap == 0 {
+		// What most INT-MD sinks send of themselves: no field to lay out.
+		*m = Metadata{}
+		if len(b) > 0 {
+			m.DomainSpecific = b
+		}
+		return
+	}
 	var f Fields
 	f.compile(l, bitmap)
 	f.Decode(m, b)

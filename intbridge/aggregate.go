@@ -65,17 +65,18 @@ func (b Bins) powersOfTwo() bool {
 }
 
 // Add counts v.
-func (h *Histogram) Add(v uint32) {
-	if h.Count == 0 || v < h.Min {
-		h.Min = v
-	}
-	h.Max = max(h.Max, v)
-	h.Count++
-	h.Sum += uint64(v)
+func (h *Histogram) Add(v uint32) { h.addAt(v, h.bucket(v)) }
+
+// bucket returns v's bucket: a bit count for PowerOfTwoBins, else a
+// binary search of Bins (a call of its own, so that bucket inlines).
+func (h *Histogram) bucket(v uint32) int {
 	if h.pow2 {
-		h.Counts[bits.Len32(v)]++
-		return
+		return bits.Len32(v)
 	}
+	return h.search(v)
+}
+
+func (h *Histogram) search(v uint32) int {
 	lo, hi := 0, len(h.Bins)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -85,7 +86,18 @@ func (h *Histogram) Add(v uint32) {
 			hi = m
 		}
 	}
-	h.Counts[lo]++
+	return lo
+}
+
+// addAt counts v in bucket i.
+func (h *Histogram) addAt(v uint32, i int) {
+	if h.Count == 0 || v < h.Min {
+		h.Min = v
+	}
+	h.Max = max(h.Max, v)
+	h.Count++
+	h.Sum += uint64(v)
+	h.Counts[i]++
 }
 
 func (h *Histogram) reset() {
@@ -192,7 +204,7 @@ type Aggregator struct {
 	rows     []FlowStats
 	switches *table
 	sw       []SwitchStats
-	hints    []int32 // by a hash of the switch: the row it was last found in
+	hints    *[1 << hintBits]int32 // by a hash of the switch: the row it was last found in
 	c        AggregatorCounters
 }
 
@@ -222,7 +234,7 @@ func NewAggregator(cfg AggregatorConfig) (*Aggregator, error) {
 		}
 	}
 	a := &Aggregator{cfg: cfg, flows: newTable(cfg.Flows), rows: make([]FlowStats, cfg.Flows),
-		switches: newClockTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches), hints: make([]int32, 1<<hintBits)}
+		switches: newClockTable(cfg.Switches), sw: make([]SwitchStats, cfg.Switches), hints: new([1 << hintBits]int32)}
 	// One slab for every switch's counts.
 	nl, nq, nu := len(cfg.LatencyBins)+1, len(cfg.QueueBins)+1, len(cfg.TxUtilBins)+1
 	slab := make([]uint64, cfg.Switches*(nl+nq+nu))
@@ -248,10 +260,8 @@ func (a *Aggregator) Add(r *Record) {
 	// Every hop of a switch counts in its histograms, whatever the flow:
 	// counted first, while the flow's row (most often a cache miss) is
 	// fetched.
-	for h := range hops {
-		if hops[h].Has&HasSwitch != 0 {
-			a.addSwitch(&hops[h])
-		}
+	for h := a.addHinted(hops, 0); h < len(hops); h = a.addHinted(hops, h) {
+		a.hint(hops[h].Switch)
 	}
 	fresh := row < 0
 	if fresh {
@@ -274,12 +284,12 @@ func (a *Aggregator) Add(r *Record) {
 		if p < 1 || p > MaxHops || len(hops) != 1 || hops[0].Has&HasSwitch == 0 {
 			return
 		}
-		hp, st := &hops[0], &f.Hops[p-1]
+		hp := &hops[0]
 		if int(f.Path.Len) < p || f.Path.Nodes[p-1] != hp.Switch {
-			*st = HopStats{}
+			f.Hops[p-1] = HopStats{}
 			f.Path.Nodes[p-1], f.Path.Len = hp.Switch, max(f.Path.Len, uint8(p))
 		}
-		st.update(hp, sh)
+		update(f.Hops[p-1:p], hops[:1], sh)
 		return
 	}
 	newPath := !f.Path.same(hops)
@@ -287,62 +297,88 @@ func (a *Aggregator) Add(r *Record) {
 		f.Path.set(hops)
 		f.Hops = [MaxHops]HopStats{}
 	}
-	var total uint32
-	for h := range hops {
-		total += f.Hops[h].update(&hops[h], sh)
-	}
+	total := update(f.Hops[:len(hops)], hops, sh)
 	f.Latency.add(total, fresh, sh)
 	f.MaxLatency = max(f.MaxLatency, total)
 }
 
-// update adds hp's values and returns its latency (0 when absent).
-func (st *HopStats) update(hp *Hop, sh uint8) uint32 {
-	st.Switch = hp.Switch
-	first := st.Samples == 0
-	st.Samples++
-	if hp.Has&HasQueue != 0 {
-		st.Queue.add(hp.Occupancy, first, sh)
+// update adds each hop's values to its stats (sts[h] hops[h]'s) and
+// returns the sum of their latencies (0 where absent). One loop, no call:
+// its state stays in registers.
+func update(sts []HopStats, hops []Hop, sh uint8) uint32 {
+	var total uint32
+	for h := range min(len(sts), len(hops)) {
+		st, hp := &sts[h], &hops[h]
+		st.Switch = hp.Switch
+		first := st.Samples == 0
+		st.Samples++
+		if hp.Has&HasQueue != 0 {
+			st.Queue.add(hp.Occupancy, first, sh)
+		}
+		if hp.Has&HasTxUtil != 0 {
+			st.TxUtil.add(hp.TxUtil, first, sh)
+		}
+		if hp.Has&HasLatency != 0 {
+			st.Latency.add(hp.Latency, first, sh)
+			total += hp.Latency
+		}
 	}
-	if hp.Has&HasTxUtil != 0 {
-		st.TxUtil.add(hp.TxUtil, first, sh)
-	}
-	if hp.Has&HasLatency == 0 {
-		return 0
-	}
-	st.Latency.add(hp.Latency, first, sh)
-	return hp.Latency
+	return total
 }
 
-// addSwitch counts hop hp in its switch's histograms.
-func (a *Aggregator) addSwitch(hp *Hop) {
-	// The row the switch was last found in, a hint checked before use.
-	hint := &a.hints[uint32(hp.Switch*0x9E3779B1)>>(32-hintBits)]
-	row := a.switches.lookup(uint64(hp.Switch), *hint)
-	if row < 0 {
-		var ev int32
-		if row, ev = a.switches.insert(uint64(hp.Switch)); ev >= 0 {
-			a.c.SwitchesEvicted++
+// addHinted counts hops from hop h on in their switches' histograms while
+// each switch is in the row its hint names (the row it was last found
+// in), and returns the first hop whose switch is not (hint makes it so),
+// or len(hops). It makes no call: its state stays in registers.
+func (a *Aggregator) addHinted(hops []Hop, h int) int {
+	t := a.switches
+	for ; h < len(hops); h++ {
+		hp := &hops[h]
+		if hp.Has&HasSwitch == 0 {
+			continue
 		}
+		row := a.hints[uint32(hp.Switch*0x9E3779B1)>>(32-hintBits)]
+		if row < 0 || row >= t.fresh || t.keys[row] != uint64(hp.Switch) {
+			return h
+		}
+		t.ref[row] = true // touch: the switches' table is a clock table
 		s := &a.sw[row]
-		s.Switch, s.Packets = hp.Switch, 0
-		s.Latency.reset()
-		s.Queue.reset()
-		s.TxUtil.reset()
-	} else {
-		a.switches.touch(row)
+		s.Packets++
+		if hp.Has&HasLatency != 0 {
+			s.Latency.addAt(hp.Latency, s.Latency.bucket(hp.Latency))
+		}
+		if hp.Has&HasQueue != 0 {
+			s.Queue.addAt(hp.Occupancy, s.Queue.bucket(hp.Occupancy))
+		}
+		if hp.Has&HasTxUtil != 0 {
+			s.TxUtil.addAt(hp.TxUtil, s.TxUtil.bucket(hp.TxUtil))
+		}
+	}
+	return h
+}
+
+// hint makes switch sw's hint name its row: found, or new.
+func (a *Aggregator) hint(sw uint32) {
+	hint := &a.hints[uint32(sw*0x9E3779B1)>>(32-hintBits)]
+	row := a.switches.find(uint64(sw))
+	if row < 0 {
+		row = a.newSwitch(sw)
 	}
 	*hint = row
+}
+
+// newSwitch returns a row for switch sw, new and empty.
+func (a *Aggregator) newSwitch(sw uint32) int32 {
+	row, ev := a.switches.insert(uint64(sw))
+	if ev >= 0 {
+		a.c.SwitchesEvicted++
+	}
 	s := &a.sw[row]
-	s.Packets++
-	if hp.Has&HasLatency != 0 {
-		s.Latency.Add(hp.Latency)
-	}
-	if hp.Has&HasQueue != 0 {
-		s.Queue.Add(hp.Occupancy)
-	}
-	if hp.Has&HasTxUtil != 0 {
-		s.TxUtil.Add(hp.TxUtil)
-	}
+	s.Switch, s.Packets = sw, 0
+	s.Latency.reset()
+	s.Queue.reset()
+	s.TxUtil.reset()
+	return row
 }
 
 // Expire ages out the flows not seen for Idle before now and returns how
@@ -354,8 +390,12 @@ func (a *Aggregator) expire(now time.Time) int {
 	if a.cfg.Idle <= 0 {
 		return 0
 	}
+	// A row is idle when now.Sub(Last) >= Idle: when Last is not after
+	// now - Idle, one Add per record and a compare per row (Sub is an Add
+	// and a compare more).
+	cut := now.Add(-a.cfg.Idle)
 	n := 0
-	for row := a.flows.oldest(); row >= 0 && now.Sub(a.rows[row].Last) >= a.cfg.Idle; row = a.flows.oldest() {
+	for row := a.flows.oldest(); row >= 0 && !a.rows[row].Last.After(cut); row = a.flows.oldest() {
 		a.flows.remove(row)
 		a.c.FlowsAged++
 		n++

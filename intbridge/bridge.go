@@ -411,11 +411,12 @@ func (b *Bridge) stack(flow inband.FiveTuple, key, node uint32, path bool) *Trac
 	at := len(b.arena)
 	b.arena = b.arena[:at+4*b.cfg.PathHops]
 	v := b.arena[at:]
-	clear(v)
-	for i := range min(n, b.cfg.PathHops) {
+	w := min(n, b.cfg.PathHops)
+	for i := range w {
 		id, _ := b.fields.NodeID(s.hop(n - 1 - i))
 		binary.BigEndian.PutUint32(v[4*i:], id)
 	}
+	clear(v[4*w:]) // a shorter path's zeros
 	o := b.next(dta.OpKeyWrite)
 	o.KeyWrite.Redundancy, o.KeyWrite.Key, o.KeyWrite.Data = uint8(b.cfg.PathRedundancy), key, v
 	b.c.KeyWrites++

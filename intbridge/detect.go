@@ -197,11 +197,36 @@ const hintBits = 10
 var noHints = [5]int32{-1, -1, -1, -1, -1}
 
 type keyRow struct {
-	key      uint64 // the row's key in d.keys (0: none), beside its values for quiet
+	key uint64 // the row's key in d.keys (0: none), beside its values for quiet
+	// lo to hi are the values quiet (none when lo > hi): within the
+	// rule's threshold of value and on the side of its level the key is
+	// (above); due is when the key falls due for the periodic push
+	// (reported + period; math.MaxInt64: never). setQuiet keeps them.
+	lo, hi   uint32
+	due      int64
 	value    uint32 // the value stored: last reported
 	sum      uint32 // drops: the sum of the drops reported
 	above    bool
 	reported int64
+}
+
+// setQuiet sets k's quiet values from its value, level state and time
+// reported, under bounds b (its metric's) and period.
+func (k *keyRow) setQuiet(b quietBounds, period int64) {
+	lo, hi := k.value-min(k.value, b.threshold), k.value+min(math.MaxUint32-k.value, b.threshold)
+	switch {
+	case !k.above:
+		hi = min(hi, b.level)
+	case b.level == math.MaxUint32:
+		lo, hi = 1, 0 // above a level no value is above
+	default:
+		lo = max(lo, b.level+1)
+	}
+	k.lo, k.hi = lo, hi
+	k.due = math.MaxInt64
+	if period > 0 && k.reported <= math.MaxInt64-period {
+		k.due = k.reported + period
+	}
 }
 
 // Detector turns a stream of telemetry records into the events worth
@@ -216,7 +241,7 @@ type Detector struct {
 	frows []flowRow
 	keys  *table
 	krows []keyRow
-	hints []keyHints // by a hash of the switch
+	hints *[1 << hintBits]keyHints // by a hash of the switch
 	c     DetectorCounters
 	now   int64 // the record's time being observed, unix ns
 	// bounds are the rules' values for quiet, by metric.
@@ -235,7 +260,7 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 		return nil, fmt.Errorf("%w: detector: max flows %d and max keys %d (1..2^26), period %v", ErrConfig, cfg.MaxFlows, cfg.MaxKeys, cfg.Period)
 	}
 	d := &Detector{cfg: cfg, flows: newClockTable(cfg.MaxFlows), frows: make([]flowRow, cfg.MaxFlows),
-		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: make([]keyHints, 1<<hintBits)}
+		keys: newClockTable(cfg.MaxKeys), krows: make([]keyRow, cfg.MaxKeys), hints: new([1 << hintBits]keyHints)}
 	for m := range d.bounds {
 		d.bounds[m] = cfg.Rules[m].bounds()
 	}
@@ -248,6 +273,11 @@ func (d *Detector) SetRule(m Metric, r Rule) error {
 		return fmt.Errorf("%w: unknown metric %d", ErrConfig, m)
 	}
 	d.cfg.Rules[m], d.bounds[m] = r, r.bounds()
+	for row := range d.keys.fresh {
+		if k := &d.krows[row]; Metric(k.key>>56) == m {
+			k.setQuiet(d.bounds[m], int64(d.cfg.Period))
+		}
+	}
 	return nil
 }
 
@@ -260,7 +290,13 @@ func (d *Detector) Rule(m Metric) Rule {
 }
 
 // SetPeriod replaces the period.
-func (d *Detector) SetPeriod(p time.Duration) { d.cfg.Period = max(p, 0) }
+func (d *Detector) SetPeriod(p time.Duration) {
+	d.cfg.Period = max(p, 0)
+	for row := range d.keys.fresh {
+		k := &d.krows[row]
+		k.setQuiet(d.bounds[k.key>>56], int64(d.cfg.Period))
+	}
+}
 
 // Counters returns the counters.
 func (d *Detector) Counters() DetectorCounters { return d.c }
@@ -278,7 +314,78 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 	case p >= 1 && p <= MaxHops && len(hops) == 1 && hops[0].Has&HasSwitch != 0:
 		events = d.postcard(r, &hops[0], p-1, now, events)
 	}
+	if h, m := d.quietKeys(hops, now); h < len(hops) {
+		events = d.hopKeys(r, hops, h, m, events)
+	}
+	for _, e := range events[before:] {
+		d.c.Events[e.Metric][e.Kind]++
+	}
+	return events
+}
+
+// quietKeys runs quiet, the check most hops' keys need, on the per-hop
+// metrics of hops in Observe's order (hop by hop; queue occupancy,
+// congestion, link utilisation, drops, buffer occupancy: keyHints.rows'
+// order), marking each quiet key's row seen (the keys' table is a clock
+// table). It returns the first hop and metric that is not quiet (a switch
+// not in its hint, a new key or value, a drop), from which hopKeys goes on,
+// or len(hops) when every one is. It makes no call: its state stays in
+// registers.
+func (d *Detector) quietKeys(hops []Hop, now int64) (int, int) {
+	krows := d.krows
+	ref := d.keys.ref[:len(krows)]
+	hints := d.hints
 	for h := range hops {
+		hp := &hops[h]
+		has, sw := hp.Has, hp.Switch
+		if has&HasSwitch == 0 {
+			continue
+		}
+		c := &hints[uint32(sw*0x9E3779B1)>>(32-hintBits)]
+		if c.sw != sw {
+			return h, 0
+		}
+		if has&HasQueue != 0 {
+			row := c.rows[0]
+			if !quiet(krows, row, keyOf(MetricQueueOccupancy, sw, uint32(hp.Queue)), hp.Occupancy, now) {
+				return h, 0
+			}
+			ref[row] = true
+		}
+		if has&HasCongestion != 0 {
+			row := c.rows[1]
+			if !quiet(krows, row, keyOf(MetricQueueCongestion, sw, uint32(hp.Queue)), hp.Congestion, now) {
+				return h, 1
+			}
+			ref[row] = true
+		}
+		if has&(HasTxUtil|HasPorts) == HasTxUtil|HasPorts {
+			row := c.rows[2]
+			if !quiet(krows, row, keyOf(MetricLinkUtilization, sw, hp.Egress), hp.TxUtil, now) {
+				return h, 2
+			}
+			ref[row] = true
+		}
+		if has&HasDrops != 0 {
+			return h, 3
+		}
+		if has&HasBuffer != 0 {
+			row := c.rows[4]
+			if !quiet(krows, row, keyOf(MetricBufferOccupancy, sw, uint32(hp.Buffer)), hp.BufferOccupancy, now) {
+				return h, 4
+			}
+			ref[row] = true
+		}
+	}
+	return len(hops), 0
+}
+
+// hopKeys runs the per-hop metrics' rules on hops from hop h's metric
+// from (an index of keyHints.rows) on, as quietKeys orders them: a
+// quiet key marked seen, any other to key.
+func (d *Detector) hopKeys(r *Record, hops []Hop, h, from int, events []Event) []Event {
+	krows, ref, now := d.krows, d.keys.ref, d.now
+	for ; h < len(hops); h, from = h+1, 0 {
 		hp := &hops[h]
 		if hp.Has&HasSwitch == 0 {
 			continue
@@ -287,44 +394,41 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 		if c.sw != hp.Switch {
 			*c = keyHints{sw: hp.Switch, rows: noHints}
 		}
-		if hp.Has&HasQueue != 0 {
+		if from <= 0 && hp.Has&HasQueue != 0 {
 			m, sub := MetricQueueOccupancy, uint32(hp.Queue)
-			if row := c.rows[0]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Occupancy, row) {
-				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			if row := c.rows[0]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Occupancy, now) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.Occupancy, r, &c.rows[0], events)
 			}
 		}
-		if hp.Has&HasCongestion != 0 {
+		if from <= 1 && hp.Has&HasCongestion != 0 {
 			m, sub := MetricQueueCongestion, uint32(hp.Queue)
-			if row := c.rows[1]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.Congestion, row) {
-				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			if row := c.rows[1]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.Congestion, now) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.Congestion, r, &c.rows[1], events)
 			}
 		}
-		if hp.Has&HasTxUtil != 0 && hp.Has&HasPorts != 0 {
+		if from <= 2 && hp.Has&(HasTxUtil|HasPorts) == HasTxUtil|HasPorts {
 			m, sub := MetricLinkUtilization, hp.Egress
-			if row := c.rows[2]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.TxUtil, row) {
-				d.keys.ref[row] = true // touch: the keys' table is a clock table
+			if row := c.rows[2]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.TxUtil, now) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.TxUtil, r, &c.rows[2], events)
 			}
 		}
-		if hp.Has&HasDrops != 0 {
+		if from <= 3 && hp.Has&HasDrops != 0 {
 			events = d.key(MetricDrops, hp.Switch, uint32(hp.Queue), hp.Drops, r, &c.rows[3], events)
 		}
 		if hp.Has&HasBuffer != 0 {
 			m, sub := MetricBufferOccupancy, uint32(hp.Buffer)
-			if row := c.rows[4]; d.quiet(m, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, row) {
-				d.keys.ref[row] = true
+			if row := c.rows[4]; quiet(krows, row, keyOf(m, hp.Switch, sub), hp.BufferOccupancy, now) {
+				ref[row] = true
 			} else {
 				events = d.key(m, hp.Switch, sub, hp.BufferOccupancy, r, &c.rows[4], events)
 			}
 		}
-	}
-	for _, e := range events[before:] {
-		d.c.Events[e.Metric][e.Kind]++
 	}
 	return events
 }
@@ -332,12 +436,7 @@ func (d *Detector) Observe(r *Record, events []Event) []Event {
 // flow runs the flow-keyed rules: path, flow latency, hop latency.
 func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Event {
 	row := d.flows.find(uint64(r.Flow))
-	var latency uint32
-	hasLatency := false
-	for h := range hops {
-		latency += hops[h].Latency // 0 where absent
-		hasLatency = hasLatency || hops[h].Has&HasLatency != 0
-	}
+	latency, hasLatency := flowLatency(hops)
 	var f *flowRow
 	fresh := row < 0
 	if fresh {
@@ -353,6 +452,9 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 	} else {
 		d.flows.touch(row)
 		f = &d.frows[row]
+		if d.quietFlow(f, hops, latency, hasLatency, now) {
+			return events
+		}
 	}
 	before := len(events)
 	periodic := !fresh && d.cfg.Period > 0 && now-f.reported >= int64(d.cfg.Period)
@@ -406,6 +508,37 @@ func (d *Detector) flow(r *Record, hops []Hop, now int64, events []Event) []Even
 		}
 	}
 	return events
+}
+
+// flowLatency returns the sum of hops' latencies (0 where absent) and
+// whether any hop has one.
+func flowLatency(hops []Hop) (latency uint32, has bool) {
+	for h := range hops {
+		latency += hops[h].Latency
+		has = has || hops[h].Has&HasLatency != 0
+	}
+	return latency, has
+}
+
+// quietFlow says whether a record of hops, with flow latency latency
+// (when hasLatency), leaves the flow in row f as it is and makes no event
+// (the check most records need): its path unchanged, every latency quiet
+// under its rule's bounds, and the flow not due for the periodic push. It
+// makes no call.
+func (d *Detector) quietFlow(f *flowRow, hops []Hop, latency uint32, hasLatency bool, now int64) bool {
+	if p := int64(d.cfg.Period); p > 0 && now-f.reported >= p || !f.path.same(hops) {
+		return false
+	}
+	hb := d.bounds[MetricHopLatency]
+	stored := f.hop[:len(hops)]
+	for h := range hops {
+		v := hops[h].Latency
+		if hops[h].Has&HasLatency != 0 && (diff(v, stored[h]) > hb.threshold || (v > hb.level) != (f.above&(2<<h) != 0)) {
+			return false
+		}
+	}
+	fb := d.bounds[MetricFlowLatency]
+	return !hasLatency || diff(latency, f.latency) <= fb.threshold && (latency > fb.level) == (f.above&1 != 0)
 }
 
 // postcard runs the hop latency rule on a flow's hop h, reported by the
@@ -483,25 +616,28 @@ func keyOf(m Metric, sw, sub uint32) uint64 {
 	return uint64(m)<<56 | uint64(sw)<<24 | uint64(sub&0xFFFFFF)
 }
 
-// quiet says whether metric m's key is in row hint and takes value v
-// without an event (the caller marks the row seen): the check most hops'
-// values need, kept apart from key's event making (which the rest go to,
-// and drops always: their value is a sum kept in the row), and small
-// enough to inline.
-func (d *Detector) quiet(m Metric, key uint64, v uint32, hint int32) bool {
-	if uint32(hint) >= uint32(len(d.krows)) {
+// quiet says whether the key in row hint of krows is key and takes value
+// v at now without an event (the caller marks the row seen): the value in
+// the row's quiet range (its rule's bounds, keyRow.setQuiet), and the key
+// not due. It is the check most hops' values need, kept apart from key's
+// event making (which the rest go to, and drops always: their value is a
+// sum kept in the row), and small enough to inline.
+func quiet(krows []keyRow, hint int32, key uint64, v uint32, now int64) bool {
+	i := int(hint)
+	if uint(i) >= uint(len(krows)) {
 		return false
 	}
-	k, b := &d.krows[hint], &d.bounds[m]
-	return k.key == key && max(v, k.value)-min(v, k.value) <= b.threshold && (v > b.level) == k.above && !d.due(k.reported)
+	k := &krows[i]
+	return k.key == key && v >= k.lo && v <= k.hi && now < k.due
 }
 
-// quietBounds are a Rule's values as quiet reads them: a value within
-// threshold of the one stored, and on the side of level the key was, makes
-// no event. No change events: threshold the largest value; no level: level
-// the largest value (no value is above it), so a key whose level state
-// was left above when the level was removed is not quiet, and goes to key,
-// which reads the Rule.
+// quietBounds are a Rule's values as the quiet checks read them
+// (keyRow.setQuiet, quietFlow): a value within threshold of the one
+// stored, and on the side of level the key was, makes no event. No change
+// events: threshold the largest value; no level: level the largest value
+// (no value is above it), so a key whose level state was left above when
+// the level was removed is not quiet, and goes to key, which reads the
+// Rule.
 type quietBounds struct{ threshold, level uint32 }
 
 func (r *Rule) bounds() quietBounds {
@@ -513,12 +649,6 @@ func (r *Rule) bounds() quietBounds {
 		b.level = math.MaxUint32
 	}
 	return b
-}
-
-// due says whether a key last reported at reported is due for the
-// periodic push.
-func (d *Detector) due(reported int64) bool {
-	return d.cfg.Period > 0 && d.now-reported >= int64(d.cfg.Period)
 }
 
 // key runs metric m's rule on a (switch, queue) or (switch, port) key;
@@ -574,10 +704,13 @@ func (d *Detector) keyEvent(m Metric, sw, sub, v uint32, r *Record, row int32, e
 		k1 = Periodic
 		k.value = v
 	}
+	if k1 != 0 {
+		k.reported = now
+	}
+	k.setQuiet(d.bounds[m], int64(d.cfg.Period))
 	if k1 == 0 {
 		return events
 	}
-	k.reported = now
 	var port uint32
 	q := uint8(sub)
 	if m == MetricLinkUtilization {

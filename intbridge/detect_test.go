@@ -457,6 +457,65 @@ func TestDetectorPeriodKeys(t *testing.T) {
 	}
 }
 
+// TestDetectorRuntimeKeys: a rule or period changed at runtime applies to
+// the per-hop keys already seen (queue occupancy and congestion, link
+// utilisation, buffer occupancy) from the next record: a tighter
+// threshold, a level crossed, a period set where there was none.
+func TestDetectorRuntimeKeys(t *testing.T) {
+	metrics := []Metric{MetricQueueOccupancy, MetricQueueCongestion, MetricLinkUtilization, MetricBufferOccupancy}
+	cfg := DetectorConfig{}
+	for _, m := range metrics {
+		cfg.Rules[m] = Rule{Threshold: 100}
+	}
+	d := newDetector(t, cfg)
+	hop := func(v uint32) Hop {
+		return Hop{Switch: 7, Queue: 1, Occupancy: v, Congestion: v, Egress: 3, TxUtil: v, Buffer: 2, BufferOccupancy: v,
+			Has: HasSwitch | HasQueue | HasCongestion | HasPorts | HasTxUtil | HasBuffer}
+	}
+	step := func(ms int, v uint32, want string) {
+		t.Helper()
+		var got []string
+		for _, e := range d.Observe(rec(1, ms, hop(v)), nil) {
+			if e.Metric != MetricPath {
+				got = append(got, fmt.Sprintf("%s %s %d->%d", e.Metric, e.Kind, e.Old, e.New))
+			}
+		}
+		if len(got) != len(metrics) && want != "" || len(got) != 0 && want == "" {
+			t.Fatalf("%d ms, value %d: events %q, want %q for each metric", ms, v, got, want)
+		}
+		for i, g := range got {
+			if w := fmt.Sprintf("%s %s", metrics[i], want); g != w {
+				t.Fatalf("%d ms, value %d: event %q, want %q", ms, v, g, w)
+			}
+		}
+	}
+	step(0, 500, "change 0->500")
+	step(10, 550, "") // within 100
+	for _, m := range metrics {
+		if err := d.SetRule(m, Rule{Threshold: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(20, 550, "change 500->550") // beyond 10
+	step(30, 555, "")
+	for _, m := range metrics {
+		d.SetRule(m, Rule{Threshold: 1000, Level: 560})
+	}
+	step(40, 561, "rise 550->561")
+	step(50, 600, "")
+	for _, m := range metrics {
+		d.SetRule(m, Rule{Threshold: 1000, Level: 700})
+	}
+	step(60, 600, "fall 561->600") // at or below the new level
+	step(70, 601, "")
+	d.SetPeriod(time.Second)
+	step(900, 602, "")
+	step(1070, 603, "periodic 600->603") // a second after the last event
+	step(1500, 604, "")
+	d.SetPeriod(0)
+	step(5000, 605, "")
+}
+
 // TestEventString: an event in words gives every value its unit and a
 // path change the node IDs of both paths, not their lengths.
 func TestEventString(t *testing.T) {

@@ -121,45 +121,50 @@ func timestamp(b []byte, at int, wide bool) (uint64, bool) {
 	return uint64(w), ok
 }
 
-// read fills h from hop metadata b, at least the layout's words.
-func (r *hopReader) read(h *Hop, b []byte) {
+// read fills hops from stack s, source first (hops[i] is s.hop(s.n-1-i)):
+// each from its metadata, at least the layout's words; a field the hop
+// filled with all ones (not available) is left out, zero, as SetMetadata
+// leaves it. One loop, no call: its state stays in registers.
+func (r *hopReader) read(hops []Hop, s *stack) {
 	o := &r.o
-	*h = Hop{}
-	var has HopFields // kept in a register, stored once
-	var ok bool
-	if h.Switch, ok = word(b, o.NodeID); ok {
-		has |= HasSwitch
-	}
-	if v, ok := double(b, o.L2Ports); ok {
-		h.Ingress, h.Egress, has = uint32(v>>32), uint32(v), has|HasPorts
-	} else if w, ok := word(b, o.L1Ports); ok {
-		h.Ingress, h.Egress, has = w>>16, w&0xFFFF, has|HasPorts
-	}
-	if w, ok := word(b, o.Queue); ok {
-		h.Queue, h.Occupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasQueue
-		if o.Queue16 {
-			h.Queue, h.Occupancy = uint8(w>>16), w&0xFFFF
+	for i := range hops {
+		h, b := &hops[i], s.hop(s.n-1-i)
+		*h = Hop{}
+		var has HopFields // kept in a register, stored once
+		if w, ok := word(b, o.NodeID); ok {
+			h.Switch, has = w, has|HasSwitch
 		}
-		// INT 0.5's congestion word names the queue too, as in Metadata.
-		if w, ok := word(b, o.Congestion); ok {
-			h.Queue = uint8(w >> 16)
+		if v, ok := double(b, o.L2Ports); ok {
+			h.Ingress, h.Egress, has = uint32(v>>32), uint32(v), has|HasPorts
+		} else if w, ok := word(b, o.L1Ports); ok {
+			h.Ingress, h.Egress, has = w>>16, w&0xFFFF, has|HasPorts
 		}
+		if w, ok := word(b, o.Queue); ok {
+			h.Queue, h.Occupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasQueue
+			if o.Queue16 {
+				h.Queue, h.Occupancy = uint8(w>>16), w&0xFFFF
+			}
+			// INT 0.5's congestion word names the queue too, as in Metadata.
+			if w, ok := word(b, o.Congestion); ok {
+				h.Queue = uint8(w >> 16)
+			}
+		}
+		if w, ok := word(b, o.HopLatency); ok {
+			h.Latency, has = w, has|HasLatency
+		}
+		if v, ok := timestamp(b, o.EgressTS, o.EgressTS64); ok {
+			h.Timestamp, has = v, has|HasTimestamp
+		} else if v, ok := timestamp(b, o.IngressTS, o.IngressTS64); ok {
+			h.Timestamp, has = v, has|HasTimestamp
+		}
+		if w, ok := word(b, o.TxUtil); ok {
+			h.TxUtil, has = w, has|HasTxUtil
+		}
+		if w, ok := word(b, o.Buffer); ok {
+			h.Buffer, h.BufferOccupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasBuffer
+		}
+		h.Has = has
 	}
-	if h.Latency, ok = word(b, o.HopLatency); ok {
-		has |= HasLatency
-	}
-	if h.Timestamp, ok = timestamp(b, o.EgressTS, o.EgressTS64); ok {
-		has |= HasTimestamp
-	} else if h.Timestamp, ok = timestamp(b, o.IngressTS, o.IngressTS64); ok {
-		has |= HasTimestamp
-	}
-	if h.TxUtil, ok = word(b, o.TxUtil); ok {
-		has |= HasTxUtil
-	}
-	if w, ok := word(b, o.Buffer); ok {
-		h.Buffer, h.BufferOccupancy, has = uint8(w>>24), w&0xFFFFFF, has|HasBuffer
-	}
-	h.Has = has
 }
 
 // Record is one packet's telemetry: its flow and the hops it crossed,
@@ -209,9 +214,7 @@ func (r *Record) setStack(t *Trace, s *stack, hr *hopReader, now time.Time) {
 	n := min(s.n, MaxHops)
 	r.Hops = r.Hops[:n]
 	hr.compile(&s.fields)
-	for i := range n {
-		hr.read(&r.Hops[i], s.hop(s.n-1-i))
-	}
+	hr.read(r.Hops, s)
 	r.addSink(t, s.n)
 }
 

@@ -39,17 +39,24 @@ type index struct {
 	slots []slot
 	mask  uint64
 	shift uint
-	// recent holds, by a hash of the key, the rows (+1, as a slot's) the
-	// keys hashing there were last found or inserted in, two a table (the
-	// newer first): find checks those rows' keys in the table before
-	// probing. Its entries are denser than the slots (at most maxRecent
-	// buckets of 16 bytes), so a few thousand keys in use stay in cache
-	// where their slots, spread over the whole index, would not.
-	recent [][2][2]int32 // bucket, way (newer first), table
+	// recent holds, by a hash of the key, copies of the entries of the
+	// keys hashing there last found or inserted (ways of them, the newest
+	// first): find reads a key's rows there before probing. A bucket is
+	// one cache line, and there are at most maxRecent of them, so a few
+	// thousand keys in use stay in cache where their slots, spread over
+	// the whole index, would not. A copy's row in a table always holds
+	// its key: a table removing a row clears the row from the copies of
+	// its key, so find reads no row's key to check it.
+	recent []bucket
 	rshift uint
 }
 
-const maxRecent = 1 << 13
+// ways is the entries a bucket of recent holds.
+const ways = 4
+
+type bucket [ways]slot
+
+const maxRecent = 1 << 12
 
 // link is a row's neighbours in the strict order, side by side so that a
 // splice reads one place per row.
@@ -93,26 +100,49 @@ func newHashIndex(keys int) *index {
 		shift--
 	}
 	r, rshift := 1, uint(64)
-	for 2*r < keys && r < maxRecent {
+	for ways*r < keys && r < maxRecent {
 		r <<= 1
 		rshift--
 	}
-	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift, recent: make([][2][2]int32, r), rshift: rshift}
+	return &index{slots: make([]slot, n), mask: uint64(n - 1), shift: shift, recent: make([]bucket, r), rshift: rshift}
 }
 
 // recentOf returns k's bucket in recent.
-func (x *index) recentOf(k uint64) *[2][2]int32 {
+func (x *index) recentOf(k uint64) *bucket {
 	return &x.recent[(k*0x9E3779B97F4A7C15)>>x.rshift]
 }
 
-// note makes row the newer of t's two in bucket c, the newer the older.
-func (t *table) note(c *[2][2]int32, row int32) {
-	c[1][t.side], c[0][t.side] = c[0][t.side], row+1
+// at returns the first of c's ways holding key k, or nil. Find and note
+// read the same way: an empty way holds key 0 and no row, so key 0 may
+// also be in a later one.
+func (c *bucket) at(k uint64) *slot {
+	for w := range c {
+		if c[w].key == k {
+			return &c[w]
+		}
+	}
+	return nil
 }
 
-// holds says whether row (-1: none) holds key k.
-func (t *table) holds(row int32, k uint64) bool {
-	return row >= 0 && row < t.fresh && t.keys[row] == k
+// note records that t holds key k in row: in k's way of bucket c, or in a
+// new way, the newest (the oldest dropped).
+func (t *table) note(c *bucket, k uint64, row int32) {
+	w := c.at(k)
+	if w == nil {
+		copy(c[1:], c[:ways-1])
+		c[0] = slot{key: k}
+		w = &c[0]
+	}
+	w.row[t.side] = row + 1
+}
+
+// forget clears t's row from the ways of bucket c holding key k.
+func (t *table) forget(c *bucket, k uint64, row int32) {
+	for w := range c {
+		if c[w].key == k && c[w].row[t.side] == row+1 {
+			c[w].row[t.side] = 0
+		}
+	}
 }
 
 // share makes empty tables t and u share one index, u's rows the
@@ -143,15 +173,12 @@ func (x *index) find(k uint64) int {
 	}
 }
 
-// find returns k's row, or -1: a row recent names when it holds k (a
-// table holds a key in one row at most), else the index's.
+// find returns k's row, or -1: the row recent holds for k, else the
+// index's.
 func (t *table) find(k uint64) int32 {
 	c := t.idx.recentOf(k)
-	if r := c[0][t.side] - 1; t.holds(r, k) {
-		return r
-	}
-	if r := c[1][t.side] - 1; t.holds(r, k) {
-		return r
+	if w := c.at(k); w != nil && w.row[t.side] != 0 {
+		return w.row[t.side] - 1
 	}
 	i := t.idx.find(k)
 	if i < 0 {
@@ -159,7 +186,7 @@ func (t *table) find(k uint64) int32 {
 	}
 	r := t.idx.slots[i].row[t.side] - 1
 	if r >= 0 {
-		t.note(c, r)
+		t.note(c, k, r)
 	}
 	return r
 }
@@ -202,7 +229,7 @@ func (t *table) insert(k uint64) (row, evicted int32) {
 		x.slots[i] = slot{key: k}
 	}
 	x.slots[i].row[t.side] = row + 1
-	t.note(x.recentOf(k), row)
+	t.note(x.recentOf(k), k, row)
 	if t.strict() {
 		t.link(row)
 	} else {
@@ -233,7 +260,9 @@ func (t *table) victim() int32 {
 // remove deletes row.
 func (t *table) remove(row int32) {
 	x := t.idx
-	i := x.find(t.keys[row])
+	k := t.keys[row]
+	t.forget(x.recentOf(k), k, row)
+	i := x.find(k)
 	x.slots[i].row[t.side] = 0
 	if x.slots[i].empty() {
 		x.delete(uint64(i))
