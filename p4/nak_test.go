@@ -134,7 +134,8 @@ var p4KIProbe = []string{
         h.atomic.setInvalid();
     }`,
 	`m.checksum = probe_icrc;`,
-	`} else if (h.bridge.kind == KIND_KI && probe == 1) {`,
+	`icrc_probe.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+            h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length});`,
 	`icrc_const = m.checksum;`,
 }
 

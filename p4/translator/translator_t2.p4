@@ -857,12 +857,12 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                 m.icrc = icrc_write.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
                     h.kw_payload.c0, h.kw_payload.c1, h.kw_payload.c2, h.kw_payload.c3, h.kw_payload.data});
-            } else if (h.bridge.kind == KIND_KI && probe == 1) {
-                probe_hash.apply();
             } else if (h.bridge.kind == KIND_KI) {
-                add_va_atomic();
-                m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
-                    h.atomic.va_hi, h.atomic.va_lo, h.atomic.rkey, h.atomic.add, h.atomic.compare});
+                if (probe == 0) {
+                    add_va_atomic();
+                    m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                        h.atomic.va_hi, h.atomic.va_lo, h.atomic.rkey, h.atomic.add, h.atomic.compare});
+                }
             } else if (h.bridge.kind == KIND_AP) {
                 add_va_write();
                 m.icrc = icrc_append.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
@@ -875,6 +875,9 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
                     h.chunk.s0, h.chunk.s1, h.chunk.s2, h.chunk.s3, h.chunk.s4, h.chunk.pad0, h.chunk.pad1, h.chunk.pad2});
             }
+            // After the others: placed in the chain, every table after it
+            // followed it to stage 13 and beyond.
+            if (h.bridge.kind == KIND_KI && probe == 1) { probe_hash.apply(); }
             m.icrc = m.icrc ^ icrc_const;
             swap_icrc();
         }
