@@ -310,6 +310,13 @@ func (pl *planner) connection(port, mgid uint16, conn *Connection) error {
 			s.t.mask(cfg.Program, &s), {"icrc", uint64(k)},
 		},
 	}
+	if cfg.Program.Serves(dta.OpKeyIncrement) { // its probes are zero-length WRITEs (section 8.7)
+		pk, err := conn.probeICRCConstant()
+		if err != nil {
+			return err
+		}
+		qp.Data = append(qp.Data, Field{"probe_icrc", uint64(pk)})
+	}
 	pl.p.Entries = append(pl.p.Entries, qp, Entry{
 		Table: "Ingress.responder", Key: []Field{{"dst_qp", uint64(conn.TranslatorQPN)}}, Action: "Ingress.ack_to",
 		Data: []Field{{"port", uint64(port)}, {"qp", uint64(conn.Index)}},

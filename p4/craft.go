@@ -148,12 +148,42 @@ func perCopy(h tofino.Hasher) error {
 // Append batch (key the list, head its ring head in entries), or a
 // Postcarding chunk (key the flow).
 func (c *Connection) craft(s shape, key uint32, value []byte, n uint8, head, psn uint32) rocev2.Frame {
+	f := c.packet(psn)
+	s.t.frame(c, &s, &f, key, value, n, head)
+	return f
+}
+
+// packet returns what every packet of the connection shares: addresses,
+// ports, the BTH's P_Key, destination QP and PSN psn.
+func (c *Connection) packet(psn uint32) rocev2.Frame {
 	f := rocev2.Frame{
 		DstMAC: c.DstMAC, SrcMAC: c.SrcMAC, Src: c.Src, Dst: c.Dst,
 		TTL: 64, DontFragment: true, SrcPort: c.SrcPort,
 	}
 	f.BTH = rocev2.BTH{PKey: rocev2.DefaultPKey, DestQP: c.CollectorQPN, PSN: rocev2.PSN(psn)}
-	s.t.frame(c, &s, &f, key, value, n, head)
+	return f
+}
+
+// probe returns the probe the translator's egress sends in place of f, a
+// stalled QP's report frame crafted with the probe's PSN (section 8.7):
+// f with AckReq, but for a FETCH_ADD the zero-length WRITE zeroWrite.
+func (c *Connection) probe(f rocev2.Frame) rocev2.Frame {
+	if f.BTH.Opcode == rocev2.RCFetchAdd {
+		return c.zeroWrite(uint32(f.BTH.PSN))
+	}
+	f.BTH.AckReq = true
+	return f
+}
+
+// zeroWrite returns a Key-Increment QP's probe with PSN psn: an RDMA WRITE
+// Only of no bytes at the region's base, AckReq set. A responder may drop
+// a duplicate atomic it kept no result for (Linux rxe); a duplicate WRITE
+// it answers with an ACK, and a zero-length one checks no R_Key, so a
+// region open to atomics only takes it.
+func (c *Connection) zeroWrite(psn uint32) rocev2.Frame {
+	f := c.packet(psn)
+	f.BTH.Opcode, f.BTH.AckReq = rocev2.RCWriteOnly, true
+	f.RETH = rocev2.RETH{VA: c.Ad.VA, RKey: c.Ad.RKey}
 	return f
 }
 
@@ -172,7 +202,17 @@ func (c *Connection) ICRCConstant() (uint32, error) {
 // icrcConstant is ICRCConstant for a connection check has accepted as s.
 func (c *Connection) icrcConstant(s shape) (uint32, error) {
 	value := make([]byte, s.t.valueLen(&s))
-	f := c.craft(s, 0, value, 0, 0, 0)
+	return c.icrcBase(c.craft(s, 0, value, 0, 0, 0))
+}
+
+// probeICRCConstant is the per-QP constant of the ICRC of zeroWrite, a
+// Key-Increment QP's probe: the qp table's probe_icrc.
+func (c *Connection) probeICRCConstant() (uint32, error) {
+	return c.icrcBase(c.zeroWrite(0))
+}
+
+// icrcBase returns f's ICRC with every byte the egress hash covers zero.
+func (c *Connection) icrcBase(f rocev2.Frame) (uint32, error) {
 	b, err := f.AppendTo(nil)
 	if err != nil {
 		return 0, fmt.Errorf("p4: connection %d: %w", c.Index, err)

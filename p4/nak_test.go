@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,11 +120,34 @@ var p4NAKActions = []string{
 	`probe = 1; probes.count(`,
 }
 
+// p4KIProbe is the P4 of a Key-Increment QP's probe, the zero-length WRITE
+// Connection.zeroWrite crafts (its lengths, opcode, DMA length and ICRC
+// constant), required in the programs that send Key-Increment; TestICRCSplit
+// checks its ICRC hash.
+var p4KIProbe = []string{
+	`action probe_write() {
+        probe_psn();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_WRITE_ONLY;
+        h.reth.setValid(); h.reth.length = 0;
+        h.atomic.setInvalid();
+    }`,
+	`m.checksum = probe_icrc;`,
+	`icrc_probe.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+            h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length});`,
+	`icrc_const = m.checksum;`,
+}
+
 // p4NAKKinds is since_op's and psn_op's entries for reports of kinds.
 func p4NAKKinds(kinds []string) []string {
 	var s []string
 	for _, k := range kinds {
-		s = append(s, k+": count();", "("+k+", 0, _): take_psn();", "("+k+", 1, _): probe_psn();")
+		probe := "probe_psn"
+		if k == "KIND_KI" {
+			probe = "probe_write" // p4KIProbe
+		}
+		s = append(s, k+": count();", "("+k+", 0, _): take_psn();", "("+k+", 1, _): "+probe+"();")
 	}
 	return append(s, "KIND_ACK: acked();")
 }
@@ -144,7 +168,11 @@ func TestNAKStateMatchesP4(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := norm(string(src))
-		for _, want := range append(p4NAKKinds(kinds), p4NAKActions...) {
+		wants := append(p4NAKKinds(kinds), p4NAKActions...)
+		if slices.Contains(kinds, "KIND_KI") {
+			wants = append(wants, p4KIProbe...)
+		}
+		for _, want := range wants {
 			if !strings.Contains(text, norm(want)) {
 				t.Errorf("%s lacks the per-QP P4 qpState models:\n%s", name, want)
 			}
@@ -213,6 +241,14 @@ type lossy struct {
 	// blackout drops every response generated while the report index is
 	// in [from, to): a path that loses ACKs, not data.
 	blackoutFrom, blackoutTo int
+	// rxe makes the responder drop, unanswered, a duplicate atomic it
+	// has no saved result for, as Linux rxe does ("Class D error",
+	// duplicate_request in drivers/infiniband/sw/rxe/rxe_resp.c), where
+	// rocev2/target answers it with an ACK.
+	rxe bool
+	// atomicProbe sends a Key-Increment QP's probe as the programs did
+	// before the zero-length WRITE: its FETCH_ADD at the probe's PSN.
+	atomicProbe bool
 }
 
 // lossyRun is what a run through a lossy link did.
@@ -222,6 +258,7 @@ type lossyRun struct {
 	executed   []bool // the target executed report i (a WRITE or an atomic)
 	resyncs    []int  // report indices before which a response set the PSN
 	droppedNAK int
+	rxeDropped int    // duplicate atomics the rxe responder left unanswered
 	maxSince   uint16 // highest since_ack a report found
 	q          qpState
 }
@@ -274,12 +311,18 @@ func runLossy(t *testing.T, tgt *target.Target, c *Connection, n int, link lossy
 		psn, probe := run.q.report()
 		run.probe = append(run.probe, probe)
 		f := c.craft(s, r.key, r.value, 0, r.head, psn)
-		if probe {
+		switch {
+		case probe && link.atomicProbe:
 			f.BTH.AckReq = true
+		case probe:
+			f = c.probe(f)
 		}
 		b, err := f.AppendTo(nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if probe {
+			checkProbe(t, b, s.op, psn, link.atomicProbe)
 		}
 		run.executed = append(run.executed, false)
 		if i == link.lose {
@@ -290,6 +333,10 @@ func runLossy(t *testing.T, tgt *target.Target, c *Connection, n int, link lossy
 		tgt.Process(time.Now().UnixNano(), []target.Datagram{{Buf: b[dta.EthernetLen+20+8:], Addr: src}}, &out)
 		after := tgt.Counters()
 		run.executed[i] = after.WritePackets+after.Atomics > before.WritePackets+before.Atomics
+		if link.rxe && after.StaleAtomics > before.StaleAtomics {
+			run.rxeDropped++
+			continue
+		}
 		for _, d := range out.Datagrams() {
 			if err := pkt.Decode(d.Buf); err != nil {
 				t.Fatalf("report %d: the target's response: %v", i, err)
@@ -305,6 +352,33 @@ func runLossy(t *testing.T, tgt *target.Target, c *Connection, n int, link lossy
 		}
 	}
 	return run
+}
+
+// checkProbe checks a probe's bytes b (an Ethernet frame) as a responder
+// reads them: a packet rocev2 decodes, its ICRC valid, PSN psn and AckReq;
+// the report's own operation, but for Key-Increment (unless atomic) an
+// RDMA WRITE Only of DMA length 0 with no payload.
+func checkProbe(t *testing.T, b []byte, op dta.Opcode, psn uint32, atomic bool) {
+	t.Helper()
+	ip := b[dta.EthernetLen:]
+	if err := rocev2.VerifyICRC(ip); err != nil {
+		t.Fatalf("probe PSN %#x: %v", psn, err)
+	}
+	var p rocev2.Packet
+	if err := p.Decode(ip[20+8:]); err != nil {
+		t.Fatalf("probe PSN %#x: %v", psn, err)
+	}
+	if uint32(p.BTH.PSN) != psn || !p.BTH.AckReq {
+		t.Fatalf("probe PSN %#x AckReq %t, want PSN %#x with AckReq", p.BTH.PSN, p.BTH.AckReq, psn)
+	}
+	if op != dta.OpKeyIncrement || atomic {
+		return
+	}
+	if p.BTH.Opcode != rocev2.RCWriteOnly || p.RETH.DMALength != 0 || len(p.Payload) != 0 ||
+		len(ip) != 20+8+rocev2.BTHLen+rocev2.RETHLen+rocev2.ICRCLen {
+		t.Fatalf("Key-Increment probe: opcode %v, DMA length %d, %d payload bytes, IP length %d; want a zero-length WRITE Only",
+			p.BTH.Opcode, p.RETH.DMALength, len(p.Payload), len(ip))
+	}
 }
 
 // nakTarget returns a target with the three test connections attached and
@@ -351,70 +425,105 @@ func regionOf(t *testing.T, ci int, kwl keywrite.Layout, kil keyincr.Layout, apl
 var nakKinds = []string{"Key-Write", "Key-Increment", "Append"}
 
 // TestLostNAKResync loses one report of a QP and the sequence error NAK
-// the target answers it with. As the programs were, the QP then writes
-// nothing more (checked first, so the test shows the failure it guards
-// against); with the probe, the QP's since_ack reaches DTA_STALL_PACKETS,
-// its reports go as probes (duplicates the target answers with an ACK of
-// its expected PSN - 1), the first such ACK resets the PSN, and every
-// report from then on is in memory: the region equals the collector's
-// packages applying exactly the reports before the loss and after the
-// resync. The reports lost are at most DTA_STALL_PACKETS + two round
-// trips of packets, the probes one round trip's.
+// the responder answers it with, against rocev2/target and against it
+// made to drop duplicate atomics as Linux rxe does. As the programs were
+// before the probe, the QP then writes nothing more (checked first, so
+// the test shows the failure it guards against); with a Key-Increment
+// QP's probe sent as its FETCH_ADD, the rxe responder answers none and the
+// QP never recovers; with the probe, the QP's since_ack reaches
+// DTA_STALL_PACKETS, its reports go as probes (duplicates the responder
+// answers with an ACK of its expected PSN - 1; a Key-Increment QP's a
+// zero-length WRITE), the first such ACK resets the PSN, and every report
+// from then on is in memory: the region equals the collector's packages
+// applying exactly the reports before the loss and after the resync. The
+// reports lost are at most DTA_STALL_PACKETS + two round trips of
+// packets, the probes one round trip's.
 func TestLostNAKResync(t *testing.T) {
 	const rtt, lose = 100, 1000
 	n := lose + p4gen.StallPackets + 2*rtt + 1500
 	for ci, kind := range nakKinds {
-		t.Run(kind, func(t *testing.T) {
-			for _, probe := range []bool{false, true} {
-				tgt, conns, mem, kwl, kil, apl := nakTarget(t)
-				c := &conns[ci]
-				run := runLossy(t, tgt, c, n, lossy{rtt: rtt, lose: lose, dropNAKs: true, blackoutFrom: -1},
-					qpState{psn: c.StartPSN, noProbe: !probe})
-				if run.droppedNAK != 1 {
-					t.Fatalf("probe %t: the link dropped %d NAKs, want the one of the lost report", probe, run.droppedNAK)
-				}
-				if !probe {
-					// The failure the probe fixes: nothing after the loss lands.
-					want := regionOf(t, ci, kwl, kil, apl, run.reports, func(i int) bool { return i < lose })
-					if len(run.resyncs) != 0 || run.q.probes != 0 || !bytes.Equal(mem[ci], want) {
-						t.Fatalf("without the probe the QP resynced (%v) or wrote after the lost NAK: the test does not lose it", run.resyncs)
-					}
-					continue
-				}
-				if len(run.resyncs) != 1 {
-					t.Fatalf("resyncs before reports %v, want exactly one", run.resyncs)
-				}
-				back := run.resyncs[0]
-				lost := back - lose
-				if bound := p4gen.StallPackets + 2*rtt; lost > bound {
-					t.Errorf("%d reports lost after the lost NAK, bound DTA_STALL_PACKETS + 2 round trips = %d", lost, bound)
-				}
-				if run.q.probes == 0 || run.q.probes > rtt+1 {
-					t.Errorf("%d probes, want 1 to a round trip's (%d)", run.q.probes, rtt+1)
-				}
-				for i := back; i < n; i++ {
-					if run.probe[i] {
-						t.Fatalf("report %d after the resync (report %d) went as a probe", i, back)
-					}
-				}
-				for i, ok := range run.executed {
-					if ok != (i < lose || i >= back) {
-						t.Fatalf("report %d executed %t; want every report before the loss (%d) and from the resync (%d) on, no other", i, ok, lose, back)
-					}
-				}
-				want := regionOf(t, ci, kwl, kil, apl, run.reports, func(i int) bool { return i < lose || i >= back })
-				if !bytes.Equal(mem[ci], want) {
-					t.Fatalf("region differs from the reports before the loss (%d) and from the resync (%d) on, applied by the collector's packages", lose, back)
-				}
-				cs := tgt.Counters()
-				if got, want := cs.WritePackets+cs.Atomics, uint64(lose+n-back); got != want {
-					t.Fatalf("target executed %d requests, want %d", got, want)
-				}
-				t.Logf("%s: lost %d reports (NAK lost at report %d, resync before %d), %d probes, target counters %+v",
-					kind, lost, lose, back, run.q.probes, cs)
+		for _, rxe := range []bool{false, true} {
+			name := kind + "/target"
+			if rxe {
+				name = kind + "/rxe"
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				modes := []string{"no probe", "probe"}
+				if rxe && ci == 1 {
+					modes = []string{"no probe", "atomic probe", "probe"}
+				}
+				for _, mode := range modes {
+					tgt, conns, mem, kwl, kil, apl := nakTarget(t)
+					c := &conns[ci]
+					run := runLossy(t, tgt, c, n, lossy{rtt: rtt, lose: lose, dropNAKs: true, blackoutFrom: -1, rxe: rxe, atomicProbe: mode == "atomic probe"},
+						qpState{psn: c.StartPSN, noProbe: mode == "no probe"})
+					if run.droppedNAK != 1 {
+						t.Fatalf("%s: the link dropped %d NAKs, want the one of the lost report", mode, run.droppedNAK)
+					}
+					before := regionOf(t, ci, kwl, kil, apl, run.reports, func(i int) bool { return i < lose })
+					switch mode {
+					case "no probe":
+						// The failure the probe fixes: nothing after the loss lands.
+						if len(run.resyncs) != 0 || run.q.probes != 0 || !bytes.Equal(mem[ci], before) {
+							t.Fatalf("without the probe the QP resynced (%v) or wrote after the lost NAK: the test does not lose it", run.resyncs)
+						}
+						continue
+					case "atomic probe":
+						// The failure the zero-length WRITE fixes: rxe answers
+						// no stale FETCH_ADD, so the QP probes for good.
+						if len(run.resyncs) != 0 || run.rxeDropped == 0 || uint64(run.rxeDropped) != run.q.probes ||
+							run.q.probes < uint64(n-lose-rtt-p4gen.StallPackets-1) || !bytes.Equal(mem[ci], before) {
+							t.Fatalf("FETCH_ADD probes to rxe: resyncs %v, %d of %d probes unanswered: want no resync and every probe unanswered",
+								run.resyncs, run.rxeDropped, run.q.probes)
+						}
+						continue
+					}
+					checkRecovered(t, tgt, run, lose, n, rtt, mem[ci], regionOf(t, ci, kwl, kil, apl, run.reports, func(i int) bool { return i < lose || i >= run.resyncs[0] }))
+					if cs := tgt.Counters(); run.rxeDropped != 0 || cs.StaleAtomics != 0 || cs.BadICRC != 0 || cs.Malformed != 0 || cs.NAKAccess != 0 {
+						t.Fatalf("probes: %d unanswered by rxe, target counters %+v: want every probe a valid packet answered, no stale atomic", run.rxeDropped, cs)
+					}
+				}
+			})
+		}
 	}
+}
+
+// checkRecovered checks a QP that lost a NAK at report lose of n and
+// recovered: one resync, within the bound, through at most a round trip
+// of probes, every report before the loss and from the resync on executed
+// and no other, mem equal to want.
+func checkRecovered(t *testing.T, tgt *target.Target, run lossyRun, lose, n, rtt int, mem, want []byte) {
+	t.Helper()
+	if len(run.resyncs) != 1 {
+		t.Fatalf("resyncs before reports %v, want exactly one", run.resyncs)
+	}
+	back := run.resyncs[0]
+	lost := back - lose
+	if bound := p4gen.StallPackets + 2*rtt; lost > bound {
+		t.Errorf("%d reports lost after the lost NAK, bound DTA_STALL_PACKETS + 2 round trips = %d", lost, bound)
+	}
+	if run.q.probes == 0 || run.q.probes > uint64(rtt+1) {
+		t.Errorf("%d probes, want 1 to a round trip's (%d)", run.q.probes, rtt+1)
+	}
+	for i := back; i < n; i++ {
+		if run.probe[i] {
+			t.Fatalf("report %d after the resync (report %d) went as a probe", i, back)
+		}
+	}
+	for i, ok := range run.executed {
+		if ok != (i < lose || i >= back) {
+			t.Fatalf("report %d executed %t; want every report before the loss (%d) and from the resync (%d) on, no other", i, ok, lose, back)
+		}
+	}
+	if !bytes.Equal(mem, want) {
+		t.Fatalf("region differs from the reports before the loss (%d) and from the resync (%d) on, applied by the collector's packages", lose, back)
+	}
+	cs := tgt.Counters()
+	if got, want := cs.WritePackets+cs.Atomics, uint64(lose+n-back); got != want {
+		t.Fatalf("target executed %d requests, want %d", got, want)
+	}
+	t.Logf("lost %d reports (NAK lost at report %d, resync before %d), %d probes, target counters %+v",
+		lost, lose, back, run.q.probes, cs)
 }
 
 // TestHealthyQPNeverProbes: with every ACK arriving a round trip late, a

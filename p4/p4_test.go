@@ -161,7 +161,7 @@ func TestHashesMatchModel(t *testing.T) {
 	for _, prog := range programs {
 		p := parseProgram(t, prog)
 		for name, h := range p.hashes {
-			if name == "icrc_write" || name == "icrc_atomic" || name == "icrc_append" || name == "icrc_chunk" {
+			if name == "icrc_write" || name == "icrc_atomic" || name == "icrc_append" || name == "icrc_chunk" || name == "icrc_probe" {
 				continue // TestICRCSplit
 			}
 			id := filepath.Base(prog) + "/" + name
@@ -265,6 +265,35 @@ func TestICRCSplit(t *testing.T) {
 	t.Run("tofino2", func(t *testing.T) { icrcSplit(t, t2, t2) })
 }
 
+// probeSplit checks the ICRC split of c's probe, the zero-length WRITE
+// (Connection.zeroWrite), against Hash icrc_probe and the probe constant.
+func probeSplit(t *testing.T, p *program, crcs map[string]tofino.CRC, c *Connection, rng *rand.Rand) {
+	t.Helper()
+	h := p.hashes["icrc_probe"]
+	if h == nil || len(h.lists) != 1 {
+		t.Fatal("want one use of Hash icrc_probe")
+	}
+	k, err := c.probeICRCConstant()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 500 {
+		f := c.zeroWrite(rng.Uint32() & rocev2.PSNMask)
+		b, err := f.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := frameEnv(t, p, b, []string{"ethernet", "ipv4", "udp", "bth", "reth", "icrc"})
+		want, err := rocev2.ICRC(b[dta.EthernetLen : len(b)-rocev2.ICRCLen])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := uint32(p.sum(t, h, crcs, h.lists[0], env)) ^ k; got != want {
+			t.Fatalf("probe: constant %#x XOR hash = %#x, ICRC %#x", k, got, want)
+		}
+	}
+}
+
 // icrcSplit checks the ICRC split of tr's Key-Write, Key-Increment and
 // Append writes and of pc's chunks.
 func icrcSplit(t *testing.T, tr, pc *program) {
@@ -291,6 +320,9 @@ func icrcSplit(t *testing.T, tr, pc *program) {
 		h := p.hashes[name]
 		if h == nil || len(h.lists) != 1 {
 			t.Fatalf("%s: want one use of Hash %s", c.Ad.Primitive, name)
+		}
+		if s.op == dta.OpKeyIncrement {
+			probeSplit(t, p, crcs, &c, rng)
 		}
 		for i := range 500 {
 			value := make([]byte, 16)

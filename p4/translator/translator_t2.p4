@@ -567,6 +567,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_write;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_atomic;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_append;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_probe;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, DTA_CRC_ICRC) icrc_chunk;
 
     bit<16> since = 0;   // since_ack before this packet
@@ -614,7 +615,8 @@ control Egress(inout headers_t h, inout eg_meta_t m,
 
     action set_qp(bit<48> src_mac, bit<48> dst_mac, bit<32> src_ip, bit<32> dst_ip,
                   bit<16> src_port, bit<24> dst_qp, bit<32> rkey,
-                  bit<32> va_hi, bit<32> va_lo, bit<32> slot_mask, bit<32> icrc) {
+                  bit<32> va_hi, bit<32> va_lo, bit<32> slot_mask, bit<32> icrc,
+                  bit<32> probe_icrc) {
         h.ethernet.src = src_mac; h.ethernet.dst = dst_mac;
         h.ipv4.src = src_ip; h.ipv4.dst = dst_ip;
         h.udp.src_port = src_port;
@@ -622,6 +624,9 @@ control Egress(inout headers_t h, inout eg_meta_t m,
         h.reth.rkey = rkey; h.reth.va_hi = va_hi; h.reth.va_lo = va_lo;
         h.atomic.rkey = rkey; h.atomic.va_hi = va_hi; h.atomic.va_lo = va_lo;
         mask = slot_mask; icrc_const = icrc;
+        // A Key-Increment packet has no key checksum: m.checksum holds the
+        // probe's ICRC constant, in no PHV of its own.
+        m.checksum = probe_icrc;
     }
     // QP index -> connection and region (from the collector's advertisement).
     table qp {
@@ -751,6 +756,34 @@ control Egress(inout headers_t h, inout eg_meta_t m,
     // probes as translator.p4's.
     action take_psn() { m.psn = next_psn.execute(qpi); }
     action probe_psn() { m.psn = read_psn.execute(qpi); probe = 1; probes.count(qpi); }
+    // The probe's ICRC (probe_write): its own hash and constant.
+    action hash_probe() {
+        m.icrc = icrc_probe.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+            h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length});
+        icrc_const = m.checksum;
+    }
+    // After ingress's last stage: placed beside the ICRC hashes, in a stage
+    // ingress uses too, this hash made p4c-tofino2 fail on an ingress field
+    // (ixbar_realign.cpp:63, h.pc.value).
+    @stage(13)
+    table probe_hash {
+        actions = { hash_probe; }
+        default_action = hash_probe;
+        size = 1;
+    }
+    // A Key-Increment QP's probe is a zero-length RDMA WRITE Only, not a
+    // FETCH_ADD: a responder may drop a duplicate atomic it kept no result
+    // for (Linux rxe), while it answers a duplicate WRITE with an ACK, and a
+    // zero-length WRITE checks no R_Key, so an atomics-only region takes it.
+    // Its ICRC has its own constant (set_qp's probe_icrc).
+    action probe_write() {
+        probe_psn();
+        h.ipv4.total_len = 20 + 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_ICRC_LEN;
+        h.udp.length = 8 + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_ICRC_LEN;
+        h.bth.opcode = ROCE_RC_WRITE_ONLY;
+        h.reth.setValid(); h.reth.length = 0;
+        h.atomic.setInvalid();
+    }
     action resync() { resync_psn.execute(qpi); }
     action resync_ack_psn() { resync_ack.execute(qpi); }
     table psn_op {
@@ -759,7 +792,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             since[DTA_STALL_BITS:DTA_STALL_BITS]: exact @name("stalled");
             h.aeth.syndrome: ternary;
         }
-        actions = { take_psn; probe_psn; resync; resync_ack_psn; NoAction; }
+        actions = { take_psn; probe_psn; probe_write; resync; resync_ack_psn; NoAction; }
         default_action = NoAction;
         const entries = {
             (KIND_KW, 0, _): take_psn();
@@ -767,7 +800,7 @@ control Egress(inout headers_t h, inout eg_meta_t m,
             (KIND_AP, 0, _): take_psn();
             (KIND_CHUNK, 0, _): take_psn();
             (KIND_KW, 1, _): probe_psn();
-            (KIND_KI, 1, _): probe_psn();
+            (KIND_KI, 1, _): probe_write();
             (KIND_AP, 1, _): probe_psn();
             (KIND_CHUNK, 1, _): probe_psn();
             (KIND_ACK, 0, ROCE_SYNDROME_NAK_PSN): resync();
@@ -825,9 +858,11 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
                     h.kw_payload.c0, h.kw_payload.c1, h.kw_payload.c2, h.kw_payload.c3, h.kw_payload.data});
             } else if (h.bridge.kind == KIND_KI) {
-                add_va_atomic();
-                m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
-                    h.atomic.va_hi, h.atomic.va_lo, h.atomic.rkey, h.atomic.add, h.atomic.compare});
+                if (probe == 0) {
+                    add_va_atomic();
+                    m.icrc = icrc_atomic.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
+                        h.atomic.va_hi, h.atomic.va_lo, h.atomic.rkey, h.atomic.add, h.atomic.compare});
+                }
             } else if (h.bridge.kind == KIND_AP) {
                 add_va_write();
                 m.icrc = icrc_append.get({h.bth.ack_req, h.bth.resv7, h.bth.psn,
@@ -840,6 +875,9 @@ control Egress(inout headers_t h, inout eg_meta_t m,
                     h.reth.va_hi, h.reth.va_lo, h.reth.rkey, h.reth.length,
                     h.chunk.s0, h.chunk.s1, h.chunk.s2, h.chunk.s3, h.chunk.s4, h.chunk.pad0, h.chunk.pad1, h.chunk.pad2});
             }
+            // After the others: placed in the chain, every table after it
+            // followed it to stage 13 and beyond.
+            if (h.bridge.kind == KIND_KI && probe == 1) { probe_hash.apply(); }
             m.icrc = m.icrc ^ icrc_const;
             swap_icrc();
         }
