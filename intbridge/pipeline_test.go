@@ -22,10 +22,21 @@ const fullBits = 0x8000 | 0x8000>>inband.BitL1Ports | 0x8000>>inband.BitHopLaten
 // traceReport is a Telemetry Report of a five-hop INT-MD trace of the TCP
 // flow from port sport, every hop with fullBits metadata.
 func traceReport(t testing.TB, sport uint16, latency uint32) []byte {
+	hops := make([]inband.Metadata, 5)
+	for i := range hops {
+		h := 4 - i
+		hops[i] = inband.Metadata{Present: fullBits, NodeID: uint32(100 * (h + 1)), L1Ingress: 1, L1Egress: 2, HopLatency: latency,
+			QueueID: 1, QueueOccupancy: 10, EgressTimestamp: 1e9, TxUtilization: 30, BufferID: 3, BufferOccupancy: 77}
+	}
+	return mdReport(t, 500, sport, 80, hops)
+}
+
+// mdReport is a Telemetry Report from node of an INT-MD trace (stacked in
+// the order of hops) of the TCP flow from port sport to dport.
+func mdReport(t testing.TB, node uint32, sport, dport uint16, hops []inband.Metadata) []byte {
 	md := &inband.INT{Type: inband.TypeMD, NPT: inband.NPTL4Header, Field: 6, Version: 2, HopML: uint8(inband.BaselineWords(fullBits)), RemainingHopCount: 3, Instructions: fullBits}
-	for h := 4; h >= 0; h-- {
-		if err := md.AppendHop(&inband.Metadata{Present: fullBits, NodeID: uint32(100 * (h + 1)), L1Ingress: 1, L1Egress: 2, HopLatency: latency,
-			QueueID: 1, QueueOccupancy: 10, EgressTimestamp: 1e9, TxUtilization: 30, BufferID: 3, BufferOccupancy: 77}); err != nil {
+	for i := range hops {
+		if err := md.AppendHop(&hops[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,10 +46,10 @@ func traceReport(t testing.TB, sport uint16, latency uint32) []byte {
 	u.SetNetworkLayerForChecksum(ip)
 	tcp := make([]byte, 20)
 	binary.BigEndian.PutUint16(tcp, sport)
-	binary.BigEndian.PutUint16(tcp[2:], 80)
+	binary.BigEndian.PutUint16(tcp[2:], dport)
 	tcp[12] = 5 << 4
 	inner := ser(t, eth, ip, u, md, gopacket.Payload(tcp))
-	return encode(t, &inband.Report{NodeID: 500, Individuals: []inband.Individual{{RepType: inband.RepINT, InType: inband.InEthernet, Inner: inner}}})
+	return encode(t, &inband.Report{NodeID: node, Individuals: []inband.Individual{{RepType: inband.RepINT, InType: inband.InEthernet, Inner: inner}}})
 }
 
 // pipeline is the whole path a collector runs per Telemetry Report:
@@ -198,7 +209,7 @@ func TestRecords(t *testing.T) {
 // decoded Trace has it; the flow latency is the sum of the latencies
 // available.
 func TestRecordsNotAvailable(t *testing.T) {
-	md := &inband.INT{Type: inband.TypeMD, NPT: inband.NPTL4Header, Field: 6, Version: 2, HopML: uint8(inband.BaselineWords(fullBits)), RemainingHopCount: 3, Instructions: fullBits}
+	var hops []inband.Metadata
 	for h, lat := range []uint32{300, 0, 200} {
 		m := inband.Metadata{Present: fullBits, NodeID: uint32(h + 1), L1Ingress: 1, L1Egress: 2, HopLatency: lat,
 			QueueID: 1, QueueOccupancy: 10, EgressTimestamp: 1e9, TxUtilization: 30, BufferID: 3, BufferOccupancy: 77}
@@ -207,19 +218,10 @@ func TestRecordsNotAvailable(t *testing.T) {
 			// utilisation not available.
 			m.Present &^= 0x8000>>inband.BitNodeID | 0x8000>>inband.BitHopLatency | 0x8000>>inband.BitTxUtil
 		}
-		if err := md.AppendHop(&m); err != nil {
-			t.Fatal(err)
-		}
+		hops = append(hops, m)
 	}
-	eth := &layers.Ethernet{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6), EthernetType: layers.EthernetTypeIPv4}
-	ip := ipv4(60, layers.IPProtocolUDP)
-	u := &layers.UDP{SrcPort: 9, DstPort: intPort}
-	u.SetNetworkLayerForChecksum(ip)
-	tcp := make([]byte, 20)
-	tcp[12] = 5 << 4
-	inner := ser(t, eth, ip, u, md, gopacket.Payload(tcp))
 	p := newPipeline(t)
-	if err := p.handle(encode(t, &inband.Report{NodeID: 9, Individuals: []inband.Individual{{RepType: inband.RepINT, InType: inband.InEthernet, Inner: inner}}}), t0); err != nil {
+	if err := p.handle(mdReport(t, 9, 0, 0, hops), t0); err != nil {
 		t.Fatal(err)
 	}
 	var want Record
