@@ -524,6 +524,9 @@ func (r *Reporter) Send(rep *dta.Report) error {
 	}
 	r.pace.spend()
 	if len(r.fresh) == r.cfg.Batch {
+		// The pace measures the rate it may fall back to once per batch
+		// at least, when no cap makes waitLocked read the clock.
+		r.pace.refill(time.Now())
 		return r.flushLocked()
 	}
 	return nil
@@ -586,6 +589,9 @@ func (r *Reporter) waitLocked() error {
 	for {
 		if r.closed {
 			return ErrClosed
+		}
+		if r.pace.rate == 0 && !r.credit.full(r.seq) && !r.store.MayBeBehind(r.seq) {
+			return nil // nothing binds: no clock read per report
 		}
 		now := time.Now()
 		r.pace.refill(now)

@@ -226,13 +226,19 @@ func (st *Store) Unsettled() []uint32 {
 	return out
 }
 
+// MayBeBehind reports whether Behind(next, ...) may be true, without a
+// clock: false when no copy is held or none can be that far behind.
+func (st *Store) MayBeBehind(next uint32) bool {
+	return len(st.held) != 0 && next-st.low >= Window-1
+}
+
 // Behind reports whether a copy held for its resend (not lost) is so old
 // that number next would put it Window behind the newest. The bound low
 // makes the map scanned only when the oldest may be that far behind. A
 // copy last sent more than stale before now holds nothing back: it was
 // resent before acks came (no answer is awaited).
 func (st *Store) Behind(next uint32, now int64, stale time.Duration) bool {
-	if len(st.held) == 0 || next-st.low < Window-1 {
+	if !st.MayBeBehind(next) {
 		return false
 	}
 	low := next
