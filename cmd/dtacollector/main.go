@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -35,12 +36,19 @@ import (
 	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/internal/app/cpuprofile"
 	"github.com/dtakit/dtakit/internal/app/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/threads"
 	"github.com/dtakit/dtakit/internal/httpguard"
 )
 
 func main() {
+	threadsFor = threads.Set
 	os.Exit(run())
 }
+
+// threadsFor makes the collector's shards the threads that run Go code
+// (package threads); main sets it, so that tests running run in-process
+// keep their own.
+var threadsFor = func(shards int) int { return runtime.GOMAXPROCS(0) }
 
 func run() int {
 	fs := flag.NewFlagSet("dtacollector", flag.ContinueOnError)
@@ -100,6 +108,7 @@ func run() int {
 		}
 		return 1
 	}
+	log.Info("threads", "shards", d.Shards(), "gomaxprocs", threadsFor(d.Shards()))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := d.Run(ctx, *drain); err != nil {

@@ -199,3 +199,28 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("no flags: %v %s", err, out)
 	}
 }
+
+// TestThreads: dtacollector runs one thread of Go code per shard (one by
+// default), unless the GOMAXPROCS environment variable says otherwise.
+func TestThreads(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		shards, env string
+		want        int
+	}{
+		{"", "", 1},
+		{`"shards": 3,`, "", 3},
+		{`"shards": 3,`, "2", 2},
+	} {
+		cfg := filepath.Join(dir, "c.json")
+		conf := fmt.Sprintf(`{"addr": "127.0.0.1:%d", "http": "127.0.0.1:%d", "cm_port": %d, %s "instances": [{"primitive": "keyincrement", "slots": 1024}]}`,
+			proctest.FreePort(t, "udp"), proctest.FreePort(t, "tcp"), proctest.FreePort(t, "udp"), c.shards)
+		if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := proctest.Gomaxprocs(t, c.env, bin, "-config", cfg); got != c.want {
+			t.Errorf("%s GOMAXPROCS=%q: gomaxprocs %d, want %d", c.shards, c.env, got, c.want)
+		}
+	}
+}

@@ -48,6 +48,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -58,6 +59,7 @@ import (
 	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/internal/app/cpuprofile"
 	"github.com/dtakit/dtakit/internal/app/stream"
+	"github.com/dtakit/dtakit/internal/app/threads"
 	"github.com/dtakit/dtakit/primitive"
 	"github.com/dtakit/dtakit/reporter"
 )
@@ -69,9 +71,20 @@ type Result struct {
 	Seconds  float64           `json:"seconds"`
 	Rate     float64           `json:"reports_per_second"`
 	Counters reporter.Counters `json:"counters"`
+	// Threads is the threads that ran Go code (GOMAXPROCS): one per
+	// reporter, unless the GOMAXPROCS environment variable said.
+	Threads int `json:"gomaxprocs"`
 }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	threadsFor = threads.Set
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// threadsFor makes the reporters the threads that run Go code (package
+// internal/app/threads): each sends from one goroutine. main sets it, so
+// that tests running run in-process keep their own.
+var threadsFor = func(reporters int) int { return runtime.GOMAXPROCS(0) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	o, code, ok := parseFlags(args, stderr)
@@ -86,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.split {
 		return o.sendSplit(stdout, stderr)
 	}
+	procs := threadsFor(1)
 	next, err := o.source()
 	if err != nil {
 		return exit(stderr, err)
@@ -115,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	el := time.Since(start)
-	res := Result{Reports: sent, Delivery: o.rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters()}
+	res := Result{Reports: sent, Delivery: o.rcfg.Delivery.String(), Seconds: el.Seconds(), Rate: float64(sent) / el.Seconds(), Counters: rep.Counters(), Threads: procs}
 	return finish(res, o.rcfg, stdout, stderr)
 }
 
@@ -365,6 +379,7 @@ func (o *options) sendSplit(stdout, stderr io.Writer) int {
 		from = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
 	}
 	m := len(s.Mix)
+	procs := threadsFor(min(m, runtime.NumCPU()))
 	rcfg.Rate /= float64(m)
 	reps := make([]*reporter.Reporter, m)
 	addr := from.Addr()
@@ -417,7 +432,7 @@ func (o *options) sendSplit(stdout, stderr io.Writer) int {
 		}()
 	}
 	wg.Wait()
-	res := Result{Delivery: rcfg.Delivery.String()}
+	res := Result{Delivery: rcfg.Delivery.String(), Threads: procs}
 	code := 0
 	for j, rep := range reps {
 		if err := rep.Close(); err != nil {

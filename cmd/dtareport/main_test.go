@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -453,5 +455,35 @@ func TestSplit(t *testing.T) {
 			t.Fatalf("report %d (%x) from %v: not the stream's, or not its place's", i, b, s.from[i])
 		}
 		want[k]--
+	}
+}
+
+// TestThreads: dtareport runs one thread of Go code per reporter (one, or
+// one per place of -mix with -split, at most the cores), unless the
+// GOMAXPROCS environment variable says otherwise.
+func TestThreads(t *testing.T) {
+	s := newSink(t, 0)
+	base := fmt.Sprintf("127.%d.%d.1", 100+os.Getpid()%100, os.Getpid()/100%250+1)
+	for _, c := range []struct {
+		env  string
+		args []string
+		want int
+	}{
+		{"", nil, 1},
+		{"", []string{"-local", base + ":0", "-split", "-mix", "keywrite,append,keyincrement"}, min(3, runtime.NumCPU())},
+		{"GOMAXPROCS=2", nil, 2},
+	} {
+		cmd := exec.Command(bin, append([]string{"-translator", s.addr(), "-count", "100", "-keys", "100", "-fire-and-forget"}, c.args...)...)
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOMAXPROCS=") }), c.env)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var res Result
+		if jerr := json.Unmarshal(stdout.Bytes(), &res); jerr != nil {
+			t.Fatalf("%s %v: %v, output %q: %v\n%s", c.env, c.args, err, stdout.String(), jerr, stderr.String())
+		}
+		if res.Threads != c.want {
+			t.Errorf("%s %v: gomaxprocs %d, want %d", c.env, c.args, res.Threads, c.want)
+		}
 	}
 }

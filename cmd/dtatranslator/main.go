@@ -14,8 +14,12 @@
 //	 "postcard_linger": "2ms", "dead_after": "1s",
 //	 "http": "127.0.0.1:8041"}
 //
-// "shards" defaults to one per core (GOMAXPROCS): reports from several
-// reporters are translated side by side.
+// "shards" defaults to 1. The translator runs as many threads of Go code
+// (GOMAXPROCS) as it has shards, unless the GOMAXPROCS environment
+// variable is set: on a machine it shares with the collector and the
+// reporters, as in the README, one shard is the fastest; on a machine of
+// its own, give it one shard per core, and reports from several reporters
+// are translated side by side (a reporter's reports go to one shard).
 //
 // Reports are taken from loopback unless -reporters (or "reporters") names
 // the reporters' addresses or prefixes. The HTTP address, like the
@@ -54,6 +58,7 @@ import (
 	"github.com/dtakit/dtakit/internal/app/cli"
 	"github.com/dtakit/dtakit/internal/app/cpuprofile"
 	"github.com/dtakit/dtakit/internal/app/daemonlog"
+	"github.com/dtakit/dtakit/internal/app/threads"
 	"github.com/dtakit/dtakit/internal/httpguard"
 	"github.com/dtakit/dtakit/internal/jsonconf"
 	"github.com/dtakit/dtakit/internal/netguard"
@@ -94,7 +99,15 @@ type Config struct {
 	httpguard.Config
 }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	threadsFor = threads.Set
+	os.Exit(run(os.Args[1:]))
+}
+
+// threadsFor makes the translator's shards the threads that run Go code
+// (package threads); main sets it, so that tests running run in-process
+// keep their own.
+var threadsFor = func(shards int) int { return runtime.GOMAXPROCS(0) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("dtatranslator", flag.ContinueOnError)
@@ -150,6 +163,7 @@ func run(args []string) int {
 		log.Error("configuration", "err", err)
 		return 2
 	}
+	procs := threadsFor(tcfg.Shards)
 	t, err := translator.New(tcfg)
 	if err != nil {
 		log.Error("start", "err", err)
@@ -165,7 +179,8 @@ func run(args []string) int {
 		t.Close(0)
 		return code
 	}
-	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors)
+	log.Info("translating", "report", t.ReportAddr().String(), "local", t.LocalAddr().String(), "collectors", cfg.Collectors,
+		"shards", tcfg.Shards, "gomaxprocs", procs)
 	// Start returns once every collector answered or failed; the
 	// translator keeps retrying those that failed, with backoff.
 	go func() {
@@ -285,9 +300,7 @@ func (cfg Config) translator() (translator.Config, error) {
 	}
 	tc.CMPort, tc.AckPort, tc.RingSize, tc.RateLimit, tc.Shards = cfg.CMPort, cfg.AckPort, cfg.RingSize, cfg.RateLimit, cfg.Shards
 	if tc.Shards == 0 {
-		// One per core: reports from several sources are translated side
-		// by side (a source's reports go to one shard).
-		tc.Shards = runtime.GOMAXPROCS(0)
+		tc.Shards = 1 // and one thread: see package threads
 	}
 	for _, d := range []struct {
 		name, v string

@@ -218,3 +218,29 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestThreads: dtatranslator runs one thread of Go code per shard (one
+// by default), unless the GOMAXPROCS environment variable says otherwise.
+func TestThreads(t *testing.T) {
+	bin := proctest.Build(t, ".", "dtatranslator")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		config, env string
+		want        int
+	}{
+		{`{}`, "", 1},
+		{`{"shards": 3}`, "", 3},
+		{`{"shards": 3}`, "2", 2},
+	} {
+		cfg := filepath.Join(dir, "t.json")
+		if err := os.WriteFile(cfg, []byte(c.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Nobody answers at the collector's address: the translator logs
+		// its threads before it connects.
+		args := []string{"-config", cfg, "-collectors", "127.0.0.1:9", "-report", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t, "udp"))}
+		if got := proctest.Gomaxprocs(t, c.env, bin, args...); got != c.want {
+			t.Errorf("%s, GOMAXPROCS=%q: gomaxprocs %d, want %d", c.config, c.env, got, c.want)
+		}
+	}
+}

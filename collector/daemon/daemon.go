@@ -64,7 +64,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/dtakit/dtakit/appendlist"
@@ -111,9 +110,10 @@ type Config struct {
 	// ReplyPort: see collector.Config.ReplyPort.
 	ReplyPort uint16 `json:"reply_port"`
 	// Shards is the number of sockets the software target serves on,
-	// each with its own goroutine (collector.Config.Shards; default one
-	// per core, GOMAXPROCS): a sharded translator's connections are
-	// served side by side.
+	// each with its own goroutine (collector.Config.Shards; default 1):
+	// a sharded translator's connections are served side by side.
+	// dtacollector runs as many threads of Go code as shards (package
+	// internal/app/threads): on a machine of its own, one per core.
 	Shards    int        `json:"shards"`
 	Instances []Instance `json:"instances"`
 	// Export, when set, writes each epoch as Parquet files (ExportConfig).
@@ -184,7 +184,7 @@ func (c *Config) withDefaults() error {
 		c.Backend = "software"
 	}
 	if c.Shards == 0 {
-		c.Shards = runtime.GOMAXPROCS(0)
+		c.Shards = 1
 	}
 	if c.Shards < 0 || c.Shards > 256 {
 		return fmt.Errorf("%w: shards %d: want 1..256", ErrConfig, c.Shards)

@@ -100,6 +100,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 // HTTPAddr is the address the HTTP server listens on.
 func (d *Daemon) HTTPAddr() net.Addr { return d.http.Addr() }
 
+// Shards returns the number of sockets the software target serves on
+// (Config.Shards, its default applied).
+func (d *Daemon) Shards() int { return d.cfg.Shards }
+
 // RoCEAddr is the collector's RoCEv2 address.
 func (d *Daemon) RoCEAddr() netip.AddrPort { return d.c.Addr() }
 

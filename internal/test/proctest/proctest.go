@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -142,4 +143,34 @@ func GetJSON(url string, v any) error {
 		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Gomaxprocs starts the daemon bin with args, its environment's
+// GOMAXPROCS replaced by env's ("" for none), and returns the gomaxprocs
+// its JSON log says once it says it; the daemon is then killed.
+func Gomaxprocs(t testing.TB, env, bin string, args ...string) int {
+	t.Helper()
+	p := &Proc{Cmd: exec.Command(bin, args...)}
+	p.Cmd.Stderr = &p.logs
+	p.Cmd.Env = slices.DeleteFunc(os.Environ(), func(v string) bool { return strings.HasPrefix(v, "GOMAXPROCS=") })
+	if env != "" {
+		p.Cmd.Env = append(p.Cmd.Env, "GOMAXPROCS="+env)
+	}
+	DieWithTest(p.Cmd)
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Cmd.Process.Kill(); p.Cmd.Wait() }()
+	var n int
+	WaitFor(t, "a log line with gomaxprocs", 10*time.Second, func() bool {
+		for _, line := range strings.Split(p.Logs(), "\n") {
+			var l struct{ Gomaxprocs int }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Gomaxprocs > 0 {
+				n = l.Gomaxprocs
+				return true
+			}
+		}
+		return false
+	}, p)
+	return n
 }
