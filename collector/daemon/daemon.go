@@ -113,7 +113,8 @@ type Config struct {
 	// each with its own goroutine (collector.Config.Shards; default 1):
 	// a sharded translator's connections are served side by side.
 	// dtacollector runs as many threads of Go code as shards (package
-	// internal/app/threads): on a machine of its own, one per core.
+	// internal/app/threads); on a machine of its own, give it one per
+	// core.
 	Shards    int        `json:"shards"`
 	Instances []Instance `json:"instances"`
 	// Export, when set, writes each epoch as Parquet files (ExportConfig).
