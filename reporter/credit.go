@@ -13,6 +13,7 @@ type creditWindow struct {
 	movedAt   time.Time     // when acked last moved, or a probe was sent
 	loopAt    time.Time     // the ack loop's last round
 	awakeAt   time.Time     // when the ack loop last came back from a pause (listenGap)
+	fullAt    time.Time     // when Send found the credit full, since it last moved (zero: not waiting)
 	moved     chan struct{} // signalled when acked moves: a Send waiting for credit wakes
 }
 
@@ -57,7 +58,7 @@ func (c *creditWindow) advance(next, seq uint32, span uint16, now time.Time) (un
 			unseenTo = first
 		}
 	}
-	c.acked, c.movedAt = next, now
+	c.acked, c.movedAt, c.fullAt = next, now, time.Time{}
 	c.wake()
 	return unseenFrom, unseenTo, true
 }
@@ -70,10 +71,29 @@ func (c *creditWindow) wake() {
 	}
 }
 
-// stalled reports whether the acks stopped for ackStall while the
-// reporter was listening: the translator is gone or stuck.
+// waiting records that Send found the credit full at now, the first time
+// since it last moved.
+func (c *creditWindow) waiting(now time.Time) {
+	if c.fullAt.IsZero() {
+		c.fullAt = now
+	}
+}
+
+// stalled reports whether Send has waited for credit ackStall without an
+// ack while the reporter was listening: the translator is gone or stuck.
+// The wait counts, not only the silence: reports in flight to a
+// translator that died and was restarted (which says which numbers it
+// never saw) draw no ack until the reporter sends the new one more, so a
+// restart longer than ackStall is not itself a stall.
 func (c *creditWindow) stalled(now time.Time) bool {
-	return now.Sub(c.lastAckAt) > ackStall && now.Sub(c.awakeAt) > ackSilence
+	return now.Sub(c.lastAckAt) > ackStall && !c.fullAt.IsZero() && now.Sub(c.fullAt) > ackStall &&
+		now.Sub(c.awakeAt) > ackSilence
+}
+
+// restart starts the credit again at now, after a stall: the reports in
+// flight were counted unconfirmed, and acked moved past them.
+func (c *creditWindow) restart(now time.Time) {
+	c.lastAckAt, c.fullAt = now, time.Time{}
 }
 
 // probeDue reports whether a copy of the last report should show the

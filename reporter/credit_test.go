@@ -8,7 +8,8 @@ import (
 // TestCreditWindow: the cumulative ack moves the window forward only, and
 // never past the reports sent; the numbers before a restarted translator's
 // span come back as unseen; the credit is full credit reports past the
-// ack; silence, stalls and probes follow the acks' times.
+// ack; silence and probes follow the acks' times, stalls the acks' and
+// the wait for credit's.
 func TestCreditWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	c := newCreditWindow(true, t0)
@@ -43,6 +44,7 @@ func TestCreditWindow(t *testing.T) {
 	if c.silent(t0.Add(ackSilence)) || !c.silent(t0.Add(ackSilence+time.Millisecond)) {
 		t.Fatal("silence misjudged")
 	}
+	c.waiting(t0) // Send found the credit full
 	late := t0.Add(ackStall + time.Millisecond)
 	c.round(late) // a pause: the loop just came back
 	if c.stalled(late) || !c.deaf(late) {
@@ -54,5 +56,29 @@ func TestCreditWindow(t *testing.T) {
 	}
 	if !c.stalled(later) || c.deaf(later) {
 		t.Fatal("no ack for ackStall while listening: not stalled")
+	}
+
+	// A reporter whose translator was silent for longer than ackStall
+	// while the credit had room (a translator killed and restarted) gives
+	// the new one ackStall from when the credit fills.
+	c.restart(later)
+	quiet := later.Add(3 * ackStall)
+	for at := later; !at.After(quiet); at = at.Add(time.Millisecond) {
+		c.round(at)
+	}
+	c.waiting(quiet)
+	if c.stalled(quiet.Add(ackStall / 2)) {
+		t.Fatal("stalled half an ackStall after the credit filled, the silence before it counted")
+	}
+	for at := quiet; !at.After(quiet.Add(ackStall + time.Millisecond)); at = at.Add(time.Millisecond) {
+		c.round(at)
+	}
+	c.waiting(quiet.Add(ackStall / 2)) // waiting again keeps the first time
+	if !c.stalled(quiet.Add(ackStall + time.Millisecond)) {
+		t.Fatal("no ack for ackStall since the credit filled: not stalled")
+	}
+	c.advance(c.acked+1, c.acked+1, 0, quiet.Add(ackStall+2*time.Millisecond))
+	if !c.fullAt.IsZero() {
+		t.Fatal("the credit moved and the wait was not forgotten")
 	}
 }

@@ -608,6 +608,7 @@ func (r *Reporter) waitLocked() error {
 				return err
 			}
 		case r.credit.full(r.seq):
+			r.credit.waiting(now)
 			if r.credit.stalled(now) {
 				// The translator is gone or stuck: the reports in flight
 				// may or may not have been applied. Credit starts again
@@ -616,7 +617,7 @@ func (r *Reporter) waitLocked() error {
 				for ; r.credit.acked != r.seq; r.credit.acked++ {
 					r.unconfirm(r.credit.acked)
 				}
-				r.credit.heard(now)
+				r.credit.restart(now)
 				continue
 			}
 			// The translator has not caught up: wait for its next ack
