@@ -79,8 +79,15 @@ func DecodeBTH(b []byte) (BTH, error) {
 	if len(b) < BTHLen {
 		return BTH{}, errShortBTH
 	}
-	_ = b[11]
-	return BTH{
+	var h BTH
+	h.decode((*[BTHLen]byte)(b))
+	return h, nil
+}
+
+// decode sets every field of h from b; [Packet.Decode] decodes in place
+// with it rather than copying a BTH from DecodeBTH.
+func (h *BTH) decode(b *[BTHLen]byte) {
+	*h = BTH{
 		Opcode:    Opcode(b[0]),
 		Solicited: b[1]&0x80 != 0,
 		MigReq:    b[1]&0x40 != 0,
@@ -92,7 +99,7 @@ func DecodeBTH(b []byte) (BTH, error) {
 		DestQP:    binary.BigEndian.Uint32(b[4:]) & PSNMask,
 		AckReq:    b[8]&0x80 != 0,
 		PSN:       PSN(binary.BigEndian.Uint32(b[8:]) & PSNMask),
-	}, nil
+	}
 }
 
 func bit(v bool, n uint) byte {
