@@ -26,7 +26,7 @@ type Report struct {
 
 // Len returns the encoded length of r, base header, sub-header and data.
 func (r *Report) Len() int {
-	n := r.Header.Len()
+	n := r.Header.len()
 	switch r.Header.Opcode {
 	case OpKeyWrite:
 		n += r.KeyWrite.Len()
@@ -55,7 +55,7 @@ func (r *Report) AppendTo(b []byte) []byte {
 	off := len(b)
 	b = slices.Grow(b, n)[:off+n]
 	p := b[off:]
-	p = p[len(r.Header.AppendTo(p[:0])):]
+	p = p[len(AppendHeader(p[:0], &r.Header)):]
 	h := &r.Header
 	switch h.Opcode {
 	case OpKeyWrite:
@@ -83,7 +83,7 @@ func (r *Report) AppendTo(b []byte) []byte {
 // [Header.Validate] and of the sub-header's Validate. A report that passes
 // encodes to bytes [ParseReport] accepts.
 func (r *Report) Validate() error {
-	if err := r.Header.Validate(); err != nil {
+	if err := r.Header.validate(); err != nil {
 		return err
 	}
 	switch r.Header.Opcode {
