@@ -515,7 +515,11 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		return fmt.Errorf("reporter: send: %w", err)
 	}
 	r.slab = b
-	r.fresh = append(r.fresh, fresh{h: *h, key: r.scratch.KeyWrite.Key, b: b[n:len(b):len(b)]})
+	// Appended zero, then set: a literal built on the stack and copied in
+	// would be loaded just after its stores, and stall.
+	r.fresh = append(r.fresh, fresh{})
+	f := &r.fresh[len(r.fresh)-1]
+	f.h, f.key, f.b = *h, r.scratch.KeyWrite.Key, b[n:len(b):len(b)]
 	if r.cfg.Sequenced {
 		r.seq++
 	}
