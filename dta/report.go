@@ -178,11 +178,9 @@ func (r *Report) Decode(b []byte) error {
 		r.KeyIncrement.Key = binary.BigEndian.Uint32(rest[1:5])
 		r.KeyIncrement.Counter = binary.BigEndian.Uint64(rest[5:13])
 	case OpPostcard:
-		p, err := ParsePostcard(rest)
-		if err != nil {
-			return err
+		if err := r.Postcard.decode(rest); err != nil {
+			return err // r is still zero
 		}
-		r.Postcard = p
 	default: // registered (IsKnown): the primitive decodes the body
 		r.Body = rest
 	}
