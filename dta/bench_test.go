@@ -150,3 +150,59 @@ func BenchmarkAppendFrame(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReportSend is what a reporter does with each report: copy it,
+// set its header's sequence fields, check its length against the room left
+// and encode it, validated.
+func BenchmarkReportSend(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	var r Report
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		r = keyWriteBench
+		h := &r.Header
+		h.Sequenced, h.Wide, h.Seq, h.Session = true, true, 0, 0x1122334455667788
+		n += r.Len()
+		var err error
+		if buf, err = AppendPayload(buf[:0], &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n == 0 {
+		b.Fatal("no length")
+	}
+}
+
+// BenchmarkReportDecodeWide decodes the reports of a reporter with
+// exactly-once delivery (wide sequence numbers and a session), one per
+// primitive: Key-Write and Append with 4 bytes of data, Postcard with a
+// path length. Goal: 0 allocs.
+func BenchmarkReportDecodeWide(b *testing.B) {
+	h := Header{Sequenced: true, Wide: true, Seq: 0x01020304, Session: 0x1122334455667788}
+	with := func(op Opcode) Header { h.Opcode = op; return h }
+	for _, c := range []struct {
+		name string
+		r    Report
+	}{
+		{"op=KeyWrite", Report{Header: with(OpKeyWrite), KeyWrite: KeyWrite{Redundancy: 4, Key: 0x0a000001, Data: []byte{0, 0, 0, 1}}}},
+		{"op=KeyIncrement", Report{Header: with(OpKeyIncrement), KeyIncrement: KeyIncrement{Redundancy: 4, Key: 0x0a000001, Counter: 5}}},
+		{"op=Postcard", Report{Header: with(OpPostcard), Postcard: Postcard{Key: 0x0a000001, Hop: 2, Value: 9, PathLength: 5}}},
+		{"op=Append", Report{Header: with(OpAppend), Append: Append{ListID: 3, Data: []byte{0, 0, 0, 1}}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if err := c.r.Validate(); err != nil {
+				b.Fatal(err)
+			}
+			payload := c.r.AppendTo(nil)
+			var r Report
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.Decode(payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

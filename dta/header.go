@@ -62,7 +62,12 @@ const WideHeaderLen = 14
 
 // Len returns the encoded length: 2, 3 when Sequenced, [WideHeaderLen]
 // when also Wide.
-func (h Header) Len() int {
+func (h Header) Len() int { return h.len() }
+
+// len is Len without copying h: a Header is too big to live in registers,
+// and a copy loaded just after a reporter set its fields stalls store
+// forwarding. Report's methods use these pointer forms.
+func (h *Header) len() int {
 	switch {
 	case h.Sequenced && h.Wide:
 		return WideHeaderLen
@@ -77,7 +82,12 @@ func (h Header) Len() int {
 // when Sequenced, its low 8 bits unless Wide, Session only when Sequenced
 // and Wide); [Header.Validate] reports
 // fields out of range. It does not allocate when b has room.
-func (h Header) AppendTo(b []byte) []byte {
+func (h Header) AppendTo(b []byte) []byte { return AppendHeader(b, &h) }
+
+// AppendHeader is [Header.AppendTo] without copying h, for a sender that
+// sets a header's fields and encodes it straight after (a reporter
+// numbering its reports): a copy loaded just after those stores stalls.
+func AppendHeader(b []byte, h *Header) []byte {
 	flags := h.Reserved & reservedMask
 	if h.Immediate {
 		flags |= flagImmediate
@@ -100,7 +110,10 @@ func (h Header) AppendTo(b []byte) []byte {
 // Reserved wider than 5 bits, a Seq without Sequenced, a Seq wider than
 // 8 bits without Wide, or a Session without both. (Wide without Sequenced
 // means nothing and is kept, like a reserved bit.)
-func (h Header) Validate() error {
+func (h Header) Validate() error { return h.validate() }
+
+// validate is Validate without copying h.
+func (h *Header) validate() error {
 	if !h.Opcode.IsKnown() {
 		return errUnknownOpcode[h.Opcode]
 	}

@@ -64,23 +64,30 @@ func (p Postcard) Validate() error {
 // ParsePostcard decodes a Postcarding sub-header: b is everything after the
 // base header and must be 9 or 10 bytes. It does not allocate.
 func ParsePostcard(b []byte) (Postcard, error) {
+	var p Postcard
+	err := p.decode(b)
+	return p, err
+}
+
+// decode is ParsePostcard into p, which it leaves zero on error, for
+// [Report.Decode]: a Postcard returned by value is copied with wider loads
+// straight after its narrow stores, which stall store forwarding.
+func (p *Postcard) decode(b []byte) error {
 	if len(b) < PostcardLen {
-		return Postcard{}, errPostcardShort
+		return errPostcardShort
 	}
 	if len(b) > PostcardLongLen {
-		return Postcard{}, errPostcardTrailing
+		return errPostcardTrailing
 	}
-	p := Postcard{
-		Key:   binary.BigEndian.Uint32(b[0:4]),
-		Hop:   b[4],
-		Value: binary.BigEndian.Uint32(b[5:9]),
+	if b[4] == 0 {
+		return errPostcardHopZero
 	}
+	p.Key = binary.BigEndian.Uint32(b[0:4])
+	p.Hop = b[4]
+	p.Value = binary.BigEndian.Uint32(b[5:9])
 	if len(b) == PostcardLongLen {
 		p.HasPathLength = true
 		p.PathLength = b[9]
 	}
-	if p.Hop == 0 {
-		return Postcard{}, errPostcardHopZero
-	}
-	return p, nil
+	return nil
 }

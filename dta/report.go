@@ -26,7 +26,7 @@ type Report struct {
 
 // Len returns the encoded length of r, base header, sub-header and data.
 func (r *Report) Len() int {
-	n := r.Header.Len()
+	n := r.Header.len()
 	switch r.Header.Opcode {
 	case OpKeyWrite:
 		n += r.KeyWrite.Len()
@@ -55,7 +55,7 @@ func (r *Report) AppendTo(b []byte) []byte {
 	off := len(b)
 	b = slices.Grow(b, n)[:off+n]
 	p := b[off:]
-	p = p[len(r.Header.AppendTo(p[:0])):]
+	p = p[len(AppendHeader(p[:0], &r.Header)):]
 	h := &r.Header
 	switch h.Opcode {
 	case OpKeyWrite:
@@ -83,7 +83,7 @@ func (r *Report) AppendTo(b []byte) []byte {
 // [Header.Validate] and of the sub-header's Validate. A report that passes
 // encodes to bytes [ParseReport] accepts.
 func (r *Report) Validate() error {
-	if err := r.Header.Validate(); err != nil {
+	if err := r.Header.validate(); err != nil {
 		return err
 	}
 	switch r.Header.Opcode {
@@ -178,11 +178,9 @@ func (r *Report) Decode(b []byte) error {
 		r.KeyIncrement.Key = binary.BigEndian.Uint32(rest[1:5])
 		r.KeyIncrement.Counter = binary.BigEndian.Uint64(rest[5:13])
 	case OpPostcard:
-		p, err := ParsePostcard(rest)
-		if err != nil {
-			return err
+		if err := r.Postcard.decode(rest); err != nil {
+			return err // r is still zero
 		}
-		r.Postcard = p
 	default: // registered (IsKnown): the primitive decodes the body
 		r.Body = rest
 	}

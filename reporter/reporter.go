@@ -515,7 +515,11 @@ func (r *Reporter) Send(rep *dta.Report) error {
 		return fmt.Errorf("reporter: send: %w", err)
 	}
 	r.slab = b
-	r.fresh = append(r.fresh, fresh{h: *h, key: r.scratch.KeyWrite.Key, b: b[n:len(b):len(b)]})
+	// Appended zero, then set: a literal built on the stack and copied in
+	// would be loaded just after its stores, and stall.
+	r.fresh = append(r.fresh, fresh{})
+	f := &r.fresh[len(r.fresh)-1]
+	f.h, f.key, f.b = *h, r.scratch.KeyWrite.Key, b[n:len(b):len(b)]
 	if r.cfg.Sequenced {
 		r.seq++
 	}
@@ -563,7 +567,7 @@ func (r *Reporter) queueFresh() {
 				if !r.cfg.WideSequence {
 					f.h.Seq &= 0xff
 				}
-				f.h.AppendTo(f.b[:0]) // the header again, in place, numbered
+				dta.AppendHeader(f.b[:0], &f.h) // the header again, in place, numbered
 				r.store.Put(f.h.Seq, f.b)
 				if r.sendOrder != nil {
 					r.sendOrder[seq&0xffff] = int16(int32(base + uint32(j) - seq))
@@ -573,7 +577,10 @@ func (r *Reporter) queueFresh() {
 				}
 				seq++
 			}
-			r.batch = append(r.batch, udpio.Datagram{Buf: f.b})
+			// Appended zero, then set: a Datagram built on the stack and
+			// copied in would be loaded just after its stores, and stall.
+			r.batch = append(r.batch, udpio.Datagram{})
+			r.batch[len(r.batch)-1].Buf = f.b
 			f.b = nil
 		}
 	}

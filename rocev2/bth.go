@@ -79,20 +79,27 @@ func DecodeBTH(b []byte) (BTH, error) {
 	if len(b) < BTHLen {
 		return BTH{}, errShortBTH
 	}
-	_ = b[11]
-	return BTH{
-		Opcode:    Opcode(b[0]),
-		Solicited: b[1]&0x80 != 0,
-		MigReq:    b[1]&0x40 != 0,
-		PadCount:  b[1] >> 4 & 3,
-		Version:   b[1] & 15,
-		PKey:      binary.BigEndian.Uint16(b[2:]),
-		FECN:      b[4]&0x80 != 0,
-		BECN:      b[4]&0x40 != 0,
-		DestQP:    binary.BigEndian.Uint32(b[4:]) & PSNMask,
-		AckReq:    b[8]&0x80 != 0,
-		PSN:       PSN(binary.BigEndian.Uint32(b[8:]) & PSNMask),
-	}, nil
+	var h BTH
+	h.decode((*[BTHLen]byte)(b))
+	return h, nil
+}
+
+// decode sets every field of h from b; [Packet.Decode] decodes in place
+// with it rather than copying a BTH from DecodeBTH. Field by field: a
+// composite literal is built on the stack from byte stores and copied with
+// wider loads, which stall store forwarding.
+func (h *BTH) decode(b *[BTHLen]byte) {
+	h.Opcode = Opcode(b[0])
+	h.Solicited = b[1]&0x80 != 0
+	h.MigReq = b[1]&0x40 != 0
+	h.PadCount = b[1] >> 4 & 3
+	h.Version = b[1] & 15
+	h.PKey = binary.BigEndian.Uint16(b[2:])
+	h.FECN = b[4]&0x80 != 0
+	h.BECN = b[4]&0x40 != 0
+	h.DestQP = binary.BigEndian.Uint32(b[4:]) & PSNMask
+	h.AckReq = b[8]&0x80 != 0
+	h.PSN = PSN(binary.BigEndian.Uint32(b[8:]) & PSNMask)
 }
 
 func bit(v bool, n uint) byte {

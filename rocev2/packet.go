@@ -123,30 +123,48 @@ func (p *Packet) put(w []byte) {
 // IP and UDP headers ([Frame.Decode] and [VerifyICRC] do). Payload aliases b.
 // On an error p is zero. It does not allocate.
 func (p *Packet) Decode(b []byte) error {
-	bth, err := DecodeBTH(b)
+	if len(b) < BTHLen {
+		*p = Packet{}
+		return errShortBTH
+	}
+	// Everything that can fail is checked on b before p is written, so
+	// that p is written once.
+	op := Opcode(b[0])
+	info := &opcodeTable[op]
+	end := BTHLen + int(info.extLen)
+	var err error
 	switch {
-	case err != nil:
-	case bth.Version != 0:
+	case b[1]&15 != 0: // TVer
 		err = errTVer
+	case !info.valid:
+		err = op.check()
+	case len(b) < end:
+		err = errShortExt
+	case len(b) < end+ICRCLen:
+		err = errShortICRC
 	default:
-		err = bth.Opcode.check()
+		rest := len(b) - ICRCLen - end // payload and pad
+		pad := int(b[1] >> 4 & 3)
+		switch {
+		case !info.payload && (rest != 0 || pad != 0):
+			err = errUnexpectedPayload
+		case rest&3 != 0:
+			err = errPadUnaligned
+		case pad > rest:
+			err = errPadTooLong
+		}
 	}
 	if err != nil {
 		*p = Packet{}
 		return err
 	}
-	h := bth.Opcode.Headers()
-	end := BTHLen + int(opcodeTable[bth.Opcode].extLen)
-	if len(b) < end+ICRCLen {
-		*p = Packet{}
-		if len(b) < end {
-			return errShortExt
-		}
-		return errShortICRC
-	}
-	*p = Packet{BTH: bth}
-	// The length is checked: the header decoders below cannot fail.
+	p.BTH.decode((*[BTHLen]byte)(b))
+	// The length is checked: the header decoders below cannot fail. Each
+	// header is written once, decoded or zero.
+	h := info.headers
 	o := BTHLen
+	p.DETH, p.RETH, p.AtomicETH = DETH{}, RETH{}, AtomicETH{}
+	p.AETH, p.AtomicAckETH, p.ImmDt, p.IETH = AETH{}, AtomicAckETH{}, ImmDt{}, IETH{}
 	if h&HasDETH != 0 {
 		p.DETH, _ = DecodeDETH(b[o:])
 		o += DETHLen
@@ -173,25 +191,11 @@ func (p *Packet) Decode(b []byte) error {
 	}
 	if h&HasIETH != 0 {
 		p.IETH, _ = DecodeIETH(b[o:])
-		o += IETHLen
 	}
 	n := len(b) - ICRCLen
-	rest := b[o:n]
-	pad := int(bth.PadCount)
-	switch {
-	case !bth.Opcode.HasPayload() && (len(rest) != 0 || pad != 0):
-		err = errUnexpectedPayload
-	case len(rest)&3 != 0:
-		err = errPadUnaligned
-	case pad > len(rest):
-		err = errPadTooLong
-	}
-	if err != nil {
-		*p = Packet{}
-		return err
-	}
-	if n := len(rest) - pad; n > 0 {
-		p.Payload = rest[:n:n]
+	p.Payload = nil
+	if m := n - end - int(p.BTH.PadCount); m > 0 {
+		p.Payload = b[end : end+m : end+m]
 	}
 	p.ICRC = binary.LittleEndian.Uint32(b[n:])
 	return nil
