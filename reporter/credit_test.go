@@ -8,8 +8,7 @@ import (
 // TestCreditWindow: the cumulative ack moves the window forward only, and
 // never past the reports sent; the numbers before a restarted translator's
 // span come back as unseen; the credit is full credit reports past the
-// ack; silence and probes follow the acks' times, stalls the acks' and
-// the wait for credit's.
+// ack; silence, stalls and probes follow the acks' times.
 func TestCreditWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	c := newCreditWindow(true, t0)
@@ -57,10 +56,14 @@ func TestCreditWindow(t *testing.T) {
 	if !c.stalled(later) || c.deaf(later) {
 		t.Fatal("no ack for ackStall while listening: not stalled")
 	}
+}
 
-	// A reporter whose translator was silent for longer than ackStall
-	// while the credit had room (a translator killed and restarted) gives
-	// the new one ackStall from when the credit fills.
+// TestCreditStallCountsTheWait: a reporter whose translator was silent for
+// longer than ackStall while the credit had room (a translator killed and
+// restarted) gives the new one ackStall from when the credit fills.
+func TestCreditStallCountsTheWait(t *testing.T) {
+	later := time.Unix(1000, 0)
+	c := newCreditWindow(true, later)
 	c.restart(later)
 	quiet := later.Add(3 * ackStall)
 	for at := later; !at.After(quiet); at = at.Add(time.Millisecond) {
