@@ -61,18 +61,20 @@ func FuzzPacketDecode(f *testing.F) {
 	addVectorSeeds(f, true)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p Packet
+		va, rkey, n, ok := PeekMemory(b) // never panics, whatever b is
 		if err := p.Decode(b); err != nil {
 			if !isPackageError(err) {
 				t.Fatalf("foreign error %v", err)
 			}
 			return
 		}
+		checkPeek(t, &p, va, rkey, n, ok)
 		enc, err := p.AppendTo(nil)
 		if err != nil {
 			t.Fatalf("accepted packet does not re-encode: %v", err)
 		}
-		n := len(enc) - int(p.BTH.PadCount)
-		if len(enc) != len(b)-ICRCLen || !bytes.Equal(enc[:n], clearReserved(b[:n], 0, p.BTH.Opcode)) {
+		end := len(enc) - int(p.BTH.PadCount)
+		if len(enc) != len(b)-ICRCLen || !bytes.Equal(enc[:end], clearReserved(b[:end], 0, p.BTH.Opcode)) {
 			t.Fatalf("re-encoded packet differs")
 		}
 	})
@@ -163,4 +165,22 @@ func isPackageError(err error) bool {
 		}
 	}
 	return false
+}
+
+// checkPeek checks what PeekMemory said of a packet against p, its decoding.
+func checkPeek(t *testing.T, p *Packet, va uint64, rkey uint32, n int, ok bool) {
+	t.Helper()
+	h := p.BTH.Opcode.Headers()
+	switch {
+	case h&HasRETH != 0:
+		if !ok || va != p.RETH.VA || rkey != p.RETH.RKey || n != len(p.Payload) {
+			t.Fatalf("PeekMemory = %#x %#x %d %v, packet has %+v and %d bytes of payload", va, rkey, n, ok, p.RETH, len(p.Payload))
+		}
+	case h&HasAtomicETH != 0:
+		if !ok || va != p.AtomicETH.VA || rkey != p.AtomicETH.RKey || n != 8 {
+			t.Fatalf("PeekMemory = %#x %#x %d %v, packet has %+v", va, rkey, n, ok, p.AtomicETH)
+		}
+	case ok:
+		t.Fatalf("PeekMemory names memory in a %v", p.BTH.Opcode)
+	}
 }

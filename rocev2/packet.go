@@ -115,6 +115,33 @@ func (p *Packet) put(w []byte) {
 	clear(w[o : o+pad])
 }
 
+// PeekMemory returns the remote memory the request in b, a RoCEv2 UDP
+// payload, names: the VA and R_Key of its RETH or AtomicETH, and n, the bytes
+// this packet brings there (its payload, or 8 for an atomic). ok is false
+// for an opcode with neither header and for a b too short to hold it. It
+// checks nothing else (Decode does), so that a responder can start loading a
+// batch's memory before it decodes and executes the batch.
+func PeekMemory(b []byte) (va uint64, rkey uint32, n int, ok bool) {
+	if len(b) < BTHLen {
+		return 0, 0, 0, false
+	}
+	info := &opcodeTable[Opcode(b[0])]
+	o := BTHLen
+	if info.headers&HasDETH != 0 {
+		o += DETHLen
+	}
+	switch {
+	case info.headers&HasRETH != 0:
+		r, err := DecodeRETH(b[min(o, len(b)):])
+		n = len(b) - ICRCLen - BTHLen - int(info.extLen) - int(b[1]>>4&3)
+		return r.VA, r.RKey, max(n, 0), err == nil
+	case info.headers&HasAtomicETH != 0:
+		a, err := DecodeAtomicETH(b[min(o, len(b)):])
+		return a.VA, a.RKey, 8, err == nil
+	}
+	return 0, 0, 0, false
+}
+
 // Decode decodes a whole RoCEv2 UDP payload into p: BTH, the extension
 // headers of its opcode, payload, pad and ICRC. It rejects a transport
 // version other than 0, reserved and unsupported opcodes, a header sequence

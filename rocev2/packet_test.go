@@ -565,3 +565,45 @@ func TestDecodeResetsAcrossFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekMemory: PeekMemory names the memory Decode finds in requests with
+// a RETH or an AtomicETH, nothing in others, and nothing in a packet cut
+// short of that header.
+func TestPeekMemory(t *testing.T) {
+	pkts := []Packet{
+		{BTH: BTH{Opcode: RCWriteOnly}, RETH: RETH{VA: 0x1122334455667788, RKey: 0xA1B2C3D4, DMALength: 5}, Payload: []byte{1, 2, 3, 4, 5}},
+		{BTH: BTH{Opcode: RCWriteFirst}, RETH: RETH{VA: 4096, RKey: 7, DMALength: 8192}, Payload: make([]byte, 1024)},
+		{BTH: BTH{Opcode: RCWriteOnlyImm}, RETH: RETH{VA: 8, RKey: 9}, ImmDt: ImmDt{Data: 3}},
+		{BTH: BTH{Opcode: RCReadRequest}, RETH: RETH{VA: 64, RKey: 2, DMALength: 100}},
+		{BTH: BTH{Opcode: RCFetchAdd}, AtomicETH: AtomicETH{VA: 0xFFFFFFFFFFFFFFF8, RKey: 1, SwapAddData: 1}},
+		{BTH: BTH{Opcode: RCCompareSwap}, AtomicETH: AtomicETH{VA: 16, RKey: 3}},
+		{BTH: BTH{Opcode: RCWriteMiddle}, Payload: make([]byte, 256)},
+		{BTH: BTH{Opcode: RCAcknowledge}, AETH: AETH{MSN: 1}},
+		{BTH: BTH{Opcode: RCSendOnly}, Payload: []byte{9}},
+	}
+	for _, want := range pkts {
+		b, err := want.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, 0, 0, 0, 0) // the ICRC
+		var p Packet
+		if err := p.Decode(b); err != nil {
+			t.Fatalf("%v: %v", want.BTH.Opcode, err)
+		}
+		va, rkey, n, ok := PeekMemory(b)
+		checkPeek(t, &p, va, rkey, n, ok)
+		if !ok {
+			continue
+		}
+		need := BTHLen + RETHLen // RC requests have no DETH before it
+		if p.BTH.Opcode.Headers()&HasAtomicETH != 0 {
+			need = BTHLen + AtomicETHLen
+		}
+		for cut := range len(b) {
+			if _, _, _, ok := PeekMemory(b[:cut]); ok != (cut >= need) {
+				t.Errorf("%v cut to %d bytes: PeekMemory ok = %v", want.BTH.Opcode, cut, ok)
+			}
+		}
+	}
+}

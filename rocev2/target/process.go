@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dtakit/dtakit/internal/prefetch"
 	"github.com/dtakit/dtakit/internal/udpio"
 	"github.com/dtakit/dtakit/rocev2"
 	"github.com/dtakit/dtakit/rocev2/cm"
@@ -110,6 +111,9 @@ func (t *Target) Process(now int64, in []Datagram, out *Output) {
 		w.dst, w.hdrs = dst, headerCache{}
 	}
 	for i := range in {
+		w.prefetch(t, in[i].Buf)
+	}
+	for i := range in {
 		if in[i].Truncated {
 			t.countTruncated() // longer than the reader's buffer: not whole
 			continue
@@ -194,6 +198,27 @@ func (w *worker) handle(t *Target, now int64, b []byte, src netip.AddrPort, out 
 	qp.lastRx = now
 	qp.receive(now, p, src, out)
 	qp.mu.Unlock()
+}
+
+// prefetch starts loading the memory the request in b writes, when it names
+// a live region and lies inside it: a batch's writes to scattered slots then
+// wait for their cache misses together, before the first QP lock's release
+// makes the CPU wait for each write in turn.
+func (w *worker) prefetch(t *Target, b []byte) {
+	va, rkey, n, ok := rocev2.PeekMemory(b)
+	if !ok || n == 0 {
+		return
+	}
+	r := w.region
+	if r == nil || r.rkey != rkey || r.dead.Load() {
+		if r = (*t.regTab.Load())[rkey]; r == nil {
+			return
+		}
+		w.region = r
+	}
+	if off, ok := r.span(va, uint64(n)); ok {
+		prefetch.Ends(r.mem[off : off+uint64(n)])
+	}
 }
 
 // refuse counts b as a datagram refused before any queue pair, and returns

@@ -172,6 +172,7 @@ type worker struct {
 	pkt    rocev2.Packet  // the datagram being decoded
 	dst    netip.AddrPort // the target address hdrs holds states for
 	hdrs   headerCache    // ICRC states of recent sources
+	region *Region        // the region of the last prefetch
 	lastQP *QP
 }
 
