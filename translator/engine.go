@@ -179,6 +179,7 @@ type Engine struct {
 	acks    []Datagram // to reporters, from the report socket
 	nacks   []byte     // their bytes, this round
 	rx      rocev2.Packet
+	icrc    rocev2.ICRCCache // of the datagrams HandleRoCE receives
 	rep     dta.Report
 	c       Counters
 
@@ -441,12 +442,12 @@ func (e *Engine) Apply(r *dta.Report, copy int) error { return e.apply(r, copy) 
 func (e *Engine) HandleRoCE(b []byte, src netip.AddrPort, now int64) {
 	e.setNow(now)
 	src = unmap(src)
-	if err := e.rx.DecodeDatagram(b, src, e.cfg.Local); err != nil {
-		if errors.Is(err, rocev2.ErrBadICRC) {
-			e.c.BadICRC++
-		} else {
-			e.c.BadRoCE++
-		}
+	if err := e.rx.Decode(b); err != nil {
+		e.c.BadRoCE++
+		return
+	}
+	if !e.icrc.Verify(src, e.cfg.Local, b) {
+		e.c.BadICRC++
 		return
 	}
 	bth := &e.rx.BTH

@@ -171,3 +171,33 @@ func FuzzAdvertisement(f *testing.F) {
 		}
 	})
 }
+
+// TestHandleRoCECountsBadICRC: an ACK for the engine's QP with one ICRC bit
+// wrong is counted BadICRC; the same ACK right,
+// to a QP that does not exist, is BadRoCE; a datagram cut short of its ICRC
+// is BadRoCE. Twice each, so that the second comes from the ICRC cache.
+func TestHandleRoCECountsBadICRC(t *testing.T) {
+	h := newHarness(t, Config{RingSize: 16}, newFakeTarget(t, kwInst(t)))
+	h.connect()
+	q := h.e.collectors[0].instances[0].conn.(*qp)
+	ack := func(qpn uint32) []byte {
+		p := rocev2.Packet{BTH: rocev2.BTH{Opcode: rocev2.RCAcknowledge, PKey: 0xFFFF, DestQP: qpn}, AETH: rocev2.AETH{Syndrome: 0x1F}}
+		b, err := p.AppendDatagram(nil, testTarget, testLocal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	before := h.e.Counters()
+	for range 2 {
+		bad := ack(q.qpn)
+		bad[len(bad)-1] ^= 0x10
+		h.e.HandleRoCE(bad, testTarget, h.now)
+		h.e.HandleRoCE(ack(q.qpn^0x800000), testTarget, h.now)
+		h.e.HandleRoCE(bad[:rocev2.BTHLen+rocev2.AETHLen+1], testTarget, h.now)
+	}
+	c := h.e.Counters()
+	if c.BadICRC-before.BadICRC != 2 || c.BadRoCE-before.BadRoCE != 4 {
+		t.Fatalf("BadICRC +%d, BadRoCE +%d; want +2 and +4", c.BadICRC-before.BadICRC, c.BadRoCE-before.BadRoCE)
+	}
+}

@@ -107,9 +107,7 @@ func (t *Target) Process(now int64, in []Datagram, out *Output) {
 		return
 	}
 	w := t.workers.Get().(*worker)
-	if dst := t.local(); w.dst != dst {
-		w.dst, w.hdrs = dst, headerCache{}
-	}
+	w.dst = t.local()
 	for i := range in {
 		w.prefetch(t, in[i].Buf)
 	}
@@ -148,7 +146,7 @@ func (w *worker) handle(t *Target, now int64, b []byte, src netip.AddrPort, out 
 		w.refuse(b).Malformed++
 		return
 	}
-	if !w.hdrs.verify(src, w.dst, b) {
+	if !w.icrc.Verify(src, w.dst, b) {
 		w.refuse(b).BadICRC++
 		return
 	}

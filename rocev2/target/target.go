@@ -170,9 +170,9 @@ type Target struct {
 type worker struct {
 	c      Counters       // this batch's counts of datagrams refused before a QP
 	pkt    rocev2.Packet  // the datagram being decoded
-	dst    netip.AddrPort // the target address hdrs holds states for
-	hdrs   headerCache    // ICRC states of recent sources
-	region *Region        // the region of the last prefetch
+	dst    netip.AddrPort // the target's address
+	icrc   rocev2.ICRCCache
+	region *Region // the region of the last prefetch
 	lastQP *QP
 }
 
