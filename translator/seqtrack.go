@@ -257,7 +257,7 @@ func (e *Engine) ackResend(s *exactly.State, seq uint32) {
 func (e *Engine) admit(addr netip.AddrPort, r *dta.Report) *exactly.State {
 	seq := r.Header.Seq
 	src := source{Addr: addr, Session: r.Header.Session}
-	s := e.seqs.Get(src)
+	s := e.seqs.Get(addr, r.Header.Session)
 	if s == nil {
 		var evicted bool
 		if s, evicted = e.seqs.Add(src, seq, e.now); s == nil {
@@ -356,7 +356,7 @@ func (e *Engine) sendAcks() {
 	}
 	kept := e.ackDue[:0]
 	for _, src := range e.ackDue {
-		s := e.seqs.Get(src)
+		s := e.seqs.Get(src.Addr, src.Session)
 		if s == nil || !s.AckDue {
 			continue
 		}

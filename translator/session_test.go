@@ -156,7 +156,7 @@ func TestSourcesBounded(t *testing.T) {
 	if c := h.e.Counters(); c.SourcesRefused != 1 || c.SourcesEvicted != 1 || h.e.seqs.Len() != exactly.MaxSources {
 		t.Fatalf("refused %d, evicted %d, tracked %d", c.SourcesRefused, c.SourcesEvicted, h.e.seqs.Len())
 	}
-	if h.e.seqs.Get(source{Addr: testReporter, Session: 1000}) != nil || h.e.seqs.Get(source{Addr: testReporter, Session: 1}) == nil {
+	if h.e.seqs.Get(testReporter, 1000) != nil || h.e.seqs.Get(testReporter, 1) == nil {
 		t.Fatal("the silent source was kept or the new one not tracked")
 	}
 	h.acksSent()

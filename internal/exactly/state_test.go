@@ -175,14 +175,13 @@ func TestTableBounded(t *testing.T) {
 		t.Fatal("a full table took a new source")
 	}
 	for i := uint64(1); i < MaxSources; i++ {
-		tb.Touch(tb.Get(Source{Addr: testSrc.Addr, Session: i}), int64(SourceIdle))
+		tb.Touch(tb.Get(testSrc.Addr, i), int64(SourceIdle))
 	}
 	s, ev := tb.Add(Source{Addr: testSrc.Addr, Session: 1 << 40}, 0, int64(SourceIdle))
 	if s == nil || !ev || tb.Len() != MaxSources {
 		t.Fatalf("new source %v evicted %v, %d tracked", s, ev, tb.Len())
 	}
-	old := Source{Addr: testSrc.Addr, Session: 0}
-	if tb.Get(old) != nil {
+	if tb.Get(testSrc.Addr, 0) != nil {
 		t.Fatal("the silent source was kept")
 	}
 	if !tb.Tracks(s) {

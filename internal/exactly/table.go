@@ -2,6 +2,7 @@ package exactly
 
 import (
 	"iter"
+	"net/netip"
 	"time"
 )
 
@@ -28,12 +29,14 @@ type Table struct {
 	evictAt int64  // while full, no source is idle before this time
 }
 
-// Get returns src's state, or nil.
-func (t *Table) Get(src Source) *State {
-	if s := t.last; s != nil && s.src == src {
+// Get returns the state of the source at addr with session, or nil. It
+// takes the Source's fields, not a Source: a struct stored and at once
+// loaded whole stalls the CPU (store forwarding), on every report.
+func (t *Table) Get(addr netip.AddrPort, session uint64) *State {
+	if s := t.last; s != nil && s.src.Addr == addr && s.src.Session == session {
 		return s
 	}
-	s := t.m[src]
+	s := t.m[Source{Addr: addr, Session: session}]
 	if s != nil {
 		t.last = s
 	}

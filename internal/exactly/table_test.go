@@ -12,7 +12,7 @@ func TestTableForgetsEvicted(t *testing.T) {
 		s, _ := tb.Add(Source{Addr: testSrc.Addr, Session: i}, 0, 0)
 		tb.Touch(s, int64(SourceIdle))
 	}
-	if tb.Get(s0.Source()) != s0 || !tb.Tracks(s0) {
+	if tb.Get(s0.Source().Addr, s0.Source().Session) != s0 || !tb.Tracks(s0) {
 		t.Fatal("source 0 not found before its eviction")
 	}
 	src := Source{Addr: testSrc.Addr, Session: 1 << 40}
@@ -20,10 +20,10 @@ func TestTableForgetsEvicted(t *testing.T) {
 	if s == nil || !ev {
 		t.Fatalf("new source %v, evicted %v", s, ev)
 	}
-	if tb.Get(s0.Source()) != nil || tb.Tracks(s0) {
+	if tb.Get(s0.Source().Addr, s0.Source().Session) != nil || tb.Tracks(s0) {
 		t.Fatal("the evicted source is still found or tracked")
 	}
-	if tb.Get(src) != s || !tb.Tracks(s) {
+	if tb.Get(src.Addr, src.Session) != s || !tb.Tracks(s) {
 		t.Fatal("the new source is not found or not tracked")
 	}
 	var other Table
@@ -38,12 +38,12 @@ func TestTableForgetsEvicted(t *testing.T) {
 func TestTableReplaced(t *testing.T) {
 	var tb Table
 	s1, _ := tb.Add(testSrc, 0, 0)
-	if tb.Get(testSrc) != s1 {
+	if tb.Get(testSrc.Addr, testSrc.Session) != s1 {
 		t.Fatal("the source is not found")
 	}
 	s2, _ := tb.Add(testSrc, 10, 0)
-	if tb.Get(testSrc) != s2 || !tb.Tracks(s2) || tb.Tracks(s1) || tb.Len() != 1 {
+	if tb.Get(testSrc.Addr, testSrc.Session) != s2 || !tb.Tracks(s2) || tb.Tracks(s1) || tb.Len() != 1 {
 		t.Fatalf("after a second Add: Get %p (new %p, old %p), tracks new %v, old %v, %d tracked",
-			tb.Get(testSrc), s2, s1, tb.Tracks(s2), tb.Tracks(s1), tb.Len())
+			tb.Get(testSrc.Addr, testSrc.Session), s2, s1, tb.Tracks(s2), tb.Tracks(s1), tb.Len())
 	}
 }
