@@ -34,7 +34,12 @@ const (
 
 // Len returns the encoded length: [PostcardLongLen] when the path length is
 // sent, [PostcardLen] otherwise.
-func (p Postcard) Len() int {
+func (p Postcard) Len() int { return p.len() }
+
+// len, appendTo and validate are Len, AppendTo and Validate without copying
+// p, for [Report]'s methods: a copy loaded just after a reporter set p's
+// fields stalls store forwarding.
+func (p *Postcard) len() int {
 	if p.HasPathLength || p.PathLength != 0 {
 		return PostcardLongLen
 	}
@@ -43,7 +48,9 @@ func (p Postcard) Len() int {
 
 // AppendTo appends the encoded sub-header to b and returns the extended
 // slice. It does not check the fields and does not allocate when b has room.
-func (p Postcard) AppendTo(b []byte) []byte {
+func (p Postcard) AppendTo(b []byte) []byte { return p.appendTo(b) }
+
+func (p *Postcard) appendTo(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, p.Key)
 	b = append(b, p.Hop)
 	b = binary.BigEndian.AppendUint32(b, p.Value)
@@ -54,7 +61,9 @@ func (p Postcard) AppendTo(b []byte) []byte {
 }
 
 // Validate reports what is wrong with p (hop number 0), or nil.
-func (p Postcard) Validate() error {
+func (p Postcard) Validate() error { return p.validate() }
+
+func (p *Postcard) validate() error {
 	if p.Hop == 0 {
 		return errPostcardHopZero
 	}

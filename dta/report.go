@@ -35,7 +35,7 @@ func (r *Report) Len() int {
 	case OpKeyIncrement:
 		n += KeyIncrementLen
 	case OpPostcard:
-		n += r.Postcard.Len()
+		n += r.Postcard.len()
 	default:
 		n += len(r.Body)
 	}
@@ -72,7 +72,7 @@ func (r *Report) AppendTo(b []byte) []byte {
 		binary.BigEndian.PutUint32(p[1:5], r.KeyIncrement.Key)
 		binary.BigEndian.PutUint64(p[5:13], r.KeyIncrement.Counter)
 	case OpPostcard:
-		r.Postcard.AppendTo(p[:0])
+		r.Postcard.appendTo(p[:0])
 	default:
 		copy(p, r.Body)
 	}
@@ -94,7 +94,7 @@ func (r *Report) Validate() error {
 	case OpKeyIncrement:
 		return r.KeyIncrement.Validate()
 	case OpPostcard:
-		return r.Postcard.Validate()
+		return r.Postcard.validate()
 	default: // registered: its primitive checks the body
 		return nil
 	}
