@@ -20,14 +20,13 @@ type Datagram = udpio.Datagram
 type Output struct {
 	buf    []byte
 	ends   []int
-	addrs  []netip.AddrPort
-	dgs    []Datagram
-	acking []*QP // QPs with an ACK pending at the end of the batch under way
+	dgs    []Datagram // Addr set as each is committed, Buf by Datagrams
+	acking []*QP      // QPs with an ACK pending at the end of the batch under way
 }
 
 // Reset empties o, keeping its memory.
 func (o *Output) Reset() {
-	o.buf, o.ends, o.addrs = o.buf[:0], o.ends[:0], o.addrs[:0]
+	o.buf, o.ends, o.dgs = o.buf[:0], o.ends[:0], o.dgs[:0]
 }
 
 // Len returns the number of datagrams in o.
@@ -36,10 +35,9 @@ func (o *Output) Len() int { return len(o.ends) }
 // Datagrams returns o's datagrams, in the order they are to be sent. They
 // alias o and are valid until o is next appended to or reset.
 func (o *Output) Datagrams() []Datagram {
-	o.dgs = o.dgs[:0]
 	start := 0
 	for i, end := range o.ends {
-		o.dgs = append(o.dgs, Datagram{Buf: o.buf[start:end:end], Addr: o.addrs[i]})
+		o.dgs[i].Buf = o.buf[start:end:end]
 		start = end
 	}
 	return o.dgs
@@ -48,7 +46,15 @@ func (o *Output) Datagrams() []Datagram {
 // commit ends the datagram appended to o.buf since the last one, to dst.
 func (o *Output) commit(dst netip.AddrPort) {
 	o.ends = append(o.ends, len(o.buf))
-	o.addrs = append(o.addrs, dst)
+	o.addDst(dst)
+}
+
+// addDst appends a datagram to dst, its bytes still to be set. It is
+// appended zero, then set: a Datagram built and copied in would be loaded
+// just after its stores, and stall (store forwarding).
+func (o *Output) addDst(dst netip.AddrPort) {
+	o.dgs = append(o.dgs, Datagram{})
+	o.dgs[len(o.dgs)-1].Addr = dst
 }
 
 // add appends p as a datagram from src to dst. The packets the target
@@ -83,7 +89,7 @@ func (o *Output) commitAll(dgs [][]byte, dst netip.AddrPort) {
 	for _, d := range dgs {
 		end += len(d)
 		o.ends = append(o.ends, end)
-		o.addrs = append(o.addrs, dst)
+		o.addDst(dst)
 	}
 }
 
