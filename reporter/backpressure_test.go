@@ -355,6 +355,44 @@ func TestTailProbe(t *testing.T) {
 	}
 }
 
+// TestTailProbeNotNeeded: a translator that acknowledges every report
+// before Close's first copy of the last one has seen them all: Close sends
+// no copy (the translator sees no duplicate) and loses nothing.
+func TestTailProbeNotNeeded(t *testing.T) {
+	ackPort := freePort(t)
+	ft := newFakeTranslator(t, ackPort, func(uint32, int) bool { return true })
+	r := wideReporter(t, ft, ackPort, Config{})
+	for i := range 50 {
+		if err := r.KeyWrite(uint32(i), []byte{1, 2, 3, 4}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waits 5 ms for the ack of the last report before its first
+	// copy; the test waits for that ack itself, so that a slow machine
+	// cannot make the copy needed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		acked := r.credit.acked == 50
+		r.mu.Unlock()
+		if acked {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the 50 reports were not acknowledged in 10 s")
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := r.Counters()
+	if taken, dups, _ := ft.stats(); taken != 50 || dups != 0 || c.Probes != 0 || c.Lost+c.Unconfirmed != 0 {
+		t.Errorf("%d of 50 taken, %d duplicates, counters %+v", taken, dups, c)
+	}
+}
+
 // TestCredit: Send keeps within 3072 reports of the translator's last
 // cumulative ack; when acks stop, it waits a second, then counts the
 // reports in flight Unconfirmed and goes on, a credit per second.

@@ -797,16 +797,44 @@ func (r *Reporter) Close() error {
 // probeTail sends the last report again, twice, 5 ms apart: a translator
 // that applied it drops the copies as duplicates, and one that lost the
 // last reports learns from the copy's number which ones it never got, and
-// NACKs them (reason Missing). No later report would have shown it.
+// NACKs them (reason Missing). No later report would have shown it. Each
+// copy waits first, up to the 5 ms, for an ack of every report sent: a
+// translator that names them all has seen them all, and the copies would
+// tell it nothing.
 func (r *Reporter) probeTail() {
 	for range 2 {
+		if r.awaitAllAcked(probeTailGap) {
+			return
+		}
 		r.mu.Lock()
 		if r.probeLocked() {
 			_ = r.flushLocked()
 		}
 		r.lastEvent = time.Now()
 		r.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// probeTailGap is how long Close waits before each copy of the last report.
+const probeTailGap = 5 * time.Millisecond
+
+// awaitAllAcked waits up to d for a cumulative ack of every report sent,
+// and reports whether it came.
+func (r *Reporter) awaitAllAcked(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		done := r.credit.on && r.credit.acked == r.seq
+		r.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-r.credit.moved:
+		case <-t.C:
+			return false
+		}
 	}
 }
 
