@@ -410,10 +410,15 @@ func (o *options) sendSplit(stdout, stderr io.Writer) int {
 	var wg sync.WaitGroup
 	sent := make([]int, m)
 	failed := make([]error, m)
+	closeErrs := make([]error, m)
 	for j, rep := range reps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Each reporter closes when its share is sent: every Close
+			// waits a while for NACKs of its last reports, and the waits
+			// overlap.
+			defer func() { closeErrs[j] = rep.Close() }()
 			var r dta.Report
 			buf := make([]byte, s.EntrySize)
 			for i := j; i < count && !stop.Load(); i += m {
@@ -435,8 +440,8 @@ func (o *options) sendSplit(stdout, stderr io.Writer) int {
 	res := Result{Delivery: rcfg.Delivery.String(), Threads: procs}
 	code := 0
 	for j, rep := range reps {
-		if err := rep.Close(); err != nil {
-			fmt.Fprintln(stderr, "dtareport:", err)
+		if closeErrs[j] != nil {
+			fmt.Fprintln(stderr, "dtareport:", closeErrs[j])
 		}
 		if failed[j] != nil {
 			fmt.Fprintln(stderr, "dtareport:", failed[j])

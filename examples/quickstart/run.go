@@ -320,12 +320,22 @@ func (pl *pipeline) awaitTranslator(ctx context.Context, prog *progress) error {
 // finish closes the reporters, returning their final counters, then the
 // translator, whose Close flushes the postcard cache and the partial
 // Append batches and waits until every RDMA operation is acknowledged; it
-// returns the translator's Close error apart, as a failed check.
+// returns the translator's Close error apart, as a failed check. The
+// reporters close at once: each Close waits a while for NACKs of its last
+// reports, and their waits overlap.
 func (pl *pipeline) finish() (repc [5]reporter.Counters, closeErr, err error) {
+	var errs [5]error
+	var wg sync.WaitGroup
 	for op, r := range pl.reps {
 		if r != nil {
-			if err := r.Close(); err != nil {
-				return repc, nil, err
+			wg.Go(func() { errs[op] = r.Close() })
+		}
+	}
+	wg.Wait()
+	for op, r := range pl.reps {
+		if r != nil {
+			if errs[op] != nil {
+				return repc, nil, errs[op]
 			}
 			repc[op] = r.Counters()
 			pl.reps[op] = nil
