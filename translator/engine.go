@@ -44,7 +44,7 @@ type Counters struct {
 	// or NACKs (do not add them to those).
 	// NoInstance counts reports for a primitive no ready instance serves.
 	NoInstance  uint64
-	RingFull    uint64 // reports refused because a retransmit ring was full
+	RingFull    uint64 // reports refused because a retransmit ring (with Verbs, a send queue) was full
 	RateLimited uint64 // reports refused by a rate limit
 	Dropped     uint64 // unsequenced reports refused (ring, rate, no instance)
 	NACKs       uint64 // sequenced reports refused, a NACK sent for each

@@ -106,7 +106,15 @@ func (q *verbsQP) reap() {
 // ready but has no room).
 func (q *verbsQP) ready() bool { return q.inst.err == nil }
 
-func (q *verbsQP) room(_ *Engine, n int) bool { return q.flushRoom(n) }
+// room is flushRoom, counting a full send queue (the verbs backend's
+// retransmit ring: RingFull) when it refuses.
+func (q *verbsQP) room(e *Engine, n int) bool {
+	if !q.flushRoom(n) {
+		e.c.RingFull++
+		return false
+	}
+	return true
+}
 
 // flushRoom reports whether n more work requests fit.
 func (q *verbsQP) flushRoom(n int) bool {
