@@ -165,3 +165,24 @@ func TestCMHalfOpenManyAddresses(t *testing.T) {
 		t.Errorf("Reaped %d -> %d, want one waiting connection evicted", reaped, r)
 	}
 }
+
+// TestPrefetchForgetsDeregistered: a worker's prefetch keeps the region it
+// last looked up, but not once the region is deregistered: its memory is
+// its owner's again.
+func TestPrefetchForgetsDeregistered(t *testing.T) {
+	p := newPeer(t, 1024)
+	r := register(t, p.t, newGuarded(4096), RemoteWrite)
+	b := p.write(r.VA(), r.RKey(), []byte{1, 2, 3, 4}, true)
+	var w worker
+	w.prefetch(p.t, b)
+	if w.region != r {
+		t.Fatalf("prefetch kept %p, want the region %p", w.region, r)
+	}
+	if err := p.t.Deregister(r); err != nil {
+		t.Fatal(err)
+	}
+	w.prefetch(p.t, b)
+	if w.region != nil {
+		t.Fatal("prefetch still holds the deregistered region")
+	}
+}

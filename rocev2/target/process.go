@@ -215,10 +215,12 @@ func (w *worker) prefetch(t *Target, b []byte) {
 	}
 	r := w.region
 	if r == nil || r.rkey != rkey || r.dead.Load() {
-		if r = (*t.regTab.Load())[rkey]; r == nil {
+		// A region deregistered is not kept: its memory is its owner's.
+		r = (*t.regTab.Load())[rkey]
+		w.region = r
+		if r == nil {
 			return
 		}
-		w.region = r
 	}
 	if off, ok := r.span(va, uint64(n)); ok {
 		prefetch.Ends(r.mem[off : off+uint64(n)])
