@@ -90,9 +90,16 @@ func (d *direction) init(max int, call uintptr) {
 	d.names = make([]unix.RawSockaddrInet6, max)
 	d.ctrl = make([]byte, max*cmsgSpace)
 	d.ends = make([]int, max)
+	// The calls never block (MSG_DONTWAIT: the poller does the waiting),
+	// so they are raw: the runtime is not told of them. Told, it hands
+	// the P of a call that outlasts sysmon's 20 µs tick (a GSO run
+	// crossing loopback does the receiver's work inline) to another
+	// thread, and the caller, back from the kernel, waits to get a P
+	// again: context switches, which cost the deployed translator more
+	// than the datagrams it sends.
 	d.fn = func(fd uintptr) bool {
 		d.calls.Add(1)
-		r, _, e := unix.Syscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := unix.RawSyscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EAGAIN && d.busy && d.spin > 0 {
 			r, e = d.poll(fd, call)
 		}
@@ -112,7 +119,7 @@ func (d *direction) poll(fd, call uintptr) (uintptr, syscall.Errno) {
 	for {
 		runtime.Gosched()
 		d.calls.Add(1)
-		r, _, e := unix.Syscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := unix.RawSyscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
 		if e != unix.EAGAIN || time.Since(start) >= d.spin {
 			return r, e
 		}
