@@ -108,39 +108,56 @@ func BenchmarkDeployed(b *testing.B) {
 }
 
 // BenchmarkSources runs the daemons with every default and b.N reports
-// from one dtareport, then from four at once, each from its own loopback
-// address (127.x.y.z) with its own seed and a quarter of the reports, in
-// alternating pairs (-args -pairs N); the second of a pair reports their
-// ratio (4/1-sources). reports/s is all the reports over the time from the
-// first start to the last exit.
+// from one dtareport (sources=1); from four dtareport processes at once,
+// each from its own loopback address (127.x.y.z) with its own seed and a
+// quarter of the reports (sources=4); and from one dtareport -split, four
+// reporters from four addresses in one process (sources=4-split), in
+// alternating rounds (-args -pairs N). The last of a round reports the
+// ratios to one source (4/1-sources, 4-split/1-sources). reports/s is all
+// the reports over the time from the first start to the last exit.
 //
 //	go test ./internal/test/systest -run '^$' -bench Sources -benchtime 1000000x -args -pairs 3
 //
-// -args -profile DIR writes the daemons' CPU profiles (the last pair's)
-// into DIR/sources1 and DIR/sources4.
+// -args -profile DIR writes the daemons' CPU profiles (the last round's)
+// into DIR/1, DIR/4 and DIR/4-split.
 func BenchmarkSources(b *testing.B) {
+	type run struct {
+		name  string
+		procs int  // dtareport processes
+		split bool // one dtareport -split: 4 reporters, 4 addresses
+	}
+	runs := []run{{"sources=1", 1, false}, {"sources=4", 4, false}, {"sources=4-split", 1, true}}
 	for i := range *pairs {
-		var rates [5]float64
-		order := []int{1, 4}
-		if i%2 == 1 {
-			order = []int{4, 1}
+		rates := map[string]float64{}
+		ratios := func(b *testing.B) {
+			one := rates["sources=1"]
+			for _, r := range runs[1:] {
+				if one > 0 && rates[r.name] > 0 && len(rates) == len(runs) {
+					b.ReportMetric(rates[r.name]/one, strings.TrimPrefix(r.name, "sources=")+"/1-sources")
+				}
+			}
 		}
-		for _, s := range order {
-			b.Run(fmt.Sprintf("sources=%d", s), func(b *testing.B) {
+		order := slices.Clone(runs)
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, r := range order {
+			b.Run(r.name, func(b *testing.B) {
 				o := options{}
 				if *profile != "" {
-					o.profile = filepath.Join(*profile, fmt.Sprintf("sources%d", s))
+					o.profile = filepath.Join(*profile, strings.TrimPrefix(r.name, "sources="))
 					if err := os.MkdirAll(o.profile, 0o755); err != nil {
 						b.Fatal(err)
 					}
 				}
 				p := startConfigured(b, benchReports(b), 4096, o)
-				r := p.sources(b, s)
-				rates[s] = r.rate
-				r.report(b)
-				if rates[1] > 0 && rates[4] > 0 { // the pair's second
-					b.ReportMetric(rates[4]/rates[1], "4/1-sources")
+				if r.split {
+					p.repArgs = append(p.repArgs, "-split")
 				}
+				d := p.sources(b, r.procs)
+				rates[r.name] = d.rate
+				d.report(b)
+				ratios(b) // once all ran: the pair's last
 				p.stop(b)
 				if *profile != "" {
 					p.stopCollector(b)
