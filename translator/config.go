@@ -23,7 +23,6 @@ const (
 	DefaultAppendLinger   = 2 * time.Millisecond
 	DefaultPostcardLinger = 2 * time.Millisecond
 	DefaultAckPace        = 100 * time.Microsecond
-	DefaultBusyPoll       = 50 * time.Microsecond
 	// MaxDiscoveryBackoff caps the wait between probes of a collector that
 	// does not answer.
 	MaxDiscoveryBackoff = 30 * time.Second
@@ -131,13 +130,6 @@ type Config struct {
 	// cores. The engine ignores it. See docs/DTA-WIRE.md section 8.8 for
 	// the order it keeps.
 	Shards int
-	// BusyPoll is how long the Translator's sockets, having read a batch,
-	// keep polling for the next before their goroutine sleeps (default 50
-	// µs, DefaultBusyPoll; negative: none; see udpio.Conn.BusyPoll). Under
-	// load the next batch comes sooner than a sleep and its wakeup cost
-	// the translator, the busiest hop; a quiet socket does not poll. The
-	// engine ignores it.
-	BusyPoll time.Duration
 	// Verbs makes the Translator post its RDMA operations through the local
 	// RDMA NIC that owns Local's address (package verbs) instead of sending
 	// RoCEv2 datagrams: the NIC runs the connections, the engine translates
@@ -204,9 +196,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Shards == 0 {
 		c.Shards = 1
-	}
-	if c.BusyPoll == 0 {
-		c.BusyPoll = DefaultBusyPoll
 	}
 	return c
 }

@@ -1087,17 +1087,3 @@ func TestCopyBeforeFirstIsUnconfirmed(t *testing.T) {
 		t.Errorf("counters %+v: want 1 unconfirmed", c)
 	}
 }
-
-// TestBusyPollDefault: the sockets poll 50 µs by default (udpio.Conn.BusyPoll,
-// tested there); a negative BusyPoll turns it off.
-func TestBusyPollDefault(t *testing.T) {
-	for _, c := range []struct{ set, want time.Duration }{{0, DefaultBusyPoll}, {-1, -1}, {time.Millisecond, time.Millisecond}} {
-		e, err := NewEngine(Config{Local: testLocal, Collectors: []netip.AddrPort{testTarget}, BusyPoll: c.set})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := e.Config().BusyPoll; got != c.want {
-			t.Errorf("BusyPoll %v: configured %v, want %v", c.set, got, c.want)
-		}
-	}
-}

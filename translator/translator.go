@@ -135,7 +135,6 @@ func New(cfg Config) (*Translator, error) {
 				return fail(err)
 			}
 			sh.roce.LoopbackGSOOnly() // the ICRCs assume identification 0
-			sh.roce.BusyPoll(cfg.BusyPoll)
 		}
 		var err error
 		if sh.e, err = NewEngine(scfg); err != nil {
@@ -145,7 +144,6 @@ func New(cfg Config) (*Translator, error) {
 			if sh.rep, err = udpio.New(reps[i], batchSize); err != nil {
 				return fail(err)
 			}
-			sh.rep.BusyPoll(cfg.BusyPoll)
 		}
 		t.shards = append(t.shards, sh)
 	}

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
-	"time"
 )
 
 // Datagram is one UDP datagram: what a batch reads or writes, and the one
@@ -77,19 +76,6 @@ func New(uc *net.UDPConn, maxBatch int) (*Conn, error) {
 	}
 	return c, nil
 }
-
-// BusyPoll makes a read that finds the socket empty, right after one that
-// found datagrams, try again for up to d, yielding to the process's other
-// goroutines between tries, before it waits for the runtime's poller (d <=
-// 0: it waits at once). Under a steady stream the next batch comes within
-// microseconds, while waiting costs the reader a sleep and its wakeup (a
-// context switch, and a cross-CPU interrupt where the sender runs on
-// another core). The kernel's SO_BUSY_POLL does this for devices with
-// NAPI, which loopback is not. A socket that went quiet does not spin
-// again until a read finds datagrams: an idle Conn costs nothing, a
-// trickle at most d per datagram. Linux only; call it before the first
-// read.
-func (c *Conn) BusyPoll(d time.Duration) { c.sys.busyPoll(d) }
 
 // LoopbackGSOOnly limits segmentation offload to loopback destinations.
 // The kernel numbers the IPv4 identification of a GSO run's segments 0, 1,

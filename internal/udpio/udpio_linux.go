@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -77,11 +75,6 @@ type direction struct {
 	errno syscall.Errno
 	fn    func(fd uintptr) bool
 	calls atomic.Uint64 // system calls made, for Stats
-	// Reads: how long a read that finds nothing right after one that found
-	// datagrams polls again before it waits (BusyPoll), and whether the
-	// last call found datagrams.
-	spin time.Duration
-	busy bool
 }
 
 func (d *direction) init(max int, call uintptr) {
@@ -100,10 +93,6 @@ func (d *direction) init(max int, call uintptr) {
 	d.fn = func(fd uintptr) bool {
 		d.calls.Add(1)
 		r, _, e := unix.RawSyscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EAGAIN && d.busy && d.spin > 0 {
-			r, e = d.poll(fd, call)
-		}
-		d.busy = e == 0
 		if e == unix.EAGAIN {
 			return false // wait for the poller
 		}
@@ -112,23 +101,7 @@ func (d *direction) init(max int, call uintptr) {
 	}
 }
 
-// poll repeats the call on an empty socket for up to d.spin, letting the
-// process's other goroutines run between tries.
-func (d *direction) poll(fd, call uintptr) (uintptr, syscall.Errno) {
-	start := time.Now()
-	for {
-		runtime.Gosched()
-		d.calls.Add(1)
-		r, _, e := unix.RawSyscall6(call, fd, uintptr(unsafe.Pointer(&d.hdrs[0])), uintptr(d.n), unix.MSG_DONTWAIT, 0, 0)
-		if e != unix.EAGAIN || time.Since(start) >= d.spin {
-			return r, e
-		}
-	}
-}
-
 func (s *sysConn) calls() (read, write uint64) { return s.rd.calls.Load(), s.wr.calls.Load() }
-
-func (s *sysConn) busyPoll(d time.Duration) { s.rd.spin = d }
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	raw, err := uc.SyscallConn()

@@ -5,7 +5,6 @@ package udpio
 import (
 	"net"
 	"sync/atomic"
-	"time"
 )
 
 // sysConn moves one datagram per system call where recvmmsg and sendmmsg
@@ -17,9 +16,6 @@ type sysConn struct {
 }
 
 func (s *sysConn) calls() (read, write uint64) { return s.rdCalls.Load(), s.wrCalls.Load() }
-
-// busyPoll does nothing: a read here blocks in the runtime's poller.
-func (s *sysConn) busyPoll(time.Duration) {}
 
 func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	s.connected = uc.RemoteAddr() != nil
