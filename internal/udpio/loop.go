@@ -52,20 +52,34 @@ func (c *Conn) WriteAll(ms []Datagram) (refused int, first error) {
 
 // ReadLoop reads batches into ms (see [Buffers]) and hands each, with its
 // arrival time, to handle, until handle returns false or the socket is
-// closed. With idle > 0 a read waits at most idle, and handle gets an empty
+// closed. A datagram's Buf is valid until handle returns: one that came
+// coalesced (Linux, UDP_GRO) is where the kernel put it, not copied into
+// ms's buffer, which still bounds its length; ReadLoop gives ms its
+// buffers back before each read and when it returns. With idle > 0 a read waits at most idle, and handle gets an empty
 // batch when nothing came, so that the caller can run its timers. Transient
 // errors (an ICMP error queued on the socket) are skipped. ReadLoop returns
 // nil when handle stops it and the socket's error (wrapping net.ErrClosed
 // when closed) otherwise. Truncated datagrams reach handle marked: counting
 // them is the caller's.
 func (c *Conn) ReadLoop(ms []Datagram, idle time.Duration, handle func(ms []Datagram, now time.Time) bool) error {
+	bufs := make([][]byte, len(ms))
+	for i := range ms {
+		bufs[i] = ms[i].Buf
+	}
+	giveBack := func() {
+		for i, b := range bufs {
+			ms[i].Buf = b
+		}
+	}
+	defer giveBack()
 	for {
+		giveBack()
 		if idle > 0 {
 			if err := c.uc.SetReadDeadline(time.Now().Add(idle)); err != nil {
 				return err
 			}
 		}
-		n, err := c.ReadBatch(ms)
+		n, err := c.readBatch(ms, true)
 		switch {
 		case err == nil:
 		case idle > 0 && errors.Is(err, os.ErrDeadlineExceeded):

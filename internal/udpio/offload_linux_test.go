@@ -217,3 +217,56 @@ func TestOffloadRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestReadLoopCoalesced: ReadLoop hands out coalesced datagrams where the
+// kernel put them, each whole, in order, bounded by its buffer (longer ones
+// truncated and marked), with no room past its end; and gives the buffers
+// back, so that a later plain read lands in them.
+func TestReadLoopCoalesced(t *testing.T) {
+	rx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 8)
+	tx := newConn(t, listen(t, "udp4", "127.0.0.1:0"), 64)
+	dst := rx.UDPConn().LocalAddr().(*net.UDPAddr).AddrPort()
+	var sent []Datagram
+	for i := range 40 {
+		size := 100
+		if i >= 30 {
+			size = 300 // a second run, longer than the buffers
+		}
+		b := bytes.Repeat([]byte{byte(i)}, size)
+		sent = append(sent, Datagram{Buf: b, Addr: dst})
+	}
+	if n, err := tx.WriteBatch(sent); n != len(sent) || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	ms := Buffers(8, 200)
+	own := make(map[*byte]bool)
+	for _, m := range ms {
+		own[&m.Buf[0]] = true
+	}
+	got, coalesced := 0, 0
+	err := rx.ReadLoop(ms, 0, func(in []Datagram, _ time.Time) bool {
+		for _, m := range in {
+			want := sent[got].Buf[:min(len(sent[got].Buf), 200)]
+			if !bytes.Equal(m.Buf, want) || m.Truncated != (len(sent[got].Buf) > 200) || cap(m.Buf) != len(m.Buf) {
+				t.Fatalf("datagram %d: %d bytes (cap %d) starting %x, truncated %v; want %d bytes of %x, truncated %v",
+					got, len(m.Buf), cap(m.Buf), m.Buf[:min(len(m.Buf), 4)], m.Truncated, len(want), want[0], len(sent[got].Buf) > 200)
+			}
+			if !own[&m.Buf[0]] {
+				coalesced++
+			}
+			got++
+		}
+		return got < len(sent)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if coalesced == 0 {
+		t.Error("no datagram was handed out in place: the runs did not come coalesced")
+	}
+	for i, m := range ms {
+		if len(m.Buf) != 200 || !own[&m.Buf[0]] {
+			t.Fatalf("after ReadLoop, ms[%d] holds %d bytes elsewhere, not its own buffer", i, len(m.Buf))
+		}
+	}
+}

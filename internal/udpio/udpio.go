@@ -92,7 +92,14 @@ func (c *Conn) UDPConn() *net.UDPConn { return c.uc }
 // deadline passes), then fills ms[0:n] with up to len(ms) datagrams that are
 // already queued, and returns n. A datagram longer than cap(Buf) is
 // truncated to it and marked Truncated. It does not allocate.
-func (c *Conn) ReadBatch(ms []Datagram) (int, error) {
+func (c *Conn) ReadBatch(ms []Datagram) (int, error) { return c.readBatch(ms, false) }
+
+// readBatch is ReadBatch; with alias, a datagram that came coalesced (GRO)
+// is not copied into its Buf: Buf is set to its bytes in the Conn's read
+// buffer, at most cap(Buf) of them (the capacity no more than the length),
+// which stay there until the Conn reads from the socket again, after the
+// next call at the earliest.
+func (c *Conn) readBatch(ms []Datagram, alias bool) (int, error) {
 	if len(ms) == 0 {
 		return 0, nil
 	}
@@ -102,7 +109,7 @@ func (c *Conn) ReadBatch(ms []Datagram) (int, error) {
 	for i := range ms {
 		ms[i].Buf = ms[i].Buf[:cap(ms[i].Buf)]
 	}
-	n, err := c.sys.readBatch(c.uc, ms)
+	n, err := c.sys.readBatch(c.uc, ms, alias)
 	if n > 0 {
 		c.read.Add(uint64(n))
 	}

@@ -155,9 +155,9 @@ func (d *direction) prepare(ms []Datagram, withNames bool) {
 	}
 }
 
-func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
+func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram, alias bool) (int, error) {
 	if s.gro {
-		return s.readGRO(uc, ms)
+		return s.readGRO(uc, ms, alias)
 	}
 	d := &s.rd
 	d.prepare(ms, true)
@@ -179,8 +179,9 @@ func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
 
 // readGRO reads with UDP_GRO on: datagrams still held from the last call
 // first, without a system call; otherwise one recvmmsg into groBuf, whose
-// coalesced datagrams are cut at the segment size the kernel reports.
-func (s *sysConn) readGRO(uc *net.UDPConn, ms []Datagram) (int, error) {
+// coalesced datagrams are cut at the segment size the kernel reports. With
+// alias, each is handed out in groBuf rather than copied (Conn.readBatch).
+func (s *sysConn) readGRO(uc *net.UDPConn, ms []Datagram, alias bool) (int, error) {
 	d := &s.rd
 	if s.groHdr >= s.groN {
 		nh := min(len(d.hdrs), maxGROHdrs)
@@ -221,7 +222,12 @@ func (s *sysConn) readGRO(uc *net.UDPConn, ms []Datagram) (int, error) {
 		data := s.groBuf[i*groBufSize : i*groBufSize+n]
 		l := min(seg, n-s.groOff)
 		m := &ms[out]
-		m.Buf = m.Buf[:copy(m.Buf, data[s.groOff:s.groOff+l])]
+		if src := data[s.groOff : s.groOff+l]; alias {
+			k := min(l, cap(m.Buf))
+			m.Buf = src[:k:k]
+		} else {
+			m.Buf = m.Buf[:copy(m.Buf, src)]
+		}
 		// Cut short by the caller's buffer, or, for the last segment, by
 		// groBuf (which holds the largest coalesced datagram).
 		m.Truncated = len(m.Buf) < l || (s.groOff+l == n && h.hdr.Flags&unix.MSG_TRUNC != 0)

@@ -22,7 +22,7 @@ func (s *sysConn) init(uc *net.UDPConn, max int) error {
 	return nil
 }
 
-func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram) (int, error) {
+func (s *sysConn) readBatch(uc *net.UDPConn, ms []Datagram, _ bool) (int, error) {
 	s.rdCalls.Add(1)
 	n, addr, err := uc.ReadFromUDPAddrPort(ms[0].Buf)
 	if err != nil {
