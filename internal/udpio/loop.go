@@ -54,13 +54,13 @@ func (c *Conn) WriteAll(ms []Datagram) (refused int, first error) {
 // arrival time, to handle, until handle returns false or the socket is
 // closed. A datagram's Buf is valid until handle returns: one that came
 // coalesced (Linux, UDP_GRO) is where the kernel put it, not copied into
-// ms's buffer, which still bounds its length; ReadLoop gives ms its
-// buffers back before each read and when it returns. With idle > 0 a read waits at most idle, and handle gets an empty
-// batch when nothing came, so that the caller can run its timers. Transient
-// errors (an ICMP error queued on the socket) are skipped. ReadLoop returns
-// nil when handle stops it and the socket's error (wrapping net.ErrClosed
-// when closed) otherwise. Truncated datagrams reach handle marked: counting
-// them is the caller's.
+// ms's buffer, which still bounds its length; ReadLoop gives ms its buffers
+// back before each read and when it returns. With idle > 0 a read waits at
+// most idle, and handle gets an empty batch when nothing came, so that the
+// caller can run its timers. Transient errors (an ICMP error queued on the
+// socket) are skipped. ReadLoop returns nil when handle stops it and the
+// socket's error (wrapping net.ErrClosed when closed) otherwise. Truncated
+// datagrams reach handle marked: counting them is the caller's.
 func (c *Conn) ReadLoop(ms []Datagram, idle time.Duration, handle func(ms []Datagram, now time.Time) bool) error {
 	bufs := make([][]byte, len(ms))
 	for i := range ms {
