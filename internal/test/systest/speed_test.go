@@ -129,12 +129,14 @@ func BenchmarkSources(b *testing.B) {
 	runs := []run{{"sources=1", 1, false}, {"sources=4", 4, false}, {"sources=4-split", 1, true}}
 	for i := range *pairs {
 		rates := map[string]float64{}
+		// ratios reports each run's rate over one source's, once the
+		// round's runs all have one.
 		ratios := func(b *testing.B) {
-			one := rates["sources=1"]
+			if len(rates) < len(runs) || rates["sources=1"] == 0 {
+				return
+			}
 			for _, r := range runs[1:] {
-				if one > 0 && rates[r.name] > 0 && len(rates) == len(runs) {
-					b.ReportMetric(rates[r.name]/one, strings.TrimPrefix(r.name, "sources=")+"/1-sources")
-				}
+				b.ReportMetric(rates[r.name]/rates["sources=1"], strings.TrimPrefix(r.name, "sources=")+"/1-sources")
 			}
 		}
 		order := slices.Clone(runs)
@@ -157,7 +159,7 @@ func BenchmarkSources(b *testing.B) {
 				d := p.sources(b, r.procs)
 				rates[r.name] = d.rate
 				d.report(b)
-				ratios(b) // once all ran: the pair's last
+				ratios(b)
 				p.stop(b)
 				if *profile != "" {
 					p.stopCollector(b)
