@@ -342,7 +342,11 @@ func (e *Engine) countRefused(r *dta.Report) {
 // saw the source (docs/DTA-WIRE.md, "Exactly once"). A source acknowledged
 // less than Config.AckPace ago stays due, for a later round (the next
 // batch or tick), unless the engine flushes; so does one whose ack is held
-// to its share of the credit.
+// to its share of the credit. With n sources reporting, a source's ack
+// that would move less than half its share waits n paces (at most
+// ackCalm): each ack wakes its sender, and a sender with half its share
+// left has no need of one yet, so the engine sends about as many acks
+// with n sources as with one.
 func (e *Engine) sendAcks() {
 	// What a sender sent and the engine has not read yet waits in its
 	// socket, up to a credit's worth (exactly.Credit): with n sources
@@ -354,19 +358,24 @@ func (e *Engine) sendAcks() {
 	if e.active > 1 {
 		share /= uint32(e.active)
 	}
+	calm := e.cfg.AckPace
+	if e.active > 1 {
+		calm = max(min(calm*time.Duration(e.active), ackCalm), e.cfg.AckPace)
+	}
 	kept := e.ackDue[:0]
 	for _, src := range e.ackDue {
 		s := e.seqs.Get(src.Addr, src.Session)
 		if s == nil || !s.AckDue {
 			continue
 		}
-		if !e.ackAll && s.AckedAt != 0 && e.now-s.AckedAt < int64(e.cfg.AckPace) {
-			kept = append(kept, src)
-			continue
-		}
 		limit := s.Next() + 1
 		if share < exactly.Credit && !e.ackAll && s.Recent(e.now, ackIdle) {
 			limit = s.Next() + share - exactly.Credit
+		}
+		if since := e.now - s.AckedAt; !e.ackAll && s.AckedAt != 0 &&
+			(since < int64(e.cfg.AckPace) || since < int64(calm) && s.AckMove(limit) < share/2) {
+			kept = append(kept, src)
+			continue
 		}
 		seq, span, ok, capped := s.AckBelow(limit)
 		if capped {
@@ -388,6 +397,10 @@ func (e *Engine) sendAcks() {
 // ackIdle is how long a source sends nothing before its ack is no longer
 // held to its share of the credit: none of its reports wait unread.
 const ackIdle = 2 * time.Millisecond
+
+// ackCalm bounds how long a source's ack waits for its sender to use half
+// its share of the credit (sendAcks).
+const ackCalm = time.Millisecond
 
 // ackKeepalive is how often a source with reports not yet acknowledged
 // gets its cumulative ack again, moved or not: its sender, waiting for

@@ -365,6 +365,63 @@ func TestAcksPaced(t *testing.T) {
 	}
 }
 
+// TestAcksCalm: with two sources reporting, a source whose ack would move
+// less than half its share of the credit gets it two paces after the
+// last, not one; a source whose ack moves more gets it every pace; every
+// report is applied once.
+func TestAcksCalm(t *testing.T) {
+	const pace, step = 100 * time.Microsecond, 10 * time.Microsecond
+	for _, tc := range []struct {
+		name    string
+		perStep uint32 // reports per step from each source
+		gap     time.Duration
+	}{
+		{"slow", 4, 2 * pace},  // 40 reports a pace: held for calm
+		{"fast", 80, 1 * pace}, // 800 a pace, over half of a 1536 share
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := newFakeTarget(t, kiInst(t))
+			h := newHarness(t, Config{AckPace: pace}, ft)
+			h.connect()
+			a, b := testReporter, netip.MustParseAddrPort("127.0.0.10:41000")
+			const sess = 0x77
+			h.sessionKI(a, sess, 0)
+			h.sessionKI(b, sess, 0)
+			h.advance(time.Millisecond, time.Millisecond) // the keepalive counts two sources
+			h.acksSent()
+			var at []int64 // when a got a cumulative ack
+			seq := uint32(1)
+			for range 1000 {
+				h.now += int64(step)
+				h.e.Tick(h.now)
+				h.pump()
+				for range tc.perStep {
+					h.sessionKI(a, sess, seq)
+					h.sessionKI(b, sess, seq)
+					seq++
+				}
+				for _, d := range h.nacks {
+					if x, err := dta.ParseAck(d.Buf); err == nil && d.Addr.Addr() == a.Addr() && !x.NACK {
+						at = append(at, h.now)
+					}
+				}
+				h.nacks = nil
+			}
+			if len(at) < 5 {
+				t.Fatalf("%d acks to a, want at least 5", len(at))
+			}
+			for i := 1; i < len(at); i++ {
+				if d := time.Duration(at[i] - at[i-1]); d != tc.gap {
+					t.Fatalf("acks to a at %v, want %v apart", d, tc.gap)
+				}
+			}
+			if v, want := key7(t, ft), uint64(2*seq); v != want {
+				t.Errorf("key 7 counts %d, want %d: each report once", v, want)
+			}
+		})
+	}
+}
+
 // TestAckHeldToShare: with two sources reporting, the ack of one that
 // keeps sending names at most the number a credit's half before one past
 // its newest (exactly.Credit), so that it keeps at most half a credit

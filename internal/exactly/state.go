@@ -336,6 +336,20 @@ func (s *State) Recent(now int64, d time.Duration) bool { return now-s.lastAt < 
 // Next returns one past the newest number the source sent.
 func (s *State) Next() uint32 { return s.next }
 
+// AckMove returns at most how far an ack capped at limit would move past
+// the last one (AckBelow): it does not look for pending numbers, which
+// could stop it sooner.
+func (s *State) AckMove(limit uint32) uint32 {
+	to := s.next
+	if Diff(to, limit) > 0 {
+		to = limit
+	}
+	if Diff(to, s.ackFrom) <= 0 {
+		return 0
+	}
+	return to - s.ackFrom
+}
+
 // AckBelow is Ack naming at most the number before limit; capped says
 // limit held it back (ok is false when so held it would not move).
 func (s *State) AckBelow(limit uint32) (seq uint32, span uint16, ok, capped bool) {
