@@ -60,6 +60,10 @@ type sysConn struct {
 	// their datagrams, and the position of the next datagram to hand out.
 	groBuf               []byte
 	groHdr, groOff, groN int
+	// The segment size and source of header groHdr, found when its first
+	// datagram is handed out.
+	groSeg  int
+	groAddr netip.AddrPort
 }
 
 // direction holds one direction's message headers and the arguments and
@@ -215,12 +219,15 @@ func (s *sysConn) readGRO(uc *net.UDPConn, ms []Datagram, alias bool) (int, erro
 		i := s.groHdr
 		h := &d.hdrs[i]
 		n := int(h.len)
-		seg := n
-		if g := groSegment(h, d.ctrl[i*cmsgSpace:(i+1)*cmsgSpace]); g > 0 {
-			seg = g
+		if s.groOff == 0 {
+			s.groSeg = n
+			if g := groSegment(h, d.ctrl[i*cmsgSpace:(i+1)*cmsgSpace]); g > 0 {
+				s.groSeg = g
+			}
+			s.groAddr = addrFromRaw(&d.names[i])
 		}
 		data := s.groBuf[i*groBufSize : i*groBufSize+n]
-		l := min(seg, n-s.groOff)
+		l := min(s.groSeg, n-s.groOff)
 		m := &ms[out]
 		if src := data[s.groOff : s.groOff+l]; alias {
 			k := min(l, cap(m.Buf))
@@ -231,7 +238,7 @@ func (s *sysConn) readGRO(uc *net.UDPConn, ms []Datagram, alias bool) (int, erro
 		// Cut short by the caller's buffer, or, for the last segment, by
 		// groBuf (which holds the largest coalesced datagram).
 		m.Truncated = len(m.Buf) < l || (s.groOff+l == n && h.hdr.Flags&unix.MSG_TRUNC != 0)
-		m.Addr = addrFromRaw(&d.names[i])
+		m.Addr = s.groAddr
 		out++
 		s.groOff += l
 		if s.groOff >= n {
