@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,23 +56,62 @@ func Build(t testing.TB, pkg, name string) string {
 	return bin
 }
 
-// FreePort returns a loopback port ("udp" or "tcp") free a moment ago.
+// FreePort returns a loopback port ("udp" or "tcp") free a moment ago,
+// for a program to bind. It picks at random below the kernel's ephemeral
+// range (ip_local_port_range), which every outgoing connection and every
+// socket bound to port 0 draws from: a port freed there is soon taken
+// again (a soak lost a collector to an HTTP client's connection that got
+// its port first). Only another FreePort can race for one below it.
 func FreePort(t testing.TB, network string) int {
 	t.Helper()
+	lo, hi := freeRange()
+	for range 200 {
+		if port, ok := bindable(network, lo+rand.IntN(hi-lo)); ok {
+			return port
+		}
+	}
+	port, ok := bindable(network, 0)
+	if !ok {
+		t.Fatalf("no free %s port on 127.0.0.1", network)
+	}
+	return port
+}
+
+// freeRange returns the ports FreePort draws from: from 10000 up to the
+// start of the ephemeral range, or 10000-20000 when that starts lower or
+// cannot be read.
+func freeRange() (lo, hi int) {
+	lo, hi = 10000, 20000
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if start, err := strconv.Atoi(f[0]); err == nil && start > lo+1000 {
+			hi = start
+		}
+	}
+	return lo, hi
+}
+
+// bindable binds network's port on 127.0.0.1 (0: any) and frees it,
+// returning the port it had.
+func bindable(network string, port int) (int, bool) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	if network == "udp" {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		c, err := net.ListenPacket("udp4", addr)
 		if err != nil {
-			t.Fatal(err)
+			return 0, false
 		}
 		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
+		return c.LocalAddr().(*net.UDPAddr).Port, true
 	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	l, err := net.Listen("tcp4", addr)
 	if err != nil {
-		t.Fatal(err)
+		return 0, false
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, true
 }
 
 // Proc is a program a test started; it is killed when the test ends.
