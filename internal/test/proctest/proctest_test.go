@@ -1,10 +1,6 @@
 package proctest
 
-import (
-	"net"
-	"strconv"
-	"testing"
-)
+import "testing"
 
 // TestFreePort: the ports are below the ephemeral range, where no
 // outgoing connection takes one, and a program can bind them.
@@ -19,19 +15,8 @@ func TestFreePort(t *testing.T) {
 			if port < lo || port >= hi {
 				t.Fatalf("%s port %d, want %d-%d", network, port, lo, hi-1)
 			}
-			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			if network == "udp" {
-				c, err := net.ListenPacket("udp4", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Close()
-			} else {
-				l, err := net.Listen("tcp4", addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				l.Close()
+			if got, ok := bindable(network, port); !ok || got != port {
+				t.Fatalf("%s port %d does not bind (%d, %v)", network, port, got, ok)
 			}
 		}
 	}
